@@ -1,0 +1,2 @@
+//! Carries a plan out against the Kubernetes API.
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! Kubernetes objects -> model: conversion, the in-memory index, and snapshots.
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! Scheduler configuration: Volcano's actions-and-tiers format plus Caldera's keys, parsed and validated.
+#![forbid(unsafe_code)]

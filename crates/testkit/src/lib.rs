@@ -1,0 +1,2 @@
+//! Test support: model builders, proptest strategies, and the in-process API server stand-in.
+#![forbid(unsafe_code)]

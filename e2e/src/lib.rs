@@ -1,0 +1,2 @@
+//! End-to-end test support; the tests live in `tests/`.
+#![forbid(unsafe_code)]
