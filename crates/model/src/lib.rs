@@ -1,2 +1,34 @@
-//! Resources, quantities, nodes, tasks, jobs, queues, the snapshot and the plan: the pure domain model.
+//! Resources, quantities, nodes, tasks, jobs, queues, the snapshot and the plan: the pure
+//! domain model.
+//!
+//! Nothing here does I/O, reads a clock or depends on Kubernetes client crates; the `cache`
+//! crate converts Kubernetes objects into these values.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod job;
+pub mod node;
+pub mod plan;
+pub mod quantity;
+pub mod queue;
+pub mod resources;
+pub mod selector;
+pub mod snapshot;
+pub mod task;
+pub mod time;
+
+pub use job::{Condition, Job, PodGroupPhase, PodGroupStatus, Topology};
+pub use node::Node;
+pub use plan::{
+    Bind, Event, EventObject, Plan, PodConditionUpdate, PodFailure, PodGroupStatusUpdate,
+    QueueStatusUpdate,
+};
+pub use quantity::{parse_quantity, QuantityError, Scale};
+pub use queue::{Queue, QueueStatus};
+pub use resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+pub use selector::{
+    HostPort, PlacementSpec, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, Toleration,
+};
+pub use snapshot::{Snapshot, WaitingPod};
+pub use task::{PendingReason, Task, TaskStatus};
+pub use time::Time;

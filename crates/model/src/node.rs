@@ -1,0 +1,72 @@
+//! Nodes as the scheduler sees them: what they offer, what is used, and what keeps pods off.
+
+use crate::resources::Resources;
+use crate::selector::{HostPort, Taint};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A node and its current load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// `metadata.name`.
+    pub name: Arc<str>,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `spec.taints`.
+    pub taints: Vec<Taint>,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// `status.allocatable` without the `pods` count.
+    pub allocatable: Resources,
+    /// `status.allocatable.pods` (110 when absent).
+    pub max_pods: i64,
+    /// Σ requests of every pod on the node, whoever scheduled it, terminating ones included.
+    pub used: Resources,
+    /// Number of pods on the node.
+    pub pod_count: i64,
+    /// Host ports taken by pods on the node.
+    pub host_ports: Vec<HostPort>,
+}
+
+impl Node {
+    /// An empty, ready node offering `allocatable`.
+    pub fn new(name: &str, allocatable: Resources) -> Self {
+        Node {
+            name: Arc::from(name),
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            unschedulable: false,
+            ready: true,
+            allocatable,
+            max_pods: 110,
+            used: Resources::new(),
+            pod_count: 0,
+            host_ports: Vec::new(),
+        }
+    }
+
+    /// What is left: allocatable − used.
+    pub fn idle(&self) -> Resources {
+        self.allocatable.minus(&self.used)
+    }
+
+    /// Accounts a pod with `request` and `ports` on this node.
+    pub fn add_pod(&mut self, request: &Resources, ports: &[HostPort]) {
+        self.used.add(request);
+        self.pod_count += 1;
+        self.host_ports.extend(ports.iter().cloned());
+    }
+
+    /// Undoes [`Node::add_pod`].
+    pub fn remove_pod(&mut self, request: &Resources, ports: &[HostPort]) {
+        self.used.sub(request);
+        self.pod_count -= 1;
+        for p in ports {
+            if let Some(i) = self.host_ports.iter().rposition(|q| q == p) {
+                self.host_ports.remove(i);
+            }
+        }
+    }
+}

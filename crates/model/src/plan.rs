@@ -1,0 +1,128 @@
+//! The plan: everything a session decided, for the binder to carry out.
+
+use crate::job::PodGroupStatus;
+use crate::queue::QueueStatus;
+use std::sync::Arc;
+
+/// A pod to bind.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Bind {
+    /// Pod namespace.
+    pub namespace: Arc<str>,
+    /// Pod name.
+    pub name: Arc<str>,
+    /// Pod uid (a bind to a re-created pod of the same name must not land).
+    pub uid: Arc<str>,
+    /// Target node.
+    pub node: Arc<str>,
+    /// `namespace/name` of the job; binds of one committed gang are adjacent.
+    pub job: Arc<str>,
+}
+
+/// A `PodScheduled=False` condition to set on a pending pod.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodConditionUpdate {
+    /// Pod namespace.
+    pub namespace: Arc<str>,
+    /// Pod name.
+    pub name: Arc<str>,
+    /// Pod uid.
+    pub uid: Arc<str>,
+    /// `Unschedulable` or `QueueQuotaExceeded`.
+    pub reason: String,
+    /// Fit message.
+    pub message: String,
+}
+
+/// A pending member to mark Failed (gang timeout).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodFailure {
+    /// Pod namespace.
+    pub namespace: Arc<str>,
+    /// Pod name.
+    pub name: Arc<str>,
+    /// Pod uid.
+    pub uid: Arc<str>,
+    /// `GangScheduleTimeout`.
+    pub reason: String,
+    /// Names the PodGroup.
+    pub message: String,
+}
+
+/// A new PodGroup status.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodGroupStatusUpdate {
+    /// Namespace.
+    pub namespace: Arc<str>,
+    /// Name.
+    pub name: Arc<str>,
+    /// The full new status.
+    pub status: PodGroupStatus,
+}
+
+/// A new Queue status.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct QueueStatusUpdate {
+    /// Queue name.
+    pub name: Arc<str>,
+    /// The full new status.
+    pub status: QueueStatus,
+}
+
+/// The object an event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventObject {
+    /// A Pod.
+    Pod,
+    /// A PodGroup.
+    PodGroup,
+}
+
+/// An event to record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Event {
+    /// Kind of the regarding object.
+    pub object: EventObject,
+    /// Its namespace.
+    pub namespace: Arc<str>,
+    /// Its name.
+    pub name: Arc<str>,
+    /// Its uid.
+    pub uid: Arc<str>,
+    /// `Normal` (false) or `Warning` (true).
+    pub warning: bool,
+    /// Reason (`Scheduled`, `FailedScheduling`, `Unschedulable`, ...).
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+/// Everything one session decided. Deterministic: the same snapshot, time and config give an
+/// equal plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Binds, committed gang by committed gang.
+    pub binds: Vec<Bind>,
+    /// Pod conditions that changed.
+    pub pod_conditions: Vec<PodConditionUpdate>,
+    /// Pods to mark Failed.
+    pub pod_failures: Vec<PodFailure>,
+    /// PodGroup statuses that changed.
+    pub podgroups: Vec<PodGroupStatusUpdate>,
+    /// Queue statuses that changed.
+    pub queues: Vec<QueueStatusUpdate>,
+    /// Events.
+    pub events: Vec<Event>,
+}
+
+impl Plan {
+    /// Nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.binds.is_empty()
+            && self.pod_conditions.is_empty()
+            && self.pod_failures.is_empty()
+            && self.podgroups.is_empty()
+            && self.queues.is_empty()
+            && self.events.is_empty()
+    }
+}

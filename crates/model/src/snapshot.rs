@@ -1,0 +1,98 @@
+//! The snapshot: one consistent view of the cluster that a session decides on.
+
+use crate::job::Job;
+use crate::node::Node;
+use crate::queue::Queue;
+use crate::resources::Resources;
+use crate::task::{PendingReason, Task};
+use std::sync::Arc;
+
+/// A pod of ours whose PodGroup does not exist yet: it waits, and says which group is missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingPod {
+    /// Pod uid.
+    pub uid: Arc<str>,
+    /// Pod namespace.
+    pub namespace: Arc<str>,
+    /// Pod name.
+    pub name: Arc<str>,
+    /// `namespace/name` of the missing PodGroup.
+    pub group: Arc<str>,
+    /// Current `PodScheduled=False` condition.
+    pub pending_reason: Option<PendingReason>,
+}
+
+/// Everything a session needs, already converted from Kubernetes objects.
+///
+/// Invariants (checked by [`Snapshot::check`]): nodes sorted by name, jobs by id, queues by
+/// name; every task's `job` indexes `jobs`, and every job's `tasks` index `tasks`; every job's
+/// queue exists in `queues`; `Node::used` already counts every pod on the node (ours with a
+/// node included).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Nodes, sorted by name.
+    pub nodes: Vec<Node>,
+    /// Members of our jobs.
+    pub tasks: Vec<Task>,
+    /// Jobs, sorted by id.
+    pub jobs: Vec<Job>,
+    /// Queues, sorted by name.
+    pub queues: Vec<Queue>,
+    /// Pods waiting for a PodGroup that does not exist.
+    pub waiting: Vec<WaitingPod>,
+}
+
+impl Snapshot {
+    /// Σ allocatable over nodes that are Ready.
+    pub fn total_allocatable(&self) -> Resources {
+        let mut total = Resources::new();
+        for n in self.nodes.iter().filter(|n| n.ready) {
+            total.add(&n.allocatable);
+        }
+        total
+    }
+
+    /// Index of the node named `name`.
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.nodes.binary_search_by(|n| (*n.name).cmp(name)).ok()
+    }
+
+    /// Index of the queue named `name`.
+    pub fn queue_index(&self, name: &str) -> Option<usize> {
+        self.queues.binary_search_by(|q| (*q.name).cmp(name)).ok()
+    }
+
+    /// Checks the structural invariants; returns the first violation.
+    pub fn check(&self) -> Result<(), String> {
+        let sorted = |names: Vec<&str>, what: &str| {
+            if names.windows(2).all(|w| w[0] < w[1]) {
+                Ok(())
+            } else {
+                Err(format!("{what} are not sorted and unique"))
+            }
+        };
+        sorted(self.nodes.iter().map(|n| &*n.name).collect(), "nodes")?;
+        sorted(self.jobs.iter().map(|j| &*j.id).collect(), "jobs")?;
+        sorted(self.queues.iter().map(|q| &*q.name).collect(), "queues")?;
+        for (ti, t) in self.tasks.iter().enumerate() {
+            let job = self
+                .jobs
+                .get(t.job)
+                .ok_or_else(|| format!("task {} names job #{}", t.key(), t.job))?;
+            if !job.tasks.contains(&ti) {
+                return Err(format!("job {} does not list task {}", job.id, t.key()));
+            }
+        }
+        for (ji, j) in self.jobs.iter().enumerate() {
+            if self.queue_index(&j.queue).is_none() {
+                return Err(format!("job {} names missing queue {}", j.id, j.queue));
+            }
+            for &ti in &j.tasks {
+                if self.tasks.get(ti).map(|t| t.job) != Some(ji) {
+                    return Err(format!("job {} lists task #{ti} of another job", j.id));
+                }
+            }
+        }
+        Ok(())
+    }
+}

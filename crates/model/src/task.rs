@@ -1,0 +1,117 @@
+//! Tasks: the members of a job (pods), with their state, request and constraints.
+
+use crate::resources::Resources;
+use crate::selector::PlacementSpec;
+use crate::time::Time;
+use std::sync::Arc;
+
+/// Where a member is in its life (SPEC §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TaskStatus {
+    /// No node yet.
+    Pending,
+    /// Placed in this session, not yet committed.
+    Allocated,
+    /// Committed; the bind is in flight.
+    Binding,
+    /// `spec.nodeName` is set.
+    Bound,
+    /// Phase Running.
+    Running,
+    /// Phase Succeeded.
+    Succeeded,
+    /// Phase Failed.
+    Failed,
+    /// Terminating (deletionTimestamp set).
+    Releasing,
+}
+
+impl TaskStatus {
+    /// Counts toward a gang's ready number: Allocated, Binding, Bound, Running, Succeeded.
+    pub fn is_ready(self) -> bool {
+        matches!(
+            self,
+            Self::Allocated | Self::Binding | Self::Bound | Self::Running | Self::Succeeded
+        )
+    }
+
+    /// Has a node (or is being given one), so it occupies resources on that node.
+    pub fn occupies_node(self) -> bool {
+        matches!(
+            self,
+            Self::Allocated | Self::Binding | Self::Bound | Self::Running | Self::Releasing
+        )
+    }
+
+    /// Scheduled as users count it for the PodGroup phase: Bound, Running, Succeeded, Failed.
+    pub fn is_scheduled(self) -> bool {
+        matches!(
+            self,
+            Self::Allocated
+                | Self::Binding
+                | Self::Bound
+                | Self::Running
+                | Self::Succeeded
+                | Self::Failed
+        )
+    }
+}
+
+/// The `PodScheduled=False` condition a pending pod carries.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PendingReason {
+    /// `Unschedulable` or `QueueQuotaExceeded`.
+    pub reason: String,
+    /// Human-readable fit message.
+    pub message: String,
+}
+
+/// One member of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    /// `metadata.uid`.
+    pub uid: Arc<str>,
+    /// `metadata.namespace`.
+    pub namespace: Arc<str>,
+    /// `metadata.name`.
+    pub name: Arc<str>,
+    /// Index of the job in [`crate::Snapshot::jobs`].
+    pub job: usize,
+    /// Current state.
+    pub status: TaskStatus,
+    /// The node it is bound to, if any.
+    pub node: Option<Arc<str>>,
+    /// Resource request as Kubernetes computes it (containers, init containers, overhead).
+    pub request: Resources,
+    /// Pod priority (from its PriorityClass).
+    pub priority: i32,
+    /// Role from `volcano.sh/task-spec`.
+    pub role: Option<Arc<str>>,
+    /// Has scheduling gates: never placed, does not count toward the gang.
+    pub gated: bool,
+    /// Placement constraints; identical members share one.
+    pub spec: Arc<PlacementSpec>,
+    /// `metadata.creationTimestamp`.
+    pub created: Time,
+    /// The current `PodScheduled=False` condition, to write only changes.
+    pub pending_reason: Option<PendingReason>,
+    /// kube-system or system-critical: never a victim (conformance).
+    pub critical: bool,
+}
+
+impl Task {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// A member that requests nothing (placed by backfill).
+    pub fn best_effort(&self) -> bool {
+        self.request.is_empty()
+    }
+
+    /// Waiting for a node and allowed to get one.
+    pub fn schedulable_pending(&self) -> bool {
+        self.status == TaskStatus::Pending && !self.gated
+    }
+}
