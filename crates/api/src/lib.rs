@@ -1,2 +1,29 @@
 //! Volcano-compatible CRD types: PodGroup and Queue in scheduling.volcano.sh/v1beta1.
+//!
+//! The types mirror Volcano's `v1beta1` API field for field, with every field optional so that
+//! any object round-trips without loss; getters such as [`PodGroupSpec::min_member`] apply the
+//! defaults. [`crds`] and [`crds_yaml`] give the CustomResourceDefinitions that `caldera crd`
+//! prints and `crds/` holds. This crate has no client and no async runtime.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod crd;
+mod podgroup;
+mod queue;
+mod schema;
+mod string_enum;
+#[cfg(test)]
+mod structural_tests;
+mod well_known;
+
+pub use crd::{crds, crds_yaml, Error, Result};
+pub use podgroup::{
+    ConditionStatus, NetworkTopologyMode, NetworkTopologySpec, PodGroup, PodGroupCondition,
+    PodGroupConditionType, PodGroupPhase, PodGroupSpec, PodGroupStatus, SubGroupPolicySpec,
+    TopologyMode, TopologySpec,
+};
+pub use queue::{
+    Affinity, Cluster, DequeueStrategy, Guarantee, NodeGroupAffinity, Queue, QueueSpec, QueueState,
+    QueueStatus, Reservation,
+};
+pub use well_known::*;

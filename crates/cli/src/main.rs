@@ -1,6 +1,10 @@
 //! The `caldera` binary: a gang scheduler for Kubernetes that speaks Volcano's API.
 #![forbid(unsafe_code)]
 
+use std::error::Error;
+use std::io::Write;
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -15,9 +19,32 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Print the PodGroup and Queue CustomResourceDefinitions as YAML (what `crds/` holds).
+    Crd,
+}
 
-fn main() {
+/// What a subcommand returns; `main` prints the error and exits non-zero.
+type CommandResult = Result<(), Box<dyn Error>>;
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {}
+    let result = match cli.command {
+        Command::Crd => crd(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("caldera: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `caldera crd`: print the CRDs to stdout.
+fn crd() -> CommandResult {
+    let yaml = caldera_api::crds_yaml()?;
+    // `write_all` rather than `print!`, so a closed pipe (`caldera crd | head`) is an error, not a panic.
+    std::io::stdout().lock().write_all(yaml.as_bytes())?;
+    Ok(())
 }
