@@ -1,2 +1,63 @@
-//! The scheduling plugins: gang, priority, drf, proportion, predicates, nodeorder, binpack, overcommit, conformance.
+//! The scheduling plugins: gang, priority, drf, proportion, predicates, nodeorder, binpack,
+//! overcommit, conformance — with Volcano's names and arguments.
+//!
+//! Each plugin is built fresh for every session from its config arguments (see
+//! [`registry`]); it reads the session's state through the hooks of
+//! [`caldera_session::plugin::Plugin`].
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod binpack;
+pub mod conformance;
+pub mod drf;
+pub mod gang;
+pub mod nodeorder;
+pub mod overcommit;
+pub mod predicates;
+pub mod priority;
+pub mod proportion;
+
+use caldera_config::SchedulerConfig;
+use caldera_session::{Registry, Scheduler, SessionError};
+
+/// Every plugin Caldera ships, by its config name.
+pub fn registry() -> Registry {
+    let mut r = Registry::new();
+    let all: [(&'static str, caldera_session::PluginFactory); 9] = [
+        ("gang", gang::build),
+        ("priority", priority::build),
+        ("drf", drf::build),
+        ("proportion", proportion::build),
+        ("predicates", predicates::build),
+        ("nodeorder", nodeorder::build),
+        ("binpack", binpack::build),
+        ("overcommit", overcommit::build),
+        ("conformance", conformance::build),
+    ];
+    for (name, factory) in all {
+        // The names above are distinct, so registration cannot fail.
+        let _ = r.register(name, factory);
+    }
+    r
+}
+
+/// A scheduler for `config` with every shipped plugin available.
+pub fn scheduler(config: &SchedulerConfig) -> Result<Scheduler, SessionError> {
+    Scheduler::new(config, &registry())
+}
+
+/// Reads a non-negative integer weight argument, with a default.
+pub(crate) fn weight(
+    option: &caldera_config::PluginOption,
+    key: &str,
+    default: i64,
+) -> Result<f64, String> {
+    match option.arguments.get_i64(key) {
+        None if option.arguments.contains_key(key) => {
+            Err(format!("argument {key:?} must be an integer"))
+        }
+        None => Ok(default as f64),
+        Some(v) if v < 0 => Err(format!("argument {key:?} must not be negative")),
+        Some(v) => Ok(v as f64),
+    }
+}

@@ -1,2 +1,282 @@
 //! Queues: ordering and fair-share accounting (deserved, allocated, share, overused).
+//!
+//! The proportion plugin keeps one [`QueueShare`] per queue and calls [`water_fill`] once per
+//! session; the allocate action asks it for order, `overused` and `allocatable`.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use caldera_model::Resources;
+use std::sync::Arc;
+
+/// One queue's fair-share accounting for a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueShare {
+    /// Queue name.
+    pub name: Arc<str>,
+    /// Weight (≥ 1).
+    pub weight: u32,
+    /// Hard ceiling; `None` means unlimited.
+    pub capability: Option<Resources>,
+    /// Reserved floor.
+    pub guarantee: Resources,
+    /// Explicit share (used instead of the weight split).
+    pub explicit_deserved: Option<Resources>,
+    /// What the queue's jobs ask for: allocated + pending requests.
+    pub request: Resources,
+    /// Σ requests of members holding a node.
+    pub allocated: Resources,
+    /// Σ minResources of admitted jobs not yet holding them.
+    pub inqueue: Resources,
+    /// The capability in force: capability ∧ (total − others' guarantees), every dimension set.
+    pub real_capability: Resources,
+    /// The computed deserved share.
+    pub deserved: Resources,
+}
+
+impl QueueShare {
+    /// A queue with nothing requested or allocated yet.
+    pub fn new(name: Arc<str>, weight: u32) -> Self {
+        QueueShare {
+            name,
+            weight: weight.max(1),
+            capability: None,
+            guarantee: Resources::new(),
+            explicit_deserved: None,
+            request: Resources::new(),
+            allocated: Resources::new(),
+            inqueue: Resources::new(),
+            real_capability: Resources::new(),
+            deserved: Resources::new(),
+        }
+    }
+
+    /// max over dimensions of allocated / deserved. A dimension with nothing deserved but
+    /// something allocated counts as fully used (1.0).
+    pub fn share(&self) -> f64 {
+        share_of(&self.allocated, &self.deserved)
+    }
+
+    /// The queue has reached its deserved share in every dimension.
+    pub fn overused(&self) -> bool {
+        self.deserved
+            .iter()
+            .all(|(n, v)| v <= self.allocated.get(n))
+    }
+
+    /// `allocated + request ≤ deserved` on every dimension the request asks for.
+    pub fn allocatable(&self, request: &Resources) -> bool {
+        request
+            .iter()
+            .all(|(n, v)| self.allocated.get(n).saturating_add(v) <= self.deserved.get(n))
+    }
+
+    /// The dimensions on which `request` would exceed the deserved share.
+    pub fn over_deserved<'a>(&'a self, request: &'a Resources) -> Vec<&'a str> {
+        request
+            .iter()
+            .filter(|(n, v)| self.allocated.get(n).saturating_add(*v) > self.deserved.get(n))
+            .map(|(n, _)| n)
+            .collect()
+    }
+}
+
+/// max over dimensions of `allocated / deserved` (deserved 0 with allocated > 0 counts as 1).
+pub fn share_of(allocated: &Resources, deserved: &Resources) -> f64 {
+    let mut share: f64 = 0.0;
+    for (n, a) in allocated.iter() {
+        if a <= 0 {
+            continue;
+        }
+        let d = deserved.get(n);
+        let s = if d <= 0 { 1.0 } else { a as f64 / d as f64 };
+        share = share.max(s);
+    }
+    share
+}
+
+/// Per-dimension minimum against `cap`, touching only dimensions `cap` names (plus cpu and
+/// memory, which every vector has).
+fn cap_at(v: &mut Resources, cap: &Resources) {
+    let names: Vec<String> = v.names().map(str::to_string).collect();
+    for n in names {
+        let c = cap.get(&n);
+        if v.get(&n) > c {
+            v.set(&n, c);
+        }
+    }
+}
+
+/// Computes every queue's deserved share of `total` by weighted water-filling (SPEC §6,
+/// proportion): split what remains among queues whose request is not yet met, by weight; cap
+/// each at its capability and at its request; never below its guarantee; repeat until nothing
+/// remains or nothing changes. Queues with an explicit `deserved` take it (capped) first.
+///
+/// Deterministic: queues are visited in the order given (callers sort by name).
+pub fn water_fill(total: &Resources, queues: &mut [QueueShare]) {
+    let total_guarantee = queues.iter().fold(Resources::new(), |mut acc, q| {
+        acc.add(&q.guarantee);
+        acc
+    });
+    for q in queues.iter_mut() {
+        // total − others' guarantees = total − all guarantees + own guarantee.
+        let mut real = total.minus(&total_guarantee).plus(&q.guarantee);
+        if let Some(cap) = &q.capability {
+            for (n, c) in cap.iter() {
+                if real.get(n) > c {
+                    real.set(n, c);
+                }
+            }
+        }
+        q.real_capability = real;
+        q.deserved = Resources::new();
+    }
+    let mut remaining = total.clone();
+    let mut met = vec![false; queues.len()];
+    for (i, q) in queues.iter_mut().enumerate() {
+        if let Some(explicit) = &q.explicit_deserved {
+            let mut d = explicit.clone();
+            cap_at(&mut d, &q.real_capability);
+            d.max_with(&q.guarantee);
+            remaining.sub(&d);
+            q.deserved = d;
+            met[i] = true;
+        }
+    }
+    clamp_non_negative(&mut remaining);
+    // Each round either meets a queue or hands out what remains; bound the loop anyway.
+    for _round in 0..=queues.len() + 64 {
+        let total_weight: u64 = queues
+            .iter()
+            .zip(&met)
+            .filter(|(_, m)| !**m)
+            .map(|(q, _)| u64::from(q.weight))
+            .sum();
+        if total_weight == 0 || remaining.is_empty() {
+            break;
+        }
+        let before = remaining.clone();
+        let mut increased = Resources::new();
+        let mut decreased = Resources::new();
+        for (i, q) in queues.iter_mut().enumerate() {
+            if met[i] {
+                continue;
+            }
+            let old = q.deserved.clone();
+            let mut d = old.plus(&remaining.scaled(f64::from(q.weight) / total_weight as f64));
+            let mut capped = false;
+            let cap = q.real_capability.clone();
+            let before_cap = d.clone();
+            cap_at(&mut d, &cap);
+            if d != before_cap {
+                capped = true;
+            }
+            // Never more than the request asks for, on every dimension.
+            let names: Vec<String> = d.names().map(str::to_string).collect();
+            for n in names {
+                let r = q.request.get(&n);
+                if d.get(&n) > r {
+                    d.set(&n, r);
+                }
+            }
+            d.max_with(&q.guarantee);
+            if q.request.fits_in(&d) || capped && cap_reached(&d, &cap, &q.request) {
+                met[i] = true;
+            }
+            for (n, v) in d.minus(&old).iter() {
+                if v > 0 {
+                    increased.add_named(n, v);
+                } else {
+                    decreased.add_named(n, -v);
+                }
+            }
+            q.deserved = d;
+        }
+        remaining.sub(&increased);
+        remaining.add(&decreased);
+        clamp_non_negative(&mut remaining);
+        if remaining == before {
+            break;
+        }
+    }
+}
+
+/// Every dimension the request still wants more of is already at its capability.
+fn cap_reached(d: &Resources, cap: &Resources, request: &Resources) -> bool {
+    request
+        .iter()
+        .filter(|(n, v)| d.get(n) < *v)
+        .all(|(n, _)| d.get(n) >= cap.get(n))
+}
+
+fn clamp_non_negative(r: &mut Resources) {
+    let names: Vec<String> = r.names().map(str::to_string).collect();
+    for n in names {
+        if r.get(&n) < 0 {
+            r.set(&n, 0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpus(n: i64) -> Resources {
+        Resources::from_pairs([("nvidia.com/gpu", n)])
+    }
+
+    fn queue(name: &str, weight: u32, request: i64) -> QueueShare {
+        let mut q = QueueShare::new(Arc::from(name), weight);
+        q.request = gpus(request);
+        q
+    }
+
+    #[test]
+    fn weights_split_what_both_want() {
+        let mut qs = vec![queue("a", 1, 16), queue("b", 3, 16)];
+        water_fill(&gpus(16), &mut qs);
+        assert_eq!(qs[0].deserved.get("nvidia.com/gpu"), 4);
+        assert_eq!(qs[1].deserved.get("nvidia.com/gpu"), 12);
+    }
+
+    #[test]
+    fn unused_share_flows_to_queues_that_want_more() {
+        let mut qs = vec![queue("a", 1, 2), queue("b", 1, 16)];
+        water_fill(&gpus(16), &mut qs);
+        assert_eq!(qs[0].deserved.get("nvidia.com/gpu"), 2);
+        assert_eq!(qs[1].deserved.get("nvidia.com/gpu"), 14);
+    }
+
+    #[test]
+    fn capability_caps_and_guarantee_floors() {
+        let mut a = queue("a", 1, 16);
+        a.capability = Some(gpus(4));
+        let mut b = queue("b", 1, 0);
+        b.guarantee = gpus(3);
+        let mut c = queue("c", 1, 16);
+        c.weight = 1;
+        let mut qs = vec![a, b, c];
+        water_fill(&gpus(16), &mut qs);
+        assert_eq!(qs[0].deserved.get("nvidia.com/gpu"), 4);
+        assert_eq!(
+            qs[1].deserved.get("nvidia.com/gpu"),
+            3,
+            "guarantee is a floor"
+        );
+        assert!(qs[2].deserved.get("nvidia.com/gpu") <= 13);
+        assert!(qs[2].deserved.get("nvidia.com/gpu") >= 9);
+    }
+
+    #[test]
+    fn share_and_overused() {
+        let mut q = queue("a", 1, 8);
+        q.deserved = gpus(4);
+        q.allocated = gpus(2);
+        assert_eq!(q.share(), 0.5);
+        assert!(!q.overused());
+        assert!(q.allocatable(&gpus(2)));
+        assert!(!q.allocatable(&gpus(3)));
+        q.allocated = gpus(4);
+        assert!(q.overused());
+    }
+}

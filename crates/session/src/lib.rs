@@ -1,2 +1,242 @@
-//! Session, statement, plugin traits, tiers and actions: snapshot + time + config -> plan.
+//! Session, statement, plugin traits, tiers and actions: snapshot + time + config → plan.
+//!
+//! This crate is the scheduling core's engine. It is synchronous and deterministic: no I/O,
+//! no clock (time is an input), no randomness; ties break by name. The same snapshot, time and
+//! config give an equal plan.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod actions;
+pub mod attempt;
+pub mod close;
+pub mod plugin;
+pub mod session;
+pub mod state;
+
+use actions::{Action, Allocate, Backfill, Enqueue};
+use caldera_config::{Hook, PluginOption, SchedulerConfig};
+use caldera_model::{Plan, Resources, Snapshot, Time};
+use plugin::{Hooks, Plugin};
+use session::{Session, Slot, Stats};
+use state::State;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use plugin::Verdict;
+
+/// Builds a plugin for one session from its config arguments.
+pub type PluginFactory = fn(&PluginOption) -> Result<Box<dyn Plugin>, String>;
+
+/// Errors building a scheduler from a config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionError {
+    /// The config names a plugin the registry does not have.
+    UnknownPlugin(String),
+    /// The config names an action the registry does not have.
+    UnknownAction(String),
+    /// A plugin rejected its arguments.
+    BadArguments {
+        /// Plugin name.
+        plugin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A name was registered twice.
+    Duplicate(String),
+}
+
+impl std::fmt::Display for SessionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownPlugin(p) => write!(f, "unknown plugin {p:?}"),
+            Self::UnknownAction(a) => write!(f, "unknown action {a:?}"),
+            Self::BadArguments { plugin, message } => {
+                write!(f, "plugin {plugin:?}: {message}")
+            }
+            Self::Duplicate(n) => write!(f, "{n:?} is registered twice"),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}
+
+/// Plugins and actions by their config names. Registering a name twice is an error.
+#[derive(Clone, Default)]
+pub struct Registry {
+    plugins: BTreeMap<&'static str, PluginFactory>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("plugins", &self.plugins.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a plugin factory under `name`.
+    pub fn register(
+        &mut self,
+        name: &'static str,
+        factory: PluginFactory,
+    ) -> Result<(), SessionError> {
+        if self.plugins.insert(name, factory).is_some() {
+            return Err(SessionError::Duplicate(name.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Names of the registered plugins.
+    pub fn plugin_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.plugins.keys().copied()
+    }
+}
+
+/// The actions Caldera implements, by config name.
+pub fn action(name: &str) -> Option<Arc<dyn Action>> {
+    match name {
+        "enqueue" => Some(Arc::new(Enqueue)),
+        "allocate" => Some(Arc::new(Allocate)),
+        "backfill" => Some(Arc::new(Backfill)),
+        _ => None,
+    }
+}
+
+/// A queue's share at session close, for status output and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueReport {
+    /// Queue name.
+    pub name: Arc<str>,
+    /// Deserved share, if a plugin computed one.
+    pub deserved: Option<Resources>,
+    /// Σ requests of members holding a node, this session's placements included.
+    pub allocated: Resources,
+}
+
+/// What a session produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The changes to carry out.
+    pub plan: Plan,
+    /// Queue shares.
+    pub queues: Vec<QueueReport>,
+    /// Counters.
+    pub stats: Stats,
+}
+
+/// A configured scheduler: runs sessions.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    plugins: Vec<(PluginOption, PluginFactory, Hooks)>,
+    actions: Vec<Arc<dyn Action>>,
+}
+
+fn hooks_of(option: &PluginOption) -> Hooks {
+    Hooks {
+        job_order: option.enabled(Hook::JobOrder),
+        queue_order: option.enabled(Hook::QueueOrder),
+        task_order: option.enabled(Hook::TaskOrder),
+        job_ready: option.enabled(Hook::JobReady),
+        enqueue: option.enabled(Hook::JobEnqueued),
+        predicate: option.enabled(Hook::Predicate),
+        node_order: option.enabled(Hook::NodeOrder),
+        overused: option.enabled(Hook::Overused),
+        allocatable: option.enabled(Hook::Allocatable),
+    }
+}
+
+impl Scheduler {
+    /// Builds a scheduler for `config` from the plugins in `registry`. Every plugin is built
+    /// once here to check its arguments.
+    pub fn new(config: &SchedulerConfig, registry: &Registry) -> Result<Self, SessionError> {
+        let mut plugins = Vec::new();
+        for tier in &config.tiers {
+            for option in &tier.plugins {
+                let factory = *registry
+                    .plugins
+                    .get(option.name.as_str())
+                    .ok_or_else(|| SessionError::UnknownPlugin(option.name.clone()))?;
+                factory(option).map_err(|message| SessionError::BadArguments {
+                    plugin: option.name.clone(),
+                    message,
+                })?;
+                plugins.push((option.clone(), factory, hooks_of(option)));
+            }
+        }
+        let mut actions = Vec::new();
+        for a in &config.actions {
+            let name = a.name();
+            actions
+                .push(action(name).ok_or_else(|| SessionError::UnknownAction(name.to_string()))?);
+        }
+        Ok(Scheduler { plugins, actions })
+    }
+
+    /// Opens a session on `snapshot` at `now`, without running any action. For tests and
+    /// `explain`.
+    pub fn open(&self, snapshot: &Snapshot, now: Time) -> Session {
+        let slots = self
+            .plugins
+            .iter()
+            .filter_map(|(option, factory, hooks)| {
+                // Arguments were checked in `new`, so building cannot fail here.
+                factory(option).ok().map(|plugin| Slot {
+                    plugin,
+                    hooks: *hooks,
+                })
+            })
+            .collect();
+        let mut ssn = Session::new(State::new(snapshot, now), slots);
+        let has_enqueue = self.actions.iter().any(|a| a.name() == "enqueue");
+        for j in 0..ssn.state.jobs.len() {
+            let invalid = ssn.job_invalid(j);
+            let phase = ssn.state.jobs[j].phase();
+            let run = &mut ssn.state.job_runs[j];
+            run.invalid = invalid;
+            // Without an enqueue action every job competes at once.
+            run.admitted = phase != caldera_model::PodGroupPhase::Pending || !has_enqueue;
+        }
+        ssn
+    }
+
+    /// Runs one full session: open, every action in order, close.
+    pub fn run(&self, snapshot: &Snapshot, now: Time) -> Outcome {
+        let mut ssn = self.open(snapshot, now);
+        for a in &self.actions {
+            a.execute(&mut ssn);
+        }
+        Self::finish(ssn)
+    }
+
+    /// Closes a session into an outcome.
+    pub fn finish(ssn: Session) -> Outcome {
+        let plan = close::close(&ssn);
+        let queues = ssn
+            .state
+            .queues
+            .iter()
+            .enumerate()
+            .map(|(i, q)| QueueReport {
+                name: q.name.clone(),
+                deserved: ssn.slots.iter().find_map(|s| s.plugin.deserved(i)),
+                allocated: ssn.state.queue_allocated[i].clone(),
+            })
+            .collect();
+        Outcome {
+            plan,
+            queues,
+            stats: ssn.stats,
+        }
+    }
+
+    /// Names of the configured actions, in order.
+    pub fn action_names(&self) -> Vec<&'static str> {
+        self.actions.iter().map(|a| a.name()).collect()
+    }
+}

@@ -1,0 +1,168 @@
+//! proportion: each queue's deserved share by weighted water-filling, queue order by share,
+//! overuse, per-member allocatability, and enqueue admission against queue capability.
+
+use caldera_config::PluginOption;
+use caldera_model::{PodGroupPhase, Resources, Task};
+use caldera_queue::{water_fill, QueueShare};
+use caldera_session::plugin::{Plugin, Verdict};
+use caldera_session::state::{holds_node, State};
+use std::cmp::Ordering;
+
+/// The proportion plugin.
+#[derive(Debug, Default)]
+pub struct Proportion {
+    shares: Vec<QueueShare>,
+}
+
+/// Builds the plugin (it takes no arguments).
+pub fn build(_: &PluginOption) -> Result<Box<dyn Plugin>, String> {
+    Ok(Box::new(Proportion::default()))
+}
+
+fn positive_part(r: &Resources) -> Resources {
+    let mut out = Resources::new();
+    for (n, v) in r.iter() {
+        if v > 0 {
+            out.set(n, v);
+        }
+    }
+    out
+}
+
+impl Proportion {
+    /// The accounting of queue `q` (after `on_open`).
+    pub fn share(&self, q: usize) -> Option<&QueueShare> {
+        self.shares.get(q)
+    }
+}
+
+impl Plugin for Proportion {
+    fn name(&self) -> &'static str {
+        "proportion"
+    }
+
+    fn on_open(&mut self, state: &State) {
+        let mut shares: Vec<QueueShare> = state
+            .queues
+            .iter()
+            .map(|q| {
+                let mut s = QueueShare::new(q.name.clone(), q.weight);
+                s.capability = q.capability.clone();
+                s.guarantee = q.guarantee.clone();
+                s.explicit_deserved = q.deserved.clone();
+                s
+            })
+            .collect();
+        for t in &state.tasks {
+            let q = state.job_queue[t.job];
+            if holds_node(t) || t.schedulable_pending() {
+                shares[q].request.add(&t.request);
+            }
+        }
+        for (i, s) in shares.iter_mut().enumerate() {
+            s.allocated = state.queue_allocated[i].clone();
+        }
+        for (j, job) in state.jobs.iter().enumerate() {
+            if job.phase() == PodGroupPhase::Inqueue {
+                if let Some(min) = &job.min_resources {
+                    let rest = positive_part(&min.minus(&state.job_runs[j].allocated));
+                    shares[state.job_queue[j]].inqueue.add(&rest);
+                }
+            }
+        }
+        water_fill(&state.total, &mut shares);
+        self.shares = shares;
+    }
+
+    fn queue_order(&self, state: &State, a: usize, b: usize) -> Ordering {
+        let (qa, qb) = (&state.queues[a], &state.queues[b]);
+        qb.priority.cmp(&qa.priority).then_with(|| {
+            let share = |q: usize| {
+                caldera_queue::share_of(&state.queue_allocated[q], &self.shares[q].deserved)
+            };
+            share(a).total_cmp(&share(b))
+        })
+    }
+
+    fn overused(&self, state: &State, queue: usize) -> bool {
+        let s = &self.shares[queue];
+        s.deserved
+            .iter()
+            .all(|(n, v)| v <= state.queue_allocated[queue].get(n))
+    }
+
+    fn allocatable(&self, state: &State, queue: usize, task: &Task) -> Result<(), String> {
+        let s = &self.shares[queue];
+        let allocated = &state.queue_allocated[queue];
+        let over: Vec<&str> = task
+            .request
+            .iter()
+            .filter(|(n, v)| allocated.get(n).saturating_add(*v) > s.deserved.get(n))
+            .map(|(n, _)| n)
+            .collect();
+        if over.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "queue {} would exceed its deserved share {} on {}",
+                s.name,
+                s.deserved,
+                over.join(", ")
+            ))
+        }
+    }
+
+    fn enqueueable(&self, state: &State, job: usize) -> Verdict {
+        let q = state.job_queue[job];
+        let queue = &state.queues[q];
+        if !queue.exists && queue.name.as_ref() != "default" {
+            return Verdict::Reject {
+                quota: true,
+                message: format!("queue {} does not exist", queue.name),
+            };
+        }
+        if !queue.open {
+            return Verdict::Reject {
+                quota: true,
+                message: format!("queue {} is closed", queue.name),
+            };
+        }
+        let Some(min) = &state.jobs[job].min_resources else {
+            return Verdict::Permit;
+        };
+        let s = &self.shares[q];
+        let want = min.plus(&state.queue_allocated[q]).plus(&s.inqueue);
+        let over: Vec<&str> = min
+            .iter()
+            .filter(|(n, _)| want.get(n) > s.real_capability.get(n))
+            .map(|(n, _)| n)
+            .collect();
+        if over.is_empty() {
+            Verdict::Permit
+        } else {
+            Verdict::Reject {
+                quota: true,
+                message: format!(
+                    "minResources {} do not fit queue {}'s capability {} (allocated {}, admitted {}) on {}",
+                    min,
+                    s.name,
+                    s.real_capability,
+                    state.queue_allocated[q],
+                    s.inqueue,
+                    over.join(", ")
+                ),
+            }
+        }
+    }
+
+    fn on_enqueue(&mut self, state: &State, job: usize) {
+        if let Some(min) = &state.jobs[job].min_resources {
+            let q = state.job_queue[job];
+            self.shares[q].inqueue.add(min);
+        }
+    }
+
+    fn deserved(&self, queue: usize) -> Option<Resources> {
+        self.shares.get(queue).map(|s| s.deserved.clone())
+    }
+}

@@ -1,0 +1,41 @@
+//! enqueue: admits Pending PodGroups whose minResources fit their queue and the cluster.
+
+use super::{job_heaps, next_queue, Action};
+use crate::plugin::Verdict;
+use crate::session::Session;
+use crate::state::Holdup;
+use caldera_model::PodGroupPhase;
+
+/// The enqueue action (SPEC §5.1).
+#[derive(Debug, Default)]
+pub struct Enqueue;
+
+impl Action for Enqueue {
+    fn name(&self) -> &'static str {
+        "enqueue"
+    }
+
+    fn execute(&self, ssn: &mut Session) {
+        let candidates: Vec<usize> = (0..ssn.state.jobs.len())
+            .filter(|&j| {
+                let run = &ssn.state.job_runs[j];
+                !run.admitted
+                    && run.invalid.is_none()
+                    && ssn.state.jobs[j].phase() == PodGroupPhase::Pending
+            })
+            .collect();
+        let mut heaps = job_heaps(ssn, candidates.into_iter());
+        while let Some(q) = next_queue(ssn, &heaps) {
+            let less = |a: usize, b: usize| ssn.job_order(a, b).is_lt();
+            let Some(job) = heaps[q].pop(&less) else {
+                continue;
+            };
+            match ssn.enqueueable(job) {
+                Verdict::Reject { quota, message } => {
+                    ssn.hold(job, Holdup::NotAdmitted { quota, message });
+                }
+                Verdict::Permit | Verdict::Abstain => ssn.admit(job),
+            }
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Placing one job: a gang inside one statement, or one extra member of a satisfied gang.
+
+use crate::session::{Candidates, Placement, Session, Statement};
+use crate::state::Holdup;
+use caldera_model::{Resources, Topology};
+use std::sync::Arc;
+
+/// What an attempt did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// Nothing to place.
+    Idle,
+    /// Placed and committed this many members.
+    Placed(usize),
+    /// Could not place; the job's holdup says why.
+    Held,
+}
+
+/// Tries `job` once: if its gang is not yet satisfied, places members until it is and commits
+/// them together, or undoes them all; if it is satisfied, places one more member on its own.
+/// Only members for which `wanted` holds are tried.
+pub fn attempt(
+    ssn: &mut Session,
+    job: usize,
+    wanted: &dyn Fn(&caldera_model::Task) -> bool,
+) -> Attempt {
+    let tasks: Vec<usize> = ssn
+        .ordered_pending(job)
+        .into_iter()
+        .filter(|&t| wanted(&ssn.state.tasks[t]))
+        .collect();
+    if tasks.is_empty() {
+        return Attempt::Idle;
+    }
+    ssn.stats.attempts += 1;
+    if ssn.job_ready(job) {
+        return place_gang(ssn, job, &tasks[..1], &mut Placement::default(), None)
+            .map(Attempt::Placed)
+            .unwrap_or(Attempt::Held);
+    }
+    let j = &ssn.state.jobs[job];
+    let need = j
+        .min_member
+        .saturating_sub(ssn.state.ready_count(job))
+        .max(1);
+    let key = fail_key(ssn, job, &tasks);
+    if let Some(key) = &key {
+        if let Some((epoch, cached_need, msg)) = ssn.fail_cache.get(key) {
+            if *epoch == ssn.epoch && *cached_need <= need {
+                let msg = msg.clone();
+                ssn.stats.cached_failures += 1;
+                ssn.hold(job, Holdup::Fit(msg));
+                return Attempt::Held;
+            }
+        }
+    }
+    let result = match ssn.state.jobs[job].topology.clone() {
+        Some(topo) => place_in_topology(ssn, job, &tasks, need, &topo),
+        None => place_gang(ssn, job, &tasks, &mut Placement::default(), None),
+    };
+    match result {
+        Ok(n) => Attempt::Placed(n),
+        Err(()) => {
+            if let (Some(key), Some(Holdup::Fit(msg))) = (key, &ssn.state.job_runs[job].holdup) {
+                let entry = (ssn.epoch, need, msg.clone());
+                ssn.fail_cache.insert(key, entry);
+            }
+            Attempt::Held
+        }
+    }
+}
+
+/// Gangs whose pending members are all alike (same request and spec, no roles) fail alike:
+/// this is the key under which a failure is remembered for the rest of the epoch.
+fn fail_key(ssn: &Session, job: usize, tasks: &[usize]) -> Option<crate::session::FailKey> {
+    let j = &ssn.state.jobs[job];
+    if !j.min_task_member.is_empty() {
+        return None;
+    }
+    let first = &ssn.state.tasks[tasks[0]];
+    let alike = tasks.iter().all(|&t| {
+        let t = &ssn.state.tasks[t];
+        t.request == first.request && (Arc::ptr_eq(&t.spec, &first.spec) || t.spec == first.spec)
+    });
+    alike.then(|| {
+        (
+            first.request.clone(),
+            (*first.spec).clone(),
+            j.topology.clone(),
+            ssn.state.job_queue[job],
+        )
+    })
+}
+
+/// Places members of `tasks` in order until the job is ready, inside one statement; commits on
+/// success, discards otherwise (recording the holdup). `prefer_key` (preferred topology) makes
+/// nodes in domains already used by the statement score higher.
+fn place_gang(
+    ssn: &mut Session,
+    job: usize,
+    tasks: &[usize],
+    placement: &mut Placement,
+    prefer_key: Option<&str>,
+) -> Result<usize, ()> {
+    let mut stmt = Statement::new();
+    let mut kinds: Vec<(usize, Candidates)> = Vec::new();
+    let mut holdup = None;
+    for &t in tasks {
+        if !stmt.is_empty() && ssn.job_ready(job) {
+            break;
+        }
+        if let Err(msg) = ssn.allocatable(t) {
+            holdup = Some(Holdup::Quota(msg));
+            break;
+        }
+        let kind = {
+            let task = &ssn.state.tasks[t];
+            kinds.iter().position(|(rep, _)| {
+                let r = &ssn.state.tasks[*rep];
+                r.request == task.request && r.spec == task.spec
+            })
+        };
+        let kind = match kind {
+            Some(k) => k,
+            None => {
+                let c = ssn.candidates(t, placement);
+                kinds.push((t, c));
+                kinds.len() - 1
+            }
+        };
+        match ssn.pick(t, &mut kinds[kind].1, placement) {
+            Some(node) => {
+                ssn.allocate(&mut stmt, t, node);
+                if let Some(key) = prefer_key {
+                    prefer_used_domain(ssn, key, node, placement);
+                }
+                ssn.refresh(t, node, &mut kinds[kind].1, placement);
+            }
+            None => {
+                holdup = Some(Holdup::Fit(Session::fit_message(&kinds[kind].1)));
+                break;
+            }
+        }
+    }
+    if !stmt.is_empty() && ssn.job_ready(job) {
+        let n = stmt.len();
+        ssn.commit(stmt);
+        ssn.clear_hold(job);
+        Ok(n)
+    } else {
+        ssn.discard(stmt);
+        let holdup = holdup.unwrap_or_else(|| {
+            Holdup::Fit("the gang's members could not all be placed together".to_string())
+        });
+        ssn.hold(job, holdup);
+        Err(())
+    }
+}
+
+/// Once a member lands in a domain, every node of that domain scores far higher for the rest
+/// of the gang, so the gang spreads over as few domains as possible.
+fn prefer_used_domain(ssn: &mut Session, key: &str, node: usize, placement: &mut Placement) {
+    let Some(domain) = ssn.state.nodes[node].labels.get(key).cloned() else {
+        return;
+    };
+    let members: Vec<u32> = ssn
+        .state
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.labels.get(key) == Some(&domain))
+        .map(|(i, _)| i as u32)
+        .collect();
+    if let Some(bonus) = placement.bonus.as_mut() {
+        let b = Arc::make_mut(bonus);
+        let mut changed = Vec::new();
+        for &m in &members {
+            if b[m as usize] < USED_DOMAIN_BONUS {
+                b[m as usize] += USED_DOMAIN_BONUS;
+                changed.push(m);
+            }
+        }
+        ssn.touch_nodes(&changed);
+    }
+}
+
+const USED_DOMAIN_BONUS: f64 = 1.0e6;
+const ROOMY_DOMAIN_BONUS: f64 = 1.0e3;
+
+/// Topology-aware placement. Tries single domains whose free resources can hold the gang,
+/// tightest fit first (so larger gangs later still find whole domains); `required` stops
+/// there, `preferred` then spreads over as few domains as possible, roomiest first.
+fn place_in_topology(
+    ssn: &mut Session,
+    job: usize,
+    tasks: &[usize],
+    need: u32,
+    topo: &Topology,
+) -> Result<usize, ()> {
+    let domains = ssn.domains(&topo.key);
+    let mut gang = Resources::new();
+    for &t in tasks.iter().take(need as usize) {
+        gang.add(&ssn.state.tasks[t].request);
+    }
+    let total = ssn.state.total.clone();
+    let mut fitting: Vec<(f64, &String, &Vec<u32>)> = Vec::new();
+    for (value, nodes) in &domains {
+        let idle = ssn.idle_of(nodes);
+        if gang.fits_in(&idle) {
+            let leftover: f64 = gang
+                .iter()
+                .map(|(n, v)| {
+                    let t = total.get(n).max(1) as f64;
+                    (idle.get(n) - v) as f64 / t
+                })
+                .sum();
+            fitting.push((leftover, value, nodes));
+        }
+    }
+    fitting.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    for (_, _, nodes) in &fitting {
+        let mut placement = Placement {
+            only: Some(Arc::new((*nodes).clone())),
+            bonus: None,
+        };
+        let saved = ssn.state.job_runs[job].holdup.clone();
+        if let Ok(n) = place_gang(ssn, job, tasks, &mut placement, None) {
+            return Ok(n);
+        }
+        if matches!(ssn.state.job_runs[job].holdup, Some(Holdup::Quota(_))) {
+            return Err(());
+        }
+        ssn.state.job_runs[job].holdup = saved;
+    }
+    if topo.required {
+        let msg = format!(
+            "0/{} {} domains can hold all {} members of the gang together (it needs {})",
+            domains.len(),
+            topo.key,
+            need,
+            gang
+        );
+        ssn.hold(job, Holdup::Fit(msg));
+        return Err(());
+    }
+    // Preferred: roomier domains first, and stay in domains already used.
+    let mut bonus = vec![0.0; ssn.state.nodes.len()];
+    let mut ranked: Vec<(f64, &Vec<u32>)> = domains
+        .values()
+        .map(|nodes| {
+            let idle = ssn.idle_of(nodes);
+            let room: f64 = gang
+                .iter()
+                .map(|(n, _)| idle.get(n) as f64 / total.get(n).max(1) as f64)
+                .sum();
+            (room, nodes)
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let count = ranked.len().max(1) as f64;
+    for (rank, (_, nodes)) in ranked.iter().enumerate() {
+        for &n in nodes.iter() {
+            bonus[n as usize] = ROOMY_DOMAIN_BONUS * (count - rank as f64) / count;
+        }
+    }
+    let mut placement = Placement {
+        only: None,
+        bonus: Some(Arc::new(bonus)),
+    };
+    place_gang(ssn, job, tasks, &mut placement, Some(&topo.key))
+}

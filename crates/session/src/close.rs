@@ -1,0 +1,393 @@
+//! Session close: turns the session's decisions into a plan of changes (and only changes).
+
+use crate::session::Session;
+use crate::state::{holds_node, Holdup};
+use caldera_model::{
+    Bind, Condition, Event, EventObject, Job, PendingReason, Plan, PodConditionUpdate, PodFailure,
+    PodGroupPhase, PodGroupStatus, PodGroupStatusUpdate, QueueStatus, QueueStatusUpdate,
+    TaskStatus, Time,
+};
+
+/// Reason of the pod condition when a queue limit holds a member (SPEC §8).
+pub const QUEUE_QUOTA_EXCEEDED: &str = "QueueQuotaExceeded";
+/// Reason of the pod condition when no node fits (read by cluster-autoscaler).
+pub const UNSCHEDULABLE: &str = "Unschedulable";
+/// PodGroup condition reason when the gang does not fit.
+pub const NOT_ENOUGH_RESOURCES: &str = "NotEnoughResources";
+/// PodGroup condition reason when too few members exist.
+pub const NOT_ENOUGH_TASKS: &str = "NotEnoughTasks";
+/// PodGroup condition reason after the gang timeout.
+pub const SCHEDULE_TIMEOUT: &str = "ScheduleTimeout";
+/// Pod failure reason after the gang timeout.
+pub const GANG_SCHEDULE_TIMEOUT: &str = "GangScheduleTimeout";
+
+/// What a job's members and PodGroup should say at close.
+struct Verdict {
+    condition: Option<(&'static str, &'static str, String)>, // (type, reason, message)
+    pod_reason: Option<(&'static str, String)>,
+    timed_out: bool,
+}
+
+/// Builds the plan from a finished session.
+pub fn close(ssn: &Session) -> Plan {
+    let st = &ssn.state;
+    let now = st.now;
+    let mut plan = Plan::default();
+    for &(task, node) in &ssn.committed {
+        let t = &st.tasks[task];
+        let node = st.nodes[node].name.clone();
+        plan.events.push(Event {
+            object: EventObject::Pod,
+            namespace: t.namespace.clone(),
+            name: t.name.clone(),
+            uid: t.uid.clone(),
+            warning: false,
+            reason: "Scheduled".into(),
+            message: format!(
+                "Successfully assigned {}/{} to {}",
+                t.namespace, t.name, node
+            ),
+        });
+        plan.binds.push(Bind {
+            namespace: t.namespace.clone(),
+            name: t.name.clone(),
+            uid: t.uid.clone(),
+            node,
+            job: st.jobs[t.job].id.clone(),
+        });
+    }
+    let mut phases = vec![PodGroupPhase::Pending; st.jobs.len()];
+    for (ji, job) in st.jobs.iter().enumerate() {
+        let v = verdict(ssn, ji);
+        // Pending members: failure on timeout, else the reason they wait.
+        for &ti in &job.tasks {
+            let t = &st.tasks[ti];
+            if !t.schedulable_pending() {
+                continue;
+            }
+            if v.timed_out {
+                plan.pod_failures.push(PodFailure {
+                    namespace: t.namespace.clone(),
+                    name: t.name.clone(),
+                    uid: t.uid.clone(),
+                    reason: GANG_SCHEDULE_TIMEOUT.into(),
+                    message: format!(
+                        "PodGroup {} was not scheduled within {}s",
+                        job.id,
+                        job.timeout_seconds.unwrap_or(0)
+                    ),
+                });
+                continue;
+            }
+            let Some((reason, message)) = &v.pod_reason else {
+                continue;
+            };
+            let want = PendingReason {
+                reason: reason.to_string(),
+                message: message.clone(),
+            };
+            if t.pending_reason.as_ref() != Some(&want) {
+                plan.events.push(Event {
+                    object: EventObject::Pod,
+                    namespace: t.namespace.clone(),
+                    name: t.name.clone(),
+                    uid: t.uid.clone(),
+                    warning: true,
+                    reason: "FailedScheduling".into(),
+                    message: message.clone(),
+                });
+                plan.pod_conditions.push(PodConditionUpdate {
+                    namespace: t.namespace.clone(),
+                    name: t.name.clone(),
+                    uid: t.uid.clone(),
+                    reason: want.reason,
+                    message: want.message,
+                });
+            }
+        }
+        let status = podgroup_status(ssn, ji, &v, now);
+        phases[ji] = status.phase;
+        let Some(old) = &job.status else {
+            continue;
+        };
+        if old.same_content(&status) {
+            continue;
+        }
+        let old_cond = old.conditions.first();
+        let new_cond = status.conditions.first();
+        let changed = match (old_cond, new_cond) {
+            (Some(a), Some(b)) => !a.same_content(b),
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if let (true, Some(c)) = (changed, new_cond) {
+            let scheduled = c.type_ == "Scheduled";
+            let not_admitted =
+                matches!(st.job_runs[ji].holdup, Some(Holdup::NotAdmitted { .. })) && !scheduled;
+            plan.events.push(Event {
+                object: EventObject::PodGroup,
+                namespace: job.namespace.clone(),
+                name: job.name.clone(),
+                uid: job.uid.clone(),
+                warning: !scheduled && !not_admitted,
+                reason: if scheduled {
+                    "Scheduled"
+                } else {
+                    "Unschedulable"
+                }
+                .into(),
+                message: c.message.clone(),
+            });
+        }
+        plan.podgroups.push(PodGroupStatusUpdate {
+            namespace: job.namespace.clone(),
+            name: job.name.clone(),
+            status,
+        });
+    }
+    for w in &ssn_waiting(ssn) {
+        plan.pod_conditions.push(w.0.clone());
+        plan.events.push(w.1.clone());
+    }
+    queue_statuses(ssn, &phases, &mut plan);
+    plan
+}
+
+fn ssn_waiting(ssn: &Session) -> Vec<(PodConditionUpdate, Event)> {
+    let mut out = Vec::new();
+    for w in &ssn.state.waiting {
+        let message = format!("PodGroup {} does not exist yet", w.group);
+        let want = PendingReason {
+            reason: UNSCHEDULABLE.into(),
+            message: message.clone(),
+        };
+        if w.pending_reason.as_ref() == Some(&want) {
+            continue;
+        }
+        out.push((
+            PodConditionUpdate {
+                namespace: w.namespace.clone(),
+                name: w.name.clone(),
+                uid: w.uid.clone(),
+                reason: want.reason,
+                message: message.clone(),
+            },
+            Event {
+                object: EventObject::Pod,
+                namespace: w.namespace.clone(),
+                name: w.name.clone(),
+                uid: w.uid.clone(),
+                warning: true,
+                reason: "FailedScheduling".into(),
+                message,
+            },
+        ));
+    }
+    out
+}
+
+fn verdict(ssn: &Session, ji: usize) -> Verdict {
+    let st = &ssn.state;
+    let job = &st.jobs[ji];
+    let run = &st.job_runs[ji];
+    let members = job.tasks.len();
+    let ready = st.ready_count(ji);
+    let none = Verdict {
+        condition: None,
+        pod_reason: None,
+        timed_out: false,
+    };
+    if let Some(msg) = &run.invalid {
+        return Verdict {
+            condition: Some(("Unschedulable", NOT_ENOUGH_TASKS, msg.clone())),
+            pod_reason: Some((UNSCHEDULABLE, format!("PodGroup {}: {msg}", job.id))),
+            ..none
+        };
+    }
+    if ssn.job_ready(ji) && ready > 0 {
+        let pod_reason = match &run.holdup {
+            Some(Holdup::Quota(m)) => Some((QUEUE_QUOTA_EXCEEDED, m.clone())),
+            Some(Holdup::Fit(m)) => Some((UNSCHEDULABLE, m.clone())),
+            _ => None,
+        };
+        return Verdict {
+            condition: Some((
+                "Scheduled",
+                "Scheduled",
+                format!(
+                    "{ready}/{members} members of the gang are placed (minMember {})",
+                    job.min_member
+                ),
+            )),
+            pod_reason,
+            ..none
+        };
+    }
+    let pending = st.pending_tasks(ji).count();
+    // The gang timeout counts from the first session that saw the gang valid and waiting.
+    let current = job
+        .condition("Unschedulable")
+        .filter(|c| c.status == "True");
+    let already_timed_out = current.is_some_and(|c| c.reason == SCHEDULE_TIMEOUT);
+    if already_timed_out && pending == 0 {
+        let c = current.map(|c| c.message.clone()).unwrap_or_default();
+        return Verdict {
+            condition: Some(("Unschedulable", SCHEDULE_TIMEOUT, c)),
+            ..none
+        };
+    }
+    let since = if already_timed_out {
+        st.now
+    } else {
+        job.pending_since.unwrap_or(st.now)
+    };
+    if let Some(secs) = job.timeout_seconds {
+        if pending > 0 && st.now.millis_since(since) >= (secs as i64).saturating_mul(1000) {
+            return Verdict {
+                condition: Some((
+                    "Unschedulable",
+                    SCHEDULE_TIMEOUT,
+                    format!(
+                        "gang was not scheduled within {secs}s; {pending} pending members marked Failed"
+                    ),
+                )),
+                timed_out: true,
+                ..none
+            };
+        }
+    }
+    let unready = job.min_member.saturating_sub(ready);
+    let prefix = format!("{unready}/{members} members in gang unschedulable");
+    let (pod_reason, why) = match &run.holdup {
+        Some(Holdup::NotAdmitted { quota, message }) => (
+            if *quota {
+                QUEUE_QUOTA_EXCEEDED
+            } else {
+                UNSCHEDULABLE
+            },
+            format!("not admitted: {message}"),
+        ),
+        Some(Holdup::Quota(m)) => (QUEUE_QUOTA_EXCEEDED, m.clone()),
+        Some(Holdup::Fit(m)) => (UNSCHEDULABLE, m.clone()),
+        None if pending == 0 => (UNSCHEDULABLE, "waiting for members".to_string()),
+        None => (UNSCHEDULABLE, "not tried in this session".to_string()),
+    };
+    let message = format!("{prefix}: {why}");
+    Verdict {
+        condition: Some(("Unschedulable", NOT_ENOUGH_RESOURCES, message.clone())),
+        pod_reason: Some((pod_reason, message)),
+        ..none
+    }
+}
+
+/// A task counts as scheduled for the PodGroup phase when it holds or held a node.
+fn scheduled(t: &caldera_model::Task) -> bool {
+    match t.status {
+        TaskStatus::Allocated | TaskStatus::Binding | TaskStatus::Bound | TaskStatus::Running => {
+            true
+        }
+        TaskStatus::Succeeded | TaskStatus::Failed => t.node.is_some(),
+        TaskStatus::Pending | TaskStatus::Releasing => false,
+    }
+}
+
+fn podgroup_status(ssn: &Session, ji: usize, v: &Verdict, now: Time) -> PodGroupStatus {
+    let st = &ssn.state;
+    let job: &Job = &st.jobs[ji];
+    let tasks = job.tasks.iter().map(|&t| &st.tasks[t]);
+    let (mut running, mut succeeded, mut failed, mut sched) = (0u32, 0u32, 0u32, 0u32);
+    let mut all_ran_and_finished = !job.tasks.is_empty();
+    for t in tasks {
+        match t.status {
+            TaskStatus::Running => running += 1,
+            TaskStatus::Succeeded => succeeded += 1,
+            TaskStatus::Failed => failed += 1,
+            _ => {}
+        }
+        if scheduled(t) {
+            sched += 1;
+        }
+        let finished = matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed);
+        if !(finished && t.node.is_some()) {
+            all_ran_and_finished = false;
+        }
+    }
+    let admitted = st.job_runs[ji].admitted;
+    let phase = if all_ran_and_finished {
+        PodGroupPhase::Completed
+    } else if sched >= job.min_member && sched > 0 {
+        PodGroupPhase::Running
+    } else if admitted {
+        PodGroupPhase::Inqueue
+    } else {
+        PodGroupPhase::Pending
+    };
+    let mut conditions = Vec::new();
+    if let Some((type_, reason, message)) = &v.condition {
+        let old = job.status.as_ref().and_then(|s| s.conditions.first());
+        // The transition time moves when the condition's type or status changes, and when a
+        // gang starts waiting for resources after waiting for members or timing out: that is
+        // when its timeout starts counting.
+        let resets = |r: &str| r == NOT_ENOUGH_TASKS || r == SCHEDULE_TIMEOUT;
+        let keep = old.filter(|o| {
+            o.type_ == *type_ && o.status == "True" && (!resets(&o.reason) || resets(reason))
+        });
+        conditions.push(Condition {
+            type_: type_.to_string(),
+            status: "True".into(),
+            reason: reason.to_string(),
+            message: message.clone(),
+            last_transition: keep.map(|o| o.last_transition).unwrap_or(now),
+        });
+    }
+    PodGroupStatus {
+        phase,
+        conditions,
+        running,
+        succeeded,
+        failed,
+    }
+}
+
+fn queue_statuses(ssn: &Session, phases: &[PodGroupPhase], plan: &mut Plan) {
+    let st = &ssn.state;
+    let mut statuses: Vec<QueueStatus> = st
+        .queues
+        .iter()
+        .map(|q| QueueStatus {
+            state: q
+                .status
+                .as_ref()
+                .map(|s| s.state.clone())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| if q.open { "Open" } else { "Closed" }.into()),
+            ..QueueStatus::default()
+        })
+        .collect();
+    for t in &st.tasks {
+        if holds_node(t) {
+            statuses[st.job_queue[t.job]].allocated.add(&t.request);
+        }
+    }
+    for (ji, job) in st.jobs.iter().enumerate() {
+        if !job.has_podgroup() {
+            continue;
+        }
+        let s = &mut statuses[st.job_queue[ji]];
+        match phases[ji] {
+            PodGroupPhase::Pending => s.pending += 1,
+            PodGroupPhase::Inqueue => s.inqueue += 1,
+            PodGroupPhase::Running => s.running += 1,
+            PodGroupPhase::Completed => s.completed += 1,
+            PodGroupPhase::Unknown => s.unknown += 1,
+        }
+    }
+    for (q, status) in st.queues.iter().zip(statuses) {
+        if q.exists && q.status.as_ref() != Some(&status) {
+            plan.queues.push(QueueStatusUpdate {
+                name: q.name.clone(),
+                status,
+            });
+        }
+    }
+}

@@ -1,0 +1,583 @@
+//! The session: the working state, the plugins, statements, and node selection.
+
+use crate::plugin::{FitReason, Hooks, Plugin, Verdict};
+use crate::state::{Holdup, State};
+use caldera_model::{PlacementSpec, Resources, Task, TaskStatus};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::sync::Arc;
+
+/// A plugin and the hooks its config switched on.
+#[derive(Debug)]
+pub struct Slot {
+    /// The plugin.
+    pub plugin: Box<dyn Plugin>,
+    /// Enabled hooks.
+    pub hooks: Hooks,
+}
+
+/// Counters of one session, for metrics and benchmarks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Members placed and committed.
+    pub placements: u64,
+    /// Job attempts (gang statements opened).
+    pub attempts: u64,
+    /// Attempts answered from the failure cache without placing anything.
+    pub cached_failures: u64,
+    /// Statements discarded.
+    pub discards: u64,
+    /// Jobs admitted by enqueue.
+    pub admitted: u64,
+}
+
+/// Nodes that pass the static filters for one placement spec.
+#[derive(Debug)]
+struct StaticNodes {
+    feasible: Vec<u32>,
+    reasons: BTreeMap<FitReason, u32>,
+}
+
+/// An all-or-nothing transaction: placements that are committed together or undone in reverse.
+#[derive(Debug, Default)]
+pub struct Statement {
+    ops: Vec<(usize, usize)>,
+}
+
+impl Statement {
+    /// An empty statement.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of placements in it.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether it holds no placement.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Entry {
+    score: f64,
+    node: u32,
+    version: u64,
+}
+
+impl Eq for Entry {}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Highest score first; ties go to the lower index, i.e. the smaller node name.
+        self.score
+            .total_cmp(&other.score)
+            .then_with(|| other.node.cmp(&self.node))
+            .then_with(|| self.version.cmp(&other.version))
+    }
+}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Candidate nodes for one kind of member (same request and spec) during one job attempt:
+/// a max-heap of scores, refreshed lazily for nodes whose load changed.
+#[derive(Debug)]
+pub struct Candidates {
+    heap: BinaryHeap<Entry>,
+    reasons: BTreeMap<FitReason, u32>,
+    considered: u32,
+}
+
+/// Restricts or biases node choice during an attempt (topology).
+#[derive(Debug, Clone, Default)]
+pub struct Placement {
+    /// Only these nodes (sorted indices); `None` = all.
+    pub only: Option<Arc<Vec<u32>>>,
+    /// Score bonus per node (preferred topology).
+    pub bonus: Option<Arc<Vec<f64>>>,
+}
+
+/// The session: state plus plugins plus bookkeeping.
+#[derive(Debug)]
+pub struct Session {
+    /// The working state.
+    pub state: State,
+    /// Plugins in tier order, then config order.
+    pub slots: Vec<Slot>,
+    /// Committed placements, in commit order.
+    pub committed: Vec<(usize, usize)>,
+    /// Counters.
+    pub stats: Stats,
+    /// Bumped on every commit; failure-cache entries are valid for one epoch.
+    pub epoch: u64,
+    /// Gangs that found no room, by member kind and topology: (epoch, members needed, message).
+    pub fail_cache: HashMap<FailKey, (u64, u32, String)>,
+    static_cache: HashMap<PlacementSpec, Arc<StaticNodes>>,
+    node_version: Vec<u64>,
+    version_counter: u64,
+}
+
+/// Identifies gangs that must fail alike: same member request and spec, same topology.
+pub type FailKey = (
+    Resources,
+    PlacementSpec,
+    Option<caldera_model::Topology>,
+    usize,
+);
+
+impl Session {
+    /// Opens a session over `state` with `slots`.
+    pub fn new(state: State, slots: Vec<Slot>) -> Self {
+        let n = state.nodes.len();
+        let mut s = Session {
+            state,
+            slots,
+            committed: Vec::new(),
+            stats: Stats::default(),
+            epoch: 0,
+            fail_cache: HashMap::new(),
+            static_cache: HashMap::new(),
+            node_version: vec![0; n],
+            version_counter: 0,
+        };
+        for slot in &mut s.slots {
+            slot.plugin.on_open(&s.state);
+        }
+        s
+    }
+
+    // ----- combined plugin answers (SPEC §6) -----
+
+    /// Job order: first plugin that prefers a side decides; then creation time, then id.
+    pub fn job_order(&self, a: usize, b: usize) -> Ordering {
+        for s in self.slots.iter().filter(|s| s.hooks.job_order) {
+            let o = s.plugin.job_order(&self.state, a, b);
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        let (ja, jb) = (&self.state.jobs[a], &self.state.jobs[b]);
+        ja.created.cmp(&jb.created).then_with(|| ja.id.cmp(&jb.id))
+    }
+
+    /// Queue order: first plugin that prefers a side decides; then name.
+    pub fn queue_order(&self, a: usize, b: usize) -> Ordering {
+        for s in self.slots.iter().filter(|s| s.hooks.queue_order) {
+            let o = s.plugin.queue_order(&self.state, a, b);
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        self.state.queues[a].name.cmp(&self.state.queues[b].name)
+    }
+
+    /// Task order: first plugin that prefers a side decides; then creation time, then name.
+    pub fn task_order(&self, a: usize, b: usize) -> Ordering {
+        let (ta, tb) = (&self.state.tasks[a], &self.state.tasks[b]);
+        for s in self.slots.iter().filter(|s| s.hooks.task_order) {
+            let o = s.plugin.task_order(&self.state, ta, tb);
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        ta.created
+            .cmp(&tb.created)
+            .then_with(|| ta.namespace.cmp(&tb.namespace))
+            .then_with(|| ta.name.cmp(&tb.name))
+    }
+
+    /// Invalid if any plugin says so.
+    pub fn job_invalid(&self, job: usize) -> Option<String> {
+        self.slots
+            .iter()
+            .find_map(|s| s.plugin.job_invalid(&self.state, job))
+    }
+
+    /// Ready unless a plugin that answers says not.
+    pub fn job_ready(&self, job: usize) -> bool {
+        self.slots
+            .iter()
+            .filter(|s| s.hooks.job_ready)
+            .all(|s| s.plugin.job_ready(&self.state, job) != Some(false))
+    }
+
+    /// Any reject ⇒ rejected (the first reject is reported); else admitted.
+    pub fn enqueueable(&self, job: usize) -> Verdict {
+        for s in self.slots.iter().filter(|s| s.hooks.enqueue) {
+            let v = s.plugin.enqueueable(&self.state, job);
+            if matches!(v, Verdict::Reject { .. }) {
+                return v;
+            }
+        }
+        Verdict::Permit
+    }
+
+    /// Tells plugins that `job` was admitted.
+    pub fn admit(&mut self, job: usize) {
+        self.state.job_runs[job].admitted = true;
+        self.stats.admitted += 1;
+        for s in &mut self.slots {
+            s.plugin.on_enqueue(&self.state, job);
+        }
+    }
+
+    /// Any plugin says overused ⇒ overused.
+    pub fn overused(&self, queue: usize) -> bool {
+        self.slots
+            .iter()
+            .filter(|s| s.hooks.overused)
+            .any(|s| s.plugin.overused(&self.state, queue))
+    }
+
+    /// All plugins must allow the placement given the queue's share.
+    pub fn allocatable(&self, task: usize) -> Result<(), String> {
+        let t = &self.state.tasks[task];
+        let q = self.state.job_queue[t.job];
+        for s in self.slots.iter().filter(|s| s.hooks.allocatable) {
+            s.plugin.allocatable(&self.state, q, t)?;
+        }
+        Ok(())
+    }
+
+    // ----- statements -----
+
+    /// Places `task` on `node` inside `stmt`.
+    pub fn allocate(&mut self, stmt: &mut Statement, task: usize, node: usize) {
+        let t = &mut self.state.tasks[task];
+        t.status = TaskStatus::Allocated;
+        t.node = Some(self.state.nodes[node].name.clone());
+        let (req, job) = (t.request.clone(), t.job);
+        let ports = t.spec.host_ports.clone();
+        self.state.nodes[node].add_pod(&req, &ports);
+        self.state.job_runs[job].allocated.add(&req);
+        let q = self.state.job_queue[job];
+        self.state.queue_allocated[q].add(&req);
+        self.bump(node);
+        stmt.ops.push((task, node));
+        for s in &mut self.slots {
+            s.plugin.on_allocate(&self.state, task);
+        }
+    }
+
+    /// Undoes every placement of `stmt`, newest first, leaving the session as before.
+    pub fn discard(&mut self, stmt: Statement) {
+        for &(task, node) in stmt.ops.iter().rev() {
+            for s in self.slots.iter_mut().rev() {
+                s.plugin.on_deallocate(&self.state, task);
+            }
+            let t = &mut self.state.tasks[task];
+            t.status = TaskStatus::Pending;
+            t.node = None;
+            let (req, job) = (t.request.clone(), t.job);
+            let ports = t.spec.host_ports.clone();
+            self.state.nodes[node].remove_pod(&req, &ports);
+            self.state.job_runs[job].allocated.sub(&req);
+            let q = self.state.job_queue[job];
+            self.state.queue_allocated[q].sub(&req);
+            self.bump(node);
+        }
+        if !stmt.ops.is_empty() {
+            self.stats.discards += 1;
+        }
+    }
+
+    /// Commits every placement of `stmt` into the plan.
+    pub fn commit(&mut self, stmt: Statement) {
+        for &(task, node) in &stmt.ops {
+            self.state.tasks[task].status = TaskStatus::Binding;
+            self.committed.push((task, node));
+        }
+        self.stats.placements += stmt.ops.len() as u64;
+        if !stmt.ops.is_empty() {
+            self.epoch += 1;
+        }
+    }
+
+    fn bump(&mut self, node: usize) {
+        self.version_counter += 1;
+        self.node_version[node] = self.version_counter;
+    }
+
+    /// Marks every node in `nodes` as changed, so cached scores are recomputed.
+    pub fn touch_nodes(&mut self, nodes: &[u32]) {
+        for &n in nodes {
+            self.bump(n as usize);
+        }
+    }
+
+    // ----- node selection -----
+
+    fn static_nodes(&mut self, task: usize) -> Arc<StaticNodes> {
+        let spec = &self.state.tasks[task].spec;
+        if let Some(s) = self.static_cache.get(&**spec) {
+            return s.clone();
+        }
+        let t = &self.state.tasks[task];
+        let mut feasible = Vec::new();
+        let mut reasons = BTreeMap::new();
+        'nodes: for (i, n) in self.state.nodes.iter().enumerate() {
+            if !n.ready {
+                *reasons
+                    .entry("node(s) were not ready".to_string())
+                    .or_insert(0) += 1;
+                continue;
+            }
+            for s in self.slots.iter().filter(|s| s.hooks.predicate) {
+                if let Err(r) = s.plugin.filter_static(t, n) {
+                    *reasons.entry(r).or_insert(0) += 1;
+                    continue 'nodes;
+                }
+            }
+            feasible.push(i as u32);
+        }
+        let sn = Arc::new(StaticNodes { feasible, reasons });
+        self.static_cache.insert((**spec).clone(), sn.clone());
+        sn
+    }
+
+    /// The dynamic check of `task` on `node`: resources, then plugin filters. `Err` carries
+    /// every reason that applies (each Insufficient resource counts, as kube-scheduler does).
+    fn fits(&self, task: &Task, node: usize) -> Result<(), Vec<FitReason>> {
+        let n = &self.state.nodes[node];
+        let idle = n.idle();
+        if !task.request.fits_in(&idle) {
+            return Err(task
+                .request
+                .insufficient(&idle)
+                .map(|r| format!("Insufficient {r}"))
+                .collect());
+        }
+        for s in self.slots.iter().filter(|s| s.hooks.predicate) {
+            s.plugin.filter(&self.state, task, n).map_err(|r| vec![r])?;
+        }
+        Ok(())
+    }
+
+    fn score(&self, task: &Task, node: usize, placement: &Placement) -> f64 {
+        let n = &self.state.nodes[node];
+        let mut total = 0.0;
+        for s in self
+            .slots
+            .iter()
+            .filter(|s| s.hooks.node_order && s.plugin.scores_nodes())
+        {
+            total += s.plugin.score(&self.state, task, n);
+        }
+        if let Some(b) = &placement.bonus {
+            total += b.get(node).copied().unwrap_or(0.0);
+        }
+        total
+    }
+
+    /// Builds the candidate heap for `task`'s kind of member.
+    pub fn candidates(&mut self, task: usize, placement: &Placement) -> Candidates {
+        let sn = self.static_nodes(task);
+        let t = &self.state.tasks[task];
+        let mut reasons = BTreeMap::new();
+        let mut heap = BinaryHeap::new();
+        let consider =
+            |node: u32, heap: &mut BinaryHeap<Entry>, reasons: &mut BTreeMap<_, _>| match self
+                .fits(t, node as usize)
+            {
+                Ok(()) => heap.push(Entry {
+                    score: self.score(t, node as usize, placement),
+                    node,
+                    version: self.node_version[node as usize],
+                }),
+                Err(rs) => {
+                    for r in rs {
+                        *reasons.entry(r).or_insert(0) += 1;
+                    }
+                }
+            };
+        match &placement.only {
+            None => {
+                for (r, c) in &sn.reasons {
+                    reasons.insert(r.clone(), *c);
+                }
+                for &node in &sn.feasible {
+                    consider(node, &mut heap, &mut reasons);
+                }
+            }
+            Some(only) => {
+                // Intersect: both lists are sorted.
+                let mut it = sn.feasible.iter().peekable();
+                for &node in only.iter() {
+                    while it.next_if(|&&f| f < node).is_some() {}
+                    if it.peek() == Some(&&node) {
+                        consider(node, &mut heap, &mut reasons);
+                    } else {
+                        *reasons
+                            .entry("node(s) didn't match Pod's node affinity/selector".into())
+                            .or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+        Candidates {
+            heap,
+            reasons,
+            considered: match &placement.only {
+                None => sn.feasible.len() as u32 + sn.reasons.values().sum::<u32>(),
+                Some(only) => only.len() as u32,
+            },
+        }
+    }
+
+    /// Picks the best node for `task` from `cands` (highest score, then name), refreshing
+    /// entries for nodes whose load changed since they were scored. `None` when no node fits.
+    pub fn pick(
+        &mut self,
+        task: usize,
+        cands: &mut Candidates,
+        placement: &Placement,
+    ) -> Option<usize> {
+        while let Some(e) = cands.heap.pop() {
+            let node = e.node as usize;
+            if e.version == self.node_version[node] {
+                return Some(node);
+            }
+            let t = &self.state.tasks[task];
+            match self.fits(t, node) {
+                Ok(()) => cands.heap.push(Entry {
+                    score: self.score(t, node, placement),
+                    node: e.node,
+                    version: self.node_version[node],
+                }),
+                Err(rs) => {
+                    for r in rs {
+                        *cands.reasons.entry(r).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// After placing on `node`, puts it back among `cands` if another member still fits.
+    pub fn refresh(
+        &mut self,
+        task: usize,
+        node: usize,
+        cands: &mut Candidates,
+        placement: &Placement,
+    ) {
+        let t = &self.state.tasks[task];
+        match self.fits(t, node) {
+            Ok(()) => cands.heap.push(Entry {
+                score: self.score(t, node, placement),
+                node: node as u32,
+                version: self.node_version[node],
+            }),
+            Err(rs) => {
+                for r in rs {
+                    *cands.reasons.entry(r).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+
+    /// The kube-scheduler style message for a member that found no node.
+    pub fn fit_message(cands: &Candidates) -> String {
+        let mut parts: Vec<String> = cands
+            .reasons
+            .iter()
+            .map(|(r, c)| format!("{c} {r}"))
+            .collect();
+        parts.sort();
+        format!(
+            "0/{} nodes are available: {}.",
+            cands.considered,
+            parts.join(", ")
+        )
+    }
+
+    /// Pending members of `job` in the order they should be placed: members of roles still
+    /// short of their `minTaskMember` first, then the rest, each in task order.
+    pub fn ordered_pending(&self, job: usize) -> Vec<usize> {
+        let mut tasks: Vec<usize> = self.state.pending_tasks(job).collect();
+        tasks.sort_by(|&a, &b| self.task_order(a, b));
+        let j = &self.state.jobs[job];
+        if j.min_task_member.is_empty() {
+            return tasks;
+        }
+        let mut short: BTreeMap<&str, u32> = BTreeMap::new();
+        for (role, &min) in &j.min_task_member {
+            let have = j
+                .tasks
+                .iter()
+                .filter(|&&t| {
+                    let t = &self.state.tasks[t];
+                    t.status.is_ready() && t.role.as_deref() == Some(role.as_str())
+                })
+                .count() as u32;
+            if have < min {
+                short.insert(role, min - have);
+            }
+        }
+        let (mut first, mut rest) = (Vec::new(), Vec::new());
+        for t in tasks {
+            let role = self.state.tasks[t].role.as_deref();
+            match role.and_then(|r| short.get_mut(r)) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    first.push(t);
+                }
+                _ => rest.push(t),
+            }
+        }
+        first.extend(rest);
+        first
+    }
+
+    /// Records why `job` was held (the first reason wins within a session).
+    pub fn hold(&mut self, job: usize, holdup: Holdup) {
+        let run = &mut self.state.job_runs[job];
+        if run.holdup.is_none() {
+            run.holdup = Some(holdup);
+        }
+    }
+
+    /// Clears a job's holdup (it was placed after all).
+    pub fn clear_hold(&mut self, job: usize) {
+        self.state.job_runs[job].holdup = None;
+    }
+
+    /// Domains of the node label `key` among nodes: domain value → sorted node indices.
+    pub fn domains(&self, key: &str) -> BTreeMap<String, Vec<u32>> {
+        let mut d: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for (i, n) in self.state.nodes.iter().enumerate() {
+            if let Some(v) = n.labels.get(key) {
+                d.entry(v.clone()).or_default().push(i as u32);
+            }
+        }
+        d
+    }
+
+    /// Σ idle over Ready nodes in `nodes`.
+    pub fn idle_of(&self, nodes: &[u32]) -> Resources {
+        let mut r = Resources::new();
+        for &n in nodes {
+            let node = &self.state.nodes[n as usize];
+            if node.ready {
+                r.add(&node.idle());
+            }
+        }
+        r
+    }
+
+    /// The set of domain values (of `key`) used by the placements in `stmt`.
+    pub fn domains_used(&self, stmt: &Statement, key: &str) -> BTreeSet<String> {
+        stmt.ops
+            .iter()
+            .filter_map(|&(_, n)| self.state.nodes[n].labels.get(key).cloned())
+            .collect()
+    }
+}

@@ -1,0 +1,129 @@
+//! The session's working copy of the cluster, changed only through statements.
+
+use caldera_model::{Job, Node, Queue, Resources, Snapshot, Task, Time, WaitingPod};
+
+/// Why a job was not placed in this session, decided by the actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holdup {
+    /// Not admitted at enqueue; `quota` when a queue limit held it.
+    NotAdmitted {
+        /// A queue limit (not the cluster) held it.
+        quota: bool,
+        /// Which limit.
+        message: String,
+    },
+    /// The queue's share or quota stopped it (`QueueQuotaExceeded`).
+    Quota(String),
+    /// Some member found no node: the kube-scheduler style fit message.
+    Fit(String),
+}
+
+/// Per-job facts the session learns while it runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobRun {
+    /// Admitted (phase was Inqueue/Running, or enqueue admitted it now).
+    pub admitted: bool,
+    /// Invalid, with the NotEnoughTasks message.
+    pub invalid: Option<String>,
+    /// Why it was held, if it was.
+    pub holdup: Option<Holdup>,
+    /// Σ requests of members holding a node (for DRF and queue accounting).
+    pub allocated: Resources,
+}
+
+/// The mutable world of one session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct State {
+    /// The session's time.
+    pub now: Time,
+    /// Nodes, sorted by name, with this session's placements applied.
+    pub nodes: Vec<Node>,
+    /// Tasks (status and node change as they are placed).
+    pub tasks: Vec<Task>,
+    /// Jobs, sorted by id.
+    pub jobs: Vec<Job>,
+    /// Queues, sorted by name.
+    pub queues: Vec<Queue>,
+    /// Queue index of each job.
+    pub job_queue: Vec<usize>,
+    /// Per-job facts.
+    pub job_runs: Vec<JobRun>,
+    /// Σ requests of members holding a node, per queue.
+    pub queue_allocated: Vec<Resources>,
+    /// Σ allocatable of Ready nodes.
+    pub total: Resources,
+    /// Σ used over Ready nodes at session open.
+    pub used: Resources,
+    /// Pods waiting for a PodGroup that does not exist.
+    pub waiting: Vec<WaitingPod>,
+}
+
+impl State {
+    /// Builds the working copy from a snapshot.
+    pub fn new(snapshot: &Snapshot, now: Time) -> Self {
+        let job_queue: Vec<usize> = snapshot
+            .jobs
+            .iter()
+            .map(|j| snapshot.queue_index(&j.queue).unwrap_or(0))
+            .collect();
+        let mut job_runs = vec![JobRun::default(); snapshot.jobs.len()];
+        let mut queue_allocated = vec![Resources::new(); snapshot.queues.len()];
+        for t in &snapshot.tasks {
+            if holds_node(t) {
+                job_runs[t.job].allocated.add(&t.request);
+                if let Some(&q) = job_queue.get(t.job) {
+                    if let Some(qa) = queue_allocated.get_mut(q) {
+                        qa.add(&t.request);
+                    }
+                }
+            }
+        }
+        let mut used = Resources::new();
+        for n in snapshot.nodes.iter().filter(|n| n.ready) {
+            used.add(&n.used);
+        }
+        State {
+            now,
+            nodes: snapshot.nodes.clone(),
+            tasks: snapshot.tasks.clone(),
+            jobs: snapshot.jobs.clone(),
+            queues: snapshot.queues.clone(),
+            job_queue,
+            job_runs,
+            queue_allocated,
+            total: snapshot.total_allocatable(),
+            used,
+            waiting: snapshot.waiting.clone(),
+        }
+    }
+
+    /// Members of `job` that count toward its gang: Allocated, Binding, Bound, Running,
+    /// Succeeded.
+    pub fn ready_count(&self, job: usize) -> u32 {
+        self.jobs[job]
+            .tasks
+            .iter()
+            .filter(|&&t| self.tasks[t].status.is_ready())
+            .count() as u32
+    }
+
+    /// Pending members of `job` that may be placed (not gated), in snapshot order.
+    pub fn pending_tasks(&self, job: usize) -> impl Iterator<Item = usize> + '_ {
+        self.jobs[job]
+            .tasks
+            .iter()
+            .copied()
+            .filter(|&t| self.tasks[t].schedulable_pending())
+    }
+
+    /// Index of the node named `name`.
+    pub fn node_index(&self, name: &str) -> Option<usize> {
+        self.nodes.binary_search_by(|n| (*n.name).cmp(name)).ok()
+    }
+}
+
+/// Counts against its queue's allocation: a member placed or running.
+pub fn holds_node(t: &Task) -> bool {
+    use caldera_model::TaskStatus::*;
+    matches!(t.status, Allocated | Binding | Bound | Running)
+}
