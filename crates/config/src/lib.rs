@@ -1,2 +1,215 @@
 //! Scheduler configuration: Volcano's actions-and-tiers format plus Caldera's keys, parsed and validated.
+//!
+//! The file format is Volcano's `volcano-scheduler.conf`, and a Volcano config loads
+//! unchanged (arguments Caldera does not use come back as [`SchedulerConfig::warnings`]):
+//!
+//! ```yaml
+//! actions: "enqueue, allocate, backfill"   # run in this order every session
+//! tiers:
+//! - plugins:
+//!   - name: priority
+//!   - name: gang
+//!     enablePreemptable: false              # Volcano's per-hook switches
+//! - plugins:
+//!   - name: binpack
+//!     arguments:
+//!       binpack.weight: 10
+//! configurations:                           # per-action arguments (none used yet)
+//! - name: allocate
+//!   arguments: {}
+//! schedulerNames: [caldera, volcano]        # Caldera's own keys, all optional
+//! schedulePeriod: 1s
+//! sessionDebounce: 50ms
+//! gangScheduleTimeout: 10m
+//! bindConcurrency: 64
+//! ```
+//!
+//! [`parse`] and [`load`] check everything: action and plugin names, flag and argument
+//! names and types, durations and integers. Each [`ConfigError`] is one line naming the file,
+//! line, column and key path:
+//!
+//! ```
+//! use std::path::Path;
+//!
+//! let text = caldera_config::SHIPPED_CONFIG.replace("binpack.weight: 10", "binpack.weight: ten");
+//! let error = caldera_config::parse(&text, Some(Path::new("config/scheduler.yaml"))).unwrap_err();
+//! assert_eq!(
+//!     error.to_string(),
+//!     r#"config/scheduler.yaml:35:23: tiers[1].plugins[5].arguments["binpack.weight"]: expected an integer, got "ten""#
+//! );
+//! ```
+//!
+//! Key paths count list items from 0.
+//!
+//! Plugin arguments Caldera reads, and their types (numbers may also be written as numeric
+//! strings, as Volcano configs often do):
+//!
+//! | plugin | argument | type |
+//! |---|---|---|
+//! | overcommit | `overcommit-factor` | number |
+//! | nodeorder | `nodeaffinity.weight`, `podaffinity.weight`, `leastrequested.weight`, `balancedresource.weight`, `mostrequested.weight`, `tainttoleration.weight`, `imagelocality.weight`, `podtopologyspread.weight` | integer ≥ 0 |
+//! | binpack | `binpack.weight`, `binpack.cpu`, `binpack.memory`, `binpack.resources.<resource>` | integer ≥ 0 |
+//! | binpack | `binpack.resources` | comma-separated resource names ([`ArgValue::List`]) |
+//!
+//! gang, priority, drf, proportion and conformance take no arguments. Volcano's other
+//! arguments of these plugins (`predicate.*Enable`, `predicate.resources…`,
+//! `volumebinding.*`, `overcommit-factor.<resource>`) are accepted and ignored with a warning.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod catalog;
+mod duration;
+mod error;
+mod plugin;
+mod raw;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+pub use duration::{parse_duration, ParseDurationError};
+pub use error::{ConfigError, Location};
+pub use plugin::{ArgValue, Arguments, Hook, PluginFlags, PluginOption};
+
+/// The shipped default config, `config/scheduler.yaml`, as text.
+pub const SHIPPED_CONFIG: &str = include_str!("../../../config/scheduler.yaml");
+
+/// `schedulerNames` when the config does not set it.
+pub const DEFAULT_SCHEDULER_NAMES: [&str; 2] = ["caldera", "volcano"];
+/// `schedulePeriod` when the config does not set it.
+pub const DEFAULT_SCHEDULE_PERIOD: Duration = Duration::from_secs(1);
+/// `sessionDebounce` when the config does not set it.
+pub const DEFAULT_SESSION_DEBOUNCE: Duration = Duration::from_millis(50);
+/// `bindConcurrency` when the config does not set it.
+pub const DEFAULT_BIND_CONCURRENCY: usize = 64;
+
+/// A validated scheduler config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulerConfig {
+    /// The actions to run each session, in order, each at most once.
+    pub actions: Vec<Action>,
+    /// The plugin tiers, in order; each plugin name appears at most once across all tiers.
+    pub tiers: Vec<Tier>,
+    /// Per-action arguments from `configurations`, keyed by action name. Caldera's actions
+    /// read none yet; they are kept so nothing in a Volcano config is silently lost.
+    pub configurations: BTreeMap<String, Arguments>,
+    /// The pod `schedulerName`s this scheduler serves (`schedulerNames`; default
+    /// `[caldera, volcano]`). Never empty, no duplicates.
+    pub scheduler_names: Vec<String>,
+    /// How often a session runs when nothing triggers one sooner (`schedulePeriod`; default
+    /// 1s). Never zero.
+    pub schedule_period: Duration,
+    /// How long to wait after a watch event before starting a session, so a burst of events
+    /// makes one session (`sessionDebounce`; default 50ms).
+    pub session_debounce: Duration,
+    /// How long a gang may stay unscheduled before its pods are failed (`gangScheduleTimeout`;
+    /// default none: wait forever). Never zero.
+    pub gang_schedule_timeout: Option<Duration>,
+    /// How many bind calls may be in flight at once (`bindConcurrency`; default 64; at least 1).
+    pub bind_concurrency: usize,
+    /// Things accepted but ignored (Volcano arguments Caldera does not use, configurations of
+    /// actions that do not run, …), each a one-line message with file, line and key path.
+    pub warnings: Vec<String>,
+}
+
+impl SchedulerConfig {
+    /// The option of the plugin called `name`, if the config lists it.
+    pub fn plugin(&self, name: &str) -> Option<&PluginOption> {
+        self.plugins().find(|option| option.name == name)
+    }
+
+    /// Every plugin the config lists, in tier order, then in order within the tier.
+    pub fn plugins(&self) -> impl Iterator<Item = &PluginOption> {
+        self.tiers.iter().flat_map(|tier| tier.plugins.iter())
+    }
+
+    /// The plugins whose `hook` is switched on, in tier order: the ones the session asks at
+    /// that extension point.
+    pub fn plugins_enabled_for(&self, hook: Hook) -> impl Iterator<Item = &PluginOption> {
+        self.plugins().filter(move |option| option.enabled(hook))
+    }
+
+    /// Whether `action` runs.
+    pub fn runs(&self, action: Action) -> bool {
+        self.actions.contains(&action)
+    }
+}
+
+impl Default for SchedulerConfig {
+    /// The shipped `config/scheduler.yaml`.
+    fn default() -> Self {
+        // Infallible in practice: the text is compiled in, and the tests `shipped_config_*`
+        // (here and in tests/shipped.rs) parse it on every build of the test suite.
+        #[allow(clippy::expect_used)]
+        parse(SHIPPED_CONFIG, None).expect("the shipped config/scheduler.yaml is valid")
+    }
+}
+
+/// One tier: plugins consulted together, before the plugins of later tiers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tier {
+    /// The plugins of this tier, in config order.
+    pub plugins: Vec<PluginOption>,
+}
+
+/// An action Caldera implements. Volcano's `preempt`, `reclaim` and `shuffle` are rejected
+/// with a message saying they are not implemented yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Action {
+    /// Admit pending jobs whose minimum resources fit (spec §5.1).
+    Enqueue,
+    /// Place admitted gangs all-or-nothing (spec §5.2).
+    Allocate,
+    /// Place best-effort tasks (spec §5.3).
+    Backfill,
+}
+
+impl Action {
+    /// Every implemented action.
+    pub const ALL: [Action; 3] = [Action::Enqueue, Action::Allocate, Action::Backfill];
+
+    /// The name used in `actions`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Action::Enqueue => "enqueue",
+            Action::Allocate => "allocate",
+            Action::Backfill => "backfill",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parses and validates a config. `origin` is the file the text came from, used only in
+/// messages.
+pub fn parse(text: &str, origin: Option<&Path>) -> Result<SchedulerConfig, ConfigError> {
+    let root = raw::parse(text).map_err(|error| error::from_yaml(&error, origin))?;
+    validate::validate(&root, text, origin)
+}
+
+/// Reads, parses and validates the config file at `path`.
+pub fn load(path: &Path) -> Result<SchedulerConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, Some(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_config_is_valid_and_warning_free() {
+        let config = parse(SHIPPED_CONFIG, None).unwrap();
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+        assert_eq!(config, SchedulerConfig::default());
+    }
+}

@@ -1,0 +1,158 @@
+//! Good configs: what each key turns into, defaults, flags and warnings.
+
+use std::time::Duration;
+
+use caldera_config::{parse, Action, ArgValue, Hook, SchedulerConfig};
+
+fn ok(text: &str) -> SchedulerConfig {
+    parse(text, None).unwrap_or_else(|error| panic!("{error}"))
+}
+
+#[test]
+fn caldera_keys_default_when_absent() {
+    let config = ok("actions: allocate\n");
+    assert_eq!(config.actions, [Action::Allocate]);
+    assert!(config.tiers.is_empty());
+    assert!(config.configurations.is_empty());
+    assert_eq!(config.scheduler_names, ["caldera", "volcano"]);
+    assert_eq!(config.schedule_period, Duration::from_secs(1));
+    assert_eq!(config.session_debounce, Duration::from_millis(50));
+    assert_eq!(config.gang_schedule_timeout, None);
+    assert_eq!(config.bind_concurrency, 64);
+    assert!(config.warnings.is_empty());
+}
+
+#[test]
+fn caldera_keys_when_set() {
+    let config = ok(r#"
+actions: "backfill,allocate"
+schedulerNames: [my-scheduler]
+schedulePeriod: 1m30s
+sessionDebounce: 0
+gangScheduleTimeout: 10m
+bindConcurrency: "8"
+"#);
+    assert_eq!(config.actions, [Action::Backfill, Action::Allocate]);
+    assert!(config.runs(Action::Allocate) && !config.runs(Action::Enqueue));
+    assert_eq!(config.scheduler_names, ["my-scheduler"]);
+    assert_eq!(config.schedule_period, Duration::from_secs(90));
+    assert_eq!(config.session_debounce, Duration::ZERO);
+    assert_eq!(config.gang_schedule_timeout, Some(Duration::from_secs(600)));
+    assert_eq!(config.bind_concurrency, 8);
+}
+
+#[test]
+fn numbers_may_be_written_as_strings() {
+    let config = ok(r#"
+actions: allocate
+tiers:
+- plugins:
+  - name: overcommit
+    arguments: {overcommit-factor: 2}
+  - name: binpack
+    arguments:
+      binpack.weight: "10"
+      binpack.cpu: 2
+      binpack.resources: " nvidia.com/gpu, example.com/foo ,"
+      binpack.resources.nvidia.com/gpu: "5"
+      binpack.resources.example.com/foo: 3
+"#);
+    let overcommit = &config.plugin("overcommit").unwrap().arguments;
+    assert_eq!(
+        overcommit.get("overcommit-factor"),
+        Some(&ArgValue::Float(2.0))
+    );
+    let binpack = &config.plugin("binpack").unwrap().arguments;
+    assert_eq!(binpack.get_i64("binpack.weight"), Some(10));
+    assert_eq!(binpack.get_i64("binpack.cpu"), Some(2));
+    assert_eq!(binpack.get_i64("binpack.memory"), None);
+    assert_eq!(
+        binpack.get_list("binpack.resources").unwrap(),
+        ["nvidia.com/gpu", "example.com/foo"]
+    );
+    assert_eq!(
+        binpack
+            .with_prefix("binpack.resources.")
+            .collect::<Vec<_>>(),
+        [
+            ("example.com/foo", &ArgValue::Int(3)),
+            ("nvidia.com/gpu", &ArgValue::Int(5)),
+        ]
+    );
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+}
+
+#[test]
+fn flags_and_hook_iteration() {
+    let config = ok(r#"
+actions: allocate
+tiers:
+- plugins:
+  - name: priority
+    enableJobOrder: false
+  - name: gang
+- plugins:
+  - name: drf
+    enableHierarchy: true
+    enabledVictim: false
+"#);
+    let job_order: Vec<&str> = config
+        .plugins_enabled_for(Hook::JobOrder)
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(job_order, ["gang", "drf"]);
+    let drf = config.plugin("drf").unwrap();
+    assert!(drf.enabled(Hook::Hierarchy));
+    assert!(!drf.enabled(Hook::Victim));
+    assert!(!config.plugin("gang").unwrap().enabled(Hook::Hierarchy));
+    assert_eq!(
+        config.warnings,
+        ["line 10, column 22: tiers[1].plugins[0].enableHierarchy: hierarchical queues are not implemented by Caldera; shares are computed flat"]
+    );
+}
+
+#[test]
+fn binpack_weight_for_an_unlisted_resource_is_a_warning() {
+    let config = ok(r#"
+actions: allocate
+tiers:
+- plugins:
+  - name: binpack
+    arguments:
+      binpack.resources.nvidia.com/gpu: 5
+"#);
+    assert_eq!(
+        config.warnings,
+        ["line 7, column 7: tiers[0].plugins[0].arguments[\"binpack.resources.nvidia.com/gpu\"]: \"nvidia.com/gpu\" is not listed in binpack.resources, so this weight is ignored (as in Volcano)"]
+    );
+}
+
+#[test]
+fn configurations_of_actions_that_do_not_run_are_warnings() {
+    let config = ok(r#"
+actions: "enqueue, allocate"
+configurations:
+- name: preempt
+  arguments:
+    preemptable: "true"
+"#);
+    assert_eq!(
+        config.configurations["preempt"].get_str("preemptable"),
+        Some("true")
+    );
+    assert_eq!(
+        config.warnings,
+        ["line 4, column 9: configurations[0].name: action \"preempt\" is not run (not in `actions`); this configuration is ignored"]
+    );
+}
+
+#[test]
+fn legacy_namespace_order_flag_is_accepted() {
+    let config = ok(
+        "actions: allocate\ntiers:\n- plugins:\n  - name: drf\n    enableNamespaceOrder: true\n",
+    );
+    assert_eq!(
+        config.warnings,
+        ["line 5, column 5: tiers[0].plugins[0].enableNamespaceOrder: flag of Volcano 1.3 and earlier, not used by Caldera; ignored"]
+    );
+}
