@@ -1,0 +1,761 @@
+//! One conversion per kind: a Kubernetes object becomes a model value, or an `*Info` holding
+//! everything about it that does not depend on the rest of the cluster.
+//!
+//! What does depend on the rest (a pod's priority through its PriorityClass, whether a pod is
+//! ours, which job it lands in) is decided when [`crate::ClusterIndex::snapshot`] assembles.
+
+use crate::error::{Error, ObjectKind, Problem, Result};
+use caldera_api::{
+    reason, GroupKeyKind, PodGroup, Queue as ApiQueue, QueueState, TopologyMode,
+    ANNOTATION_QUEUE_NAME, DEFAULT_QUEUE, GROUP_NAME_KEYS, TASK_SPEC_KEY,
+};
+use caldera_model::{
+    parse_quantity, Condition, HostPort, Node, PendingReason, PlacementSpec, PodGroupPhase,
+    PodGroupStatus, Queue, QueueStatus, Requirement, Resources, Scale, SelectorOp, SelectorTerm,
+    Taint, TaintEffect, Time, Toleration, Topology, CPU, MEMORY, PODS,
+};
+use k8s_openapi::api::core::v1::{
+    Container, Node as KubeNode, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec,
+    ResourceRequirements,
+};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KubeTime};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Pods a node holds when its allocatable does not say (the kubelet's default).
+pub const DEFAULT_MAX_PODS: i64 = 110;
+
+/// Namespace of pods that are never victims.
+const KUBE_SYSTEM: &str = "kube-system";
+/// PriorityClasses of pods that are never victims.
+const CRITICAL_CLASSES: [&str; 2] = ["system-cluster-critical", "system-node-critical"];
+
+/// Converts a Kubernetes timestamp.
+pub fn time(t: &KubeTime) -> Time {
+    Time(t.0.as_millisecond())
+}
+
+/// Names the object being converted, to build errors.
+struct Ctx {
+    kind: ObjectKind,
+    object: String,
+}
+
+impl Ctx {
+    fn new(kind: ObjectKind, meta: &ObjectMeta) -> Self {
+        let name = meta.name.as_deref().unwrap_or("<unnamed>");
+        let object = match meta.namespace.as_deref() {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_string(),
+        };
+        Ctx { kind, object }
+    }
+
+    fn err(&self, field: impl Into<String>, problem: impl Into<Problem>) -> Error {
+        Error {
+            kind: self.kind,
+            object: self.object.clone(),
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+
+    fn name<'a>(&self, meta: &'a ObjectMeta) -> Result<&'a str> {
+        meta.name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| self.err("metadata.name", Problem::Missing))
+    }
+}
+
+/// Parses one quantity of resource `name` (CPU in millicores, the rest in units).
+fn quantity(ctx: &Ctx, field: &str, name: &str, q: &Quantity) -> Result<i64> {
+    let scale = if name == CPU {
+        Scale::Milli
+    } else {
+        Scale::Units
+    };
+    parse_quantity(&q.0, scale).map_err(|e| ctx.err(format!("{field}.{name}"), e))
+}
+
+/// Parses a ResourceList found at `field`.
+fn resource_list(
+    ctx: &Ctx,
+    field: &str,
+    list: Option<&BTreeMap<String, Quantity>>,
+) -> Result<Resources> {
+    let mut out = Resources::new();
+    for (name, q) in list.into_iter().flatten() {
+        let v = quantity(ctx, field, name, q)?;
+        out.add_named(name, v);
+    }
+    Ok(out)
+}
+
+/// Requests of one container, with limits standing in for missing requests as API-server
+/// defaulting does (`requests[r] = limits[r]` for every `r` with a limit and no request).
+fn container_request(
+    ctx: &Ctx,
+    field: &str,
+    res: Option<&ResourceRequirements>,
+) -> Result<Resources> {
+    let Some(res) = res else {
+        return Ok(Resources::new());
+    };
+    let mut out = resource_list(ctx, &format!("{field}.requests"), res.requests.as_ref())?;
+    for (name, q) in res.limits.iter().flatten() {
+        if res.requests.as_ref().is_some_and(|r| r.contains_key(name)) {
+            continue;
+        }
+        let v = quantity(ctx, &format!("{field}.limits"), name, q)?;
+        out.add_named(name, v);
+    }
+    Ok(out)
+}
+
+/// A pod's request, computed like Kubernetes' `PodRequests`: the sum over containers, maxed
+/// with each init container (restartable sidecars — `restartPolicy: Always` — add to the
+/// running sum and to every later init container), pod-level cpu/memory requests replacing the
+/// container sum where set, plus `spec.overhead`.
+pub fn pod_request(pod: &Pod) -> Result<Resources> {
+    let ctx = Ctx::new(ObjectKind::Pod, &pod.metadata);
+    match &pod.spec {
+        Some(spec) => spec_request(&ctx, spec),
+        None => Ok(Resources::new()),
+    }
+}
+
+fn spec_request(ctx: &Ctx, spec: &PodSpec) -> Result<Resources> {
+    let mut sum = Resources::new();
+    for (i, c) in spec.containers.iter().enumerate() {
+        sum.add(&request_of(ctx, "containers", i, c)?);
+    }
+    let mut sidecars = Resources::new();
+    let mut init_max = Resources::new();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let req = request_of(ctx, "initContainers", i, c)?;
+        let effective = if c.restart_policy.as_deref() == Some("Always") {
+            sum.add(&req);
+            sidecars.add(&req);
+            sidecars.clone()
+        } else {
+            req.plus(&sidecars)
+        };
+        init_max.max_with(&effective);
+    }
+    sum.max_with(&init_max);
+    if let Some(pod_level) = &spec.resources {
+        let field = "spec.resources";
+        let pod_req = container_request(ctx, field, Some(pod_level))?;
+        for name in [CPU, MEMORY] {
+            let set = |l: &Option<BTreeMap<String, Quantity>>| {
+                l.as_ref().is_some_and(|l| l.contains_key(name))
+            };
+            if set(&pod_level.requests) || set(&pod_level.limits) {
+                sum.set(name, pod_req.get(name));
+            }
+        }
+    }
+    sum.add(&resource_list(
+        ctx,
+        "spec.overhead",
+        spec.overhead.as_ref(),
+    )?);
+    Ok(sum)
+}
+
+fn request_of(ctx: &Ctx, list: &str, i: usize, c: &Container) -> Result<Resources> {
+    container_request(
+        ctx,
+        &format!("spec.{list}[{i}].resources"),
+        c.resources.as_ref(),
+    )
+}
+
+/// The name of the pod's group (SPEC §2): annotation `scheduling.k8s.io/group-name`, else
+/// label `scheduling.volcano.sh/podgroup`, else label `scheduling.x-k8s.io/pod-group`. Empty
+/// values are ignored.
+pub fn group_name(meta: &ObjectMeta) -> Option<&str> {
+    GROUP_NAME_KEYS.iter().find_map(|(kind, key)| {
+        let map = match kind {
+            GroupKeyKind::Annotation => meta.annotations.as_ref(),
+            GroupKeyKind::Label => meta.labels.as_ref(),
+        };
+        map.and_then(|m| m.get(*key))
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    })
+}
+
+/// A pod's phase as reported in `status.phase`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PodPhase {
+    /// Pending (also when absent).
+    Pending,
+    /// Running.
+    Running,
+    /// Succeeded.
+    Succeeded,
+    /// Failed.
+    Failed,
+    /// Unknown, or a value this version does not know.
+    Unknown,
+}
+
+impl PodPhase {
+    fn parse(s: Option<&str>) -> Self {
+        match s {
+            None | Some("Pending") | Some("") => Self::Pending,
+            Some("Running") => Self::Running,
+            Some("Succeeded") => Self::Succeeded,
+            Some("Failed") => Self::Failed,
+            Some(_) => Self::Unknown,
+        }
+    }
+
+    /// Succeeded or Failed: the pod no longer holds anything on its node.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed)
+    }
+}
+
+/// Everything about a pod the scheduler needs, converted once when the pod arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInfo {
+    /// `metadata.uid` (`namespace/name` when absent).
+    pub uid: Arc<str>,
+    /// `metadata.namespace` (`default` when absent).
+    pub namespace: Arc<str>,
+    /// `metadata.name`.
+    pub name: Arc<str>,
+    /// `spec.schedulerName` (`default-scheduler` when absent, as the API server defaults it).
+    pub scheduler_name: Arc<str>,
+    /// The group name from annotations or labels, if any.
+    pub group: Option<Arc<str>>,
+    /// The job this pod belongs to: `<ns>/<group>`, or `<ns>/pod:<name>` without a group.
+    pub job_id: Arc<str>,
+    /// Annotation `scheduling.volcano.sh/queue-name` (used only without a group).
+    pub queue_annotation: Option<Arc<str>>,
+    /// `spec.nodeName`.
+    pub node: Option<Arc<str>>,
+    /// `status.phase`.
+    pub phase: PodPhase,
+    /// `metadata.deletionTimestamp` is set.
+    pub terminating: bool,
+    /// Request as Kubernetes computes it.
+    pub request: Resources,
+    /// `spec.priority`, when admission has set it.
+    pub spec_priority: Option<i32>,
+    /// `spec.priorityClassName`.
+    pub priority_class: Option<Arc<str>>,
+    /// Role from annotation or label `volcano.sh/task-spec`.
+    pub role: Option<Arc<str>>,
+    /// Has scheduling gates.
+    pub gated: bool,
+    /// Placement constraints.
+    pub spec: Arc<PlacementSpec>,
+    /// `metadata.creationTimestamp` (epoch when absent).
+    pub created: Time,
+    /// The `PodScheduled=False` condition.
+    pub pending_reason: Option<PendingReason>,
+    /// When `PodScheduled` became False.
+    pub pending_since: Option<Time>,
+    /// In kube-system or of a system-critical PriorityClass.
+    pub critical: bool,
+}
+
+impl PodInfo {
+    /// The member state (SPEC §4): terminating → Releasing; Succeeded/Failed; a node →
+    /// Bound (Running when the phase says so); else Pending.
+    pub fn status(&self) -> caldera_model::TaskStatus {
+        use caldera_model::TaskStatus as S;
+        if self.terminating {
+            return S::Releasing;
+        }
+        match self.phase {
+            PodPhase::Succeeded => S::Succeeded,
+            PodPhase::Failed => S::Failed,
+            PodPhase::Running if self.node.is_some() => S::Running,
+            _ if self.node.is_some() => S::Bound,
+            _ => S::Pending,
+        }
+    }
+
+    /// Whether the pod holds resources on a node: it has one and has not finished. Terminating
+    /// pods count until they are gone.
+    pub fn counts_on_node(&self) -> bool {
+        self.node.is_some() && !self.phase.is_terminal()
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+impl TryFrom<&Pod> for PodInfo {
+    type Error = Error;
+
+    fn try_from(pod: &Pod) -> Result<Self> {
+        let meta = &pod.metadata;
+        let ctx = Ctx::new(ObjectKind::Pod, meta);
+        let name = ctx.name(meta)?;
+        let namespace = meta.namespace.as_deref().unwrap_or("default");
+        let default_spec = PodSpec::default();
+        let spec = pod.spec.as_ref().unwrap_or(&default_spec);
+        let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
+        let label = |key: &str| meta.labels.as_ref().and_then(|l| l.get(key));
+        let group = group_name(meta).map(Arc::from);
+        let job_id: Arc<str> = match &group {
+            Some(g) => format!("{namespace}/{g}").into(),
+            None => format!("{namespace}/pod:{name}").into(),
+        };
+        let scheduled = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+            .filter(|c| c.status == "False");
+        let priority_class = spec
+            .priority_class_name
+            .as_deref()
+            .filter(|s| !s.is_empty());
+        Ok(PodInfo {
+            uid: meta
+                .uid
+                .as_deref()
+                .map(Arc::from)
+                .unwrap_or_else(|| format!("{namespace}/{name}").into()),
+            namespace: namespace.into(),
+            name: name.into(),
+            scheduler_name: spec
+                .scheduler_name
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .unwrap_or("default-scheduler")
+                .into(),
+            group,
+            job_id,
+            queue_annotation: annotation(ANNOTATION_QUEUE_NAME)
+                .filter(|q| !q.is_empty())
+                .map(|q| Arc::from(q.as_str())),
+            node: spec
+                .node_name
+                .as_deref()
+                .filter(|n| !n.is_empty())
+                .map(Arc::from),
+            phase: PodPhase::parse(pod.status.as_ref().and_then(|s| s.phase.as_deref())),
+            terminating: meta.deletion_timestamp.is_some(),
+            request: spec_request(&ctx, spec)?,
+            spec_priority: spec.priority,
+            priority_class: priority_class.map(Arc::from),
+            role: annotation(TASK_SPEC_KEY)
+                .or_else(|| label(TASK_SPEC_KEY))
+                .map(|r| Arc::from(r.as_str())),
+            gated: spec
+                .scheduling_gates
+                .as_ref()
+                .is_some_and(|g| !g.is_empty()),
+            spec: Arc::new(placement(&ctx, spec)?),
+            created: meta
+                .creation_timestamp
+                .as_ref()
+                .map(time)
+                .unwrap_or_default(),
+            pending_reason: scheduled.map(|c| PendingReason {
+                reason: c.reason.clone().unwrap_or_default(),
+                message: c.message.clone().unwrap_or_default(),
+            }),
+            pending_since: scheduled
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(time),
+            critical: namespace == KUBE_SYSTEM
+                || priority_class.is_some_and(|c| CRITICAL_CLASSES.contains(&c)),
+        })
+    }
+}
+
+/// The pod's placement constraints.
+fn placement(ctx: &Ctx, spec: &PodSpec) -> Result<PlacementSpec> {
+    let mut out = PlacementSpec {
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        ..PlacementSpec::default()
+    };
+    let node_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref());
+    if let Some(na) = node_affinity {
+        let base = "spec.affinity.nodeAffinity";
+        if let Some(required) = &na.required_during_scheduling_ignored_during_execution {
+            let field = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution");
+            let terms = required
+                .node_selector_terms
+                .iter()
+                .enumerate()
+                .map(|(i, t)| selector_term(ctx, &format!("{field}.nodeSelectorTerms[{i}]"), t))
+                .collect::<Result<Vec<_>>>()?;
+            out.required_terms = Some(terms);
+        }
+        let field = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution");
+        for (i, p) in na
+            .preferred_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten()
+            .enumerate()
+        {
+            let term = selector_term(ctx, &format!("{field}[{i}].preference"), &p.preference)?;
+            out.preferred_terms.push((p.weight, term));
+        }
+    }
+    for (i, t) in spec.tolerations.iter().flatten().enumerate() {
+        let field = format!("spec.tolerations[{i}]");
+        let exists = match t.operator.as_deref() {
+            None | Some("") | Some("Equal") => false,
+            Some("Exists") => true,
+            Some(other) => {
+                return Err(ctx.err(
+                    format!("{field}.operator"),
+                    Problem::UnknownValue {
+                        value: other.to_string(),
+                        expected: "Equal, Exists",
+                    },
+                ))
+            }
+        };
+        let effect = match t.effect.as_deref() {
+            None | Some("") => None,
+            Some(e) => Some(taint_effect(ctx, &format!("{field}.effect"), e)?),
+        };
+        out.tolerations.push(Toleration {
+            key: t.key.clone().unwrap_or_default(),
+            exists,
+            value: t.value.clone().unwrap_or_default(),
+            effect,
+        });
+    }
+    for c in &spec.containers {
+        for p in c.ports.iter().flatten() {
+            if let Some(port) = p.host_port.filter(|&p| p > 0) {
+                out.host_ports.push(HostPort {
+                    ip: p
+                        .host_ip
+                        .clone()
+                        .filter(|ip| !ip.is_empty())
+                        .unwrap_or_else(|| "0.0.0.0".to_string()),
+                    protocol: p
+                        .protocol
+                        .clone()
+                        .filter(|p| !p.is_empty())
+                        .unwrap_or_else(|| "TCP".to_string()),
+                    port,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn taint_effect(ctx: &Ctx, field: &str, value: &str) -> Result<TaintEffect> {
+    TaintEffect::parse(value).ok_or_else(|| {
+        ctx.err(
+            field,
+            Problem::UnknownValue {
+                value: value.to_string(),
+                expected: "NoSchedule, PreferNoSchedule, NoExecute",
+            },
+        )
+    })
+}
+
+fn selector_term(ctx: &Ctx, field: &str, term: &NodeSelectorTerm) -> Result<SelectorTerm> {
+    let list = |name: &str, reqs: &Option<Vec<NodeSelectorRequirement>>| {
+        reqs.iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, r)| requirement(ctx, &format!("{field}.{name}[{i}]"), r))
+            .collect::<Result<Vec<_>>>()
+    };
+    Ok(SelectorTerm {
+        expressions: list("matchExpressions", &term.match_expressions)?,
+        fields: list("matchFields", &term.match_fields)?,
+    })
+}
+
+fn requirement(ctx: &Ctx, field: &str, r: &NodeSelectorRequirement) -> Result<Requirement> {
+    let op = SelectorOp::parse(&r.operator).ok_or_else(|| {
+        ctx.err(
+            format!("{field}.operator"),
+            Problem::UnknownValue {
+                value: r.operator.clone(),
+                expected: "In, NotIn, Exists, DoesNotExist, Gt, Lt",
+            },
+        )
+    })?;
+    Ok(Requirement {
+        key: r.key.clone(),
+        op,
+        values: r.values.clone().unwrap_or_default(),
+    })
+}
+
+/// Converts a Node. `used`, `pod_count` and `host_ports` are left empty: the index fills them
+/// from the pods it knows. Allocatable falls back to capacity when absent (hand-written
+/// manifests often give only one); `pods` becomes [`Node::max_pods`] (110 when absent).
+pub fn node(node: &KubeNode) -> Result<Node> {
+    let meta = &node.metadata;
+    let ctx = Ctx::new(ObjectKind::Node, meta);
+    let name = ctx.name(meta)?;
+    let status = node.status.as_ref();
+    let (field, list) = match status.and_then(|s| s.allocatable.as_ref()) {
+        Some(a) => ("status.allocatable", Some(a)),
+        None => ("status.capacity", status.and_then(|s| s.capacity.as_ref())),
+    };
+    let mut allocatable = resource_list(&ctx, field, list)?;
+    let max_pods = match list.and_then(|l| l.get(PODS)) {
+        Some(_) => allocatable.get(PODS),
+        None => DEFAULT_MAX_PODS,
+    };
+    allocatable.set(PODS, 0);
+    let spec = node.spec.as_ref();
+    let taints = spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| {
+            Ok(Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: taint_effect(&ctx, &format!("spec.taints[{i}].effect"), &t.effect)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    let mut out = Node::new(name, allocatable);
+    out.labels = meta.labels.clone().unwrap_or_default();
+    out.taints = taints;
+    out.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+    out.ready = ready;
+    out.max_pods = max_pods;
+    Ok(out)
+}
+
+/// A PriorityClass, reduced to what priority resolution needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PriorityClassInfo {
+    /// Name.
+    pub name: Arc<str>,
+    /// `value` (0 when absent).
+    pub value: i32,
+    /// `globalDefault`.
+    pub global_default: bool,
+}
+
+/// Converts a PriorityClass.
+pub fn priority_class(pc: &PriorityClass) -> Result<PriorityClassInfo> {
+    let ctx = Ctx::new(ObjectKind::PriorityClass, &pc.metadata);
+    Ok(PriorityClassInfo {
+        name: ctx.name(&pc.metadata)?.into(),
+        value: pc.value.unwrap_or(0),
+        global_default: pc.global_default.unwrap_or(false),
+    })
+}
+
+/// A PodGroup, converted; what depends on other objects (priority) or on options (the default
+/// timeout) is resolved at snapshot time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupInfo {
+    /// `namespace/name`.
+    pub id: Arc<str>,
+    /// Namespace.
+    pub namespace: Arc<str>,
+    /// Name.
+    pub name: Arc<str>,
+    /// uid (`namespace/name` when absent).
+    pub uid: Arc<str>,
+    /// Queue (`default` when absent).
+    pub queue: Arc<str>,
+    /// `minMember`, 0 or absent → 1.
+    pub min_member: u32,
+    /// `minTaskMember` (negative values read as 0).
+    pub min_task_member: BTreeMap<String, u32>,
+    /// `priorityClassName`.
+    pub priority_class: Option<Arc<str>>,
+    /// `minResources`.
+    pub min_resources: Option<Resources>,
+    /// `scheduleTimeoutSeconds`, when positive.
+    pub timeout_seconds: Option<u64>,
+    /// `topology`.
+    pub topology: Option<Topology>,
+    /// `metadata.creationTimestamp`.
+    pub created: Time,
+    /// Transition time of a True `Unschedulable` condition whose reason is not NotEnoughTasks.
+    pub pending_since: Option<Time>,
+    /// `status` (phase absent → Pending).
+    pub status: PodGroupStatus,
+}
+
+impl TryFrom<&PodGroup> for GroupInfo {
+    type Error = Error;
+
+    fn try_from(pg: &PodGroup) -> Result<Self> {
+        let meta = &pg.metadata;
+        let ctx = Ctx::new(ObjectKind::PodGroup, meta);
+        let name = ctx.name(meta)?;
+        let namespace = meta.namespace.as_deref().unwrap_or("default");
+        let created = meta
+            .creation_timestamp
+            .as_ref()
+            .map(time)
+            .unwrap_or_default();
+        let spec = &pg.spec;
+        let min_resources = match &spec.min_resources {
+            Some(list) => Some(resource_list(&ctx, "spec.minResources", Some(list))?),
+            None => None,
+        };
+        let topology = match &spec.topology {
+            Some(t) if t.key.is_empty() => {
+                return Err(ctx.err("spec.topology.key", Problem::Missing))
+            }
+            Some(t) => Some(Topology {
+                required: t.mode == TopologyMode::Required,
+                key: t.key.clone(),
+            }),
+            None => None,
+        };
+        let api_status = pg.status.clone().unwrap_or_default();
+        let conditions: Vec<Condition> = api_status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| Condition {
+                type_: c.type_.as_ref().map(|t| t.to_string()).unwrap_or_default(),
+                status: c.status.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+                reason: c.reason.clone().unwrap_or_default(),
+                message: c.message.clone().unwrap_or_default(),
+                last_transition: c.last_transition_time.as_ref().map(time).unwrap_or(created),
+            })
+            .collect();
+        let pending_since = api_status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| {
+                c.type_
+                    .as_ref()
+                    .is_some_and(|t| t.as_str() == "Unschedulable")
+                    && c.status.as_ref().is_some_and(|s| s.as_str() == "True")
+                    && c.reason.as_deref() != Some(reason::NOT_ENOUGH_TASKS)
+            })
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(time);
+        let count = |n: Option<i32>| n.unwrap_or(0).max(0) as u32;
+        Ok(GroupInfo {
+            id: format!("{namespace}/{name}").into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: meta
+                .uid
+                .as_deref()
+                .map(Arc::from)
+                .unwrap_or_else(|| format!("{namespace}/{name}").into()),
+            queue: spec.queue_name().into(),
+            min_member: spec.min_member().max(1) as u32,
+            min_task_member: spec
+                .min_task_member
+                .iter()
+                .flatten()
+                .map(|(role, n)| (role.clone(), (*n).max(0) as u32))
+                .collect(),
+            priority_class: spec
+                .priority_class_name
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .map(Arc::from),
+            min_resources,
+            timeout_seconds: spec
+                .schedule_timeout_seconds
+                .filter(|&s| s > 0)
+                .map(|s| s as u64),
+            topology,
+            created,
+            pending_since,
+            status: PodGroupStatus {
+                phase: match &api_status.phase {
+                    None => PodGroupPhase::Pending,
+                    Some(p) => PodGroupPhase::parse(p.as_str()).unwrap_or(PodGroupPhase::Unknown),
+                },
+                conditions,
+                running: count(api_status.running),
+                succeeded: count(api_status.succeeded),
+                failed: count(api_status.failed),
+            },
+        })
+    }
+}
+
+/// Converts a Queue. A queue whose `status.state` is `Closed` or `Closing` admits nothing new
+/// (`open = false`); every other state, and no status at all, is open.
+pub fn queue(q: &ApiQueue) -> Result<Queue> {
+    let meta = &q.metadata;
+    let ctx = Ctx::new(ObjectKind::Queue, meta);
+    let name = ctx.name(meta)?;
+    let spec = &q.spec;
+    let optional = |field: &str, list: &Option<BTreeMap<String, Quantity>>| match list {
+        Some(l) => resource_list(&ctx, field, Some(l)).map(Some),
+        None => Ok(None),
+    };
+    let state = q.status.as_ref().and_then(|s| s.state.as_ref());
+    let status = match &q.status {
+        Some(s) => {
+            let count = |n: Option<i32>| n.unwrap_or(0).max(0) as u32;
+            Some(QueueStatus {
+                state: s.state.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+                pending: count(s.pending),
+                inqueue: count(s.inqueue),
+                running: count(s.running),
+                completed: count(s.completed),
+                unknown: count(s.unknown),
+                allocated: resource_list(&ctx, "status.allocated", s.allocated.as_ref())?,
+            })
+        }
+        None => None,
+    };
+    let mut out = Queue::new(name);
+    out.weight = spec.weight() as u32;
+    out.capability = optional("spec.capability", &spec.capability)?;
+    out.guarantee = resource_list(
+        &ctx,
+        "spec.guarantee.resource",
+        spec.guarantee.as_ref().and_then(|g| g.resource.as_ref()),
+    )?;
+    out.deserved = optional("spec.deserved", &spec.deserved)?;
+    out.reclaimable = spec.reclaimable();
+    out.priority = spec.priority();
+    out.open = !matches!(state, Some(QueueState::Closed) | Some(QueueState::Closing));
+    out.status = status;
+    out.exists = true;
+    Ok(out)
+}
+
+/// The queue `default`, when no Queue object names it (SPEC §2: Caldera creates it).
+pub(crate) fn implicit_default_queue() -> Queue {
+    let mut q = Queue::new(DEFAULT_QUEUE);
+    q.exists = false;
+    q
+}
+
+/// A queue that a job names but that does not exist: closed, so the job is held with a clear
+/// reason instead of running unaccounted.
+pub(crate) fn missing_queue(name: &str) -> Queue {
+    let mut q = Queue::new(name);
+    q.exists = false;
+    q.open = false;
+    q
+}

@@ -1,0 +1,78 @@
+//! The conversion error: which object, which field, and what is wrong with it.
+
+use caldera_model::QuantityError;
+use std::fmt;
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The kind of object a conversion failed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjectKind {
+    /// `v1` Pod.
+    Pod,
+    /// `v1` Node.
+    Node,
+    /// `scheduling.volcano.sh/v1beta1` PodGroup.
+    PodGroup,
+    /// `scheduling.volcano.sh/v1beta1` Queue.
+    Queue,
+    /// `scheduling.k8s.io/v1` PriorityClass.
+    PriorityClass,
+}
+
+impl ObjectKind {
+    /// Lower-case name as it appears in messages (`pod`, `podgroup`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pod => "pod",
+            Self::Node => "node",
+            Self::PodGroup => "podgroup",
+            Self::Queue => "queue",
+            Self::PriorityClass => "priorityclass",
+        }
+    }
+}
+
+impl fmt::Display for ObjectKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What is wrong with a field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    /// A quantity Kubernetes would reject.
+    #[error(transparent)]
+    Quantity(#[from] QuantityError),
+    /// A value outside a fixed set (an operator, a taint effect).
+    #[error("unknown value {value:?}, expected one of {expected}")]
+    UnknownValue {
+        /// The value found.
+        value: String,
+        /// The accepted values, comma-separated.
+        expected: &'static str,
+    },
+    /// A required field is missing or empty.
+    #[error("missing")]
+    Missing,
+}
+
+/// An object that cannot be converted, naming the object and the field.
+///
+/// Displays as `pod default/x: spec.containers[0].resources.requests.cpu: invalid quantity
+/// "abc": unknown suffix`. Not worth retrying: the same object converts the same way; the
+/// index drops it until a corrected version arrives.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} {object}: {field}: {problem}")]
+pub struct Error {
+    /// Kind of the object.
+    pub kind: ObjectKind,
+    /// `namespace/name` (or `name` for cluster-scoped kinds).
+    pub object: String,
+    /// Path of the offending field, e.g. `spec.containers[0].resources.requests.cpu`.
+    pub field: String,
+    /// What is wrong.
+    pub problem: Problem,
+}

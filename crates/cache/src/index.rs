@@ -1,0 +1,503 @@
+//! The cluster index: converted objects kept up to date by synchronous `apply`/`delete`/`reset`
+//! calls, and the snapshot assembled from them.
+
+use crate::convert::{
+    self, implicit_default_queue, missing_queue, GroupInfo, PodInfo, PriorityClassInfo,
+};
+use crate::error::{Error, Result};
+use crate::intern::SpecInterner;
+use caldera_api::{PodGroup, Queue as ApiQueue, DEFAULT_QUEUE};
+use caldera_model::{
+    HostPort, Job, Node, Queue, Resources, Snapshot, Task, TaskStatus, WaitingPod,
+};
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Scheduler names Caldera answers to unless configured otherwise (SPEC §2).
+pub const DEFAULT_SCHEDULER_NAMES: [&str; 2] = ["caldera", "volcano"];
+
+/// What a snapshot depends on besides the objects: the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotOptions {
+    /// Pods whose `spec.schedulerName` is one of these are ours.
+    pub scheduler_names: Vec<String>,
+    /// Gang timeout for PodGroups without `scheduleTimeoutSeconds` (config
+    /// `gangScheduleTimeout`); rounded up to whole seconds. Never applied to a pod without a
+    /// group: a lone pod is not a gang, and kube-scheduler never fails pods for waiting.
+    pub default_gang_timeout: Option<Duration>,
+}
+
+impl Default for SnapshotOptions {
+    fn default() -> Self {
+        SnapshotOptions {
+            scheduler_names: DEFAULT_SCHEDULER_NAMES.map(String::from).to_vec(),
+            default_gang_timeout: None,
+        }
+    }
+}
+
+/// `(namespace, name)` of a pod.
+type PodKey = (Arc<str>, Arc<str>);
+
+/// What the pods on one node hold.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Usage {
+    used: Resources,
+    pods: i64,
+    host_ports: Vec<HostPort>,
+}
+
+/// Every object the scheduler looks at, converted, with per-node usage maintained as pods
+/// change. Not thread-safe by itself: the runtime wraps it in a lock and takes snapshots under
+/// it.
+///
+/// Invariants: `usage[n]` is Σ over pods `p` with `p.counts_on_node()` and `p.node == n` (the
+/// node need not be known yet); `members[s][j]` holds exactly the pods with scheduler `s` and
+/// job id `j`; `group_refs[g]` counts the pods of any scheduler naming group `g`.
+#[derive(Debug, Default)]
+pub struct ClusterIndex {
+    nodes: BTreeMap<Arc<str>, Node>,
+    pub(crate) usage: HashMap<Arc<str>, Usage>,
+    pods: BTreeMap<PodKey, PodInfo>,
+    members: HashMap<Arc<str>, BTreeMap<Arc<str>, BTreeSet<PodKey>>>,
+    group_refs: HashMap<Arc<str>, usize>,
+    podgroups: BTreeMap<Arc<str>, GroupInfo>,
+    queues: BTreeMap<Arc<str>, Queue>,
+    priority_classes: BTreeMap<Arc<str>, PriorityClassInfo>,
+    global_default_priority: Option<i32>,
+    specs: SpecInterner,
+}
+
+fn key_of(namespace: &str, name: &str) -> PodKey {
+    (Arc::from(namespace), Arc::from(name))
+}
+
+impl ClusterIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    // ----- pods -----
+
+    /// Adds or replaces a pod. On a conversion error the pod's previous version is removed
+    /// (so nothing stale is scheduled) and the error names the field; the API server validates
+    /// the fields that can fail, so this is rare outside hand-written manifests.
+    pub fn apply_pod(&mut self, pod: &Pod) -> Result<()> {
+        let converted = PodInfo::try_from(pod);
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        if let Some(name) = pod.metadata.name.as_deref() {
+            self.delete_pod(namespace, name);
+        }
+        let mut info = converted?;
+        info.spec = self.specs.intern(info.spec);
+        self.insert_pod(info);
+        Ok(())
+    }
+
+    /// Removes a pod; unknown pods are ignored.
+    pub fn delete_pod(&mut self, namespace: &str, name: &str) {
+        let key = key_of(namespace, name);
+        let Some(old) = self.pods.remove(&key) else {
+            return;
+        };
+        if old.counts_on_node() {
+            if let Some(node) = &old.node {
+                if let Some(u) = self.usage.get_mut(node) {
+                    u.used.sub(&old.request);
+                    u.pods -= 1;
+                    for p in &old.spec.host_ports {
+                        if let Some(i) = u.host_ports.iter().rposition(|q| q == p) {
+                            u.host_ports.remove(i);
+                        }
+                    }
+                    if u.pods <= 0 {
+                        self.usage.remove(node);
+                    }
+                }
+            }
+        }
+        if let Some(jobs) = self.members.get_mut(&old.scheduler_name) {
+            if let Some(set) = jobs.get_mut(&old.job_id) {
+                set.remove(&key);
+                if set.is_empty() {
+                    jobs.remove(&old.job_id);
+                }
+            }
+            if jobs.is_empty() {
+                self.members.remove(&old.scheduler_name);
+            }
+        }
+        if old.group.is_some() {
+            if let Some(n) = self.group_refs.get_mut(&old.job_id) {
+                *n -= 1;
+                if *n == 0 {
+                    self.group_refs.remove(&old.job_id);
+                }
+            }
+        }
+    }
+
+    fn insert_pod(&mut self, info: PodInfo) {
+        let key: PodKey = (info.namespace.clone(), info.name.clone());
+        if info.counts_on_node() {
+            if let Some(node) = &info.node {
+                let u = self.usage.entry(node.clone()).or_default();
+                u.used.add(&info.request);
+                u.pods += 1;
+                u.host_ports.extend(info.spec.host_ports.iter().cloned());
+            }
+        }
+        self.members
+            .entry(info.scheduler_name.clone())
+            .or_default()
+            .entry(info.job_id.clone())
+            .or_default()
+            .insert(key.clone());
+        if info.group.is_some() {
+            *self.group_refs.entry(info.job_id.clone()).or_default() += 1;
+        }
+        self.pods.insert(key, info);
+    }
+
+    /// Replaces every pod (a watch restart). Pods that fail to convert are left out and their
+    /// errors returned; the rest are loaded.
+    pub fn reset_pods<'a>(&mut self, pods: impl IntoIterator<Item = &'a Pod>) -> Vec<Error> {
+        self.pods.clear();
+        self.usage.clear();
+        self.members.clear();
+        self.group_refs.clear();
+        let mut errors = Vec::new();
+        for pod in pods {
+            if let Err(e) = self.apply_pod(pod) {
+                errors.push(e);
+            }
+        }
+        errors
+    }
+
+    /// The converted pod `namespace/name`, if known.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodInfo> {
+        self.pods.get(&key_of(namespace, name))
+    }
+
+    /// Number of pods known.
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    // ----- nodes -----
+
+    /// Adds or replaces a node. On error the previous version is removed.
+    pub fn apply_node(&mut self, node: &KubeNode) -> Result<()> {
+        if let Some(name) = node.metadata.name.as_deref() {
+            self.nodes.remove(name);
+        }
+        let n = convert::node(node)?;
+        self.nodes.insert(n.name.clone(), n);
+        Ok(())
+    }
+
+    /// Removes a node. Its pods keep counting against the name until they go, so a node that
+    /// comes back is not seen empty.
+    pub fn delete_node(&mut self, name: &str) {
+        self.nodes.remove(name);
+    }
+
+    /// Replaces every node.
+    pub fn reset_nodes<'a>(&mut self, nodes: impl IntoIterator<Item = &'a KubeNode>) -> Vec<Error> {
+        self.nodes.clear();
+        nodes
+            .into_iter()
+            .filter_map(|n| self.apply_node(n).err())
+            .collect()
+    }
+
+    // ----- podgroups -----
+
+    /// Adds or replaces a PodGroup. On error the previous version is removed.
+    pub fn apply_podgroup(&mut self, pg: &PodGroup) -> Result<()> {
+        let namespace = pg.metadata.namespace.as_deref().unwrap_or("default");
+        if let Some(name) = pg.metadata.name.as_deref() {
+            self.delete_podgroup(namespace, name);
+        }
+        let g = GroupInfo::try_from(pg)?;
+        self.podgroups.insert(g.id.clone(), g);
+        Ok(())
+    }
+
+    /// Removes a PodGroup; its pods then wait for it.
+    pub fn delete_podgroup(&mut self, namespace: &str, name: &str) {
+        self.podgroups
+            .remove(format!("{namespace}/{name}").as_str());
+    }
+
+    /// Replaces every PodGroup.
+    pub fn reset_podgroups<'a>(
+        &mut self,
+        podgroups: impl IntoIterator<Item = &'a PodGroup>,
+    ) -> Vec<Error> {
+        self.podgroups.clear();
+        podgroups
+            .into_iter()
+            .filter_map(|pg| self.apply_podgroup(pg).err())
+            .collect()
+    }
+
+    // ----- queues -----
+
+    /// Adds or replaces a Queue. On error the previous version is removed.
+    pub fn apply_queue(&mut self, q: &ApiQueue) -> Result<()> {
+        if let Some(name) = q.metadata.name.as_deref() {
+            self.queues.remove(name);
+        }
+        let q = convert::queue(q)?;
+        self.queues.insert(q.name.clone(), q);
+        Ok(())
+    }
+
+    /// Removes a Queue.
+    pub fn delete_queue(&mut self, name: &str) {
+        self.queues.remove(name);
+    }
+
+    /// Replaces every Queue.
+    pub fn reset_queues<'a>(
+        &mut self,
+        queues: impl IntoIterator<Item = &'a ApiQueue>,
+    ) -> Vec<Error> {
+        self.queues.clear();
+        queues
+            .into_iter()
+            .filter_map(|q| self.apply_queue(q).err())
+            .collect()
+    }
+
+    // ----- priority classes -----
+
+    /// Adds or replaces a PriorityClass.
+    pub fn apply_priority_class(&mut self, pc: &PriorityClass) -> Result<()> {
+        if let Some(name) = pc.metadata.name.as_deref() {
+            self.priority_classes.remove(name);
+        }
+        let result = convert::priority_class(pc).map(|info| {
+            self.priority_classes.insert(info.name.clone(), info);
+        });
+        self.refresh_global_default();
+        result
+    }
+
+    /// Removes a PriorityClass.
+    pub fn delete_priority_class(&mut self, name: &str) {
+        self.priority_classes.remove(name);
+        self.refresh_global_default();
+    }
+
+    /// Replaces every PriorityClass.
+    pub fn reset_priority_classes<'a>(
+        &mut self,
+        classes: impl IntoIterator<Item = &'a PriorityClass>,
+    ) -> Vec<Error> {
+        self.priority_classes.clear();
+        let errors = classes
+            .into_iter()
+            .filter_map(|pc| self.apply_priority_class(pc).err())
+            .collect();
+        self.refresh_global_default();
+        errors
+    }
+
+    /// Kubernetes allows one global default; should several exist anyway, the highest value
+    /// wins, so the answer does not depend on arrival order.
+    fn refresh_global_default(&mut self) {
+        self.global_default_priority = self
+            .priority_classes
+            .values()
+            .filter(|pc| pc.global_default)
+            .map(|pc| pc.value)
+            .max();
+    }
+
+    /// A priority: the explicit value, else the named class's, else the global default, else 0.
+    fn priority(&self, explicit: Option<i32>, class: Option<&Arc<str>>) -> i32 {
+        explicit
+            .or_else(|| {
+                class
+                    .and_then(|c| self.priority_classes.get(c))
+                    .map(|pc| pc.value)
+            })
+            .or(self.global_default_priority)
+            .unwrap_or(0)
+    }
+
+    // ----- snapshot -----
+
+    /// Assembles a snapshot. Nothing is re-converted: nodes get their usage from the running
+    /// totals, and only our pods (by `opts.scheduler_names`) are visited. Deterministic: the
+    /// same objects and options give an equal snapshot.
+    ///
+    /// - Every node, with `used`/`pod_count`/`host_ports` from all pods on it.
+    /// - One job per PodGroup that has at least one of our pods or no pods at all (a PodGroup
+    ///   whose pods all belong to another scheduler is left to that scheduler), and one
+    ///   implicit job per pod of ours without a group.
+    /// - Our pending pods whose PodGroup does not exist go to `waiting`.
+    /// - Every queue, plus `default` if missing, plus a closed stand-in for each queue a job
+    ///   names that does not exist.
+    pub fn snapshot(&self, opts: &SnapshotOptions) -> Snapshot {
+        let nodes = self
+            .nodes
+            .values()
+            .map(|n| {
+                let mut n = n.clone();
+                if let Some(u) = self.usage.get(&n.name) {
+                    n.used = u.used.clone();
+                    n.pod_count = u.pods;
+                    n.host_ports = u.host_ports.clone();
+                }
+                n
+            })
+            .collect();
+
+        // Job id -> our pods, in name order.
+        let mut names: Vec<&str> = opts.scheduler_names.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut by_job: BTreeMap<&Arc<str>, Vec<&PodInfo>> = BTreeMap::new();
+        for name in &names {
+            for (job, keys) in self.members.get(*name).into_iter().flatten() {
+                let entry = by_job.entry(job).or_default();
+                let merging = !entry.is_empty();
+                entry.extend(keys.iter().filter_map(|k| self.pods.get(k)));
+                if merging {
+                    entry.sort_by(|a, b| a.name.cmp(&b.name));
+                }
+            }
+        }
+        for id in self.podgroups.keys() {
+            if !self.group_refs.contains_key(id) {
+                by_job.entry(id).or_default();
+            }
+        }
+
+        let mut snap = Snapshot::default();
+        for (id, pods) in by_job {
+            let grouped = pods.first().is_none_or(|p| p.group.is_some());
+            let job = if grouped {
+                match self.podgroups.get(id) {
+                    Some(g) => self.group_job(g, opts),
+                    None => {
+                        snap.waiting.extend(
+                            pods.iter()
+                                .filter(|p| p.status() == TaskStatus::Pending)
+                                .map(|p| WaitingPod {
+                                    uid: p.uid.clone(),
+                                    namespace: p.namespace.clone(),
+                                    name: p.name.clone(),
+                                    group: id.clone(),
+                                    pending_reason: p.pending_reason.clone(),
+                                }),
+                        );
+                        continue;
+                    }
+                }
+            } else {
+                // Without a group the job id is unique to the pod, so there is exactly one.
+                let Some(pod) = pods.first() else { continue };
+                self.implicit_job(pod)
+            };
+            let job_index = snap.jobs.len();
+            let mut job = job;
+            for p in pods {
+                job.tasks.push(snap.tasks.len());
+                snap.tasks.push(self.task(p, job_index));
+            }
+            if !grouped {
+                if let Some(t) = snap.tasks.last() {
+                    job.priority = t.priority;
+                }
+            }
+            snap.jobs.push(job);
+        }
+
+        let mut queues = self.queues.clone();
+        if !queues.contains_key(DEFAULT_QUEUE) {
+            queues.insert(DEFAULT_QUEUE.into(), implicit_default_queue());
+        }
+        for job in &snap.jobs {
+            if !queues.contains_key(&job.queue) {
+                queues.insert(job.queue.clone(), missing_queue(&job.queue));
+            }
+        }
+        snap.queues = queues.into_values().collect();
+        snap.nodes = nodes;
+        snap
+    }
+
+    fn task(&self, p: &PodInfo, job: usize) -> Task {
+        Task {
+            uid: p.uid.clone(),
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            job,
+            status: p.status(),
+            node: p.node.clone(),
+            request: p.request.clone(),
+            priority: self.priority(p.spec_priority, p.priority_class.as_ref()),
+            role: p.role.clone(),
+            gated: p.gated,
+            spec: p.spec.clone(),
+            created: p.created,
+            pending_reason: p.pending_reason.clone(),
+            critical: p.critical,
+        }
+    }
+
+    fn group_job(&self, g: &GroupInfo, opts: &SnapshotOptions) -> Job {
+        let default_timeout = opts
+            .default_gang_timeout
+            .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
+        Job {
+            id: g.id.clone(),
+            namespace: g.namespace.clone(),
+            name: g.name.clone(),
+            uid: g.uid.clone(),
+            queue: g.queue.clone(),
+            min_member: g.min_member,
+            min_task_member: g.min_task_member.clone(),
+            priority: self.priority(None, g.priority_class.as_ref()),
+            min_resources: g.min_resources.clone(),
+            timeout_seconds: g.timeout_seconds.or(default_timeout),
+            topology: g.topology.clone(),
+            created: g.created,
+            pending_since: g.pending_since,
+            status: Some(g.status.clone()),
+            tasks: Vec::new(),
+        }
+    }
+
+    fn implicit_job(&self, p: &PodInfo) -> Job {
+        Job {
+            id: p.job_id.clone(),
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            uid: p.uid.clone(),
+            queue: p
+                .queue_annotation
+                .clone()
+                .unwrap_or_else(|| DEFAULT_QUEUE.into()),
+            min_member: 1,
+            min_task_member: BTreeMap::new(),
+            priority: 0,
+            min_resources: None,
+            timeout_seconds: None,
+            topology: None,
+            created: p.created,
+            pending_since: p.pending_since,
+            status: None,
+            tasks: Vec::new(),
+        }
+    }
+}

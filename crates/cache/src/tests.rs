@@ -1,0 +1,689 @@
+//! Unit tests of conversion and the index, with small `mk_*` helpers and no cluster.
+
+use crate::{ClusterIndex, PodInfo, SnapshotOptions};
+use caldera_api::{PodGroup, Queue as ApiQueue};
+use caldera_model::{PodGroupPhase, Resources, Snapshot, TaskStatus, Time, CPU, MEMORY};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const GPU: &str = "nvidia.com/gpu";
+
+/// JSON merge patch (RFC 7386): objects merge, everything else replaces.
+fn merge(base: &mut Value, patch: Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    b.remove(&k);
+                } else {
+                    merge(b.entry(k).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (b, p) => *b = p,
+    }
+}
+
+fn mk_pod(ns: &str, name: &str, patch: Value) -> Pod {
+    let mut v = json!({
+        "metadata": {"namespace": ns, "name": name, "uid": format!("uid-{name}"),
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"schedulerName": "caldera", "containers": [{"name": "main"}]},
+    });
+    merge(&mut v, patch);
+    serde_json::from_value(v).unwrap()
+}
+
+/// A caldera pod with one container requesting `gpus` GPUs (by limit) and 1 cpu.
+fn gpu_pod(ns: &str, name: &str, gpus: i64, patch: Value) -> Pod {
+    let mut pod = json!({"spec": {"containers": [{"name": "main", "resources": {
+        "limits": {GPU: gpus.to_string()}, "requests": {"cpu": "1"}}}]}});
+    merge(&mut pod, patch);
+    mk_pod(ns, name, pod)
+}
+
+fn in_group(group: &str) -> Value {
+    json!({"metadata": {"annotations": {"scheduling.k8s.io/group-name": group}}})
+}
+
+fn mk_node(name: &str, gpus: i64, patch: Value) -> Node {
+    let mut v = json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", GPU: gpus.to_string()},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    });
+    merge(&mut v, patch);
+    serde_json::from_value(v).unwrap()
+}
+
+fn mk_podgroup(ns: &str, name: &str, spec: Value) -> PodGroup {
+    serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"namespace": ns, "name": name, "uid": format!("pg-{name}"),
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn mk_queue(name: &str, spec: Value) -> ApiQueue {
+    serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn mk_priority_class(name: &str, value: i32, global_default: bool) -> PriorityClass {
+    serde_json::from_value(json!({
+        "metadata": {"name": name}, "value": value, "globalDefault": global_default,
+    }))
+    .unwrap()
+}
+
+fn request(pod: &Pod) -> Resources {
+    crate::pod_request(pod).unwrap()
+}
+
+fn snapshot(index: &ClusterIndex) -> Snapshot {
+    let snap = index.snapshot(&SnapshotOptions::default());
+    snap.check().unwrap();
+    snap
+}
+
+fn job<'a>(snap: &'a Snapshot, id: &str) -> &'a caldera_model::Job {
+    snap.jobs.iter().find(|j| &*j.id == id).unwrap()
+}
+
+#[test]
+fn request_sums_containers_and_falls_back_to_limits() {
+    let pod = mk_pod(
+        "default",
+        "p",
+        json!({"spec": {"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "2", "memory": "1Gi", GPU: "1"}}},
+            {"name": "b", "resources": {"limits": {"memory": "1Gi"}}},
+        ]}}),
+    );
+    let r = request(&pod);
+    assert_eq!(r.cpu, 500, "an explicit request wins over the limit");
+    assert_eq!(r.memory, 2 << 30, "limits stand in for missing requests");
+    assert_eq!(r.get(GPU), 1);
+}
+
+#[test]
+fn request_maxes_init_containers_and_adds_sidecars_and_overhead() {
+    let pod = mk_pod(
+        "default",
+        "p",
+        json!({"spec": {
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+            "initContainers": [
+                {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}},
+                {"name": "setup", "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}},
+            ],
+            "overhead": {"cpu": "100m"},
+        }}),
+    );
+    let r = request(&pod);
+    // containers 1 cpu + sidecar 0.5 = 1.5; init "setup" runs beside the sidecar: 1.5 cpu, 4Gi.
+    assert_eq!(r.cpu, 1500 + 100);
+    assert_eq!(r.memory, 4 << 30);
+}
+
+#[test]
+fn pod_level_resources_replace_the_container_sum_for_cpu_and_memory() {
+    let pod = mk_pod(
+        "default",
+        "p",
+        json!({"spec": {
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", GPU: "2"}}}],
+            "resources": {"requests": {"cpu": "3"}},
+        }}),
+    );
+    let r = request(&pod);
+    assert_eq!(r.cpu, 3000);
+    assert_eq!(r.get(GPU), 2);
+}
+
+#[test]
+fn malformed_quantity_names_object_and_field() {
+    let pod = mk_pod(
+        "default",
+        "x",
+        json!({"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "abc"}}}]}}),
+    );
+    let err = PodInfo::try_from(&pod).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "pod default/x: spec.containers[0].resources.requests.cpu: invalid quantity \"abc\": no digits"
+    );
+    let mut index = ClusterIndex::new();
+    assert!(index.apply_pod(&pod).is_err());
+    assert_eq!(index.pod_count(), 0);
+
+    let node = mk_node("n", 8, json!({"status": {"allocatable": {GPU: "eight"}}}));
+    let err = crate::node(&node).unwrap_err().to_string();
+    assert!(
+        err.starts_with("node n: status.allocatable.nvidia.com/gpu: invalid quantity \"eight\""),
+        "{err}"
+    );
+    let bad_op = mk_pod(
+        "default",
+        "y",
+        json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "Near"}]}]}}}}}),
+    );
+    let err = PodInfo::try_from(&bad_op).unwrap_err().to_string();
+    assert!(
+        err.contains("nodeSelectorTerms[0].matchExpressions[0].operator: unknown value \"Near\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn group_comes_from_annotation_then_volcano_label_then_coscheduling_label() {
+    let both = mk_pod(
+        "ns",
+        "p",
+        json!({"metadata": {
+            "annotations": {"scheduling.k8s.io/group-name": "from-annotation"},
+            "labels": {"scheduling.volcano.sh/podgroup": "from-label", "scheduling.x-k8s.io/pod-group": "cosched"},
+        }}),
+    );
+    assert_eq!(
+        PodInfo::try_from(&both).unwrap().job_id.as_ref(),
+        "ns/from-annotation"
+    );
+    let labels = mk_pod(
+        "ns",
+        "p",
+        json!({"metadata": {"labels": {"scheduling.volcano.sh/podgroup": "from-label", "scheduling.x-k8s.io/pod-group": "cosched"}}}),
+    );
+    assert_eq!(
+        PodInfo::try_from(&labels).unwrap().job_id.as_ref(),
+        "ns/from-label"
+    );
+    let cosched = mk_pod(
+        "ns",
+        "p",
+        json!({"metadata": {"labels": {"scheduling.x-k8s.io/pod-group": "cosched"}}}),
+    );
+    assert_eq!(
+        PodInfo::try_from(&cosched).unwrap().job_id.as_ref(),
+        "ns/cosched"
+    );
+    let none = mk_pod("ns", "p", json!({}));
+    assert_eq!(
+        PodInfo::try_from(&none).unwrap().job_id.as_ref(),
+        "ns/pod:p"
+    );
+}
+
+#[test]
+fn pod_without_group_is_an_implicit_job_of_one() {
+    let mut index = ClusterIndex::new();
+    let pod = gpu_pod(
+        "ns",
+        "solo",
+        1,
+        json!({
+            "metadata": {"annotations": {"scheduling.volcano.sh/queue-name": "team-a"}},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/1 nodes", "lastTransitionTime": "2026-01-01T00:00:05Z"}]},
+        }),
+    );
+    index.apply_pod(&pod).unwrap();
+    let snap = snapshot(&index);
+    let job = job(&snap, "ns/pod:solo");
+    assert_eq!(&*job.name, "solo");
+    assert_eq!(&*job.queue, "team-a");
+    assert_eq!(job.min_member, 1);
+    assert_eq!(job.status, None);
+    assert_eq!(
+        job.pending_since,
+        Some(Time::parse_rfc3339("2026-01-01T00:00:05Z").unwrap())
+    );
+    let task = &snap.tasks[job.tasks[0]];
+    assert_eq!(
+        task.pending_reason.as_ref().unwrap().reason,
+        "Unschedulable"
+    );
+    let q = snap.queues.iter().find(|q| &*q.name == "team-a").unwrap();
+    assert!(
+        !q.exists && !q.open,
+        "a missing queue is stood in for, closed"
+    );
+    let d = snap.queues.iter().find(|q| &*q.name == "default").unwrap();
+    assert!(!d.exists && d.open, "default is synthesised open");
+}
+
+#[test]
+fn pods_of_a_missing_podgroup_wait() {
+    let mut index = ClusterIndex::new();
+    index
+        .apply_pod(&gpu_pod("ns", "late-0", 1, in_group("late")))
+        .unwrap();
+    index
+        .apply_pod(&gpu_pod("ns", "late-1", 1, in_group("late")))
+        .unwrap();
+    let snap = snapshot(&index);
+    assert!(snap.jobs.is_empty());
+    let waiting: Vec<_> = snap.waiting.iter().map(|w| (&*w.name, &*w.group)).collect();
+    assert_eq!(waiting, [("late-0", "ns/late"), ("late-1", "ns/late")]);
+
+    index
+        .apply_podgroup(&mk_podgroup("ns", "late", json!({"minMember": 2})))
+        .unwrap();
+    let snap = snapshot(&index);
+    assert!(snap.waiting.is_empty());
+    let job = job(&snap, "ns/late");
+    assert_eq!(job.tasks.len(), 2);
+    assert_eq!(
+        job.phase(),
+        PodGroupPhase::Pending,
+        "phase absent reads as Pending"
+    );
+}
+
+#[test]
+fn task_status_follows_pod_state() {
+    let cases = [
+        (json!({}), TaskStatus::Pending),
+        (json!({"spec": {"nodeName": "n"}}), TaskStatus::Bound),
+        (
+            json!({"spec": {"nodeName": "n"}, "status": {"phase": "Running"}}),
+            TaskStatus::Running,
+        ),
+        (
+            json!({"spec": {"nodeName": "n"}, "status": {"phase": "Succeeded"}}),
+            TaskStatus::Succeeded,
+        ),
+        (json!({"status": {"phase": "Failed"}}), TaskStatus::Failed),
+        (
+            json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:09Z"}, "spec": {"nodeName": "n"},
+                   "status": {"phase": "Running"}}),
+            TaskStatus::Releasing,
+        ),
+    ];
+    for (patch, want) in cases {
+        let info = PodInfo::try_from(&mk_pod("ns", "p", patch.clone())).unwrap();
+        assert_eq!(info.status(), want, "{patch}");
+    }
+    let gated = mk_pod(
+        "ns",
+        "g",
+        json!({"spec": {"schedulingGates": [{"name": "example.com/wait"}]}}),
+    );
+    assert!(PodInfo::try_from(&gated).unwrap().gated);
+}
+
+#[test]
+fn priority_resolves_through_classes_and_global_default() {
+    let mut index = ClusterIndex::new();
+    index
+        .apply_priority_class(&mk_priority_class("high", 1000, false))
+        .unwrap();
+    index
+        .apply_pod(&mk_pod(
+            "ns",
+            "explicit",
+            json!({"spec": {"priority": 7, "priorityClassName": "high"}}),
+        ))
+        .unwrap();
+    index
+        .apply_pod(&mk_pod(
+            "ns",
+            "by-class",
+            json!({"spec": {"priorityClassName": "high"}}),
+        ))
+        .unwrap();
+    index.apply_pod(&mk_pod("ns", "plain", json!({}))).unwrap();
+    index
+        .apply_podgroup(&mk_podgroup(
+            "ns",
+            "pg",
+            json!({"priorityClassName": "high"}),
+        ))
+        .unwrap();
+    index
+        .apply_podgroup(&mk_podgroup("ns", "pg-plain", json!({})))
+        .unwrap();
+    let prio = |snap: &Snapshot, name: &str| {
+        snap.tasks
+            .iter()
+            .find(|t| &*t.name == name)
+            .unwrap()
+            .priority
+    };
+    let snap = snapshot(&index);
+    assert_eq!(prio(&snap, "explicit"), 7);
+    assert_eq!(prio(&snap, "by-class"), 1000);
+    assert_eq!(prio(&snap, "plain"), 0);
+    assert_eq!(
+        job(&snap, "ns/pod:by-class").priority,
+        1000,
+        "an implicit job takes its pod's"
+    );
+    assert_eq!(job(&snap, "ns/pg").priority, 1000);
+    assert_eq!(job(&snap, "ns/pg-plain").priority, 0);
+
+    index
+        .apply_priority_class(&mk_priority_class("fallback", 50, true))
+        .unwrap();
+    let snap = snapshot(&index);
+    assert_eq!(prio(&snap, "plain"), 50);
+    assert_eq!(job(&snap, "ns/pg-plain").priority, 50);
+    index.delete_priority_class("fallback");
+    assert_eq!(prio(&snapshot(&index), "plain"), 0);
+}
+
+#[test]
+fn critical_pods_are_marked() {
+    let sys = PodInfo::try_from(&mk_pod("kube-system", "dns", json!({}))).unwrap();
+    let crit = PodInfo::try_from(&mk_pod(
+        "ns",
+        "agent",
+        json!({"spec": {"priorityClassName": "system-node-critical"}}),
+    ))
+    .unwrap();
+    let plain = PodInfo::try_from(&mk_pod("ns", "app", json!({}))).unwrap();
+    assert!(sys.critical && crit.critical && !plain.critical);
+}
+
+#[test]
+fn node_conversion_takes_pods_out_of_allocatable() {
+    let n = crate::node(&mk_node(
+        "n1",
+        8,
+        json!({"spec": {"unschedulable": true, "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}}),
+    ))
+    .unwrap();
+    assert_eq!(n.allocatable.get("pods"), 0);
+    assert_eq!(n.max_pods, 110);
+    assert_eq!(n.allocatable.get(GPU), 8);
+    assert_eq!(n.allocatable.memory, 512 << 30);
+    assert!(n.ready && n.unschedulable);
+    assert_eq!(n.taints.len(), 1);
+    let not_ready = crate::node(&mk_node(
+        "n2",
+        0,
+        json!({"status": {"allocatable": {"pods": "20"}, "conditions": [{"type": "Ready", "status": "False"}]}}),
+    ))
+    .unwrap();
+    assert!(!not_ready.ready);
+    assert_eq!(not_ready.max_pods, 20);
+    let bad = mk_node(
+        "n3",
+        1,
+        json!({"spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}}),
+    );
+    assert!(crate::node(&bad)
+        .unwrap_err()
+        .to_string()
+        .contains("spec.taints[0].effect"));
+}
+
+#[test]
+fn node_usage_follows_pods_incrementally() {
+    let mut index = ClusterIndex::new();
+    // A pod may arrive before its node.
+    let other = gpu_pod(
+        "ns",
+        "other",
+        2,
+        json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "n1"}}),
+    );
+    index.apply_pod(&other).unwrap();
+    index.apply_node(&mk_node("n1", 8, json!({}))).unwrap();
+    let used = |index: &ClusterIndex| {
+        let snap = snapshot(index);
+        let n = &snap.nodes[0];
+        (n.used.get(GPU), n.pod_count)
+    };
+    assert_eq!(used(&index), (2, 1));
+    let ours = gpu_pod(
+        "ns",
+        "ours",
+        3,
+        json!({"spec": {"nodeName": "n1", "containers": [{"name": "main",
+        "ports": [{"containerPort": 80, "hostPort": 8080}],
+        "resources": {"limits": {GPU: "3"}}}]}}),
+    );
+    index.apply_pod(&ours).unwrap();
+    assert_eq!(used(&index), (5, 2));
+    assert_eq!(snapshot(&index).nodes[0].host_ports.len(), 1);
+    // Terminating pods still count.
+    let mut terminating = ours.clone();
+    terminating.metadata.deletion_timestamp = other.metadata.creation_timestamp.clone();
+    index.apply_pod(&terminating).unwrap();
+    assert_eq!(used(&index), (5, 2));
+    // Finished pods do not.
+    let mut done = other.clone();
+    done.status = Some(serde_json::from_value(json!({"phase": "Succeeded"})).unwrap());
+    index.apply_pod(&done).unwrap();
+    assert_eq!(used(&index), (3, 1));
+    index.delete_pod("ns", "ours");
+    assert_eq!(used(&index), (0, 0));
+    assert!(snapshot(&index).nodes[0].host_ports.is_empty());
+    assert!(index.usage.is_empty(), "empty usage entries are dropped");
+}
+
+#[test]
+fn podgroup_fields_convert_with_defaults() {
+    let mut index = ClusterIndex::new();
+    index
+        .apply_podgroup(&mk_podgroup(
+            "ns",
+            "pg",
+            json!({"minMember": 0, "minTaskMember": {"worker": 2, "bad": -1},
+                   "minResources": {GPU: "4", "cpu": "2"}, "topology": {"mode": "required", "key": "rack"}}),
+        ))
+        .unwrap();
+    let mut timed = mk_podgroup(
+        "ns",
+        "timed",
+        json!({"minMember": 3, "scheduleTimeoutSeconds": 30, "queue": "q"}),
+    );
+    timed.status = Some(
+        serde_json::from_value(json!({"phase": "Inqueue", "conditions": [
+            {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+             "lastTransitionTime": "2026-01-01T00:00:10Z"}]}))
+        .unwrap(),
+    );
+    index.apply_podgroup(&timed).unwrap();
+    let mut tasks = mk_podgroup("ns", "few", json!({"minMember": 3}));
+    tasks.status = Some(
+        serde_json::from_value(json!({"conditions": [
+            {"type": "Unschedulable", "status": "True", "reason": "NotEnoughTasks",
+             "lastTransitionTime": "2026-01-01T00:00:10Z"}]}))
+        .unwrap(),
+    );
+    index.apply_podgroup(&tasks).unwrap();
+    index.apply_queue(&mk_queue("q", json!({}))).unwrap();
+    let opts = SnapshotOptions {
+        default_gang_timeout: Some(Duration::from_millis(1500)),
+        ..SnapshotOptions::default()
+    };
+    let snap = index.snapshot(&opts);
+    snap.check().unwrap();
+    let pg = job(&snap, "ns/pg");
+    assert_eq!(pg.min_member, 1);
+    assert_eq!(pg.min_task_member.get("worker"), Some(&2));
+    assert_eq!(pg.min_task_member.get("bad"), Some(&0));
+    let min = pg.min_resources.as_ref().unwrap();
+    assert_eq!((min.cpu, min.get(GPU)), (2000, 4));
+    assert!(pg.topology.as_ref().unwrap().required);
+    assert_eq!(&*pg.queue, "default");
+    assert_eq!(
+        pg.timeout_seconds,
+        Some(2),
+        "the default rounds up to whole seconds"
+    );
+    assert!(
+        pg.tasks.is_empty(),
+        "a PodGroup without pods is still a job"
+    );
+    let timed = job(&snap, "ns/timed");
+    assert_eq!(timed.timeout_seconds, Some(30));
+    assert_eq!(timed.phase(), PodGroupPhase::Inqueue);
+    assert_eq!(
+        timed.pending_since,
+        Some(Time::parse_rfc3339("2026-01-01T00:00:10Z").unwrap())
+    );
+    assert_eq!(
+        timed.condition("Unschedulable").unwrap().reason,
+        "NotEnoughResources"
+    );
+    assert_eq!(
+        job(&snap, "ns/few").pending_since,
+        None,
+        "NotEnoughTasks does not start the clock"
+    );
+}
+
+#[test]
+fn queues_convert_with_defaults_and_state() {
+    let mut index = ClusterIndex::new();
+    let mut closed = mk_queue(
+        "closed",
+        json!({"weight": 3, "capability": {GPU: "4"},
+        "guarantee": {"resource": {"cpu": "2"}}, "deserved": {MEMORY: "1Gi"}, "reclaimable": false, "priority": 5}),
+    );
+    closed.status = Some(
+        serde_json::from_value(json!({"state": "Closed", "allocated": {GPU: "2"}, "running": 1}))
+            .unwrap(),
+    );
+    index.apply_queue(&closed).unwrap();
+    index
+        .apply_queue(&mk_queue("default", json!({"weight": 0})))
+        .unwrap();
+    let snap = snapshot(&index);
+    let names: Vec<_> = snap.queues.iter().map(|q| &*q.name).collect();
+    assert_eq!(names, ["closed", "default"]);
+    let q = &snap.queues[0];
+    assert_eq!(q.weight, 3);
+    assert_eq!(q.capability.as_ref().unwrap().get(GPU), 4);
+    assert_eq!(q.guarantee.get(CPU), 2000);
+    assert_eq!(q.deserved.as_ref().unwrap().memory, 1 << 30);
+    assert!(!q.reclaimable && !q.open && q.exists);
+    assert_eq!(q.priority, 5);
+    let status = q.status.as_ref().unwrap();
+    assert_eq!(
+        (
+            status.state.as_str(),
+            status.running,
+            status.allocated.get(GPU)
+        ),
+        ("Closed", 1, 2)
+    );
+    assert_eq!(snap.queues[1].weight, 1, "out-of-range weight reads as 1");
+    assert!(snap.queues[1].exists);
+}
+
+#[test]
+fn only_our_pods_become_tasks_but_all_count_on_nodes() {
+    let mut index = ClusterIndex::new();
+    index.apply_node(&mk_node("n1", 8, json!({}))).unwrap();
+    index
+        .apply_podgroup(&mk_podgroup("ns", "theirs", json!({})))
+        .unwrap();
+    let foreign = gpu_pod(
+        "ns",
+        "foreign",
+        1,
+        json!({"metadata": {"annotations": {"scheduling.k8s.io/group-name": "theirs"}},
+               "spec": {"schedulerName": "other", "nodeName": "n1"}}),
+    );
+    index.apply_pod(&foreign).unwrap();
+    let snap = snapshot(&index);
+    assert!(snap.tasks.is_empty());
+    assert!(
+        snap.jobs.is_empty(),
+        "a PodGroup whose pods all belong to another scheduler is left alone"
+    );
+    assert_eq!(snap.nodes[0].used.get(GPU), 1);
+    let opts = SnapshotOptions {
+        scheduler_names: vec!["other".into(), "caldera".into(), "other".into()],
+        ..SnapshotOptions::default()
+    };
+    assert_eq!(index.snapshot(&opts).tasks.len(), 1);
+}
+
+#[test]
+fn jobs_merge_pods_of_several_scheduler_names_in_name_order() {
+    let mut index = ClusterIndex::new();
+    index
+        .apply_podgroup(&mk_podgroup("ns", "g", json!({"minMember": 3})))
+        .unwrap();
+    for (name, sched) in [("m-2", "volcano"), ("m-0", "caldera"), ("m-1", "volcano")] {
+        let mut patch = in_group("g");
+        merge(&mut patch, json!({"spec": {"schedulerName": sched}}));
+        index.apply_pod(&mk_pod("ns", name, patch)).unwrap();
+    }
+    let snap = snapshot(&index);
+    let names: Vec<_> = job(&snap, "ns/g")
+        .tasks
+        .iter()
+        .map(|&t| &*snap.tasks[t].name)
+        .collect();
+    assert_eq!(names, ["m-0", "m-1", "m-2"]);
+}
+
+#[test]
+fn snapshot_is_deterministic_and_reset_replaces_everything() {
+    let build = |order: &[usize]| {
+        let mut index = ClusterIndex::new();
+        let pods: Vec<Pod> = (0..6)
+            .map(|i| gpu_pod(&format!("ns{}", i % 2), &format!("p{i}"), 1, in_group("g")))
+            .collect();
+        for &i in order {
+            index.apply_pod(&pods[i]).unwrap();
+        }
+        index
+            .apply_podgroup(&mk_podgroup("ns0", "g", json!({})))
+            .unwrap();
+        index
+            .apply_podgroup(&mk_podgroup("ns1", "g", json!({})))
+            .unwrap();
+        for n in ["b", "a", "c"] {
+            index.apply_node(&mk_node(n, 8, json!({}))).unwrap();
+        }
+        index
+    };
+    let a = snapshot(&build(&[0, 1, 2, 3, 4, 5]));
+    let b = snapshot(&build(&[5, 3, 1, 0, 2, 4]));
+    assert_eq!(a, b, "arrival order does not matter");
+    let names: Vec<_> = a.nodes.iter().map(|n| &*n.name).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+
+    let mut index = build(&[0, 1, 2]);
+    let errors = index.reset_pods(&[gpu_pod("ns0", "only", 1, in_group("g"))]);
+    assert!(errors.is_empty());
+    let snap = snapshot(&index);
+    assert_eq!(snap.tasks.len(), 1);
+    let errors = index.reset_nodes(&[
+        mk_node("z", 1, json!({})),
+        mk_node("bad", 1, json!({"status": {"allocatable": {"cpu": "x"}}})),
+    ]);
+    assert_eq!(errors.len(), 1);
+    assert_eq!(snapshot(&index).nodes.len(), 1);
+}
+
+#[test]
+fn only_pending_pods_wait_for_a_missing_podgroup() {
+    let mut index = ClusterIndex::new();
+    let mut bound = in_group("gone");
+    merge(&mut bound, json!({"spec": {"nodeName": "n1"}}));
+    index.apply_pod(&gpu_pod("ns", "bound", 1, bound)).unwrap();
+    index
+        .apply_pod(&gpu_pod("ns", "pending", 1, in_group("gone")))
+        .unwrap();
+    let snap = snapshot(&index);
+    let waiting: Vec<_> = snap.waiting.iter().map(|w| &*w.name).collect();
+    assert_eq!(waiting, ["pending"]);
+}
