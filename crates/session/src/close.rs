@@ -197,6 +197,19 @@ fn verdict(ssn: &Session, ji: usize) -> Verdict {
         pod_reason: None,
         timed_out: false,
     };
+    let pending = st.pending_tasks(ji).count();
+    // After a gang timeout the condition stays until new members arrive or the gang is placed.
+    let current = job
+        .condition("Unschedulable")
+        .filter(|c| c.status == "True");
+    let already_timed_out = current.is_some_and(|c| c.reason == SCHEDULE_TIMEOUT);
+    if already_timed_out && pending == 0 && ready < job.min_member {
+        let c = current.map(|c| c.message.clone()).unwrap_or_default();
+        return Verdict {
+            condition: Some(("Unschedulable", SCHEDULE_TIMEOUT, c)),
+            ..none
+        };
+    }
     if let Some(msg) = &run.invalid {
         return Verdict {
             condition: Some(("Unschedulable", NOT_ENOUGH_TASKS, msg.clone())),
@@ -223,19 +236,7 @@ fn verdict(ssn: &Session, ji: usize) -> Verdict {
             ..none
         };
     }
-    let pending = st.pending_tasks(ji).count();
     // The gang timeout counts from the first session that saw the gang valid and waiting.
-    let current = job
-        .condition("Unschedulable")
-        .filter(|c| c.status == "True");
-    let already_timed_out = current.is_some_and(|c| c.reason == SCHEDULE_TIMEOUT);
-    if already_timed_out && pending == 0 {
-        let c = current.map(|c| c.message.clone()).unwrap_or_default();
-        return Verdict {
-            condition: Some(("Unschedulable", SCHEDULE_TIMEOUT, c)),
-            ..none
-        };
-    }
     let since = if already_timed_out {
         st.now
     } else {

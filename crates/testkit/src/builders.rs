@@ -1,0 +1,637 @@
+//! Fluent builders for model values, and a `Cluster` that assembles them into a snapshot the
+//! way the cache does: `node("n1").gpus(8)`, `pod("ns", "w-0").group("train").gpus(1)`,
+//! `podgroup("ns", "train").min_member(8)`, `queue("q").weight(3)`.
+
+use caldera_model::{
+    Condition, HostPort, Job, Node, PlacementSpec, PodGroupPhase, PodGroupStatus, Queue,
+    Requirement, Resources, SelectorOp, SelectorTerm, Snapshot, Taint, TaintEffect, Task,
+    TaskStatus, Time, Toleration, Topology, WaitingPod,
+};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The GPU resource name.
+pub const GPU: &str = "nvidia.com/gpu";
+
+/// A node builder: 64 CPU, 512Gi, 110 pods, no GPU, Ready.
+pub fn node(name: &str) -> NodeBuilder {
+    let mut n = Node::new(
+        name,
+        Resources::from_pairs([("cpu", 64_000), ("memory", 512 << 30)]),
+    );
+    n.labels
+        .insert("kubernetes.io/hostname".into(), name.into());
+    NodeBuilder(n)
+}
+
+/// Builds a [`Node`].
+#[derive(Debug, Clone)]
+pub struct NodeBuilder(pub Node);
+
+impl NodeBuilder {
+    /// `n` GPUs allocatable.
+    pub fn gpus(mut self, n: i64) -> Self {
+        self.0.allocatable.set(GPU, n);
+        self
+    }
+    /// `n` CPUs allocatable.
+    pub fn cpu(mut self, n: i64) -> Self {
+        self.0.allocatable.cpu = n * 1000;
+        self
+    }
+    /// `n` GiB of memory allocatable.
+    pub fn memory_gi(mut self, n: i64) -> Self {
+        self.0.allocatable.memory = n << 30;
+        self
+    }
+    /// A label.
+    pub fn label(mut self, k: &str, v: &str) -> Self {
+        self.0.labels.insert(k.into(), v.into());
+        self
+    }
+    /// A taint.
+    pub fn taint(mut self, key: &str, value: &str, effect: TaintEffect) -> Self {
+        self.0.taints.push(Taint {
+            key: key.into(),
+            value: value.into(),
+            effect,
+        });
+        self
+    }
+    /// Cordoned.
+    pub fn unschedulable(mut self) -> Self {
+        self.0.unschedulable = true;
+        self
+    }
+    /// Not Ready.
+    pub fn not_ready(mut self) -> Self {
+        self.0.ready = false;
+        self
+    }
+    /// At most `n` pods.
+    pub fn max_pods(mut self, n: i64) -> Self {
+        self.0.max_pods = n;
+        self
+    }
+}
+
+/// A pod builder: requests 1 CPU, in namespace `ns`, ours, Pending.
+pub fn pod(ns: &str, name: &str) -> PodBuilder {
+    PodBuilder {
+        namespace: ns.into(),
+        name: name.into(),
+        group: None,
+        queue: None,
+        request: Resources::from_pairs([("cpu", 1000)]),
+        node: None,
+        status: TaskStatus::Pending,
+        priority: 0,
+        role: None,
+        gated: false,
+        spec: PlacementSpec::default(),
+        created: Time(0),
+        ours: true,
+        pending_reason: None,
+    }
+}
+
+/// Builds a pod: a task of a job, or load on a node.
+#[derive(Debug, Clone)]
+pub struct PodBuilder {
+    namespace: String,
+    name: String,
+    group: Option<String>,
+    queue: Option<String>,
+    request: Resources,
+    node: Option<String>,
+    status: TaskStatus,
+    priority: i32,
+    role: Option<String>,
+    gated: bool,
+    spec: PlacementSpec,
+    created: Time,
+    ours: bool,
+    pending_reason: Option<caldera_model::PendingReason>,
+}
+
+impl PodBuilder {
+    /// Member of PodGroup `group` (same namespace).
+    pub fn group(mut self, group: &str) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+    /// Queue annotation (for pods without a group).
+    pub fn queue(mut self, q: &str) -> Self {
+        self.queue = Some(q.into());
+        self
+    }
+    /// Requests `n` GPUs.
+    pub fn gpus(mut self, n: i64) -> Self {
+        self.request.set(GPU, n);
+        self
+    }
+    /// Requests `m` millicores.
+    pub fn cpu_milli(mut self, m: i64) -> Self {
+        self.request.cpu = m;
+        self
+    }
+    /// Requests `n` GiB of memory.
+    pub fn memory_gi(mut self, n: i64) -> Self {
+        self.request.memory = n << 30;
+        self
+    }
+    /// Requests nothing at all (best-effort).
+    pub fn best_effort(mut self) -> Self {
+        self.request = Resources::new();
+        self
+    }
+    /// Bound to `node` (phase Pending, as with no kubelet).
+    pub fn on(mut self, node: &str) -> Self {
+        self.node = Some(node.into());
+        self.status = TaskStatus::Bound;
+        self
+    }
+    /// Phase Running (on its node).
+    pub fn running(mut self) -> Self {
+        self.status = TaskStatus::Running;
+        self
+    }
+    /// Phase Succeeded.
+    pub fn succeeded(mut self) -> Self {
+        self.status = TaskStatus::Succeeded;
+        self
+    }
+    /// Terminating.
+    pub fn terminating(mut self) -> Self {
+        self.status = TaskStatus::Releasing;
+        self
+    }
+    /// Pod priority.
+    pub fn priority(mut self, p: i32) -> Self {
+        self.priority = p;
+        self
+    }
+    /// Role (`volcano.sh/task-spec`).
+    pub fn role(mut self, r: &str) -> Self {
+        self.role = Some(r.into());
+        self
+    }
+    /// Has a scheduling gate.
+    pub fn gated(mut self) -> Self {
+        self.gated = true;
+        self
+    }
+    /// `spec.nodeSelector` entry.
+    pub fn selector(mut self, k: &str, v: &str) -> Self {
+        self.spec.node_selector.insert(k.into(), v.into());
+        self
+    }
+    /// A required node affinity term with one expression.
+    pub fn affinity(mut self, key: &str, op: SelectorOp, values: &[&str]) -> Self {
+        let term = SelectorTerm {
+            expressions: vec![Requirement {
+                key: key.into(),
+                op,
+                values: values.iter().map(|s| s.to_string()).collect(),
+            }],
+            fields: vec![],
+        };
+        self.spec
+            .required_terms
+            .get_or_insert_with(Vec::new)
+            .push(term);
+        self
+    }
+    /// A preferred node affinity term.
+    pub fn prefer(mut self, weight: i32, key: &str, value: &str) -> Self {
+        let term = SelectorTerm {
+            expressions: vec![Requirement {
+                key: key.into(),
+                op: SelectorOp::In,
+                values: vec![value.into()],
+            }],
+            fields: vec![],
+        };
+        self.spec.preferred_terms.push((weight, term));
+        self
+    }
+    /// Tolerates taints with `key` (operator Exists, any effect).
+    pub fn tolerate(mut self, key: &str) -> Self {
+        self.spec.tolerations.push(Toleration {
+            key: key.into(),
+            exists: true,
+            value: String::new(),
+            effect: None,
+        });
+        self
+    }
+    /// Asks for host port `port`/TCP.
+    pub fn host_port(mut self, port: i32) -> Self {
+        self.spec.host_ports.push(HostPort {
+            ip: "0.0.0.0".into(),
+            protocol: "TCP".into(),
+            port,
+        });
+        self
+    }
+    /// Created at `secs` seconds.
+    pub fn created(mut self, secs: i64) -> Self {
+        self.created = Time::from_secs(secs);
+        self
+    }
+    /// Belongs to another scheduler: counts on its node, never placed.
+    pub fn foreign(mut self) -> Self {
+        self.ours = false;
+        self
+    }
+    /// Carries this `PodScheduled=False` condition already.
+    pub fn pending_reason(mut self, reason: &str, message: &str) -> Self {
+        self.pending_reason = Some(caldera_model::PendingReason {
+            reason: reason.into(),
+            message: message.into(),
+        });
+        self
+    }
+}
+
+/// A PodGroup builder: minMember 1, queue `default`.
+pub fn podgroup(ns: &str, name: &str) -> GroupBuilder {
+    GroupBuilder {
+        namespace: ns.into(),
+        name: name.into(),
+        min_member: 1,
+        min_task_member: BTreeMap::new(),
+        queue: "default".into(),
+        priority: 0,
+        min_resources: None,
+        timeout: None,
+        topology: None,
+        phase: PodGroupPhase::Pending,
+        conditions: vec![],
+        created: Time(0),
+        pending_since: None,
+    }
+}
+
+/// Builds a PodGroup.
+#[derive(Debug, Clone)]
+pub struct GroupBuilder {
+    namespace: String,
+    name: String,
+    min_member: u32,
+    min_task_member: BTreeMap<String, u32>,
+    queue: String,
+    priority: i32,
+    min_resources: Option<Resources>,
+    timeout: Option<u64>,
+    topology: Option<Topology>,
+    phase: PodGroupPhase,
+    conditions: Vec<Condition>,
+    created: Time,
+    pending_since: Option<Time>,
+}
+
+impl GroupBuilder {
+    /// `minMember`.
+    pub fn min_member(mut self, n: u32) -> Self {
+        self.min_member = n;
+        self
+    }
+    /// `minTaskMember[role]`.
+    pub fn min_task(mut self, role: &str, n: u32) -> Self {
+        self.min_task_member.insert(role.into(), n);
+        self
+    }
+    /// `queue`.
+    pub fn queue(mut self, q: &str) -> Self {
+        self.queue = q.into();
+        self
+    }
+    /// Priority value.
+    pub fn priority(mut self, p: i32) -> Self {
+        self.priority = p;
+        self
+    }
+    /// `minResources` of `gpus` GPUs.
+    pub fn min_gpus(mut self, gpus: i64) -> Self {
+        self.min_resources = Some(Resources::from_pairs([(GPU, gpus)]));
+        self
+    }
+    /// `scheduleTimeoutSeconds`.
+    pub fn timeout(mut self, secs: u64) -> Self {
+        self.timeout = Some(secs);
+        self
+    }
+    /// Topology rule.
+    pub fn topology(mut self, required: bool, key: &str) -> Self {
+        self.topology = Some(Topology {
+            required,
+            key: key.into(),
+        });
+        self
+    }
+    /// Current phase.
+    pub fn phase(mut self, p: PodGroupPhase) -> Self {
+        self.phase = p;
+        self
+    }
+    /// Created at `secs` seconds.
+    pub fn created(mut self, secs: i64) -> Self {
+        self.created = Time::from_secs(secs);
+        self
+    }
+    /// Waiting (valid) since `secs` seconds.
+    pub fn pending_since(mut self, secs: i64) -> Self {
+        self.pending_since = Some(Time::from_secs(secs));
+        self
+    }
+}
+
+/// A queue builder: weight 1, open, no limits.
+pub fn queue(name: &str) -> QueueBuilder {
+    QueueBuilder(Queue::new(name))
+}
+
+/// Builds a [`Queue`].
+#[derive(Debug, Clone)]
+pub struct QueueBuilder(pub Queue);
+
+impl QueueBuilder {
+    /// Weight.
+    pub fn weight(mut self, w: u32) -> Self {
+        self.0.weight = w;
+        self
+    }
+    /// Capability of `gpus` GPUs.
+    pub fn capability_gpus(mut self, gpus: i64) -> Self {
+        self.0.capability = Some(Resources::from_pairs([(GPU, gpus)]));
+        self
+    }
+    /// Guarantee of `gpus` GPUs.
+    pub fn guarantee_gpus(mut self, gpus: i64) -> Self {
+        self.0.guarantee = Resources::from_pairs([(GPU, gpus)]);
+        self
+    }
+    /// Closed.
+    pub fn closed(mut self) -> Self {
+        self.0.open = false;
+        self
+    }
+    /// Queue priority.
+    pub fn priority(mut self, p: i32) -> Self {
+        self.0.priority = p;
+        self
+    }
+}
+
+/// A cluster under construction.
+#[derive(Debug, Clone, Default)]
+pub struct Cluster {
+    nodes: Vec<NodeBuilder>,
+    pods: Vec<PodBuilder>,
+    groups: Vec<GroupBuilder>,
+    queues: Vec<QueueBuilder>,
+}
+
+impl Cluster {
+    /// An empty cluster.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Adds a node.
+    pub fn node(mut self, n: NodeBuilder) -> Self {
+        self.nodes.push(n);
+        self
+    }
+    /// Adds `count` identical nodes named `{prefix}-{i}`.
+    pub fn nodes(
+        mut self,
+        prefix: &str,
+        count: usize,
+        f: impl Fn(NodeBuilder) -> NodeBuilder,
+    ) -> Self {
+        for i in 0..count {
+            self.nodes.push(f(node(&format!("{prefix}-{i}"))));
+        }
+        self
+    }
+    /// Adds a pod.
+    pub fn pod(mut self, p: PodBuilder) -> Self {
+        self.pods.push(p);
+        self
+    }
+    /// Adds `count` members `{name}-{i}` of PodGroup `group` in `ns`, each shaped by `f`.
+    pub fn members(
+        mut self,
+        ns: &str,
+        group: &str,
+        count: usize,
+        f: impl Fn(PodBuilder) -> PodBuilder,
+    ) -> Self {
+        for i in 0..count {
+            self.pods
+                .push(f(pod(ns, &format!("{group}-{i}")).group(group)));
+        }
+        self
+    }
+    /// Adds a PodGroup.
+    pub fn group(mut self, g: GroupBuilder) -> Self {
+        self.groups.push(g);
+        self
+    }
+    /// Adds a queue.
+    pub fn queue(mut self, q: QueueBuilder) -> Self {
+        self.queues.push(q);
+        self
+    }
+
+    /// Assembles the snapshot as the cache would.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut nodes: Vec<Node> = self.nodes.iter().map(|n| n.0.clone()).collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut queues: Vec<Queue> = self.queues.iter().map(|q| q.0.clone()).collect();
+        if !queues.iter().any(|q| &*q.name == "default") {
+            let mut d = Queue::new("default");
+            d.exists = false;
+            queues.push(d);
+        }
+        // Pods on nodes count there, whoever scheduled them, unless finished.
+        for p in &self.pods {
+            if let Some(n) = &p.node {
+                if matches!(p.status, TaskStatus::Succeeded | TaskStatus::Failed) {
+                    continue;
+                }
+                if let Some(node) = nodes.iter_mut().find(|x| &*x.name == n.as_str()) {
+                    node.add_pod(&p.request, &p.spec.host_ports);
+                }
+            }
+        }
+        let mut jobs: Vec<Job> = Vec::new();
+        for g in &self.groups {
+            jobs.push(Job {
+                id: format!("{}/{}", g.namespace, g.name).into(),
+                namespace: g.namespace.as_str().into(),
+                name: g.name.as_str().into(),
+                uid: format!("uid-pg-{}-{}", g.namespace, g.name).into(),
+                queue: g.queue.as_str().into(),
+                min_member: g.min_member.max(1),
+                min_task_member: g.min_task_member.clone(),
+                priority: g.priority,
+                min_resources: g.min_resources.clone(),
+                timeout_seconds: g.timeout,
+                topology: g.topology.clone(),
+                created: g.created,
+                pending_since: g.pending_since,
+                status: Some(PodGroupStatus {
+                    phase: g.phase,
+                    conditions: g.conditions.clone(),
+                    running: 0,
+                    succeeded: 0,
+                    failed: 0,
+                }),
+                tasks: vec![],
+            });
+        }
+        let mut waiting = Vec::new();
+        let mut members: Vec<(String, PodBuilder)> = Vec::new();
+        for p in self.pods.iter().filter(|p| p.ours) {
+            match &p.group {
+                Some(g) => {
+                    let id = format!("{}/{}", p.namespace, g);
+                    if jobs.iter().any(|j| *j.id == *id) {
+                        members.push((id, p.clone()));
+                    } else {
+                        waiting.push(WaitingPod {
+                            uid: format!("uid-{}-{}", p.namespace, p.name).into(),
+                            namespace: p.namespace.as_str().into(),
+                            name: p.name.as_str().into(),
+                            group: id.into(),
+                            pending_reason: p.pending_reason.clone(),
+                        });
+                    }
+                }
+                None => {
+                    let id = format!("{}/pod:{}", p.namespace, p.name);
+                    jobs.push(Job {
+                        id: id.as_str().into(),
+                        namespace: p.namespace.as_str().into(),
+                        name: p.name.as_str().into(),
+                        uid: format!("uid-{}-{}", p.namespace, p.name).into(),
+                        queue: p.queue.clone().unwrap_or_else(|| "default".into()).into(),
+                        min_member: 1,
+                        min_task_member: BTreeMap::new(),
+                        priority: p.priority,
+                        min_resources: None,
+                        timeout_seconds: None,
+                        topology: None,
+                        created: p.created,
+                        pending_since: None,
+                        status: None,
+                        tasks: vec![],
+                    });
+                    members.push((id, p.clone()));
+                }
+            }
+        }
+        for j in &jobs {
+            if !queues.iter().any(|q| q.name == j.queue) {
+                let mut q = Queue::new(&j.queue);
+                q.exists = false;
+                q.open = false;
+                queues.push(q);
+            }
+        }
+        queues.sort_by(|a, b| a.name.cmp(&b.name));
+        jobs.sort_by(|a, b| a.id.cmp(&b.id));
+        members.sort_by(|a, b| (&a.1.namespace, &a.1.name).cmp(&(&b.1.namespace, &b.1.name)));
+        let mut tasks = Vec::new();
+        for (id, p) in members {
+            // Every member was pushed with the id of an existing job.
+            let Some(ji) = jobs.iter().position(|j| *j.id == *id) else {
+                continue;
+            };
+            jobs[ji].tasks.push(tasks.len());
+            tasks.push(Task {
+                uid: format!("uid-{}-{}", p.namespace, p.name).into(),
+                namespace: p.namespace.as_str().into(),
+                name: p.name.as_str().into(),
+                job: ji,
+                status: p.status,
+                node: p.node.as_deref().map(Arc::from),
+                request: p.request.clone(),
+                priority: p.priority,
+                role: p.role.as_deref().map(Arc::from),
+                gated: p.gated,
+                spec: Arc::new(p.spec.clone()),
+                created: p.created,
+                pending_reason: p.pending_reason.clone(),
+                critical: false,
+            });
+        }
+        Snapshot {
+            nodes,
+            tasks,
+            jobs,
+            queues,
+            waiting,
+        }
+    }
+}
+
+/// Applies a plan's binds to a snapshot, as the binder and the watch would: each bound member
+/// gets its node and counts there. Lets a test run several sessions in a row.
+pub fn apply_binds(snapshot: &mut Snapshot, plan: &caldera_model::Plan) {
+    for b in &plan.binds {
+        let Some(t) = snapshot
+            .tasks
+            .iter_mut()
+            .find(|t| t.namespace == b.namespace && t.name == b.name)
+        else {
+            continue;
+        };
+        t.status = TaskStatus::Bound;
+        t.node = Some(b.node.clone());
+        let (req, ports) = (t.request.clone(), t.spec.host_ports.clone());
+        if let Some(i) = snapshot.node_index(&b.node) {
+            snapshot.nodes[i].add_pod(&req, &ports);
+        }
+    }
+    for u in &plan.podgroups {
+        if let Some(j) = snapshot
+            .jobs
+            .iter_mut()
+            .find(|j| j.namespace == u.namespace && j.name == u.name)
+        {
+            if j.pending_since.is_none() {
+                j.pending_since = u
+                    .status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == "Unschedulable" && c.reason != "NotEnoughTasks")
+                    .map(|c| c.last_transition);
+            }
+            j.status = Some(u.status.clone());
+        }
+    }
+    for c in &plan.pod_conditions {
+        if let Some(t) = snapshot
+            .tasks
+            .iter_mut()
+            .find(|t| t.namespace == c.namespace && t.name == c.name)
+        {
+            t.pending_reason = Some(caldera_model::PendingReason {
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+            });
+        }
+    }
+    for f in &plan.pod_failures {
+        if let Some(t) = snapshot
+            .tasks
+            .iter_mut()
+            .find(|t| t.namespace == f.namespace && t.name == f.name)
+        {
+            t.status = TaskStatus::Failed;
+        }
+    }
+}
