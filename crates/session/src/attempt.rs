@@ -45,8 +45,9 @@ pub fn attempt(
         .max(1);
     let key = fail_key(ssn, job, &tasks);
     if let Some(key) = &key {
-        if let Some((epoch, cached_need, msg)) = ssn.fail_cache.get(key) {
-            if *epoch == ssn.epoch && *cached_need <= need {
+        if let Some((epoch, placeable, msg)) = ssn.fail_cache.get(key) {
+            // In this epoch at most `placeable` such members fit: a gang needing more fails.
+            if *epoch == ssn.epoch && need > *placeable {
                 let msg = msg.clone();
                 ssn.stats.cached_failures += 1;
                 ssn.hold(job, Holdup::Fit(msg));
@@ -60,9 +61,9 @@ pub fn attempt(
     };
     match result {
         Ok(n) => Attempt::Placed(n),
-        Err(()) => {
+        Err(placed) => {
             if let (Some(key), Some(Holdup::Fit(msg))) = (key, &ssn.state.job_runs[job].holdup) {
-                let entry = (ssn.epoch, need, msg.clone());
+                let entry = (ssn.epoch, placed, msg.clone());
                 ssn.fail_cache.insert(key, entry);
             }
             Attempt::Held
@@ -70,8 +71,10 @@ pub fn attempt(
     }
 }
 
-/// Gangs whose pending members are all alike (same request and spec, no roles) fail alike:
-/// this is the key under which a failure is remembered for the rest of the epoch.
+/// Gangs whose pending members are all alike (same request and spec, no roles), in the same
+/// queue and with the same topology, place alike: if only `m` such members fit, any such gang
+/// needing more than `m` fails. This is the key under which that is remembered for the rest of
+/// the epoch (until the next commit changes the nodes).
 fn fail_key(ssn: &Session, job: usize, tasks: &[usize]) -> Option<crate::session::FailKey> {
     let j = &ssn.state.jobs[job];
     if !j.min_task_member.is_empty() {
@@ -101,7 +104,7 @@ fn place_gang(
     tasks: &[usize],
     placement: &mut Placement,
     prefer_key: Option<&str>,
-) -> Result<usize, ()> {
+) -> Result<usize, u32> {
     let mut stmt = Statement::new();
     let mut kinds: Vec<(usize, Candidates)> = Vec::new();
     let mut holdup = None;
@@ -148,12 +151,13 @@ fn place_gang(
         ssn.clear_hold(job);
         Ok(n)
     } else {
+        let placed = stmt.len() as u32;
         ssn.discard(stmt);
         let holdup = holdup.unwrap_or_else(|| {
             Holdup::Fit("the gang's members could not all be placed together".to_string())
         });
         ssn.hold(job, holdup);
-        Err(())
+        Err(placed)
     }
 }
 
@@ -196,7 +200,7 @@ fn place_in_topology(
     tasks: &[usize],
     need: u32,
     topo: &Topology,
-) -> Result<usize, ()> {
+) -> Result<usize, u32> {
     let domains = ssn.domains(&topo.key);
     let mut gang = Resources::new();
     for &t in tasks.iter().take(need as usize) {
@@ -228,7 +232,7 @@ fn place_in_topology(
             return Ok(n);
         }
         if matches!(ssn.state.job_runs[job].holdup, Some(Holdup::Quota(_))) {
-            return Err(());
+            return Err(0);
         }
         ssn.state.job_runs[job].holdup = saved;
     }
@@ -241,7 +245,9 @@ fn place_in_topology(
             gang
         );
         ssn.hold(job, Holdup::Fit(msg));
-        return Err(());
+        // No domain holds `need` such members, so no gang needing as many does either; a
+        // smaller one might.
+        return Err(need.saturating_sub(1));
     }
     // Preferred: roomier domains first, and stay in domains already used.
     let mut bonus = vec![0.0; ssn.state.nodes.len()];

@@ -117,14 +117,15 @@ pub struct Session {
     pub stats: Stats,
     /// Bumped on every commit; failure-cache entries are valid for one epoch.
     pub epoch: u64,
-    /// Gangs that found no room, by member kind and topology: (epoch, members needed, message).
+    /// Gangs that found no room, by member kind, topology and queue: (epoch, members that did
+    /// fit, fit message).
     pub fail_cache: HashMap<FailKey, (u64, u32, String)>,
     static_cache: HashMap<PlacementSpec, Arc<StaticNodes>>,
     node_version: Vec<u64>,
     version_counter: u64,
 }
 
-/// Identifies gangs that must fail alike: same member request and spec, same topology.
+/// Identifies gangs that place alike: member request and spec, topology, queue index.
 pub type FailKey = (
     Resources,
     PlacementSpec,
