@@ -46,9 +46,12 @@ struct Ctx {
 impl Ctx {
     fn new(kind: ObjectKind, meta: &ObjectMeta) -> Self {
         let name = meta.name.as_deref().unwrap_or("<unnamed>");
-        let object = match meta.namespace.as_deref() {
-            Some(ns) => format!("{ns}/{name}"),
-            None => name.to_string(),
+        let object = match kind {
+            ObjectKind::Pod | ObjectKind::PodGroup => {
+                let ns = meta.namespace.as_deref().unwrap_or("default");
+                format!("{ns}/{name}")
+            }
+            _ => name.to_string(),
         };
         Ctx { kind, object }
     }

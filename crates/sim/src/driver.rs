@@ -1,0 +1,480 @@
+//! The simulation: a store, a virtual clock, and the scheduler run every `schedulePeriod`, each
+//! plan carried out against the store as the binder would, then checked.
+
+use crate::error::{Error, Result};
+use crate::invariants;
+use crate::manifest::{Kind, Object};
+use crate::selector::LabelSelector;
+use crate::store::{kube_time, node_name, Store};
+use caldera_api::{
+    ConditionStatus, PodGroupCondition, PodGroupConditionType, PodGroupPhase as ApiPhase,
+    QueueState,
+};
+use caldera_cache::SnapshotOptions;
+use caldera_config::SchedulerConfig;
+use caldera_model::{Event, Plan, PodGroupStatus, QueueStatus, Resources, Snapshot, Time};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// Where the virtual clock starts: 2026-01-01T00:00:00Z.
+pub const START: Time = Time(1_767_225_600_000);
+
+/// How long [`Simulation::run_until_stable`] goes on at most when nothing settles.
+pub const STABLE_LIMIT: Duration = Duration::from_secs(3600);
+
+/// A queue's share as the scheduler reported it at the end of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueShare {
+    /// Queue name.
+    pub name: String,
+    /// Deserved share, if a plugin computed one.
+    pub deserved: Option<Resources>,
+    /// What the queue's members hold.
+    pub allocated: Resources,
+}
+
+/// What one session produced.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionOutput {
+    /// The plan.
+    pub plan: Plan,
+    /// Queue shares.
+    pub queues: Vec<QueueShare>,
+}
+
+/// Something that decides a plan from a snapshot: the real scheduler, or a stand-in in tests.
+pub trait Scheduling {
+    /// Runs one session at `now`.
+    fn run_session(&mut self, snapshot: &Snapshot, now: Time) -> SessionOutput;
+}
+
+impl Scheduling for caldera_session::Scheduler {
+    fn run_session(&mut self, snapshot: &Snapshot, now: Time) -> SessionOutput {
+        let outcome = self.run(snapshot, now);
+        SessionOutput {
+            plan: outcome.plan,
+            queues: outcome
+                .queues
+                .into_iter()
+                .map(|q| QueueShare {
+                    name: q.name.to_string(),
+                    deserved: q.deserved,
+                    allocated: q.allocated,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Adapts a closure into [`Scheduling`].
+pub struct FnScheduling<F>(pub F);
+
+impl<F: FnMut(&Snapshot, Time) -> SessionOutput> Scheduling for FnScheduling<F> {
+    fn run_session(&mut self, snapshot: &Snapshot, now: Time) -> SessionOutput {
+        (self.0)(snapshot, now)
+    }
+}
+
+/// An event, with when it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedEvent {
+    /// Virtual time.
+    pub time: Time,
+    /// Session number (1-based).
+    pub session: u64,
+    /// The event.
+    pub event: Event,
+}
+
+/// An invariant broken by a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Session number (1-based).
+    pub session: u64,
+    /// Virtual time of the session.
+    pub time: Time,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// What one session did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionReport {
+    /// Session number (1-based).
+    pub number: u64,
+    /// Virtual time.
+    pub time: Time,
+    /// Binds that landed: (`namespace/name`, node).
+    pub bound: Vec<(String, String)>,
+    /// Pods failed by the gang timeout (`namespace/name`).
+    pub failed: Vec<String>,
+    /// Whether the store changed at all.
+    pub changed: bool,
+    /// Invariants this session broke.
+    pub violations: Vec<String>,
+}
+
+/// Which pods a kubelet step acts on: pods in `namespace` (all namespaces when `None`)
+/// matching `selector`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodSelector {
+    /// Namespace, or every namespace.
+    pub namespace: Option<String>,
+    /// Label selector.
+    pub selector: LabelSelector,
+}
+
+/// An in-memory cluster with a virtual clock and a scheduler.
+pub struct Simulation {
+    store: Store,
+    now: Time,
+    period: Duration,
+    opts: SnapshotOptions,
+    scheduler: Box<dyn Scheduling>,
+    sessions: u64,
+    started: bool,
+    events: Vec<RecordedEvent>,
+    violations: Vec<Violation>,
+    shares: BTreeMap<String, QueueShare>,
+}
+
+impl std::fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulation")
+            .field("now", &self.now)
+            .field("sessions", &self.sessions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Simulation {
+    /// A simulation running the real scheduler built from `config`.
+    pub fn new(config: &SchedulerConfig) -> Result<Self> {
+        let scheduler =
+            caldera_plugins::scheduler(config).map_err(|e| Error::Scheduler(e.to_string()))?;
+        Ok(Self::with_scheduler(
+            Box::new(scheduler),
+            config.schedule_period,
+            SnapshotOptions {
+                scheduler_names: config.scheduler_names.clone(),
+                default_gang_timeout: config.gang_schedule_timeout,
+            },
+        ))
+    }
+
+    /// A simulation running `scheduler` every `period` (at least 1 ms).
+    pub fn with_scheduler(
+        scheduler: Box<dyn Scheduling>,
+        period: Duration,
+        opts: SnapshotOptions,
+    ) -> Self {
+        Simulation {
+            store: Store::new(),
+            now: START,
+            period: period.max(Duration::from_millis(1)),
+            opts,
+            scheduler,
+            sessions: 0,
+            started: false,
+            events: Vec::new(),
+            violations: Vec::new(),
+            shares: BTreeMap::new(),
+        }
+    }
+
+    /// The objects.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The virtual clock.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// Sessions run so far.
+    pub fn sessions(&self) -> u64 {
+        self.sessions
+    }
+
+    /// The snapshot options (scheduler names, default gang timeout).
+    pub fn options(&self) -> &SnapshotOptions {
+        &self.opts
+    }
+
+    /// Every event recorded so far.
+    pub fn events(&self) -> &[RecordedEvent] {
+        &self.events
+    }
+
+    /// Every invariant violation so far.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Queue shares from the last session.
+    pub fn queue_shares(&self) -> &BTreeMap<String, QueueShare> {
+        &self.shares
+    }
+
+    /// A snapshot of the current state.
+    pub fn snapshot(&self) -> Snapshot {
+        self.store.snapshot(&self.opts)
+    }
+
+    /// Applies objects in order, as `kubectl apply` would.
+    pub fn apply(
+        &mut self,
+        objects: impl IntoIterator<Item = Object>,
+    ) -> Result<(), caldera_cache::Error> {
+        for object in objects {
+            self.store.apply(object, self.now)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes an object; returns whether it existed.
+    pub fn delete(&mut self, kind: Kind, namespace: Option<&str>, name: &str) -> bool {
+        self.store.delete(kind, namespace, name)
+    }
+
+    /// Acting as kubelets: sets `phase` on the bound pods `which` selects, skipping pods that
+    /// have finished. Returns how many changed.
+    pub fn mark(&mut self, which: &PodSelector, phase: &str) -> usize {
+        let targets: Vec<(String, String)> = self
+            .store
+            .pods()
+            .filter(|p| node_name(p).is_some())
+            .filter(|p| {
+                let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+                which.namespace.as_deref().is_none_or(|want| want == ns)
+            })
+            .filter(|p| which.selector.matches(p.metadata.labels.as_ref()))
+            .filter(|p| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                !matches!(phase, Some("Succeeded") | Some("Failed"))
+            })
+            .map(|p| {
+                (
+                    p.metadata
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| "default".into()),
+                    p.metadata.name.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        targets
+            .iter()
+            .filter(|(ns, name)| self.store.set_phase(ns, name, phase))
+            .count()
+    }
+
+    /// Advances the clock by `d`, running a session at every period boundary within it
+    /// (`t+period`, `t+2·period`, …, up to `t+d`).
+    pub fn run_for(&mut self, d: Duration) -> Vec<SessionReport> {
+        let end = self.now.plus_millis(millis(d));
+        let step = millis(self.period).max(1);
+        let mut reports = Vec::new();
+        let mut next = self.now.plus_millis(step);
+        while next <= end {
+            self.now = next;
+            reports.push(self.session());
+            next = next.plus_millis(step);
+        }
+        self.now = end;
+        reports
+    }
+
+    /// Runs sessions every period until two in a row change nothing, or `limit` (default
+    /// [`STABLE_LIMIT`]) has passed.
+    pub fn run_until_stable(&mut self, limit: Option<Duration>) -> Vec<SessionReport> {
+        let end = self.now.plus_millis(millis(limit.unwrap_or(STABLE_LIMIT)));
+        let step = millis(self.period).max(1);
+        let mut reports = Vec::new();
+        let mut quiet = 0;
+        while quiet < 2 && self.now.plus_millis(step) <= end {
+            self.now = self.now.plus_millis(step);
+            let report = self.session();
+            quiet = if report.changed { 0 } else { quiet + 1 };
+            reports.push(report);
+        }
+        reports
+    }
+
+    /// Runs one session at the current time and carries out its plan.
+    pub fn session(&mut self) -> SessionReport {
+        let generation = self.store.generation();
+        self.ensure_default_queue();
+        let snapshot = self.store.snapshot(&self.opts);
+        let partial_before = invariants::partial_gangs(&self.store);
+        let out = self.scheduler.run_session(&snapshot, self.now);
+        self.sessions += 1;
+        let mut report = SessionReport {
+            number: self.sessions,
+            time: self.now,
+            ..SessionReport::default()
+        };
+        let touched = self.carry_out(&out.plan, &mut report);
+        self.shares = out
+            .queues
+            .into_iter()
+            .map(|q| (q.name.clone(), q))
+            .collect();
+
+        let mut broken = invariants::check_binds(&snapshot, &out.plan);
+        broken.extend(invariants::overcommitted(&self.store, &touched));
+        for gang in invariants::partial_gangs(&self.store).difference(&partial_before) {
+            broken.push(format!(
+                "podgroup {gang} is bound in part (fewer than minMember members have a node)"
+            ));
+        }
+        for message in &broken {
+            self.violations.push(Violation {
+                session: self.sessions,
+                time: self.now,
+                message: message.clone(),
+            });
+        }
+        report.violations = broken;
+        report.changed = self.store.generation() != generation;
+        report
+    }
+
+    /// Caldera creates the queue `default` at start when it is missing (SPEC §2); so does
+    /// the simulator, before its first session.
+    fn ensure_default_queue(&mut self) {
+        if std::mem::replace(&mut self.started, true) {
+            return;
+        }
+        if self.store.queue(caldera_api::DEFAULT_QUEUE).is_some() {
+            return;
+        }
+        let mut queue = caldera_api::Queue::new(caldera_api::DEFAULT_QUEUE, Default::default());
+        queue.spec.weight = Some(1);
+        // A Queue with a name and an empty spec always converts.
+        let _ = self.store.apply(Object::Queue(queue), self.now);
+    }
+
+    /// Carries out a plan as the binder would; returns the nodes that got a bind.
+    fn carry_out(&mut self, plan: &Plan, report: &mut SessionReport) -> BTreeSet<String> {
+        let now = self.now;
+        let mut touched = BTreeSet::new();
+        for b in &plan.binds {
+            match self.store.bind(&b.namespace, &b.name, &b.uid, &b.node, now) {
+                Ok(()) => {
+                    touched.insert(b.node.to_string());
+                    report
+                        .bound
+                        .push((format!("{}/{}", b.namespace, b.name), b.node.to_string()));
+                }
+                // A 409 is not an error for the binder (SPEC §10); the simulator records it.
+                Err(e) => self.events.push(RecordedEvent {
+                    time: now,
+                    session: self.sessions,
+                    event: Event {
+                        object: caldera_model::EventObject::Pod,
+                        namespace: b.namespace.clone(),
+                        name: b.name.clone(),
+                        uid: b.uid.clone(),
+                        warning: true,
+                        reason: "FailedBinding".into(),
+                        message: e.to_string(),
+                    },
+                }),
+            }
+        }
+        for c in &plan.pod_conditions {
+            self.store
+                .set_unschedulable(&c.namespace, &c.name, &c.uid, &c.reason, &c.message, now);
+        }
+        for f in &plan.pod_failures {
+            if self
+                .store
+                .fail_pod(&f.namespace, &f.name, &f.uid, &f.reason, &f.message)
+            {
+                report.failed.push(format!("{}/{}", f.namespace, f.name));
+            }
+        }
+        for u in &plan.podgroups {
+            self.store
+                .set_podgroup_status(&u.namespace, &u.name, podgroup_status(&u.status));
+        }
+        for u in &plan.queues {
+            self.store
+                .set_queue_status(&u.name, queue_status(&u.status));
+        }
+        for e in &plan.events {
+            self.events.push(RecordedEvent {
+                time: now,
+                session: self.sessions,
+                event: e.clone(),
+            });
+        }
+        touched
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The model's PodGroup status as the API object writes it.
+pub fn podgroup_status(s: &PodGroupStatus) -> caldera_api::PodGroupStatus {
+    caldera_api::PodGroupStatus {
+        phase: Some(ApiPhase::from(s.phase.as_str())),
+        conditions: Some(
+            s.conditions
+                .iter()
+                .map(|c| PodGroupCondition {
+                    type_: Some(PodGroupConditionType::from(c.type_.as_str())),
+                    status: Some(ConditionStatus::from(c.status.as_str())),
+                    transition_id: None,
+                    last_transition_time: kube_time(c.last_transition),
+                    reason: Some(c.reason.clone()).filter(|r| !r.is_empty()),
+                    message: Some(c.message.clone()).filter(|m| !m.is_empty()),
+                })
+                .collect(),
+        ),
+        running: Some(s.running as i32),
+        succeeded: Some(s.succeeded as i32),
+        failed: Some(s.failed as i32),
+    }
+}
+
+/// A resource vector as a Kubernetes ResourceList.
+pub fn resource_list(r: &Resources) -> BTreeMap<String, Quantity> {
+    r.to_quantities()
+        .into_iter()
+        .map(|(k, v)| (k, Quantity(v)))
+        .collect()
+}
+
+/// The model's Queue status as the API object writes it.
+pub fn queue_status(s: &QueueStatus) -> caldera_api::QueueStatus {
+    caldera_api::QueueStatus {
+        state: Some(QueueState::from(if s.state.is_empty() {
+            "Open"
+        } else {
+            s.state.as_str()
+        })),
+        unknown: Some(s.unknown as i32),
+        pending: Some(s.pending as i32),
+        running: Some(s.running as i32),
+        inqueue: Some(s.inqueue as i32),
+        completed: Some(s.completed as i32),
+        allocated: Some(resource_list(&s.allocated)),
+        reservation: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_is_new_year_2026() {
+        assert_eq!(START.to_rfc3339(), "2026-01-01T00:00:00Z");
+    }
+}

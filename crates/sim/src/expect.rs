@@ -1,0 +1,415 @@
+//! `expect` steps: what a scenario says the cluster must look like, and the check that compares
+//! it with the store, reporting every mismatch as expected-versus-got.
+//!
+//! Only what an expectation names is checked. Quantities compare by value (`"8"` equals
+//! `8`, `1Gi` equals `1024Mi`); a resource an expectation names and the cluster lacks is 0.
+
+use crate::driver::Simulation;
+use crate::store::node_name;
+use caldera_model::{Resources, TaskStatus};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::{Deserialize, Deserializer};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// An `expect` step.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Expect {
+    /// PodGroup checks.
+    #[serde(default)]
+    pub pod_groups: Vec<PodGroupExpect>,
+    /// Pod checks.
+    #[serde(default)]
+    pub pods: Vec<PodExpect>,
+    /// Node checks.
+    #[serde(default)]
+    pub nodes: Vec<NodeExpect>,
+    /// Queue checks.
+    #[serde(default)]
+    pub queues: Vec<QueueExpect>,
+}
+
+/// What a PodGroup must look like.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodGroupExpect {
+    /// `namespace/name` (`name` alone means namespace `default`).
+    pub name: String,
+    /// Members with a node.
+    pub bound: Option<usize>,
+    /// `status.phase` (absent reads as `Pending`).
+    pub phase: Option<String>,
+    /// A condition that must be present.
+    pub condition: Option<ConditionExpect>,
+    /// The exact set of nodes its members are bound to.
+    pub nodes: Option<Vec<String>>,
+    /// At most this many distinct nodes.
+    pub max_nodes: Option<usize>,
+}
+
+/// A PodGroup condition that must be present.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConditionExpect {
+    /// `Scheduled` or `Unschedulable`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`/`False`; any when absent.
+    pub status: Option<String>,
+    /// Reason.
+    pub reason: Option<String>,
+    /// A substring of the message.
+    pub message_contains: Option<String>,
+}
+
+/// What a pod must look like.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodExpect {
+    /// `namespace/name` (`name` alone means namespace `default`).
+    pub name: String,
+    /// `Some(None)` (`node: null`): not bound; `Some(Some(n))`: bound to `n`.
+    #[serde(default, deserialize_with = "present")]
+    pub node: Option<Option<String>>,
+    /// `status.phase` (absent reads as `Pending`).
+    pub phase: Option<String>,
+    /// `status.reason`.
+    pub reason: Option<String>,
+    /// Reason of the `PodScheduled=False` condition.
+    pub condition_reason: Option<String>,
+}
+
+/// What a node must hold.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeExpect {
+    /// Node name.
+    pub name: String,
+    /// Σ requests of the pods bound there that have not finished, per named resource.
+    #[serde(default)]
+    pub allocated: BTreeMap<String, Quantity>,
+}
+
+/// What a queue must hold.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QueueExpect {
+    /// Queue name.
+    pub name: String,
+    /// Σ requests of the queue's members that hold a node, per named resource.
+    #[serde(default)]
+    pub allocated: BTreeMap<String, Quantity>,
+}
+
+/// Tells `node: null` (present, null) from an absent `node`.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// The outcome of one `expect`: how many checks ran, and a line per mismatch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// Checks made.
+    pub checks: usize,
+    /// `what: expected X, got Y` lines.
+    pub failures: Vec<String>,
+}
+
+impl Checked {
+    fn compare(&mut self, what: &str, expected: &str, got: &str) {
+        self.checks += 1;
+        if expected != got {
+            self.failures
+                .push(format!("{what}: expected {expected}, got {got}"));
+        }
+    }
+
+    fn fail(&mut self, line: String) {
+        self.checks += 1;
+        self.failures.push(line);
+    }
+}
+
+fn split_name(name: &str) -> (&str, &str) {
+    name.split_once('/').unwrap_or(("default", name))
+}
+
+/// Parses an expected ResourceList; the scenario loader has validated it.
+pub fn parse_allocated(list: &BTreeMap<String, Quantity>) -> Result<Resources, String> {
+    Resources::parse_list(list.iter().map(|(k, v)| (k.as_str(), v.0.as_str())))
+        .map_err(|(name, e)| format!("{name}: {e}"))
+}
+
+fn phase_of(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+/// How a pod's `PodScheduled` condition reads for a `conditionReason` check.
+fn condition_reason(pod: &Pod) -> String {
+    let cond = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
+    match cond {
+        None => "no PodScheduled condition".into(),
+        Some(c) if c.status == "False" => c.reason.clone().unwrap_or_default(),
+        Some(c) => format!("PodScheduled={}", c.status),
+    }
+}
+
+fn compare_resources(
+    out: &mut Checked,
+    what: &str,
+    expected: &Resources,
+    got: &Resources,
+    names: &[&String],
+) {
+    for name in names {
+        let (e, g) = (expected.get(name), got.get(name));
+        let f = |v| caldera_model::resources::format_value(name, v);
+        out.compare(&format!("{what} {name}"), &f(e), &f(g));
+    }
+}
+
+/// Checks `expect` against the simulation's current state.
+pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
+    let store = sim.store();
+    let mut out = Checked::default();
+
+    let mut members: BTreeMap<(String, String), Vec<&Pod>> = BTreeMap::new();
+    for pod in store.pods() {
+        if let Some(group) = caldera_cache::group_name(&pod.metadata) {
+            let ns = pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            members
+                .entry((ns, group.to_string()))
+                .or_default()
+                .push(pod);
+        }
+    }
+    for e in &expect.pod_groups {
+        let what = format!("podGroup {}", e.name);
+        let (ns, name) = split_name(&e.name);
+        let Some(pg) = store.podgroup(ns, name) else {
+            out.fail(format!("{what}: not found"));
+            continue;
+        };
+        let key = (ns.to_string(), name.to_string());
+        let pods = members.get(&key).map(Vec::as_slice).unwrap_or_default();
+        let nodes: BTreeSet<&str> = pods.iter().filter_map(|p| node_name(p)).collect();
+        let bound = pods.iter().filter(|p| node_name(p).is_some()).count();
+        if let Some(want) = e.bound {
+            out.compare(
+                &format!("{what} bound"),
+                &want.to_string(),
+                &bound.to_string(),
+            );
+        }
+        let status = pg.status.as_ref();
+        if let Some(want) = &e.phase {
+            let got = status
+                .and_then(|s| s.phase.as_ref())
+                .map(|p| p.as_str().to_string())
+                .unwrap_or_else(|| "Pending".into());
+            out.compare(&format!("{what} phase"), want, &got);
+        }
+        if let Some(want) = &e.condition {
+            let conditions = status
+                .and_then(|s| s.conditions.as_ref())
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let describe = |c: &caldera_api::PodGroupCondition| {
+                format!(
+                    "{}={} reason={} message={:?}",
+                    c.type_.as_ref().map(|t| t.as_str()).unwrap_or(""),
+                    c.status.as_ref().map(|s| s.as_str()).unwrap_or(""),
+                    c.reason.as_deref().unwrap_or(""),
+                    c.message.as_deref().unwrap_or("")
+                )
+            };
+            let found = conditions.iter().find(|c| {
+                c.type_.as_ref().is_some_and(|t| t.as_str() == want.type_)
+                    && want
+                        .status
+                        .as_ref()
+                        .is_none_or(|s| c.status.as_ref().is_some_and(|cs| cs.as_str() == s))
+            });
+            let mut expected = want.type_.clone();
+            if let Some(s) = &want.status {
+                expected = format!("{expected}={s}");
+            }
+            if let Some(r) = &want.reason {
+                expected = format!("{expected} reason={r}");
+            }
+            if let Some(m) = &want.message_contains {
+                expected = format!("{expected} message containing {m:?}");
+            }
+            let ok = found.is_some_and(|c| {
+                want.reason
+                    .as_ref()
+                    .is_none_or(|r| c.reason.as_deref() == Some(r))
+                    && want
+                        .message_contains
+                        .as_ref()
+                        .is_none_or(|m| c.message.as_deref().unwrap_or("").contains(m.as_str()))
+            });
+            out.checks += 1;
+            if !ok {
+                let got = if conditions.is_empty() {
+                    "no conditions".to_string()
+                } else {
+                    conditions
+                        .iter()
+                        .map(describe)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                };
+                out.failures
+                    .push(format!("{what} condition: expected {expected}, got {got}"));
+            }
+        }
+        if let Some(want) = &e.nodes {
+            let want: BTreeSet<&str> = want.iter().map(String::as_str).collect();
+            let show = |s: &BTreeSet<&str>| {
+                format!("[{}]", s.iter().copied().collect::<Vec<_>>().join(", "))
+            };
+            out.compare(&format!("{what} nodes"), &show(&want), &show(&nodes));
+        }
+        if let Some(max) = e.max_nodes {
+            out.checks += 1;
+            if nodes.len() > max {
+                out.failures.push(format!(
+                    "{what} maxNodes: expected at most {max}, got {} ({})",
+                    nodes.len(),
+                    nodes.iter().copied().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+    }
+
+    for e in &expect.pods {
+        let what = format!("pod {}", e.name);
+        let (ns, name) = split_name(&e.name);
+        let Some(pod) = store.pod(ns, name) else {
+            out.fail(format!("{what}: not found"));
+            continue;
+        };
+        if let Some(want) = &e.node {
+            let show = |n: Option<&str>| {
+                n.map(str::to_string)
+                    .unwrap_or_else(|| "null (not bound)".into())
+            };
+            out.compare(
+                &format!("{what} node"),
+                &show(want.as_deref()),
+                &show(node_name(pod)),
+            );
+        }
+        if let Some(want) = &e.phase {
+            out.compare(&format!("{what} phase"), want, phase_of(pod));
+        }
+        if let Some(want) = &e.reason {
+            let got = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.reason.as_deref())
+                .unwrap_or("no reason");
+            out.compare(&format!("{what} reason"), want, got);
+        }
+        if let Some(want) = &e.condition_reason {
+            out.compare(
+                &format!("{what} conditionReason"),
+                want,
+                &condition_reason(pod),
+            );
+        }
+    }
+
+    if !expect.nodes.is_empty() {
+        let usage = crate::invariants::node_usage(store);
+        for e in &expect.nodes {
+            let what = format!("node {}", e.name);
+            if store.node(&e.name).is_none() {
+                out.fail(format!("{what}: not found"));
+                continue;
+            }
+            let expected = match parse_allocated(&e.allocated) {
+                Ok(r) => r,
+                Err(msg) => {
+                    out.fail(format!("{what} allocated: {msg}"));
+                    continue;
+                }
+            };
+            let got = usage
+                .get(&e.name)
+                .map(|(r, _)| r.clone())
+                .unwrap_or_default();
+            let names: Vec<&String> = e.allocated.keys().collect();
+            compare_resources(
+                &mut out,
+                &format!("{what} allocated"),
+                &expected,
+                &got,
+                &names,
+            );
+        }
+    }
+
+    if !expect.queues.is_empty() {
+        let allocated = queue_allocated(sim);
+        for e in &expect.queues {
+            let what = format!("queue {}", e.name);
+            let expected = match parse_allocated(&e.allocated) {
+                Ok(r) => r,
+                Err(msg) => {
+                    out.fail(format!("{what} allocated: {msg}"));
+                    continue;
+                }
+            };
+            let Some(got) = allocated.get(e.name.as_str()) else {
+                out.fail(format!("{what}: not found"));
+                continue;
+            };
+            let names: Vec<&String> = e.allocated.keys().collect();
+            compare_resources(
+                &mut out,
+                &format!("{what} allocated"),
+                &expected,
+                got,
+                &names,
+            );
+        }
+    }
+    out
+}
+
+/// Σ requests of each queue's members that hold a node (not finished), from a fresh snapshot;
+/// every queue the snapshot knows is present, at zero if it holds nothing.
+pub fn queue_allocated(sim: &Simulation) -> BTreeMap<String, Resources> {
+    let snap = sim.snapshot();
+    let mut out: BTreeMap<String, Resources> = snap
+        .queues
+        .iter()
+        .map(|q| (q.name.to_string(), Resources::new()))
+        .collect();
+    for job in &snap.jobs {
+        let entry = out.entry(job.queue.to_string()).or_default();
+        for &t in &job.tasks {
+            let task = &snap.tasks[t];
+            let holds = task.node.is_some()
+                && !matches!(task.status, TaskStatus::Succeeded | TaskStatus::Failed);
+            if holds {
+                entry.add(&task.request);
+            }
+        }
+    }
+    out
+}

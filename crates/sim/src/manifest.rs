@@ -1,0 +1,390 @@
+//! Reading Kubernetes manifests: multi-document YAML into typed objects, with errors that name
+//! the file, the document and the field path.
+//!
+//! Only the kinds the scheduler looks at are kept (Node, Pod, PodGroup, Queue, PriorityClass,
+//! Namespace). Workload kinds whose pods a controller would create (Deployment, Job,
+//! StatefulSet, ...) are skipped with one notice per kind, since no controllers run in the
+//! simulator; other kinds are skipped with a notice that they do not affect scheduling.
+
+use crate::error::{Error, Origin, Result};
+use caldera_api::{PodGroup, Queue};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// A kind the simulator keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// `v1` Namespace.
+    Namespace,
+    /// `scheduling.k8s.io/v1` PriorityClass.
+    PriorityClass,
+    /// `scheduling.volcano.sh/v1beta1` Queue.
+    Queue,
+    /// `v1` Node.
+    Node,
+    /// `scheduling.volcano.sh/v1beta1` PodGroup.
+    PodGroup,
+    /// `v1` Pod.
+    Pod,
+}
+
+impl Kind {
+    /// Every kept kind.
+    pub const ALL: [Kind; 6] = [
+        Kind::Namespace,
+        Kind::PriorityClass,
+        Kind::Queue,
+        Kind::Node,
+        Kind::PodGroup,
+        Kind::Pod,
+    ];
+
+    /// The `kind` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Namespace => "Namespace",
+            Kind::PriorityClass => "PriorityClass",
+            Kind::Queue => "Queue",
+            Kind::Node => "Node",
+            Kind::PodGroup => "PodGroup",
+            Kind::Pod => "Pod",
+        }
+    }
+
+    /// The API group (empty for the core group).
+    pub fn group(self) -> &'static str {
+        match self {
+            Kind::Namespace | Kind::Node | Kind::Pod => "",
+            Kind::PriorityClass => "scheduling.k8s.io",
+            Kind::Queue | Kind::PodGroup => "scheduling.volcano.sh",
+        }
+    }
+
+    /// Whether objects of this kind live in a namespace.
+    pub fn namespaced(self) -> bool {
+        matches!(self, Kind::Pod | Kind::PodGroup)
+    }
+
+    /// Parses a `kind` value (case-insensitively, as kubectl does for delete).
+    pub fn parse(kind: &str) -> Option<Kind> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.as_str().eq_ignore_ascii_case(kind))
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An object of a kept kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object {
+    /// A Namespace.
+    Namespace(Namespace),
+    /// A PriorityClass.
+    PriorityClass(PriorityClass),
+    /// A Queue.
+    Queue(Queue),
+    /// A Node.
+    Node(Node),
+    /// A PodGroup.
+    PodGroup(PodGroup),
+    /// A Pod.
+    Pod(Pod),
+}
+
+impl Object {
+    /// The kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Object::Namespace(_) => Kind::Namespace,
+            Object::PriorityClass(_) => Kind::PriorityClass,
+            Object::Queue(_) => Kind::Queue,
+            Object::Node(_) => Kind::Node,
+            Object::PodGroup(_) => Kind::PodGroup,
+            Object::Pod(_) => Kind::Pod,
+        }
+    }
+
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            Object::Namespace(o) => &o.metadata,
+            Object::PriorityClass(o) => &o.metadata,
+            Object::Queue(o) => &o.metadata,
+            Object::Node(o) => &o.metadata,
+            Object::PodGroup(o) => &o.metadata,
+            Object::Pod(o) => &o.metadata,
+        }
+    }
+
+    /// `metadata.name` (empty when missing; parsing rejects that).
+    pub fn name(&self) -> &str {
+        self.meta().name.as_deref().unwrap_or("")
+    }
+
+    /// `Kind ns/name` or `Kind name`, for messages.
+    pub fn describe(&self) -> String {
+        match (&self.meta().namespace, self.kind().namespaced()) {
+            (Some(ns), true) => format!("{} {ns}/{}", self.kind(), self.name()),
+            (None, true) => format!("{} default/{}", self.kind(), self.name()),
+            _ => format!("{} {}", self.kind(), self.name()),
+        }
+    }
+}
+
+/// Kinds whose pods a controller would make: the simulator runs no controllers.
+const WORKLOAD_KINDS: [&str; 16] = [
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "ReplicationController",
+    "PyTorchJob",
+    "TFJob",
+    "MPIJob",
+    "XGBoostJob",
+    "PaddleJob",
+    "JobSet",
+    "LeaderWorkerSet",
+    "RayJob",
+    "RayCluster",
+];
+
+/// The message for a skipped workload kind.
+pub const NOT_SIMULATED: &str = "not simulated: no controllers run here; give the Pods";
+
+/// Notices about skipped kinds, each kind reported once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Notices {
+    seen: BTreeSet<String>,
+    /// The notices, in the order first met.
+    pub messages: Vec<String>,
+}
+
+impl Notices {
+    fn skip(&mut self, origin: &Origin, kind: &str, api_version: &str) {
+        if !self.seen.insert(format!("{api_version}/{kind}")) {
+            return;
+        }
+        let why = if WORKLOAD_KINDS.contains(&kind) || kind.ends_with("Job") {
+            NOT_SIMULATED
+        } else {
+            "ignored: does not affect scheduling"
+        };
+        self.messages
+            .push(format!("{origin}: {kind} ({api_version}): {why}"));
+    }
+}
+
+/// Objects read from one stream, each with where it came from.
+#[derive(Debug, Clone, Default)]
+pub struct Manifests {
+    /// The objects, in input order.
+    pub objects: Vec<(Origin, Object)>,
+    /// Skipped kinds.
+    pub notices: Notices,
+}
+
+/// Reads a multi-document YAML stream of manifests. `file` names it in errors (`-` for stdin).
+/// Empty documents are skipped; `v1` `List` objects are expanded.
+pub fn parse_stream(text: &str, file: &str) -> Result<Manifests> {
+    let mut out = Manifests::default();
+    for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let origin = Origin::new(file, i + 1);
+        let value = Value::deserialize(document).map_err(|e| Error::Syntax {
+            origin: origin.clone(),
+            message: e.to_string(),
+        })?;
+        parse_value(value, &origin, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Reads one object (or a `List`) given as a YAML value found at `origin`, adding it to `out`.
+pub fn parse_value(mut value: Value, origin: &Origin, out: &mut Manifests) -> Result<()> {
+    if value.is_null() {
+        return Ok(());
+    }
+    value.apply_merge().map_err(|e| Error::Invalid {
+        origin: origin.clone(),
+        message: e.to_string(),
+    })?;
+    let field = |name: &str| -> Result<String> {
+        match value.get(name) {
+            Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+            Some(_) => Err(Error::Invalid {
+                origin: origin.at(name),
+                message: "expected a non-empty string".into(),
+            }),
+            None => Err(Error::Invalid {
+                origin: origin.at(name),
+                message: "missing".into(),
+            }),
+        }
+    };
+    if !value.is_mapping() {
+        return Err(Error::Invalid {
+            origin: origin.clone(),
+            message: "expected a Kubernetes object (a mapping with apiVersion and kind)".into(),
+        });
+    }
+    let kind_name = field("kind")?;
+    let api_version = field("apiVersion")?;
+    if kind_name == "List" {
+        let items = match value.get("items") {
+            Some(Value::Sequence(items)) => items.clone(),
+            _ => Vec::new(),
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            parse_value(item, &origin.at(&format!("items[{i}]")), out)?;
+        }
+        return Ok(());
+    }
+    let Some(kind) = Kind::parse(&kind_name).filter(|k| k.as_str() == kind_name) else {
+        out.notices.skip(origin, &kind_name, &api_version);
+        return Ok(());
+    };
+    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    if group != kind.group() {
+        out.notices.skip(origin, &kind_name, &api_version);
+        return Ok(());
+    }
+    let object = match kind {
+        Kind::Namespace => Object::Namespace(typed(value, origin)?),
+        Kind::PriorityClass => Object::PriorityClass(typed(value, origin)?),
+        Kind::Queue => Object::Queue(typed(value, origin)?),
+        Kind::Node => Object::Node(typed(value, origin)?),
+        Kind::PodGroup => Object::PodGroup(typed(value, origin)?),
+        Kind::Pod => Object::Pod(typed(value, origin)?),
+    };
+    if object.name().is_empty() {
+        return Err(Error::Invalid {
+            origin: origin.at("metadata.name"),
+            message: "missing".into(),
+        });
+    }
+    validate(&object).map_err(|source| Error::Object {
+        origin: origin.clone(),
+        source,
+    })?;
+    out.objects.push((origin.clone(), object));
+    Ok(())
+}
+
+/// Deserializes `value` as `T`, naming the field path on error.
+pub fn typed<T: DeserializeOwned>(value: Value, origin: &Origin) -> Result<T> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        Error::Invalid {
+            origin: origin.at(if path == "." { "" } else { &path }),
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+/// Converts the object the way the scheduler will, so bad content fails at load time with the
+/// field named, not in the middle of a run.
+pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
+    match object {
+        Object::Namespace(_) => Ok(()),
+        Object::PriorityClass(pc) => caldera_cache::priority_class(pc).map(drop),
+        Object::Queue(q) => caldera_cache::queue(q).map(drop),
+        Object::Node(n) => caldera_cache::node(n).map(drop),
+        Object::PodGroup(pg) => caldera_cache::GroupInfo::try_from(pg).map(drop),
+        Object::Pod(p) => caldera_cache::PodInfo::try_from(p).map(drop),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_kept_kinds_and_skips_the_rest_once_per_kind() {
+        let text = "\
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+---
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d1}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d2}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c}
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p}
+  spec: {containers: [{name: main, resources: {limits: {nvidia.com/gpu: 1}}}]}
+";
+        let m = parse_stream(text, "in.yaml").unwrap();
+        let got: Vec<_> = m
+            .objects
+            .iter()
+            .map(|(o, obj)| (o.to_string(), obj.describe()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("in.yaml: document 1".to_string(), "Node n1".to_string()),
+                (
+                    "in.yaml: document 6: items[0]".to_string(),
+                    "Pod default/p".to_string()
+                ),
+            ]
+        );
+        assert_eq!(
+            m.notices.messages,
+            [
+                format!("in.yaml: document 3: Deployment (apps/v1): {NOT_SIMULATED}"),
+                "in.yaml: document 5: ConfigMap (v1): ignored: does not affect scheduling"
+                    .to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_name_file_document_and_field() {
+        let shape = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: q}\nspec:\n  containers: {name: main}\n";
+        let err = parse_stream(shape, "bad.yaml").unwrap_err().to_string();
+        assert!(
+            err.starts_with("bad.yaml: document 2: spec.containers: invalid type"),
+            "{err}"
+        );
+
+        let quantity = "apiVersion: v1\nkind: Pod\nmetadata: {name: q}\nspec:\n  containers:\n  - name: main\n    resources: {requests: {cpu: abc}}\n";
+        let err = parse_stream(quantity, "bad.yaml").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "bad.yaml: document 1: pod default/q: spec.containers[0].resources.requests.cpu: invalid quantity \"abc\": no digits"
+        );
+
+        let syntax = "apiVersion: v1\nkind: [Pod\n";
+        let err = parse_stream(syntax, "-").unwrap_err().to_string();
+        assert!(err.starts_with("-: document 1: YAML syntax error"), "{err}");
+
+        let no_kind = "apiVersion: v1\nmetadata: {name: x}\n";
+        let err = parse_stream(no_kind, "f").unwrap_err().to_string();
+        assert_eq!(err, "f: document 1: kind: missing");
+    }
+}

@@ -1,0 +1,582 @@
+//! The in-memory object store: behaves like the API server for what the scheduler can see.
+//!
+//! - Create fills defaults as the API server and its admission plugins would: namespace
+//!   `default`, a uid (deterministic, from a counter), `creationTimestamp` = the virtual
+//!   clock, pod `schedulerName: default-scheduler`, container requests from limits, pod
+//!   `spec.priority` from its PriorityClass (or the global default), pod phase `Pending`.
+//! - Apply of an existing object is an update: metadata and spec are replaced (uid and
+//!   creation time kept; a pod keeps its `spec.nodeName` unless the new spec sets one, as
+//!   `kubectl apply` would); status is kept unless the new object gives one.
+//! - Binds set `spec.nodeName` and `PodScheduled=True`; status writes replace status only.
+//!
+//! Every write goes through to a [`ClusterIndex`], the same index the live scheduler keeps,
+//! so a snapshot here is built exactly as it is in a cluster.
+
+use crate::manifest::{Kind, Object};
+use caldera_api::{PodGroup, Queue};
+use caldera_cache::{ClusterIndex, SnapshotOptions};
+use caldera_model::{Snapshot, Time};
+use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodCondition, PodStatus};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KubeTime};
+use std::collections::BTreeMap;
+
+/// Converts a model time to a Kubernetes timestamp (`None` only for times outside the years
+/// -9999..=9999, which a virtual clock starting in 2026 never reaches).
+pub fn kube_time(t: Time) -> Option<KubeTime> {
+    k8s_openapi::jiff::Timestamp::from_millisecond(t.0)
+        .ok()
+        .map(KubeTime)
+}
+
+/// What an apply did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// A new object.
+    Created,
+    /// An existing object changed.
+    Updated,
+    /// An existing object, already equal.
+    Unchanged,
+}
+
+/// Why a bind did not land (the API server would answer 409 or 404).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    /// No such pod.
+    #[error("pod {0} not found")]
+    NotFound(String),
+    /// The pod was re-created under the same name since the snapshot.
+    #[error("pod {0} has another uid")]
+    UidMismatch(String),
+    /// Already bound.
+    #[error("pod {pod} is already bound to {node}")]
+    AlreadyBound {
+        /// The pod.
+        pod: String,
+        /// Its node.
+        node: String,
+    },
+}
+
+type Key = (String, String);
+
+/// The objects of a simulated cluster.
+#[derive(Debug, Default)]
+pub struct Store {
+    namespaces: BTreeMap<String, Namespace>,
+    priority_classes: BTreeMap<String, PriorityClass>,
+    queues: BTreeMap<String, Queue>,
+    nodes: BTreeMap<String, Node>,
+    podgroups: BTreeMap<Key, PodGroup>,
+    pods: BTreeMap<Key, Pod>,
+    index: ClusterIndex,
+    next_uid: u64,
+    generation: u64,
+}
+
+fn ns_of(meta: &ObjectMeta) -> String {
+    meta.namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "default".to_string())
+}
+
+fn name_of(meta: &ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
+}
+
+impl Store {
+    /// An empty cluster.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bumped by every write that changed something; equal generations mean equal content.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The index kept in step with the objects.
+    pub fn index(&self) -> &ClusterIndex {
+        &self.index
+    }
+
+    /// A snapshot, as the scheduler would take it.
+    pub fn snapshot(&self, opts: &SnapshotOptions) -> Snapshot {
+        self.index.snapshot(opts)
+    }
+
+    /// Pods, by namespace then name.
+    pub fn pods(&self) -> impl Iterator<Item = &Pod> {
+        self.pods.values()
+    }
+
+    /// Nodes, by name.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.values()
+    }
+
+    /// PodGroups, by namespace then name.
+    pub fn podgroups(&self) -> impl Iterator<Item = &PodGroup> {
+        self.podgroups.values()
+    }
+
+    /// Queues, by name.
+    pub fn queues(&self) -> impl Iterator<Item = &Queue> {
+        self.queues.values()
+    }
+
+    /// The pod `namespace/name`.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Pod> {
+        self.pods.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The PodGroup `namespace/name`.
+    pub fn podgroup(&self, namespace: &str, name: &str) -> Option<&PodGroup> {
+        self.podgroups
+            .get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The node `name`.
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    /// The queue `name`.
+    pub fn queue(&self, name: &str) -> Option<&Queue> {
+        self.queues.get(name)
+    }
+
+    fn fresh_meta(&mut self, meta: &mut ObjectMeta, namespaced: bool, now: Time) {
+        if namespaced {
+            meta.namespace = Some(ns_of(meta));
+        } else {
+            meta.namespace = None;
+        }
+        self.next_uid += 1;
+        meta.uid = Some(format!("00000000-0000-4000-8000-{:012x}", self.next_uid));
+        meta.creation_timestamp = kube_time(now);
+        meta.resource_version = None;
+        meta.generation = None;
+    }
+
+    /// Keeps the server-owned fields of `old` in `new`.
+    fn keep_meta(new: &mut ObjectMeta, old: &ObjectMeta) {
+        new.namespace = old.namespace.clone();
+        new.uid = old.uid.clone();
+        new.creation_timestamp = old.creation_timestamp.clone();
+        if new.deletion_timestamp.is_none() {
+            new.deletion_timestamp = old.deletion_timestamp.clone();
+        }
+    }
+
+    /// Creates or updates an object. Content the scheduler's conversion rejects (a malformed
+    /// quantity) is refused, as API-server validation would, and nothing changes.
+    pub fn apply(&mut self, object: Object, now: Time) -> Result<Applied, caldera_cache::Error> {
+        crate::manifest::validate(&object)?;
+        let applied = match object {
+            Object::Namespace(mut o) => {
+                let name = name_of(&o.metadata);
+                match self.namespaces.get(&name) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        if o.status.is_none() {
+                            o.status = old.status.clone();
+                        }
+                    }
+                    None => self.fresh_meta(&mut o.metadata, false, now),
+                }
+                replace(&mut self.namespaces, name, o)
+            }
+            Object::PriorityClass(mut o) => {
+                let name = name_of(&o.metadata);
+                match self.priority_classes.get(&name) {
+                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
+                    None => self.fresh_meta(&mut o.metadata, false, now),
+                }
+                self.index.apply_priority_class(&o)?;
+                replace(&mut self.priority_classes, name, o)
+            }
+            Object::Queue(mut o) => {
+                let name = name_of(&o.metadata);
+                match self.queues.get(&name) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        if o.status.is_none() {
+                            o.status = old.status.clone();
+                        }
+                    }
+                    None => self.fresh_meta(&mut o.metadata, false, now),
+                }
+                self.index.apply_queue(&o)?;
+                replace(&mut self.queues, name, o)
+            }
+            Object::Node(mut o) => {
+                let name = name_of(&o.metadata);
+                match self.nodes.get(&name) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        if o.status.is_none() {
+                            o.status = old.status.clone();
+                        }
+                    }
+                    None => self.fresh_meta(&mut o.metadata, false, now),
+                }
+                self.index.apply_node(&o)?;
+                replace(&mut self.nodes, name, o)
+            }
+            Object::PodGroup(mut o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                match self.podgroups.get(&key) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        if o.status.is_none() {
+                            o.status = old.status.clone();
+                        }
+                    }
+                    None => self.fresh_meta(&mut o.metadata, true, now),
+                }
+                self.index.apply_podgroup(&o)?;
+                replace(&mut self.podgroups, key, o)
+            }
+            Object::Pod(mut o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                match self.pods.get(&key) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        let old_spec = old.spec.clone().unwrap_or_default();
+                        let spec = o.spec.get_or_insert_with(Default::default);
+                        if spec.node_name.is_none() {
+                            spec.node_name = old_spec.node_name;
+                        }
+                        if spec.priority.is_none() {
+                            spec.priority = old_spec.priority;
+                        }
+                        if o.status.is_none() {
+                            o.status = old.status.clone();
+                        }
+                    }
+                    None => {
+                        self.fresh_meta(&mut o.metadata, true, now);
+                        self.admit_priority(&mut o);
+                        if o.status.is_none() {
+                            o.status = Some(PodStatus {
+                                phase: Some("Pending".into()),
+                                ..Default::default()
+                            });
+                        }
+                    }
+                }
+                default_pod_spec(&mut o);
+                self.index.apply_pod(&o)?;
+                replace(&mut self.pods, key, o)
+            }
+        };
+        if applied != Applied::Unchanged {
+            self.generation += 1;
+        }
+        Ok(applied)
+    }
+
+    /// The Priority admission plugin: a pod without `spec.priority` gets its class's value, or
+    /// the global default class (name and value) when it names none. A class that does not
+    /// exist yet is left for the scheduler to resolve later instead of rejecting the pod, so
+    /// the order of objects in a manifest does not matter.
+    fn admit_priority(&self, pod: &mut Pod) {
+        let Some(spec) = pod.spec.as_mut() else {
+            return;
+        };
+        if spec.priority.is_some() {
+            return;
+        }
+        match spec.priority_class_name.as_deref() {
+            Some(name) => {
+                if let Some(pc) = self.priority_classes.get(name) {
+                    spec.priority = Some(pc.value.unwrap_or(0));
+                }
+            }
+            None => {
+                let default = self
+                    .priority_classes
+                    .values()
+                    .filter(|pc| pc.global_default == Some(true))
+                    .max_by_key(|pc| pc.value.unwrap_or(0));
+                if let Some(pc) = default {
+                    spec.priority_class_name = pc.metadata.name.clone();
+                    spec.priority = Some(pc.value.unwrap_or(0));
+                }
+            }
+        }
+    }
+
+    /// Deletes an object at once (no grace period: no kubelet would confirm it). Returns
+    /// whether it existed.
+    pub fn delete(&mut self, kind: Kind, namespace: Option<&str>, name: &str) -> bool {
+        let ns = namespace.unwrap_or("default").to_string();
+        let key = (ns.clone(), name.to_string());
+        let existed = match kind {
+            Kind::Namespace => self.namespaces.remove(name).is_some(),
+            Kind::PriorityClass => {
+                self.index.delete_priority_class(name);
+                self.priority_classes.remove(name).is_some()
+            }
+            Kind::Queue => {
+                self.index.delete_queue(name);
+                self.queues.remove(name).is_some()
+            }
+            Kind::Node => {
+                self.index.delete_node(name);
+                self.nodes.remove(name).is_some()
+            }
+            Kind::PodGroup => {
+                self.index.delete_podgroup(&ns, name);
+                self.podgroups.remove(&key).is_some()
+            }
+            Kind::Pod => {
+                self.index.delete_pod(&ns, name);
+                self.pods.remove(&key).is_some()
+            }
+        };
+        if existed {
+            self.generation += 1;
+        }
+        existed
+    }
+
+    /// Writes a pod and re-indexes it. The pod converted when it was stored, and the fields
+    /// the callers change (nodeName, conditions, phase) cannot make conversion fail, so an
+    /// error here would be a bug in this file; it is ignored rather than aborting a run.
+    fn put_pod(&mut self, key: Key, pod: Pod) {
+        let _ = self.index.apply_pod(&pod);
+        self.pods.insert(key, pod);
+        self.generation += 1;
+    }
+
+    /// Binds a pod, as `pods/binding` does: sets `spec.nodeName` and `PodScheduled=True`.
+    pub fn bind(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        node: &str,
+        now: Time,
+    ) -> Result<(), BindError> {
+        let key = (namespace.to_string(), name.to_string());
+        let id = format!("{namespace}/{name}");
+        let mut pod = self
+            .pods
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| BindError::NotFound(id.clone()))?;
+        if pod.metadata.uid.as_deref() != Some(uid) {
+            return Err(BindError::UidMismatch(id));
+        }
+        let spec = pod.spec.get_or_insert_with(Default::default);
+        if let Some(bound) = &spec.node_name {
+            return Err(BindError::AlreadyBound {
+                pod: id,
+                node: bound.clone(),
+            });
+        }
+        spec.node_name = Some(node.to_string());
+        set_condition(&mut pod, "PodScheduled", "True", None, None, now);
+        self.put_pod(key, pod);
+        Ok(())
+    }
+
+    /// Sets `PodScheduled=False` with `reason` and `message` on an unbound pod whose uid
+    /// matches. Returns whether anything changed.
+    pub fn set_unschedulable(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        reason: &str,
+        message: &str,
+        now: Time,
+    ) -> bool {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(mut pod) = self.pods.get(&key).cloned() else {
+            return false;
+        };
+        if pod.metadata.uid.as_deref() != Some(uid) || node_name(&pod).is_some() {
+            return false;
+        }
+        let before = pod.status.clone();
+        set_condition(
+            &mut pod,
+            "PodScheduled",
+            "False",
+            Some(reason),
+            Some(message),
+            now,
+        );
+        if pod.status == before {
+            return false;
+        }
+        self.put_pod(key, pod);
+        true
+    }
+
+    /// Marks an unbound pod Failed with `reason` and `message` (the gang timeout). Returns
+    /// whether anything changed.
+    pub fn fail_pod(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        reason: &str,
+        message: &str,
+    ) -> bool {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(mut pod) = self.pods.get(&key).cloned() else {
+            return false;
+        };
+        if pod.metadata.uid.as_deref() != Some(uid) || node_name(&pod).is_some() {
+            return false;
+        }
+        let status = pod.status.get_or_insert_with(Default::default);
+        if status.phase.as_deref() == Some("Failed") {
+            return false;
+        }
+        status.phase = Some("Failed".into());
+        status.reason = Some(reason.to_string());
+        status.message = Some(message.to_string());
+        self.put_pod(key, pod);
+        true
+    }
+
+    /// Sets the phase of a pod (acting as its kubelet). Returns whether anything changed.
+    pub fn set_phase(&mut self, namespace: &str, name: &str, phase: &str) -> bool {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(mut pod) = self.pods.get(&key).cloned() else {
+            return false;
+        };
+        let status = pod.status.get_or_insert_with(Default::default);
+        if status.phase.as_deref() == Some(phase) {
+            return false;
+        }
+        status.phase = Some(phase.to_string());
+        self.put_pod(key, pod);
+        true
+    }
+
+    /// Replaces a PodGroup's status. Returns whether anything changed.
+    pub fn set_podgroup_status(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        status: caldera_api::PodGroupStatus,
+    ) -> bool {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(mut pg) = self.podgroups.get(&key).cloned() else {
+            return false;
+        };
+        if pg.status.as_ref() == Some(&status) {
+            return false;
+        }
+        pg.status = Some(status);
+        // Converted when stored; a status built from the model converts as well.
+        let _ = self.index.apply_podgroup(&pg);
+        self.podgroups.insert(key, pg);
+        self.generation += 1;
+        true
+    }
+
+    /// Replaces a Queue's status. Returns whether anything changed.
+    pub fn set_queue_status(&mut self, name: &str, status: caldera_api::QueueStatus) -> bool {
+        let Some(mut q) = self.queues.get(name).cloned() else {
+            return false;
+        };
+        if q.status.as_ref() == Some(&status) {
+            return false;
+        }
+        q.status = Some(status);
+        // Converted when stored; a status built from the model converts as well.
+        let _ = self.index.apply_queue(&q);
+        self.queues.insert(name.to_string(), q);
+        self.generation += 1;
+        true
+    }
+}
+
+/// Inserts `value`, telling whether it was new, changed or equal.
+fn replace<K: Ord, V: PartialEq>(map: &mut BTreeMap<K, V>, key: K, value: V) -> Applied {
+    let applied = match map.get(&key) {
+        None => Applied::Created,
+        Some(old) if *old == value => return Applied::Unchanged,
+        Some(_) => Applied::Updated,
+    };
+    map.insert(key, value);
+    applied
+}
+
+/// `spec.nodeName`, if set.
+pub fn node_name(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+/// API-server defaulting of a pod spec: `schedulerName` and container requests from limits.
+fn default_pod_spec(pod: &mut Pod) {
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
+        spec.scheduler_name = Some("default-scheduler".into());
+    }
+    let default_requests = |c: &mut Container| {
+        let Some(res) = c.resources.as_mut() else {
+            return;
+        };
+        let Some(limits) = res.limits.clone() else {
+            return;
+        };
+        let requests = res.requests.get_or_insert_with(Default::default);
+        for (name, q) in limits {
+            requests.entry(name).or_insert(q);
+        }
+    };
+    spec.containers.iter_mut().for_each(default_requests);
+    spec.init_containers
+        .iter_mut()
+        .flatten()
+        .for_each(default_requests);
+}
+
+/// Sets the pod condition `type_` to `status`; the transition time moves only when the status
+/// changes, as in Kubernetes.
+fn set_condition(
+    pod: &mut Pod,
+    type_: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+    now: Time,
+) {
+    let conditions = pod
+        .status
+        .get_or_insert_with(Default::default)
+        .conditions
+        .get_or_insert_with(Vec::new);
+    let fresh = PodCondition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.map(str::to_string),
+        message: message.map(str::to_string),
+        last_transition_time: kube_time(now),
+        ..Default::default()
+    };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status == status {
+                c.reason = fresh.reason;
+                c.message = fresh.message;
+            } else {
+                *c = fresh;
+            }
+        }
+        None => conditions.push(fresh),
+    }
+}

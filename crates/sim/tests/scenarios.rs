@@ -1,0 +1,64 @@
+//! Runs every scenario in `scenarios/` (one test each) with the real scheduler.
+
+use std::path::{Path, PathBuf};
+
+fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
+}
+
+fn check(relative: &str) {
+    let path = scenarios_dir().join(relative);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let scenario = caldera_sim::scenario::load(&text, &format!("scenarios/{relative}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (outcome, _) = scenario.run().unwrap_or_else(|e| panic!("{e}"));
+    assert!(outcome.passed(), "\n{outcome}");
+}
+
+macro_rules! scenarios {
+    ($($test:ident => $file:literal),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                check($file);
+            }
+        )*
+
+        /// Every scenario file has a test above, so none is skipped silently.
+        #[test]
+        fn every_scenario_file_has_a_test() {
+            let listed: std::collections::BTreeSet<&str> = [$($file),*].into_iter().collect();
+            let mut missing = Vec::new();
+            let mut dirs = vec![scenarios_dir()];
+            while let Some(dir) = dirs.pop() {
+                for entry in std::fs::read_dir(&dir).unwrap() {
+                    let path = entry.unwrap().path();
+                    if path.is_dir() {
+                        dirs.push(path);
+                    } else if path.extension().is_some_and(|e| e == "yaml") {
+                        let rel = path.strip_prefix(scenarios_dir()).unwrap().to_string_lossy().replace('\\', "/");
+                        if !listed.contains(rel.as_str()) {
+                            missing.push(rel);
+                        }
+                    }
+                }
+            }
+            assert!(missing.is_empty(), "scenarios without a test: {missing:?}");
+        }
+    };
+}
+
+scenarios! {
+    binpack_keeps_nodes_whole => "binpack-keeps-nodes-whole.yaml",
+    enqueue_admission => "enqueue-admission.yaml",
+    gang_spreads_without_topology => "gang-spreads-without-topology.yaml",
+    gang_timeout => "gang-timeout.yaml",
+    podgroup_arrives_late => "podgroup-arrives-late.yaml",
+    predicates_basic => "predicates-basic.yaml",
+    priority_first => "priority-first.yaml",
+    queue_weighted_share => "queue-weighted-share.yaml",
+    scheduling_gates => "scheduling-gates.yaml",
+    seed1_partial_gang => "seed1-partial-gang.yaml",
+    seed2_fragmentation => "seed2-fragmentation.yaml",
+    seed2_no_deadlock => "seed2-no-deadlock.yaml",
+}
