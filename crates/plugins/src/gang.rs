@@ -74,6 +74,9 @@ impl Plugin for Gang {
 
     fn job_ready(&self, state: &State, job: usize) -> Option<bool> {
         let j = &state.jobs[job];
+        if j.min_task_member.is_empty() {
+            return Some(state.ready_count(job) >= j.min_member);
+        }
         let (ready, roles) = role_counts(state, job, |t| t.status.is_ready());
         Some(
             ready >= j.min_member

@@ -68,7 +68,11 @@ fn group_spec() -> impl Strategy<Value = GroupSpec> {
         ),
     )
         .prop_map(
-            |((min, members, gpus, cpu), (queue, priority, gated), (topology, tolerate, zone, min_gpus))| {
+            |(
+                (min, members, gpus, cpu),
+                (queue, priority, gated),
+                (topology, tolerate, zone, min_gpus),
+            )| {
                 GroupSpec {
                     min,
                     members,
@@ -115,7 +119,12 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
                 }
                 c = c.node(b);
                 if n.busy_gpus > 0 {
-                    c = c.pod(pod("other", &format!("busy-{i}")).gpus(n.busy_gpus).on(&name).foreign());
+                    c = c.pod(
+                        pod("other", &format!("busy-{i}"))
+                            .gpus(n.busy_gpus)
+                            .on(&name)
+                            .foreign(),
+                    );
                 }
             }
             for (i, g) in groups.iter().enumerate() {

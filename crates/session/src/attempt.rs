@@ -25,8 +25,8 @@ pub fn attempt(
     wanted: &dyn Fn(&caldera_model::Task) -> bool,
 ) -> Attempt {
     let tasks: Vec<usize> = ssn
-        .ordered_pending(job)
-        .into_iter()
+        .state
+        .pending_tasks(job)
         .filter(|&t| wanted(&ssn.state.tasks[t]))
         .collect();
     if tasks.is_empty() {
@@ -34,6 +34,7 @@ pub fn attempt(
     }
     ssn.stats.attempts += 1;
     if ssn.job_ready(job) {
+        let tasks = ssn.order_tasks(job, tasks);
         return place_gang(ssn, job, &tasks[..1], &mut Placement::default(), None)
             .map(Attempt::Placed)
             .unwrap_or(Attempt::Held);
@@ -55,6 +56,7 @@ pub fn attempt(
             }
         }
     }
+    let tasks = ssn.order_tasks(job, tasks);
     let result = match ssn.state.jobs[job].topology.clone() {
         Some(topo) => place_in_topology(ssn, job, &tasks, need, &topo),
         None => place_gang(ssn, job, &tasks, &mut Placement::default(), None),

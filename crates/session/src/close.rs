@@ -82,11 +82,11 @@ pub fn close(ssn: &Session) -> Plan {
             let Some((reason, message)) = &v.pod_reason else {
                 continue;
             };
-            let want = PendingReason {
-                reason: reason.to_string(),
-                message: message.clone(),
-            };
-            if t.pending_reason.as_ref() != Some(&want) {
+            let unchanged = t
+                .pending_reason
+                .as_ref()
+                .is_some_and(|p| p.reason == *reason && p.message == *message);
+            if !unchanged {
                 plan.events.push(Event {
                     object: EventObject::Pod,
                     namespace: t.namespace.clone(),
@@ -100,8 +100,8 @@ pub fn close(ssn: &Session) -> Plan {
                     namespace: t.namespace.clone(),
                     name: t.name.clone(),
                     uid: t.uid.clone(),
-                    reason: want.reason,
-                    message: want.message,
+                    reason: reason.to_string(),
+                    message: message.clone(),
                 });
             }
         }

@@ -181,6 +181,11 @@ impl Scheduler {
     /// Opens a session on `snapshot` at `now`, without running any action. For tests and
     /// `explain`.
     pub fn open(&self, snapshot: &Snapshot, now: Time) -> Session {
+        self.open_owned(snapshot.clone(), now)
+    }
+
+    /// Like [`Scheduler::open`], taking the snapshot over instead of copying it.
+    pub fn open_owned(&self, snapshot: Snapshot, now: Time) -> Session {
         let slots = self
             .plugins
             .iter()
@@ -207,7 +212,13 @@ impl Scheduler {
 
     /// Runs one full session: open, every action in order, close.
     pub fn run(&self, snapshot: &Snapshot, now: Time) -> Outcome {
-        let mut ssn = self.open(snapshot, now);
+        self.run_owned(snapshot.clone(), now)
+    }
+
+    /// Like [`Scheduler::run`], taking the snapshot over instead of copying it: the caller that
+    /// builds a fresh snapshot per session (the runtime, the simulator) saves a full copy.
+    pub fn run_owned(&self, snapshot: Snapshot, now: Time) -> Outcome {
+        let mut ssn = self.open_owned(snapshot, now);
         for a in &self.actions {
             a.execute(&mut ssn);
         }

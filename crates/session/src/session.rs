@@ -258,6 +258,7 @@ impl Session {
         let ports = t.spec.host_ports.clone();
         self.state.nodes[node].add_pod(&req, &ports);
         self.state.job_runs[job].allocated.add(&req);
+        self.state.job_runs[job].ready += 1;
         let q = self.state.job_queue[job];
         self.state.queue_allocated[q].add(&req);
         self.bump(node);
@@ -280,6 +281,7 @@ impl Session {
             let ports = t.spec.host_ports.clone();
             self.state.nodes[node].remove_pod(&req, &ports);
             self.state.job_runs[job].allocated.sub(&req);
+            self.state.job_runs[job].ready -= 1;
             let q = self.state.job_queue[job];
             self.state.queue_allocated[q].sub(&req);
             self.bump(node);
@@ -503,7 +505,12 @@ impl Session {
     /// Pending members of `job` in the order they should be placed: members of roles still
     /// short of their `minTaskMember` first, then the rest, each in task order.
     pub fn ordered_pending(&self, job: usize) -> Vec<usize> {
-        let mut tasks: Vec<usize> = self.state.pending_tasks(job).collect();
+        let tasks: Vec<usize> = self.state.pending_tasks(job).collect();
+        self.order_tasks(job, tasks)
+    }
+
+    /// Orders `tasks` (pending members of `job`) as [`Session::ordered_pending`] does.
+    pub fn order_tasks(&self, job: usize, mut tasks: Vec<usize>) -> Vec<usize> {
         tasks.sort_by(|&a, &b| self.task_order(a, b));
         let j = &self.state.jobs[job];
         if j.min_task_member.is_empty() {

@@ -29,6 +29,9 @@ pub struct JobRun {
     pub holdup: Option<Holdup>,
     /// Σ requests of members holding a node (for DRF and queue accounting).
     pub allocated: Resources,
+    /// Members that count toward the gang (see [`State::ready_count`]), kept current by every
+    /// placement and undo.
+    pub ready: u32,
 }
 
 /// The mutable world of one session.
@@ -59,8 +62,8 @@ pub struct State {
 }
 
 impl State {
-    /// Builds the working copy from a snapshot.
-    pub fn new(snapshot: &Snapshot, now: Time) -> Self {
+    /// Builds the working state from a snapshot, taking it over (no copy).
+    pub fn new(snapshot: Snapshot, now: Time) -> Self {
         let job_queue: Vec<usize> = snapshot
             .jobs
             .iter()
@@ -69,6 +72,9 @@ impl State {
         let mut job_runs = vec![JobRun::default(); snapshot.jobs.len()];
         let mut queue_allocated = vec![Resources::new(); snapshot.queues.len()];
         for t in &snapshot.tasks {
+            if t.status.is_ready() {
+                job_runs[t.job].ready += 1;
+            }
             if holds_node(t) {
                 job_runs[t.job].allocated.add(&t.request);
                 if let Some(&q) = job_queue.get(t.job) {
@@ -82,29 +88,26 @@ impl State {
         for n in snapshot.nodes.iter().filter(|n| n.ready) {
             used.add(&n.used);
         }
+        let total = snapshot.total_allocatable();
         State {
             now,
-            nodes: snapshot.nodes.clone(),
-            tasks: snapshot.tasks.clone(),
-            jobs: snapshot.jobs.clone(),
-            queues: snapshot.queues.clone(),
+            nodes: snapshot.nodes,
+            tasks: snapshot.tasks,
+            jobs: snapshot.jobs,
+            queues: snapshot.queues,
             job_queue,
             job_runs,
             queue_allocated,
-            total: snapshot.total_allocatable(),
+            total,
             used,
-            waiting: snapshot.waiting.clone(),
+            waiting: snapshot.waiting,
         }
     }
 
     /// Members of `job` that count toward its gang: Allocated, Binding, Bound, Running,
     /// Succeeded.
     pub fn ready_count(&self, job: usize) -> u32 {
-        self.jobs[job]
-            .tasks
-            .iter()
-            .filter(|&&t| self.tasks[t].status.is_ready())
-            .count() as u32
+        self.job_runs[job].ready
     }
 
     /// Pending members of `job` that may be placed (not gated), in snapshot order.

@@ -31,7 +31,11 @@ fn core_crates_do_not_depend_on_kube_tokio_or_http() {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo metadata runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
     let names: HashMap<&str, &str> = meta["packages"]
         .as_array()

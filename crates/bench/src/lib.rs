@@ -1,0 +1,38 @@
+//! Benchmarks behind `caldera bench`: synthetic clusters and workloads from a seed, timed.
+//!
+//! Benchmarks print figures; nothing here asserts a duration. The generators build ordinary
+//! Kubernetes objects and feed them through the same cache conversion the scheduler uses, so
+//! `snapshot_seconds` measures the real path.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod gen;
+pub mod session;
+
+/// Peak resident set size of this process in bytes (Linux `VmHWM`), 0 where unknown.
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// Current resident set size in bytes (Linux `VmRSS`), 0 where unknown.
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}

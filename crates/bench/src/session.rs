@@ -1,0 +1,199 @@
+//! `caldera bench session`: one full scheduling session on a large synthetic cluster.
+
+use crate::gen::{self, Rng, Shape};
+use caldera_cache::{ClusterIndex, SnapshotOptions};
+use caldera_config::SchedulerConfig;
+use caldera_model::Time;
+use serde::Serialize;
+use std::time::Instant;
+
+/// Figures for one node count.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionResult {
+    /// Nodes.
+    pub nodes: usize,
+    /// Running pods.
+    pub running_pods: usize,
+    /// Pending pods.
+    pub pending_pods: usize,
+    /// Time to assemble the snapshot from the cache.
+    pub snapshot_seconds: f64,
+    /// Time of one full session (enqueue, allocate, backfill, close).
+    pub session_seconds: f64,
+    /// Members placed in that session.
+    pub placements: u64,
+    /// placements / session_seconds.
+    pub placements_per_second: f64,
+    /// A session over a backlog of gangs that cannot fit (the cluster full), once their
+    /// conditions are written: the steady state of a full cluster.
+    pub backlog_session_seconds: f64,
+    /// The first session over that backlog, which writes every pending pod's condition.
+    pub backlog_first_session_seconds: f64,
+    /// Status writes the steady-state backlog session planned (expected 0).
+    pub backlog_writes: usize,
+    /// Gangs in that backlog.
+    pub backlog_gangs: usize,
+    /// Peak resident set size so far.
+    pub peak_rss_bytes: u64,
+}
+
+fn index_of(objects: &gen::Objects) -> ClusterIndex {
+    let mut idx = ClusterIndex::new();
+    for n in &objects.nodes {
+        let _ = idx.apply_node(n);
+    }
+    for q in &objects.queues {
+        let _ = idx.apply_queue(q);
+    }
+    for pg in &objects.podgroups {
+        let _ = idx.apply_podgroup(pg);
+    }
+    for p in &objects.pods {
+        let _ = idx.apply_pod(p);
+    }
+    idx
+}
+
+/// Runs the session benchmark at `nodes` nodes.
+pub fn run(
+    nodes: usize,
+    running_pods: usize,
+    pending_pods: usize,
+    backlog_gangs: usize,
+    seed: u64,
+) -> SessionResult {
+    let shape = Shape {
+        nodes,
+        running_pods,
+        pending_pods,
+        queues: 10,
+        seed,
+    };
+    let config = SchedulerConfig::default();
+    // The shipped config is known to build; a failure here is a bug worth a loud stop.
+    let scheduler = caldera_plugins::scheduler(&config).expect("shipped config builds");
+    let opts = SnapshotOptions::default();
+    let now = Time::from_secs(1_767_225_600);
+
+    let objects = gen::cluster(&shape);
+    let idx = index_of(&objects);
+    drop(objects);
+    let t = Instant::now();
+    let snapshot = idx.snapshot(&opts);
+    let snapshot_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let outcome = scheduler.run_owned(snapshot, now);
+    let session_seconds = t.elapsed().as_secs_f64();
+    let placements = outcome.stats.placements;
+    drop((idx, outcome));
+
+    // Backlog: every GPU taken, then gangs that cannot fit.
+    let full = Shape {
+        running_pods: nodes * 8,
+        pending_pods: 0,
+        ..shape.clone()
+    };
+    let mut objects = gen::cluster(&full);
+    // Every running pod holds one GPU: 8 per node fills every node.
+    let mut rng = Rng::new(seed ^ 0xB4C_106);
+    let mut made = 0;
+    let mut g = 0;
+    while g < backlog_gangs {
+        let size = rng.range(2, 64) as usize;
+        let name = format!("backlog-{g:05}");
+        objects.podgroups.push(gen::podgroup(
+            "backlog",
+            &name,
+            size,
+            &format!("queue-{}", g % 10),
+            "Inqueue",
+        ));
+        for m in 0..size {
+            objects.pods.push(gen::pod(
+                "backlog",
+                &format!("{name}-{m}"),
+                "caldera",
+                1,
+                Some(&name),
+                None,
+                false,
+            ));
+        }
+        made += size;
+        g += 1;
+    }
+    let _ = made;
+    for p in objects.pods.iter_mut() {
+        // Fill the nodes completely: give every running pod a GPU.
+        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+            if let Some(c) = p.spec.as_mut().and_then(|s| s.containers.first_mut()) {
+                let res = c.resources.get_or_insert_with(Default::default);
+                res.requests.get_or_insert_with(Default::default).insert(
+                    "nvidia.com/gpu".into(),
+                    k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into()),
+                );
+            }
+        }
+    }
+    let idx = index_of(&objects);
+    drop(objects);
+    let mut snapshot = idx.snapshot(&opts);
+    let t = Instant::now();
+    let outcome = scheduler.run(&snapshot, now);
+    let backlog_first_session_seconds = t.elapsed().as_secs_f64();
+    // The steady state: the first session's conditions are written; the next one finds
+    // nothing new to say.
+    record_statuses(&mut snapshot, &outcome.plan);
+    let copy = snapshot.clone();
+    let t = Instant::now();
+    let outcome = scheduler.run_owned(copy, Time(now.0 + 1000));
+    let backlog_session_seconds = t.elapsed().as_secs_f64();
+
+    let backlog_writes = outcome.plan.pod_conditions.len() + outcome.plan.podgroups.len();
+
+    SessionResult {
+        nodes,
+        running_pods,
+        pending_pods,
+        snapshot_seconds,
+        session_seconds,
+        placements,
+        placements_per_second: placements as f64 / session_seconds.max(1e-9),
+        backlog_session_seconds,
+        backlog_first_session_seconds,
+        backlog_writes,
+        backlog_gangs,
+        peak_rss_bytes: crate::peak_rss_bytes(),
+    }
+}
+
+/// Records a plan's pod conditions and PodGroup statuses in the snapshot, as the status writer
+/// and the watch would.
+fn record_statuses(snapshot: &mut caldera_model::Snapshot, plan: &caldera_model::Plan) {
+    use std::collections::HashMap;
+    let tasks: HashMap<(&str, &str), usize> = snapshot
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| ((&*t.namespace, &*t.name), i))
+        .collect();
+    let mut updates = Vec::new();
+    for c in &plan.pod_conditions {
+        if let Some(&i) = tasks.get(&(&*c.namespace, &*c.name)) {
+            updates.push((i, c.reason.clone(), c.message.clone()));
+        }
+    }
+    for (i, reason, message) in updates {
+        snapshot.tasks[i].pending_reason = Some(caldera_model::PendingReason { reason, message });
+    }
+    for u in &plan.podgroups {
+        let id = format!("{}/{}", u.namespace, u.name);
+        if let Ok(i) = snapshot.jobs.binary_search_by(|j| (*j.id).cmp(id.as_str())) {
+            let j = &mut snapshot.jobs[i];
+            if j.pending_since.is_none() {
+                j.pending_since = u.status.conditions.first().map(|c| c.last_transition);
+            }
+            j.status = Some(u.status.clone());
+        }
+    }
+}
