@@ -89,13 +89,13 @@ pub enum Error {
     Object {
         /// The document and the object's place in it.
         origin: Origin,
-        /// The conversion error.
+        /// The conversion error (boxed: it is large and rare).
         #[source]
-        source: caldera_cache::Error,
+        source: Box<caldera_cache::Error>,
     },
-    /// The scheduler config is invalid.
+    /// The scheduler config is invalid (boxed: it is large and rare).
     #[error("{0}")]
-    Config(#[from] caldera_config::ConfigError),
+    Config(#[from] Box<caldera_config::ConfigError>),
     /// The scheduler could not be built from a valid config.
     #[error("scheduler: {0}")]
     Scheduler(String),

@@ -85,6 +85,9 @@ impl fmt::Display for Kind {
 }
 
 /// An object of a kept kind.
+// Not boxed: objects are few (a manifest's worth) and moved once into the store, so the size
+// of the largest variant costs nothing that matters.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Object {
     /// A Namespace.
@@ -275,7 +278,7 @@ pub fn parse_value(mut value: Value, origin: &Origin, out: &mut Manifests) -> Re
     }
     validate(&object).map_err(|source| Error::Object {
         origin: origin.clone(),
-        source,
+        source: Box::new(source),
     })?;
     out.objects.push((origin.clone(), object));
     Ok(())

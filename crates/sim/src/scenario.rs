@@ -199,7 +199,7 @@ pub fn load(text: &str, file: &str) -> Result<Scenario> {
     let config = match &raw.spec.config {
         Some(text) => {
             let origin = format!("{file} (spec.config)");
-            caldera_config::parse(text, Some(Path::new(&origin)))?
+            caldera_config::parse(text, Some(Path::new(&origin))).map_err(Box::new)?
         }
         None => SchedulerConfig::default(),
     };

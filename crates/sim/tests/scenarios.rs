@@ -62,3 +62,21 @@ scenarios! {
     seed2_fragmentation => "seed2-fragmentation.yaml",
     seed2_no_deadlock => "seed2-no-deadlock.yaml",
 }
+
+#[test]
+fn bundled_example_is_the_seed1_scenario_and_passes() {
+    let original =
+        std::fs::read_to_string(scenarios_dir().join("seed1-partial-gang.yaml")).unwrap();
+    assert_eq!(
+        caldera_sim::BUNDLED_EXAMPLE,
+        original,
+        "copy scenarios/seed1-partial-gang.yaml to crates/sim/bundled/"
+    );
+    let scenario = caldera_sim::scenario::load(
+        caldera_sim::BUNDLED_EXAMPLE,
+        caldera_sim::BUNDLED_EXAMPLE_NAME,
+    )
+    .unwrap();
+    let (outcome, _) = scenario.run().unwrap();
+    assert!(outcome.passed(), "{outcome}");
+}

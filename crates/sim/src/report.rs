@@ -1,0 +1,450 @@
+//! What a simulation shows: a JSON document for programs (sorted, byte-identical across runs)
+//! and tables for people (gangs, lone pods, GPU occupancy per node).
+
+use crate::driver::Simulation;
+use crate::expect::queue_allocated;
+use crate::invariants::{bound_counts, node_usage};
+use crate::store::node_name;
+use caldera_model::Resources;
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// The whole result, as `-o json` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// Virtual time at the end (RFC 3339).
+    pub time: String,
+    /// Sessions run.
+    pub sessions: u64,
+    /// Every pod, by namespace and name.
+    pub pods: Vec<PodRow>,
+    /// Every PodGroup, by namespace and name.
+    pub pod_groups: Vec<PodGroupRow>,
+    /// Every node, by name.
+    pub nodes: Vec<NodeRow>,
+    /// Every queue the scheduler knows (the implicit `default` included), by name.
+    pub queues: Vec<QueueRow>,
+}
+
+/// One pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRow {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `spec.nodeName`, or null.
+    pub node: Option<String>,
+    /// `status.phase` (`Pending` when absent).
+    pub phase: String,
+    /// `status.reason`, or null.
+    pub reason: Option<String>,
+    /// Reason of `PodScheduled=False`, or null.
+    pub condition_reason: Option<String>,
+}
+
+/// One PodGroup condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConditionRow {
+    /// `Scheduled` or `Unschedulable`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True` or `False`.
+    pub status: String,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+/// One PodGroup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodGroupRow {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Queue.
+    pub queue: String,
+    /// `minMember` (0 or absent reads as 1).
+    pub min_member: i32,
+    /// Members with a node.
+    pub bound: usize,
+    /// `status.phase` (`Pending` when absent).
+    pub phase: String,
+    /// `status.conditions`.
+    pub conditions: Vec<ConditionRow>,
+}
+
+/// One node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeRow {
+    /// Name.
+    pub name: String,
+    /// What it offers (without the pod count).
+    pub allocatable: BTreeMap<String, String>,
+    /// Σ requests of the pods on it that have not finished.
+    pub allocated: BTreeMap<String, String>,
+}
+
+/// One queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueRow {
+    /// Name.
+    pub name: String,
+    /// Deserved share from the last session, or null when no plugin computed one.
+    pub deserved: Option<BTreeMap<String, String>>,
+    /// Σ requests of its members that hold a node.
+    pub allocated: BTreeMap<String, String>,
+}
+
+fn ns_name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+fn pod_phase(pod: &Pod) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_else(|| "Pending".into())
+}
+
+fn scheduled_false(pod: &Pod) -> Option<(String, String)> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+        .filter(|c| c.status == "False")
+        .map(|c| {
+            (
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default(),
+            )
+        })
+}
+
+/// Builds the report of the simulation's current state.
+pub fn report(sim: &Simulation) -> Report {
+    let store = sim.store();
+    let pods = store
+        .pods()
+        .map(|p| {
+            let (namespace, name) = ns_name(&p.metadata);
+            PodRow {
+                namespace,
+                name,
+                node: node_name(p).map(str::to_string),
+                phase: pod_phase(p),
+                reason: p.status.as_ref().and_then(|s| s.reason.clone()),
+                condition_reason: scheduled_false(p).map(|(r, _)| r),
+            }
+        })
+        .collect();
+    let bound = bound_counts(store);
+    let pod_groups = store
+        .podgroups()
+        .map(|pg| {
+            let (namespace, name) = ns_name(&pg.metadata);
+            let status = pg.status.as_ref();
+            PodGroupRow {
+                bound: bound
+                    .get(&format!("{namespace}/{name}"))
+                    .copied()
+                    .unwrap_or(0),
+                namespace,
+                name,
+                queue: pg.spec.queue_name().to_string(),
+                min_member: pg.spec.min_member(),
+                phase: status
+                    .and_then(|s| s.phase.as_ref())
+                    .map(|p| p.as_str().to_string())
+                    .unwrap_or_else(|| "Pending".into()),
+                conditions: status
+                    .and_then(|s| s.conditions.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .map(|c| ConditionRow {
+                        type_: c.type_.as_ref().map(|t| t.to_string()).unwrap_or_default(),
+                        status: c.status.as_ref().map(|s| s.to_string()).unwrap_or_default(),
+                        reason: c.reason.clone().unwrap_or_default(),
+                        message: c.message.clone().unwrap_or_default(),
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    let usage = node_usage(store);
+    let nodes = store
+        .nodes()
+        .filter_map(|n| caldera_cache::node(n).ok())
+        .map(|n| NodeRow {
+            name: n.name.to_string(),
+            allocatable: n.allocatable.to_quantities(),
+            allocated: usage
+                .get(&*n.name)
+                .map(|(r, _)| r.to_quantities())
+                .unwrap_or_default(),
+        })
+        .collect();
+    let shares = sim.queue_shares();
+    let queues = queue_allocated(sim)
+        .into_iter()
+        .map(|(name, allocated)| QueueRow {
+            deserved: shares
+                .get(&name)
+                .and_then(|s| s.deserved.as_ref())
+                .map(Resources::to_quantities),
+            allocated: allocated.to_quantities(),
+            name,
+        })
+        .collect();
+    Report {
+        time: sim.now().to_rfc3339(),
+        sessions: sim.sessions(),
+        pods,
+        pod_groups,
+        nodes,
+        queues,
+    }
+}
+
+/// The report as pretty JSON with a trailing newline. Deterministic: every list is sorted and
+/// every map is a `BTreeMap`.
+pub fn to_json(report: &Report) -> Result<String, serde_json::Error> {
+    serde_json::to_string_pretty(report).map(|mut s| {
+        s.push('\n');
+        s
+    })
+}
+
+/// Lays out rows as left-aligned columns (the last column is not padded).
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let last = row.len().saturating_sub(1);
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i == last {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ", w = widths[i]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The gang table: every PodGroup, plus every group our pods name that does not exist.
+pub fn gang_table(sim: &Simulation) -> String {
+    let report = report(sim);
+    let mut rows: Vec<Vec<String>> = report
+        .pod_groups
+        .iter()
+        .map(|g| {
+            let unschedulable = g
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Unschedulable" && c.status == "True");
+            let scheduled = g
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Scheduled" && c.status == "True");
+            let reason = match (unschedulable, scheduled) {
+                (Some(c), _) if g.phase != "Running" && g.phase != "Completed" => {
+                    format!("{}: {}", c.reason, c.message)
+                }
+                (_, Some(c)) => c.reason.clone().if_empty("Scheduled"),
+                (Some(c), None) => format!("{}: {}", c.reason, c.message),
+                (None, None) => String::new(),
+            };
+            vec![
+                format!("{}/{}", g.namespace, g.name),
+                g.queue.clone(),
+                g.min_member.to_string(),
+                g.bound.to_string(),
+                g.phase.clone(),
+                reason,
+            ]
+        })
+        .collect();
+    let known: BTreeSet<(String, String)> = report
+        .pod_groups
+        .iter()
+        .map(|g| (g.namespace.clone(), g.name.clone()))
+        .collect();
+    let ours: BTreeSet<&str> = sim
+        .options()
+        .scheduler_names
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let mut missing: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for pod in sim.store().pods() {
+        let sched = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
+        if !sched.is_some_and(|s| ours.contains(s)) {
+            continue;
+        }
+        if let Some(group) = caldera_cache::group_name(&pod.metadata) {
+            let (ns, _) = ns_name(&pod.metadata);
+            let key = (ns, group.to_string());
+            if !known.contains(&key) {
+                *missing.entry(key).or_default() += 1;
+            }
+        }
+    }
+    for ((ns, name), n) in missing {
+        rows.push(vec![
+            format!("{ns}/{name}"),
+            "-".into(),
+            "-".into(),
+            "0".into(),
+            "-".into(),
+            format!("no PodGroup {ns}/{name}: {n} pods wait for it"),
+        ]);
+    }
+    rows.sort();
+    if rows.is_empty() {
+        return "no gangs\n".into();
+    }
+    table(&["GANG", "QUEUE", "MIN", "BOUND", "PHASE", "REASON"], &rows)
+}
+
+trait IfEmpty {
+    fn if_empty(self, default: &str) -> String;
+}
+
+impl IfEmpty for String {
+    fn if_empty(self, default: &str) -> String {
+        if self.is_empty() {
+            default.to_string()
+        } else {
+            self
+        }
+    }
+}
+
+/// Our pods that belong to no group: name, node, phase, why pending.
+pub fn lone_pod_table(sim: &Simulation) -> Option<String> {
+    let ours: BTreeSet<&str> = sim
+        .options()
+        .scheduler_names
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let rows: Vec<Vec<String>> = sim
+        .store()
+        .pods()
+        .filter(|p| {
+            let sched = p.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
+            sched.is_some_and(|s| ours.contains(s))
+                && caldera_cache::group_name(&p.metadata).is_none()
+        })
+        .map(|p| {
+            let (ns, name) = ns_name(&p.metadata);
+            let why = match (
+                p.status.as_ref().and_then(|s| s.reason.clone()),
+                scheduled_false(p),
+            ) {
+                (Some(r), _) => r,
+                (None, Some((r, m))) if node_name(p).is_none() => format!("{r}: {m}"),
+                _ => String::new(),
+            };
+            vec![
+                format!("{ns}/{name}"),
+                node_name(p).unwrap_or("-").to_string(),
+                pod_phase(p),
+                why,
+            ]
+        })
+        .collect();
+    (!rows.is_empty()).then(|| table(&["POD", "NODE", "PHASE", "REASON"], &rows))
+}
+
+/// Whether a resource is a GPU (`nvidia.com/gpu`, `amd.com/gpu`, ...).
+fn is_gpu(name: &str) -> bool {
+    name.rsplit('/').next().is_some_and(|n| n.contains("gpu"))
+}
+
+/// One bar per node with GPUs: `node-a  [######..]  6/8 nvidia.com/gpu`, then how many are
+/// free in all. A bar has a cell per GPU up to 16, and is scaled to 16 cells beyond.
+pub fn gpu_view(sim: &Simulation) -> Option<String> {
+    let usage = node_usage(sim.store());
+    let mut lines: Vec<(String, String, String)> = Vec::new();
+    let mut totals: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for node in sim
+        .store()
+        .nodes()
+        .filter_map(|n| caldera_cache::node(n).ok())
+    {
+        for (resource, total) in node.allocatable.iter().filter(|(r, _)| is_gpu(r)) {
+            let used = usage
+                .get(&*node.name)
+                .map(|(r, _)| r.get(resource))
+                .unwrap_or(0);
+            let sum = totals.entry(resource.to_string()).or_default();
+            sum.0 += used.clamp(0, total);
+            sum.1 += total;
+            let cells = total.clamp(1, 16);
+            let filled = if total <= 16 {
+                used.clamp(0, total)
+            } else {
+                (used.clamp(0, total) * cells + total / 2) / total
+            };
+            let bar: String = (0..cells)
+                .map(|i| if i < filled { '#' } else { '.' })
+                .collect();
+            lines.push((
+                node.name.to_string(),
+                format!("[{bar}]"),
+                format!("{used}/{total} {resource}"),
+            ));
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let name_w = lines.iter().map(|l| l.0.chars().count()).max().unwrap_or(0);
+    let bar_w = lines.iter().map(|l| l.1.chars().count()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (name, bar, count) in lines {
+        let _ = writeln!(out, "{name:<name_w$}  {bar:<bar_w$}  {count}");
+    }
+    for (resource, (used, total)) in totals {
+        let _ = writeln!(out, "{} of {total} {resource} free", total - used);
+    }
+    Some(out)
+}
+
+/// Everything for people: the gang table, lone pods, and GPU occupancy.
+pub fn render_text(sim: &Simulation) -> String {
+    let mut out = format!("at {} after {} sessions\n\n", sim.now(), sim.sessions());
+    out.push_str(&gang_table(sim));
+    if let Some(t) = lone_pod_table(sim) {
+        out.push('\n');
+        out.push_str(&t);
+    }
+    if let Some(g) = gpu_view(sim) {
+        out.push('\n');
+        out.push_str(&g);
+    }
+    out
+}

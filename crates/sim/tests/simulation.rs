@@ -1,0 +1,463 @@
+//! The simulator's own behaviour: API-server defaults, the clock, carrying out plans, the
+//! invariant checks, expectation diffs, and determinism.
+
+use caldera_cache::SnapshotOptions;
+use caldera_model::{Bind, Plan, PodConditionUpdate, PodFailure, Snapshot, Time};
+use caldera_sim::driver::{FnScheduling, PodSelector, SessionOutput, START};
+use caldera_sim::manifest::{parse_stream, Kind, Object};
+use caldera_sim::selector::LabelSelector;
+use caldera_sim::store::node_name;
+use caldera_sim::{report, scenario, Simulation};
+use std::sync::Arc;
+use std::time::Duration;
+
+const CLUSTER: &str = "
+apiVersion: v1
+kind: Node
+metadata: {name: node-a, labels: {kubernetes.io/hostname: node-a}}
+status:
+  allocatable: {cpu: '8', memory: 64Gi, nvidia.com/gpu: '4'}
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: tainted}
+spec:
+  taints: [{key: dedicated, value: x, effect: NoSchedule}]
+status:
+  allocatable: {cpu: '8', memory: 64Gi, nvidia.com/gpu: '4'}
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: gang}
+spec: {minMember: 2}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: gang-0, labels: {app: g}, annotations: {scheduling.k8s.io/group-name: gang}}
+spec:
+  schedulerName: caldera
+  containers: [{name: main, resources: {limits: {nvidia.com/gpu: '2'}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: gang-1, labels: {app: g}, annotations: {scheduling.k8s.io/group-name: gang}}
+spec:
+  schedulerName: caldera
+  containers: [{name: main, resources: {limits: {nvidia.com/gpu: '2'}}}]
+";
+
+fn objects(text: &str) -> Vec<Object> {
+    parse_stream(text, "test.yaml")
+        .unwrap()
+        .objects
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect()
+}
+
+/// A simulation whose scheduler is `decide`, with a 1s period and the default names.
+fn fake(decide: impl FnMut(&Snapshot, Time) -> Plan + 'static) -> Simulation {
+    let mut decide = decide;
+    Simulation::with_scheduler(
+        Box::new(FnScheduling(move |snap: &Snapshot, now: Time| {
+            SessionOutput {
+                plan: decide(snap, now),
+                queues: Vec::new(),
+            }
+        })),
+        Duration::from_secs(1),
+        SnapshotOptions::default(),
+    )
+}
+
+fn bind(snap: &Snapshot, pod: &str, node: &str) -> Bind {
+    let t = snap.tasks.iter().find(|t| &*t.name == pod).unwrap();
+    Bind {
+        namespace: t.namespace.clone(),
+        name: t.name.clone(),
+        uid: t.uid.clone(),
+        node: Arc::from(node),
+        job: snap.jobs[t.job].id.clone(),
+    }
+}
+
+#[test]
+fn store_fills_defaults_like_the_api_server() {
+    let mut sim = fake(|_, _| Plan::default());
+    sim.apply(objects(
+        "
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 100
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  priorityClassName: high
+  containers: [{name: main, resources: {limits: {cpu: '2'}}}]
+",
+    ))
+    .unwrap();
+    let pod = sim.store().pod("default", "p").unwrap().clone();
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(pod.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(
+        pod.metadata.uid.as_deref(),
+        Some("00000000-0000-4000-8000-000000000002")
+    );
+    assert_eq!(
+        pod.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string()),
+        Some("2026-01-01T00:00:00Z".into())
+    );
+    assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
+    assert_eq!(spec.priority, Some(100), "priority admission");
+    let requests = spec.containers[0]
+        .resources
+        .as_ref()
+        .unwrap()
+        .requests
+        .as_ref()
+        .unwrap();
+    assert_eq!(requests["cpu"].0, "2", "requests default from limits");
+    assert_eq!(
+        pod.status.as_ref().unwrap().phase.as_deref(),
+        Some("Pending")
+    );
+}
+
+#[test]
+fn reapply_updates_spec_and_keeps_server_fields() {
+    let mut sim = fake(|snap, _| Plan {
+        binds: snap
+            .tasks
+            .iter()
+            .filter(|t| t.node.is_none())
+            .map(|t| bind(snap, &t.name, "node-a"))
+            .collect(),
+        ..Plan::default()
+    });
+    sim.apply(objects(CLUSTER)).unwrap();
+    sim.run_for(Duration::from_secs(1));
+    let before = sim.store().pod("default", "gang-0").unwrap().clone();
+    assert_eq!(node_name(&before), Some("node-a"));
+    let cond = &before.status.as_ref().unwrap().conditions.as_ref().unwrap()[0];
+    assert_eq!(
+        (cond.type_.as_str(), cond.status.as_str()),
+        ("PodScheduled", "True")
+    );
+    sim.run_for(Duration::from_secs(5));
+    // The same manifest again, with a new label.
+    let mut again = objects(CLUSTER);
+    for o in &mut again {
+        if let Object::Pod(p) = o {
+            p.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert("v".into(), "2".into());
+        }
+    }
+    sim.apply(again).unwrap();
+    let after = sim.store().pod("default", "gang-0").unwrap();
+    assert_eq!(after.metadata.uid, before.metadata.uid);
+    assert_eq!(
+        after.metadata.creation_timestamp,
+        before.metadata.creation_timestamp
+    );
+    assert_eq!(node_name(after), Some("node-a"), "nodeName is kept");
+    assert_eq!(after.status, before.status, "status is kept");
+    assert_eq!(after.metadata.labels.as_ref().unwrap()["v"], "2");
+}
+
+#[test]
+fn sessions_run_at_every_period_boundary() {
+    let mut sim = fake(|_, _| Plan::default());
+    let times: Vec<String> = sim
+        .run_for(Duration::from_secs(3))
+        .iter()
+        .map(|s| s.time.to_rfc3339())
+        .collect();
+    assert_eq!(
+        times,
+        [
+            "2026-01-01T00:00:01Z",
+            "2026-01-01T00:00:02Z",
+            "2026-01-01T00:00:03Z"
+        ]
+    );
+    assert_eq!(sim.run_for(Duration::from_millis(2500)).len(), 2);
+    assert_eq!(sim.now(), START.plus_millis(5500));
+    assert_eq!(sim.run_for(Duration::from_millis(400)).len(), 0);
+    assert_eq!(
+        sim.run_for(Duration::from_secs(1)).len(),
+        1,
+        "at 6.9s: periods count from each call"
+    );
+    assert_eq!(sim.sessions(), 6);
+}
+
+#[test]
+fn plans_are_carried_out_against_the_store() {
+    let mut sim = fake(|snap, now| {
+        if now != START.plus_millis(1000) {
+            return Plan::default();
+        }
+        let t0 = snap.tasks.iter().find(|t| &*t.name == "gang-0").unwrap();
+        let t1 = snap.tasks.iter().find(|t| &*t.name == "gang-1").unwrap();
+        Plan {
+            binds: vec![
+                bind(snap, "gang-0", "node-a"),
+                bind(snap, "gang-1", "node-a"),
+            ],
+            pod_conditions: vec![PodConditionUpdate {
+                namespace: t0.namespace.clone(),
+                name: t0.name.clone(),
+                uid: t0.uid.clone(),
+                reason: "Unschedulable".into(),
+                message: "too late: bound first".into(),
+            }],
+            pod_failures: vec![PodFailure {
+                namespace: t1.namespace.clone(),
+                name: t1.name.clone(),
+                uid: "someone-else".into(),
+                reason: "GangScheduleTimeout".into(),
+                message: "stale uid".into(),
+            }],
+            ..Plan::default()
+        }
+    });
+    sim.apply(objects(CLUSTER)).unwrap();
+    let reports = sim.run_for(Duration::from_secs(1));
+    assert_eq!(reports[0].bound.len(), 2);
+    assert!(
+        reports[0].failed.is_empty(),
+        "a failure naming another uid does not land"
+    );
+    assert!(
+        reports[0].violations.is_empty(),
+        "{:?}",
+        reports[0].violations
+    );
+    let pod = sim.store().pod("default", "gang-0").unwrap();
+    let cond = &pod.status.as_ref().unwrap().conditions.as_ref().unwrap()[0];
+    assert_eq!(
+        cond.status, "True",
+        "a bound pod does not take a PodScheduled=False"
+    );
+    assert!(
+        sim.store().queue("default").is_some(),
+        "the default queue is created before the first session"
+    );
+
+    // Binding the same pods again, as a scheduler with a stale view would: 409s, recorded.
+    let mut again = fake(|snap, _| Plan {
+        binds: vec![
+            bind(snap, "gang-0", "node-a"),
+            bind(snap, "gang-1", "node-a"),
+        ],
+        ..Plan::default()
+    });
+    again.apply(objects(CLUSTER)).unwrap();
+    again.run_for(Duration::from_secs(2));
+    let conflicts: Vec<_> = again
+        .events()
+        .iter()
+        .filter(|e| e.event.reason == "FailedBinding")
+        .map(|e| e.event.message.as_str())
+        .collect();
+    assert_eq!(
+        conflicts,
+        [
+            "pod default/gang-0 is already bound to node-a",
+            "pod default/gang-1 is already bound to node-a"
+        ]
+    );
+}
+
+#[test]
+fn invariants_catch_partial_gangs_overcommit_and_failed_predicates() {
+    // Binds one member of a 2-member gang: a partial gang.
+    let mut partial = fake(|snap, _| Plan {
+        binds: vec![bind(snap, "gang-0", "node-a")],
+        ..Plan::default()
+    });
+    partial.apply(objects(CLUSTER)).unwrap();
+    let v = &partial.run_for(Duration::from_secs(1))[0].violations;
+    assert_eq!(
+        v,
+        &["podgroup default/gang is bound in part (fewer than minMember members have a node)"]
+    );
+
+    // Binds both members to the tainted node: a predicate failure each.
+    let mut tainted = fake(|snap, _| Plan {
+        binds: vec![
+            bind(snap, "gang-0", "tainted"),
+            bind(snap, "gang-1", "tainted"),
+        ],
+        ..Plan::default()
+    });
+    tainted.apply(objects(CLUSTER)).unwrap();
+    let v = &tainted.run_for(Duration::from_secs(1))[0].violations;
+    assert_eq!(v.len(), 2, "{v:?}");
+    assert!(
+        v[0].contains("taint dedicated=x:NoSchedule is not tolerated"),
+        "{v:?}"
+    );
+
+    // Three 2-GPU pods on a 4-GPU node.
+    let extra = "
+apiVersion: v1
+kind: Pod
+metadata: {name: extra}
+spec:
+  schedulerName: caldera
+  containers: [{name: main, resources: {limits: {nvidia.com/gpu: '2'}}}]
+";
+    let mut over = fake(|snap, _| Plan {
+        binds: ["gang-0", "gang-1", "extra"]
+            .iter()
+            .map(|p| bind(snap, p, "node-a"))
+            .collect(),
+        ..Plan::default()
+    });
+    over.apply(objects(CLUSTER)).unwrap();
+    over.apply(objects(extra)).unwrap();
+    let v = &over.run_for(Duration::from_secs(1))[0].violations;
+    assert!(
+        v.iter()
+            .any(|m| m.contains("pod default/extra bound to node-a: insufficient nvidia.com/gpu")),
+        "{v:?}"
+    );
+    assert!(
+        v.iter()
+            .any(|m| m == "node node-a is over-committed: nvidia.com/gpu 6 > 4"),
+        "{v:?}"
+    );
+    assert_eq!(over.violations().len(), v.len());
+}
+
+#[test]
+fn kubelet_steps_set_phases_of_bound_pods() {
+    let mut sim = fake(|snap, _| Plan {
+        binds: snap
+            .tasks
+            .iter()
+            .filter(|t| t.node.is_none() && &*t.name == "gang-0")
+            .map(|t| bind(snap, &t.name, "node-a"))
+            .chain(
+                snap.tasks
+                    .iter()
+                    .filter(|t| t.node.is_none() && &*t.name == "gang-1")
+                    .map(|t| bind(snap, &t.name, "node-a")),
+            )
+            .collect(),
+        ..Plan::default()
+    });
+    sim.apply(objects(CLUSTER)).unwrap();
+    let app = PodSelector {
+        namespace: Some("default".into()),
+        selector: LabelSelector::parse("app=g").unwrap(),
+    };
+    assert_eq!(sim.mark(&app, "Running"), 0, "unbound pods are left alone");
+    sim.run_for(Duration::from_secs(1));
+    assert_eq!(sim.mark(&app, "Running"), 2);
+    assert_eq!(sim.mark(&app, "Succeeded"), 2);
+    assert_eq!(sim.mark(&app, "Running"), 0, "finished pods stay finished");
+    let used = &sim.snapshot().nodes[0].used;
+    assert_eq!(
+        used.get("nvidia.com/gpu"),
+        0,
+        "finished pods free their node"
+    );
+    assert!(sim.delete(Kind::Pod, Some("default"), "gang-0"));
+    assert!(!sim.delete(Kind::Pod, Some("default"), "gang-0"));
+}
+
+#[test]
+fn run_until_stable_stops_after_two_quiet_sessions() {
+    let mut sim = fake(|snap, _| Plan {
+        binds: snap
+            .tasks
+            .iter()
+            .filter(|t| t.node.is_none())
+            .map(|t| bind(snap, &t.name, "node-a"))
+            .collect(),
+        ..Plan::default()
+    });
+    sim.apply(objects(CLUSTER)).unwrap();
+    let reports = sim.run_until_stable(None);
+    assert_eq!(reports.len(), 3, "one session binds, two change nothing");
+    let limited = fake(|_, _| Plan::default());
+    let mut limited = limited;
+    assert_eq!(
+        limited.run_until_stable(Some(Duration::from_secs(1))).len(),
+        1
+    );
+}
+
+fn seed1() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/seed1-partial-gang.yaml"
+    ))
+    .unwrap()
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_a_readable_diff() {
+    let text = seed1().replacen("bound: 0", "bound: 3", 1).replacen(
+        "reason: NotEnoughResources",
+        "reason: NotEnoughTasks",
+        1,
+    );
+    let scenario = scenario::load(&text, "wrong.yaml").unwrap();
+    let (outcome, _) = scenario.run().unwrap();
+    assert!(!outcome.passed());
+    let diff = outcome.to_string();
+    let expected_head = "\
+FAIL seed1-partial-gang (wrong.yaml)
+step 3 of 6 (spec.steps[2]: expect) at 2026-01-01T00:00:03Z: 2 of 19 checks failed
+  - podGroup default/training-job-tp8 bound: expected 3, got 0
+  - podGroup default/training-job-tp8 condition: expected Unschedulable reason=NotEnoughTasks message containing \"nvidia.com/gpu\", got Unschedulable=True reason=NotEnoughResources message=";
+    assert!(diff.starts_with(expected_head), "{diff}");
+    assert!(diff.ends_with("steps 4..6 were not run\n"), "{diff}");
+}
+
+#[test]
+fn the_same_input_gives_byte_identical_json() {
+    let run = || {
+        let scenario = scenario::load(&seed1(), "seed1.yaml").unwrap();
+        let (outcome, sim) = scenario.run().unwrap();
+        assert!(outcome.passed(), "{outcome}");
+        report::to_json(&report::report(&sim)).unwrap()
+    };
+    let first = run();
+    assert_eq!(first, run());
+    assert!(first.contains("\"podGroups\""), "{first}");
+    assert!(first.contains("\"nvidia.com/gpu\": \"8\""), "{first}");
+}
+
+#[test]
+fn reports_show_gangs_and_gpu_bars() {
+    let scenario = scenario::load(&seed1(), "seed1.yaml").unwrap();
+    let (_, sim) = scenario.run().unwrap();
+    let text = report::render_text(&sim);
+    assert!(
+        text.contains("default/training-job-tp8  ai-training  8    8      Running"),
+        "{text}"
+    );
+    assert!(
+        text.contains("node-a  [########]  8/8 nvidia.com/gpu"),
+        "{text}"
+    );
+    assert!(
+        text.contains("node-b  [##......]  2/8 nvidia.com/gpu"),
+        "{text}"
+    );
+}
