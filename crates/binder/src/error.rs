@@ -1,0 +1,128 @@
+//! The binder's error: which API write failed, and whether trying again can help.
+
+use std::fmt;
+
+/// `Result` with the binder's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The API write an [`Error`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WriteKind {
+    /// `POST pods/binding`.
+    Binding,
+    /// `PATCH pods/status` (the `PodScheduled` condition, or phase Failed).
+    PodStatus,
+    /// `PATCH podgroups/status`.
+    PodGroupStatus,
+    /// `PATCH queues/status`.
+    QueueStatus,
+    /// `POST events` (`events.k8s.io/v1`).
+    Event,
+}
+
+impl WriteKind {
+    /// A short label for logs and metrics: `binding`, `pod_status`, `podgroup_status`,
+    /// `queue_status`, `event`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Binding => "binding",
+            Self::PodStatus => "pod_status",
+            Self::PodGroupStatus => "podgroup_status",
+            Self::QueueStatus => "queue_status",
+            Self::Event => "event",
+        }
+    }
+}
+
+impl fmt::Display for WriteKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A write that failed.
+///
+/// Worth retrying ([`Error::is_retryable`]) when the server answered 5xx or 429, or the
+/// request never got an answer; not when it answered 4xx: the object is gone or changed
+/// (404, 409), the request is wrong (400, 422) or not allowed (403), and sending it again
+/// gives the same answer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `POST pods/binding` failed.
+    #[error("binding pod {pod} to node {node}: {source}")]
+    Bind {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// Target node.
+        node: String,
+        /// What kube said.
+        #[source]
+        source: kube::Error,
+    },
+    /// A status patch (pod, PodGroup or Queue) failed.
+    #[error("patching the status of {kind} {object}: {source}")]
+    Status {
+        /// Which status.
+        kind: WriteKind,
+        /// `namespace/name`, or the name of a cluster-scoped object.
+        object: String,
+        /// What kube said.
+        #[source]
+        source: kube::Error,
+    },
+    /// Creating an event failed.
+    #[error("recording event {reason} on {object}: {source}")]
+    Event {
+        /// The event's reason.
+        reason: String,
+        /// `namespace/name` of the regarding object.
+        object: String,
+        /// What kube said.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// The underlying kube error.
+    pub fn kube(&self) -> &kube::Error {
+        match self {
+            Error::Bind { source, .. }
+            | Error::Status { source, .. }
+            | Error::Event { source, .. } => source,
+        }
+    }
+
+    /// The HTTP status the server answered with, if it answered.
+    pub fn code(&self) -> Option<u16> {
+        match self.kube() {
+            kube::Error::Api(status) => Some(status.code),
+            _ => None,
+        }
+    }
+
+    /// The label for `caldera_bind_errors_total{code}`: the HTTP status, or `transport` when
+    /// the request got no answer.
+    pub fn code_label(&self) -> String {
+        self.code()
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "transport".to_string())
+    }
+
+    /// Whether sending the same request again may succeed (5xx, 429, no answer).
+    pub fn is_retryable(&self) -> bool {
+        match self.code() {
+            Some(code) => code >= 500 || code == 429,
+            None => !matches!(
+                self.kube(),
+                kube::Error::SerdeError(_) | kube::Error::BuildRequest(_)
+            ),
+        }
+    }
+
+    /// Whether the answer says the target is gone or already changed (404 NotFound, 409
+    /// Conflict): for a bind, the watch will show what happened; nothing to retry.
+    pub fn is_settled(&self) -> bool {
+        matches!(self.code(), Some(404 | 409))
+    }
+}

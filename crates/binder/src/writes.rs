@@ -1,0 +1,412 @@
+//! The API calls, one function each: a bind, the status patches, an event.
+//!
+//! Every body is built here so that its shape can be read in one place; the
+//! `API calls caldera run makes` section of ARCHITECTURE.md lists them for RBAC.
+
+use crate::error::{Error, Result, WriteKind};
+use caldera_model::{
+    Bind, Event, EventObject, PodConditionUpdate, PodFailure, PodGroupStatus, QueueStatus,
+    Resources, Time,
+};
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Group, version and plural of Volcano's PodGroup.
+const PODGROUP: (&str, &str, &str, &str) = ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups");
+/// Group, version and plural of Volcano's Queue.
+const QUEUE: (&str, &str, &str, &str) = ("scheduling.volcano.sh", "v1beta1", "Queue", "queues");
+
+fn api_resource((group, version, kind, plural): (&str, &str, &str, &str)) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// `POST /api/v1/namespaces/{ns}/pods/{name}/binding`, with the pod's uid as a precondition so
+/// that a pod deleted and re-created under the same name is not bound by a stale decision.
+pub async fn bind(client: &Client, b: &Bind) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &b.namespace);
+    let binding = Binding {
+        metadata: ObjectMeta {
+            name: Some(b.name.to_string()),
+            namespace: Some(b.namespace.to_string()),
+            // The cache stands `namespace/name` in for a missing uid; that is no precondition.
+            uid: Some(b.uid.to_string()).filter(|u| !u.is_empty() && !u.contains('/')),
+            ..ObjectMeta::default()
+        },
+        target: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(b.node.to_string()),
+            ..ObjectReference::default()
+        },
+    };
+    api.create_subresource::<_, Value>("binding", &b.name, &PostParams::default(), &binding)
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::Bind {
+            pod: format!("{}/{}", b.namespace, b.name),
+            node: b.node.to_string(),
+            source,
+        })
+}
+
+fn patch_params(field_manager: &str) -> PatchParams {
+    PatchParams {
+        field_manager: Some(field_manager.to_string()),
+        ..PatchParams::default()
+    }
+}
+
+fn resource_version(meta: &ObjectMeta) -> Option<String> {
+    meta.resource_version.clone()
+}
+
+/// The `PodScheduled=False` condition. `keep_transition`: the pod already has
+/// `PodScheduled=False`, so its `lastTransitionTime` (from which a lone pod's wait is counted)
+/// stays.
+pub fn pod_condition_patch(c: &PodConditionUpdate, now: Time, keep_transition: bool) -> Value {
+    let mut condition = json!({
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": c.reason,
+        "message": c.message,
+    });
+    if !keep_transition {
+        condition["lastTransitionTime"] = json!(now.to_rfc3339());
+    }
+    json!({
+        "metadata": { "uid": &*c.uid },
+        "status": { "conditions": [condition] },
+    })
+}
+
+/// `PATCH pods/{name}/status` (strategic merge: `conditions` merge by `type`). Returns the
+/// new resourceVersion.
+pub async fn pod_condition(
+    client: &Client,
+    field_manager: &str,
+    c: &PodConditionUpdate,
+    now: Time,
+    keep_transition: bool,
+) -> Result<Option<String>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &c.namespace);
+    let patch = pod_condition_patch(c, now, keep_transition);
+    api.patch_status(&c.name, &patch_params(field_manager), &Patch::Strategic(patch))
+        .await
+        .map(|p| resource_version(&p.metadata))
+        .map_err(|source| Error::Status {
+            kind: WriteKind::PodStatus,
+            object: format!("{}/{}", c.namespace, c.name),
+            source,
+        })
+}
+
+/// Phase Failed with the gang-timeout reason, and `PodScheduled=False` saying the same.
+pub fn pod_failure_patch(f: &PodFailure, now: Time) -> Value {
+    json!({
+        "metadata": { "uid": &*f.uid },
+        "status": {
+            "phase": "Failed",
+            "reason": f.reason,
+            "message": f.message,
+            "conditions": [{
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": f.reason,
+                "message": f.message,
+                "lastTransitionTime": now.to_rfc3339(),
+            }],
+        },
+    })
+}
+
+/// `PATCH pods/{name}/status` marking a pending member Failed (gang timeout).
+pub async fn pod_failure(
+    client: &Client,
+    field_manager: &str,
+    f: &PodFailure,
+    now: Time,
+) -> Result<Option<String>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &f.namespace);
+    let patch = pod_failure_patch(f, now);
+    api.patch_status(&f.name, &patch_params(field_manager), &Patch::Strategic(patch))
+        .await
+        .map(|p| resource_version(&p.metadata))
+        .map_err(|source| Error::Status {
+            kind: WriteKind::PodStatus,
+            object: format!("{}/{}", f.namespace, f.name),
+            source,
+        })
+}
+
+/// The merge patch of a PodGroup's `status`: phase, conditions (replaced whole: merge patches
+/// replace lists), and the member counts.
+pub fn podgroup_status_patch(s: &PodGroupStatus) -> Value {
+    let conditions: Vec<Value> = s
+        .conditions
+        .iter()
+        .map(|c| {
+            json!({
+                "type": c.type_,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": c.last_transition.to_rfc3339(),
+            })
+        })
+        .collect();
+    json!({
+        "status": {
+            "phase": s.phase.as_str(),
+            "conditions": conditions,
+            "running": s.running,
+            "succeeded": s.succeeded,
+            "failed": s.failed,
+        }
+    })
+}
+
+/// `PATCH podgroups/{name}/status` (merge patch, no resourceVersion: cannot conflict).
+pub async fn podgroup_status(
+    client: &Client,
+    field_manager: &str,
+    namespace: &str,
+    name: &str,
+    s: &PodGroupStatus,
+) -> Result<Option<String>> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &api_resource(PODGROUP));
+    api.patch_status(name, &patch_params(field_manager), &Patch::Merge(podgroup_status_patch(s)))
+        .await
+        .map(|o| resource_version(&o.metadata))
+        .map_err(|source| Error::Status {
+            kind: WriteKind::PodGroupStatus,
+            object: format!("{namespace}/{name}"),
+            source,
+        })
+}
+
+/// The merge patch of a Queue's `status`: the PodGroup counts and `allocated` (resources that
+/// dropped to zero are set to `null`, since a merge patch merges maps). `state` is written
+/// only when `old` has none (Caldera fills it in, as Volcano's queue controller would);
+/// otherwise the state someone else set (`Closed`) is never overwritten.
+pub fn queue_status_patch(s: &QueueStatus, old: Option<&QueueStatus>) -> Value {
+    let mut allocated = Map::new();
+    for (name, quantity) in s.allocated.to_quantities() {
+        allocated.insert(name, Value::String(quantity));
+    }
+    let empty = Resources::new();
+    for name in old.map_or(&empty, |o| &o.allocated).names() {
+        if !allocated.contains_key(name) {
+            allocated.insert(name.to_string(), Value::Null);
+        }
+    }
+    let mut status = json!({
+        "pending": s.pending,
+        "inqueue": s.inqueue,
+        "running": s.running,
+        "completed": s.completed,
+        "unknown": s.unknown,
+        "allocated": allocated,
+    });
+    let old_state = old.map(|o| o.state.as_str()).unwrap_or("");
+    if old_state.is_empty() && !s.state.is_empty() {
+        status["state"] = json!(s.state);
+    }
+    json!({ "status": status })
+}
+
+/// `PATCH queues/{name}/status` (merge patch).
+pub async fn queue_status(
+    client: &Client,
+    field_manager: &str,
+    name: &str,
+    s: &QueueStatus,
+    old: Option<&QueueStatus>,
+) -> Result<Option<String>> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(QUEUE));
+    api.patch_status(name, &patch_params(field_manager), &Patch::Merge(queue_status_patch(s, old)))
+        .await
+        .map(|o| resource_version(&o.metadata))
+        .map_err(|source| Error::Status {
+            kind: WriteKind::QueueStatus,
+            object: name.to_string(),
+            source,
+        })
+}
+
+/// The largest `note` the API server accepts (1 kB).
+const MAX_NOTE: usize = 1024;
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// Makes event names unique within this process even within one clock tick.
+static EVENT_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Who records events: `reportingController` and `reportingInstance`.
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    /// `reportingController` (`caldera`).
+    pub controller: String,
+    /// `reportingInstance` (this replica's identity).
+    pub instance: String,
+}
+
+/// The `events.k8s.io/v1` Event for `e`. `action` is `Binding` for the `Scheduled` event of a
+/// bound pod and `Scheduling` otherwise.
+pub fn event_object(reporter: &Reporter, e: &Event, action: &str) -> KubeEvent {
+    let (api_version, kind) = match e.object {
+        EventObject::Pod => ("v1", "Pod"),
+        EventObject::PodGroup => ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+    };
+    let now = Timestamp::now();
+    let unique = (now.as_nanosecond() as u64)
+        .wrapping_add(EVENT_COUNTER.fetch_add(1, Ordering::Relaxed));
+    let name = format!("{}.{unique:x}", truncate(&e.name, 200));
+    KubeEvent {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(e.namespace.to_string()),
+            ..ObjectMeta::default()
+        },
+        event_time: Some(MicroTime(now)),
+        action: Some(action.to_string()),
+        reason: Some(e.reason.clone()),
+        note: Some(truncate(&e.message, MAX_NOTE)),
+        type_: Some(if e.warning { "Warning" } else { "Normal" }.to_string()),
+        regarding: Some(ObjectReference {
+            api_version: Some(api_version.to_string()),
+            kind: Some(kind.to_string()),
+            namespace: Some(e.namespace.to_string()),
+            name: Some(e.name.to_string()),
+            uid: Some(e.uid.to_string()).filter(|u| !u.is_empty() && !u.contains('/')),
+            ..ObjectReference::default()
+        }),
+        reporting_controller: Some(truncate(&reporter.controller, 128)),
+        reporting_instance: Some(truncate(&reporter.instance, 128)),
+        ..KubeEvent::default()
+    }
+}
+
+/// `POST /apis/events.k8s.io/v1/namespaces/{ns}/events`.
+pub async fn event(client: &Client, reporter: &Reporter, e: &Event, action: &str) -> Result<()> {
+    let api: Api<KubeEvent> = Api::namespaced(client.clone(), &e.namespace);
+    api.create(&PostParams::default(), &event_object(reporter, e, action))
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::Event {
+            reason: e.reason.clone(),
+            object: format!("{}/{}", e.namespace, e.name),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caldera_model::{Condition, PodGroupPhase};
+
+    #[test]
+    fn queue_patch_nulls_dropped_resources_and_keeps_state() {
+        let old = QueueStatus {
+            state: "Closed".into(),
+            allocated: Resources::from_pairs([("cpu", 2000), ("nvidia.com/gpu", 4)]),
+            ..QueueStatus::default()
+        };
+        let new = QueueStatus {
+            state: "Closed".into(),
+            running: 1,
+            allocated: Resources::from_pairs([("cpu", 1500)]),
+            ..QueueStatus::default()
+        };
+        let patch = queue_status_patch(&new, Some(&old));
+        assert_eq!(
+            patch,
+            json!({"status": {"pending": 0, "inqueue": 0, "running": 1, "completed": 0,
+                "unknown": 0, "allocated": {"cpu": "1500m", "nvidia.com/gpu": null}}})
+        );
+        let fresh = QueueStatus {
+            state: "Open".into(),
+            ..QueueStatus::default()
+        };
+        assert_eq!(queue_status_patch(&fresh, None)["status"]["state"], "Open");
+    }
+
+    #[test]
+    fn podgroup_patch_writes_the_whole_status() {
+        let s = PodGroupStatus {
+            phase: PodGroupPhase::Inqueue,
+            conditions: vec![Condition {
+                type_: "Unschedulable".into(),
+                status: "True".into(),
+                reason: "NotEnoughResources".into(),
+                message: "2/2 members in gang unschedulable".into(),
+                last_transition: Time::from_secs(0),
+            }],
+            running: 0,
+            succeeded: 0,
+            failed: 0,
+        };
+        let patch = podgroup_status_patch(&s);
+        assert_eq!(patch["status"]["phase"], "Inqueue");
+        assert_eq!(
+            patch["status"]["conditions"][0]["lastTransitionTime"],
+            "1970-01-01T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn pod_condition_keeps_transition_time_when_already_unschedulable() {
+        let c = PodConditionUpdate {
+            namespace: "ns".into(),
+            name: "p".into(),
+            uid: "u".into(),
+            reason: "Unschedulable".into(),
+            message: "m".into(),
+        };
+        let kept = pod_condition_patch(&c, Time::from_secs(5), true);
+        assert!(kept["status"]["conditions"][0].get("lastTransitionTime").is_none());
+        let set = pod_condition_patch(&c, Time::from_secs(5), false);
+        assert_eq!(
+            set["status"]["conditions"][0]["lastTransitionTime"],
+            "1970-01-01T00:00:05Z"
+        );
+    }
+
+    #[test]
+    fn event_notes_are_capped_at_a_kilobyte() {
+        let reporter = Reporter {
+            controller: "caldera".into(),
+            instance: "me".into(),
+        };
+        let e = Event {
+            object: EventObject::PodGroup,
+            namespace: "ns".into(),
+            name: "pg".into(),
+            uid: "ns/pg".into(),
+            warning: true,
+            reason: "Unschedulable".into(),
+            message: "é".repeat(600),
+        };
+        let ev = event_object(&reporter, &e, "Scheduling");
+        assert!(ev.note.as_ref().unwrap().len() <= MAX_NOTE);
+        assert_eq!(ev.type_.as_deref(), Some("Warning"));
+        let regarding = ev.regarding.unwrap();
+        assert_eq!(regarding.kind.as_deref(), Some("PodGroup"));
+        assert_eq!(regarding.uid, None, "a made-up uid is not sent");
+    }
+}

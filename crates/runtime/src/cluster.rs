@@ -1,0 +1,489 @@
+//! The runtime's view of the cluster: the cache's [`ClusterIndex`] fed by the watches, the
+//! [`Overlay`] of work in flight, which caches have synced, and objects that failed to
+//! convert. Everything here is synchronous; the watch tasks call it under one lock.
+//!
+//! Each `apply_*`/`delete_*` returns whether the change may let a session place something
+//! (a new pending pod of ours, freed capacity, a new node, a changed PodGroup or Queue spec):
+//! the scheduling loop then runs a session after the debounce instead of waiting for the
+//! period. Status-only changes (most of them Caldera's own writes) do not trigger.
+
+use crate::overlay::{Kind, ObjKey, Overlay};
+use caldera_api::{PodGroup, Queue as ApiQueue};
+use caldera_cache::{ClusterIndex, PodInfo};
+use caldera_model::{Node, TaskStatus};
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::{DynamicObject, TypeMeta};
+use kube::ResourceExt;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+/// The kinds the runtime watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Watched {
+    /// Pods, all namespaces, all schedulers.
+    Pods,
+    /// Nodes.
+    Nodes,
+    /// Volcano PodGroups.
+    PodGroups,
+    /// Volcano Queues.
+    Queues,
+    /// PriorityClasses.
+    PriorityClasses,
+}
+
+impl Watched {
+    /// Every watched kind.
+    pub const ALL: [Watched; 5] = [
+        Watched::Pods,
+        Watched::Nodes,
+        Watched::PodGroups,
+        Watched::Queues,
+        Watched::PriorityClasses,
+    ];
+
+    /// Plural resource name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Watched::Pods => "pods",
+            Watched::Nodes => "nodes",
+            Watched::PodGroups => "podgroups",
+            Watched::Queues => "queues",
+            Watched::PriorityClasses => "priorityclasses",
+        }
+    }
+}
+
+impl fmt::Display for Watched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An object the cache could not convert (a malformed quantity, an unknown operator, a field
+/// of the wrong type). It is left out of scheduling until a corrected version arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// Which kind.
+    pub kind: Watched,
+    /// `namespace/name` or name.
+    pub key: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// The conversion error, naming the field.
+    pub message: String,
+    /// Whether an event has been recorded for it.
+    pub reported: bool,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct Cluster {
+    pub index: ClusterIndex,
+    pub overlay: Overlay,
+    synced: BTreeMap<Watched, bool>,
+    /// Last resourceVersion seen per object Caldera writes the status of.
+    rvs: HashMap<ObjKey, String>,
+    /// Converted nodes, to tell a real change from a heartbeat.
+    nodes: HashMap<String, Node>,
+    /// PodGroup `(uid, generation)`: generation moves only with the spec.
+    podgroups: HashMap<String, (String, Option<i64>)>,
+    /// Queue `(uid, generation, state)`.
+    queues: HashMap<String, (String, Option<i64>, Option<String>)>,
+    invalid: BTreeMap<(Watched, String), Invalid>,
+}
+
+fn pod_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+fn ns_of(o: &impl ResourceExt) -> String {
+    o.namespace().unwrap_or_else(|| "default".to_string())
+}
+
+/// Whether a pod of ours waits for a node.
+fn pending_ours(p: &PodInfo, names: &[String]) -> bool {
+    p.status() == TaskStatus::Pending && names.iter().any(|n| **n == *p.scheduler_name)
+}
+
+/// A pod with its status-only fields blanked, to compare what matters to scheduling.
+fn scheduling_view(p: &PodInfo) -> PodInfo {
+    let mut p = p.clone();
+    p.pending_reason = None;
+    p.pending_since = None;
+    p
+}
+
+impl Cluster {
+    pub fn is_synced(&self, kind: Watched) -> bool {
+        self.synced.get(&kind).copied().unwrap_or(false)
+    }
+
+    pub fn all_synced(&self) -> bool {
+        Watched::ALL.iter().all(|k| self.is_synced(*k))
+    }
+
+    pub fn resource_version(&self, key: &ObjKey) -> Option<&str> {
+        self.rvs.get(key).map(String::as_str)
+    }
+
+    fn set_rv(&mut self, key: ObjKey, rv: Option<String>) {
+        self.overlay.seen(&key, rv.as_deref());
+        match rv {
+            Some(rv) => {
+                self.rvs.insert(key, rv);
+            }
+            None => {
+                self.rvs.remove(&key);
+            }
+        }
+    }
+
+    fn forget(&mut self, key: &ObjKey) {
+        self.overlay.deleted(key);
+        self.rvs.remove(key);
+    }
+
+    fn mark_invalid(&mut self, kind: Watched, key: String, uid: String, message: String) {
+        let entry = self.invalid.get(&(kind, key.clone()));
+        if entry.is_some_and(|e| e.message == message && e.uid == uid) {
+            return;
+        }
+        tracing::error!(kind = %kind, object = %key, error = %message, "object left out of scheduling");
+        self.invalid.insert(
+            (kind, key.clone()),
+            Invalid {
+                kind,
+                key,
+                uid,
+                message,
+                reported: false,
+            },
+        );
+    }
+
+    fn mark_valid(&mut self, kind: Watched, key: &str) {
+        self.invalid.remove(&(kind, key.to_string()));
+    }
+
+    fn invalid_keys(&self, kind: Watched) -> Vec<String> {
+        self.invalid
+            .keys()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, key)| key.clone())
+            .collect()
+    }
+
+    /// After a relist: invalid entries of objects no longer listed are dropped (valid ones
+    /// were dropped as they were applied).
+    fn drop_unlisted(
+        &mut self,
+        kind: Watched,
+        before: Vec<String>,
+        listed: impl Iterator<Item = String>,
+    ) {
+        let listed: std::collections::HashSet<String> = listed.collect();
+        for key in before.into_iter().filter(|k| !listed.contains(k)) {
+            self.invalid.remove(&(kind, key));
+        }
+    }
+
+    /// Objects that failed to convert.
+    pub fn invalid(&self) -> impl Iterator<Item = &Invalid> {
+        self.invalid.values()
+    }
+
+    /// Invalid objects not yet reported, marked reported.
+    pub fn take_unreported(&mut self) -> Vec<Invalid> {
+        let mut out = Vec::new();
+        for i in self.invalid.values_mut().filter(|i| !i.reported) {
+            i.reported = true;
+            out.push(i.clone());
+        }
+        out
+    }
+
+    /// Every invalid object is reported again (a new leader records its own events).
+    pub fn unreport_all(&mut self) {
+        for i in self.invalid.values_mut() {
+            i.reported = false;
+        }
+    }
+
+    // ----- pods -----
+
+    pub fn apply_pod(&mut self, pod: &Pod, names: &[String]) -> bool {
+        let ns = ns_of(pod);
+        let name = pod.name_any();
+        let key = pod_key(&ns, &name);
+        let old = self.index.pod(&ns, &name).cloned();
+        let result = self.index.apply_pod(pod);
+        self.set_rv((Kind::Pod, key.clone()), pod.resource_version());
+        match &result {
+            Ok(()) => self.mark_valid(Watched::Pods, &key),
+            Err(e) => self.mark_invalid(
+                Watched::Pods,
+                key.clone(),
+                pod.uid().unwrap_or_default(),
+                e.to_string(),
+            ),
+        }
+        let new = self.index.pod(&ns, &name);
+        if let Some(p) = new {
+            if p.status() != TaskStatus::Pending {
+                self.overlay.forget_bind(&p.uid);
+            }
+        }
+        let freed = old.as_ref().is_some_and(|o| o.counts_on_node())
+            && !new.is_some_and(|n| n.counts_on_node());
+        let newly_pending = match (new, &old) {
+            (Some(n), _) if !pending_ours(n, names) => false,
+            (Some(_), None) => true,
+            (Some(n), Some(o)) => scheduling_view(n) != scheduling_view(o),
+            (None, _) => false,
+        };
+        freed || newly_pending
+    }
+
+    pub fn delete_pod(&mut self, pod: &Pod) -> bool {
+        let ns = ns_of(pod);
+        let name = pod.name_any();
+        let key = pod_key(&ns, &name);
+        let old = self.index.pod(&ns, &name).cloned();
+        self.index.delete_pod(&ns, &name);
+        self.forget(&(Kind::Pod, key.clone()));
+        self.mark_valid(Watched::Pods, &key);
+        if let Some(uid) = pod.uid() {
+            self.overlay.forget_bind(&uid);
+        }
+        old.is_some_and(|o| o.counts_on_node() || o.status() == TaskStatus::Pending)
+    }
+
+    pub fn reset_pods(&mut self, pods: &[Pod]) {
+        self.rvs.retain(|(k, _), _| *k != Kind::Pod);
+        // Conversion errors are recorded per pod below, with the object's key.
+        let _ = self.index.reset_pods(pods);
+        let mut still_invalid = std::collections::HashSet::new();
+        for pod in pods {
+            let key = pod_key(&ns_of(pod), &pod.name_any());
+            self.set_rv((Kind::Pod, key.clone()), pod.resource_version());
+            if self.index.pod(&ns_of(pod), &pod.name_any()).is_none() {
+                if let Err(e) = PodInfo::try_from(pod) {
+                    still_invalid.insert(key.clone());
+                    self.mark_invalid(Watched::Pods, key, pod.uid().unwrap_or_default(), e.to_string());
+                }
+            }
+        }
+        self.invalid
+            .retain(|(k, key), _| *k != Watched::Pods || still_invalid.contains(key));
+        // A bind in flight stays assumed only while its pod is still listed and unbound.
+        let index = &self.index;
+        let pending: std::collections::HashSet<String> = pods
+            .iter()
+            .filter_map(|p| {
+                let info = index.pod(&ns_of(p), &p.name_any())?;
+                (info.status() == TaskStatus::Pending).then(|| info.uid.to_string())
+            })
+            .collect();
+        self.overlay.retain_assumed(|uid| pending.contains(uid));
+        self.synced.insert(Watched::Pods, true);
+    }
+
+    // ----- nodes -----
+
+    pub fn apply_node(&mut self, node: &KubeNode) -> bool {
+        let name = node.name_any();
+        let result = self.index.apply_node(node);
+        match result {
+            Ok(()) => {
+                self.mark_valid(Watched::Nodes, &name);
+                match caldera_cache::node(node) {
+                    Ok(n) => self.nodes.insert(name, n.clone()).as_ref() != Some(&n),
+                    Err(_) => false,
+                }
+            }
+            Err(e) => {
+                self.nodes.remove(&name);
+                self.mark_invalid(Watched::Nodes, name, node.uid().unwrap_or_default(), e.to_string());
+                false
+            }
+        }
+    }
+
+    pub fn delete_node(&mut self, node: &KubeNode) -> bool {
+        let name = node.name_any();
+        self.index.delete_node(&name);
+        self.nodes.remove(&name);
+        self.mark_valid(Watched::Nodes, &name);
+        true
+    }
+
+    pub fn reset_nodes(&mut self, nodes: &[KubeNode]) {
+        self.nodes.clear();
+        let before = self.invalid_keys(Watched::Nodes);
+        let _ = self.index.reset_nodes(std::iter::empty());
+        for n in nodes {
+            self.apply_node(n);
+        }
+        self.drop_unlisted(Watched::Nodes, before, nodes.iter().map(|n| n.name_any()));
+        self.synced.insert(Watched::Nodes, true);
+    }
+
+    // ----- podgroups (watched as untyped objects: one malformed object must not stop the
+    // watch, so each is decoded on its own) -----
+
+    pub fn apply_podgroup(&mut self, obj: &DynamicObject) -> bool {
+        let ns = ns_of(obj);
+        let name = obj.name_any();
+        let key = pod_key(&ns, &name);
+        self.set_rv((Kind::PodGroup, key.clone()), obj.resource_version());
+        let uid = obj.uid().unwrap_or_default();
+        let decoded = decode::<PodGroup>(obj, "scheduling.volcano.sh/v1beta1", "PodGroup");
+        let result = decoded.and_then(|pg| self.index.apply_podgroup(&pg).map_err(|e| e.to_string()));
+        match result {
+            Ok(()) => self.mark_valid(Watched::PodGroups, &key),
+            Err(message) => {
+                self.index.delete_podgroup(&ns, &name);
+                self.mark_invalid(Watched::PodGroups, key.clone(), uid.clone(), message);
+            }
+        }
+        let seen = (uid, obj.metadata.generation);
+        self.podgroups.insert(key, seen.clone()) != Some(seen)
+    }
+
+    pub fn delete_podgroup(&mut self, obj: &DynamicObject) -> bool {
+        let ns = ns_of(obj);
+        let name = obj.name_any();
+        let key = pod_key(&ns, &name);
+        self.index.delete_podgroup(&ns, &name);
+        self.forget(&(Kind::PodGroup, key.clone()));
+        self.podgroups.remove(&key);
+        self.mark_valid(Watched::PodGroups, &key);
+        true
+    }
+
+    pub fn reset_podgroups(&mut self, objs: &[DynamicObject]) {
+        self.rvs.retain(|(k, _), _| *k != Kind::PodGroup);
+        let before = self.invalid_keys(Watched::PodGroups);
+        self.podgroups.clear();
+        let _ = self.index.reset_podgroups(std::iter::empty());
+        for o in objs {
+            self.apply_podgroup(o);
+        }
+        self.drop_unlisted(
+            Watched::PodGroups,
+            before,
+            objs.iter().map(|o| pod_key(&ns_of(o), &o.name_any())),
+        );
+        self.synced.insert(Watched::PodGroups, true);
+    }
+
+    // ----- queues -----
+
+    pub fn apply_queue(&mut self, obj: &DynamicObject) -> bool {
+        let name = obj.name_any();
+        self.set_rv((Kind::Queue, name.clone()), obj.resource_version());
+        let uid = obj.uid().unwrap_or_default();
+        let decoded = decode::<ApiQueue>(obj, "scheduling.volcano.sh/v1beta1", "Queue");
+        let state = decoded
+            .as_ref()
+            .ok()
+            .and_then(|q| q.status.as_ref())
+            .and_then(|s| s.state.as_ref())
+            .map(|s| s.to_string());
+        let result = decoded.and_then(|q| self.index.apply_queue(&q).map_err(|e| e.to_string()));
+        match result {
+            Ok(()) => self.mark_valid(Watched::Queues, &name),
+            Err(message) => {
+                self.index.delete_queue(&name);
+                self.mark_invalid(Watched::Queues, name.clone(), uid.clone(), message);
+            }
+        }
+        let seen = (uid, obj.metadata.generation, state);
+        self.queues.insert(name, seen.clone()) != Some(seen)
+    }
+
+    pub fn delete_queue(&mut self, obj: &DynamicObject) -> bool {
+        let name = obj.name_any();
+        self.index.delete_queue(&name);
+        self.forget(&(Kind::Queue, name.clone()));
+        self.queues.remove(&name);
+        self.mark_valid(Watched::Queues, &name);
+        true
+    }
+
+    pub fn reset_queues(&mut self, objs: &[DynamicObject]) {
+        self.rvs.retain(|(k, _), _| *k != Kind::Queue);
+        let before = self.invalid_keys(Watched::Queues);
+        self.queues.clear();
+        let _ = self.index.reset_queues(std::iter::empty());
+        for o in objs {
+            self.apply_queue(o);
+        }
+        self.drop_unlisted(Watched::Queues, before, objs.iter().map(|o| o.name_any()));
+        self.synced.insert(Watched::Queues, true);
+    }
+
+    // ----- priority classes -----
+
+    pub fn apply_priority_class(&mut self, pc: &PriorityClass) -> bool {
+        let name = pc.name_any();
+        match self.index.apply_priority_class(pc) {
+            Ok(()) => self.mark_valid(Watched::PriorityClasses, &name),
+            Err(e) => self.mark_invalid(
+                Watched::PriorityClasses,
+                name,
+                pc.uid().unwrap_or_default(),
+                e.to_string(),
+            ),
+        }
+        true
+    }
+
+    pub fn delete_priority_class(&mut self, pc: &PriorityClass) -> bool {
+        let name = pc.name_any();
+        self.index.delete_priority_class(&name);
+        self.mark_valid(Watched::PriorityClasses, &name);
+        true
+    }
+
+    pub fn reset_priority_classes(&mut self, pcs: &[PriorityClass]) {
+        let before = self.invalid_keys(Watched::PriorityClasses);
+        let _ = self.index.reset_priority_classes(std::iter::empty());
+        for pc in pcs {
+            self.apply_priority_class(pc);
+        }
+        self.drop_unlisted(
+            Watched::PriorityClasses,
+            before,
+            pcs.iter().map(|p| p.name_any()),
+        );
+        self.synced.insert(Watched::PriorityClasses, true);
+    }
+}
+
+/// Decodes an untyped object into `K`, filling in `apiVersion`/`kind` when a list left them
+/// out. The error names the object and what serde found wrong.
+fn decode<K: serde::de::DeserializeOwned>(
+    obj: &DynamicObject,
+    api_version: &str,
+    kind: &str,
+) -> Result<K, String> {
+    let mut obj = obj.clone();
+    if obj.types.is_none() {
+        obj.types = Some(TypeMeta {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        });
+    }
+    let value = serde_json::to_value(&obj).map_err(|e| format!("cannot encode: {e}"))?;
+    serde_json::from_value(value).map_err(|e| format!("cannot decode: {e}"))
+}
+
+impl Cluster {
+    /// Whether a Queue object of that name is in the cache.
+    pub fn has_queue(&self, name: &str) -> bool {
+        self.queues.contains_key(name)
+    }
+}

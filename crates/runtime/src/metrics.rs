@@ -1,0 +1,249 @@
+//! Prometheus metrics (`/metrics`), through the `prometheus-client` crate.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `caldera_session_duration_seconds` | histogram | |
+//! | `caldera_action_duration_seconds` | histogram | `action` |
+//! | `caldera_pods_bound_total` | counter | |
+//! | `caldera_bind_errors_total` | counter | `code` (HTTP status, or `transport`) |
+//! | `caldera_pending_gangs` | gauge | |
+//! | `caldera_queue_deserved` | gauge | `queue`, `resource` (cpu in cores, memory in bytes) |
+//! | `caldera_queue_allocated` | gauge | `queue`, `resource` |
+//! | `caldera_queue_share` | gauge | `queue` (max over resources of allocated/deserved) |
+//! | `caldera_pod_schedule_latency_seconds` | histogram | (pod creation → bind) |
+//! | `caldera_api_writes_total` | counter | `kind` (`binding`, `pod_status`, `podgroup_status`, `queue_status`, `event`, `lease`, `queue`) |
+//! | `caldera_leader` | gauge | (1 while this replica holds the lease) |
+
+use caldera_model::{Resources, CPU};
+use caldera_session::QueueReport;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+type Labels = Vec<(&'static str, String)>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+fn duration_histogram() -> Histogram {
+    // 0.5ms .. ~16s
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+fn latency_histogram() -> Histogram {
+    // 10ms .. ~5.7h
+    Histogram::new(exponential_buckets(0.01, 2.0, 22))
+}
+
+/// Every metric the runtime exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub(crate) session_duration: Histogram,
+    pub(crate) action_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    pub(crate) pods_bound: Counter,
+    pub(crate) bind_errors: Family<Labels, Counter>,
+    pub(crate) pending_gangs: Gauge,
+    pub(crate) queue_deserved: Family<Labels, FloatGauge>,
+    pub(crate) queue_allocated: Family<Labels, FloatGauge>,
+    pub(crate) queue_share: Family<Labels, FloatGauge>,
+    pub(crate) schedule_latency: Histogram,
+    pub(crate) api_writes: Family<Labels, Counter>,
+    pub(crate) leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A resource amount in the unit Prometheus users expect: cores for cpu, else as is.
+fn value(name: &str, v: i64) -> f64 {
+    if name == CPU {
+        v as f64 / 1000.0
+    } else {
+        v as f64
+    }
+}
+
+impl Metrics {
+    /// Registers every metric in a fresh registry.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let session_duration = duration_histogram();
+        let action_duration =
+            Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(duration_histogram as fn() -> Histogram);
+        let pods_bound = Counter::default();
+        let bind_errors = Family::<Labels, Counter>::default();
+        let pending_gangs = Gauge::default();
+        let queue_deserved = Family::<Labels, FloatGauge>::default();
+        let queue_allocated = Family::<Labels, FloatGauge>::default();
+        let queue_share = Family::<Labels, FloatGauge>::default();
+        let schedule_latency = latency_histogram();
+        let api_writes = Family::<Labels, Counter>::default();
+        let leader = Gauge::default();
+        registry.register(
+            "caldera_session_duration_seconds",
+            "Time from snapshot to plan, per session",
+            session_duration.clone(),
+        );
+        registry.register(
+            "caldera_action_duration_seconds",
+            "Time spent in each action of a session",
+            action_duration.clone(),
+        );
+        registry.register("caldera_pods_bound", "Pods bound", pods_bound.clone());
+        registry.register(
+            "caldera_bind_errors",
+            "Failed bind attempts, by HTTP status",
+            bind_errors.clone(),
+        );
+        registry.register(
+            "caldera_pending_gangs",
+            "Gangs with pending members that the last session could not make ready",
+            pending_gangs.clone(),
+        );
+        registry.register(
+            "caldera_queue_deserved",
+            "Deserved share of each queue (cpu in cores)",
+            queue_deserved.clone(),
+        );
+        registry.register(
+            "caldera_queue_allocated",
+            "Resources held by each queue's members (cpu in cores)",
+            queue_allocated.clone(),
+        );
+        registry.register(
+            "caldera_queue_share",
+            "Max over resources of allocated/deserved",
+            queue_share.clone(),
+        );
+        registry.register(
+            "caldera_pod_schedule_latency_seconds",
+            "Time from pod creation to a successful bind",
+            schedule_latency.clone(),
+        );
+        registry.register(
+            "caldera_api_writes",
+            "Write requests sent to the API server, by kind",
+            api_writes.clone(),
+        );
+        registry.register(
+            "caldera_leader",
+            "1 while this replica holds the leader lease",
+            leader.clone(),
+        );
+        Metrics {
+            registry,
+            session_duration,
+            action_duration,
+            pods_bound,
+            bind_errors,
+            pending_gangs,
+            queue_deserved,
+            queue_allocated,
+            queue_share,
+            schedule_latency,
+            api_writes,
+            leader,
+        }
+    }
+
+    /// The metrics in the OpenMetrics text format (which Prometheus reads).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+
+    pub(crate) fn api_write(&self, kind: &str) {
+        self.api_writes
+            .get_or_create(&vec![("kind", kind.to_string())])
+            .inc();
+    }
+
+    pub(crate) fn session(&self, took: Duration, actions: &[(&'static str, Duration)]) {
+        self.session_duration.observe(took.as_secs_f64());
+        for (action, d) in actions {
+            self.action_duration
+                .get_or_create(&vec![("action", action.to_string())])
+                .observe(d.as_secs_f64());
+        }
+    }
+
+    pub(crate) fn queues(&self, reports: &[QueueReport]) {
+        self.queue_deserved.clear();
+        self.queue_allocated.clear();
+        self.queue_share.clear();
+        let set = |family: &Family<Labels, FloatGauge>, queue: &str, r: &Resources| {
+            for (name, v) in r.iter() {
+                family
+                    .get_or_create(&vec![("queue", queue.to_string()), ("resource", name.to_string())])
+                    .set(value(name, v));
+            }
+        };
+        for q in reports {
+            set(&self.queue_allocated, &q.name, &q.allocated);
+            if let Some(d) = &q.deserved {
+                set(&self.queue_deserved, &q.name, d);
+                let share = q
+                    .allocated
+                    .iter()
+                    .map(|(name, a)| {
+                        let d = d.get(name);
+                        if d > 0 {
+                            a as f64 / d as f64
+                        } else if a > 0 {
+                            f64::INFINITY
+                        } else {
+                            0.0
+                        }
+                    })
+                    .fold(0.0, f64::max);
+                self.queue_share
+                    .get_or_create(&vec![("queue", q.name.to_string())])
+                    .set(share);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_output_names_every_metric() {
+        let m = Metrics::new();
+        m.pods_bound.inc();
+        m.api_write("binding");
+        m.bind_errors
+            .get_or_create(&vec![("code", "500".to_string())])
+            .inc();
+        m.queues(&[QueueReport {
+            name: "q".into(),
+            deserved: Some(Resources::from_pairs([("cpu", 4000)])),
+            allocated: Resources::from_pairs([("cpu", 1000)]),
+        }]);
+        m.session(Duration::from_millis(3), &[("allocate", Duration::from_millis(2))]);
+        let text = m.encode();
+        for needle in [
+            "caldera_pods_bound_total 1",
+            "caldera_api_writes_total{kind=\"binding\"} 1",
+            "caldera_bind_errors_total{code=\"500\"} 1",
+            "caldera_queue_share{queue=\"q\"} 0.25",
+            "caldera_queue_deserved{queue=\"q\",resource=\"cpu\"} 4.0",
+            "caldera_action_duration_seconds_count{action=\"allocate\"} 1",
+            "caldera_session_duration_seconds_count 1",
+            "caldera_leader 0",
+            "caldera_pending_gangs 0",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The overlay of work in flight: binds issued but not yet seen in the watch ("assumed"), and
+//! status writes not yet seen. The next session's snapshot is taken through it, so a member
+//! whose bind is in flight counts as placed on its node (no double placement) and a status
+//! just written is not written again.
+//!
+//! An assumed bind is cleared when the watch shows the pod bound, finished or deleted, or when
+//! the bind is answered 404/409 or given up. A status write is cleared when the watch
+//! delivers the object at the resourceVersion the write returned, when the object is deleted,
+//! or when the write fails (the next session then decides again).
+
+use caldera_model::{
+    PendingReason, PodGroupStatus, QueueStatus, Snapshot, TaskStatus, Time,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How long a confirmed write (or a bind the server accepted) may wait for the watch before
+/// the overlay stops trusting it; only reached when the watch is broken for that long.
+const CONFIRMED_TTL: Duration = Duration::from_secs(60);
+
+/// The kinds of object Caldera writes the status of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    Pod,
+    PodGroup,
+    Queue,
+}
+
+/// `(kind, namespace/name or name)`.
+pub(crate) type ObjKey = (Kind, String);
+
+/// A bind in flight.
+#[derive(Debug, Clone)]
+pub(crate) struct Assumed {
+    pub node: Arc<str>,
+    /// When the server accepted the bind (the watch should follow shortly).
+    pub bound_at: Option<Instant>,
+}
+
+/// What a status write said.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Written {
+    PodCondition(PendingReason),
+    PodFailed,
+    PodGroup(PodGroupStatus),
+    Queue(QueueStatus),
+}
+
+#[derive(Debug, Clone)]
+struct PendingWrite {
+    content: Written,
+    /// The resourceVersion the write returned; `None` while in flight.
+    resource_version: Option<String>,
+    confirmed_at: Option<Instant>,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct Overlay {
+    assumed: HashMap<Arc<str>, Assumed>,
+    writes: HashMap<ObjKey, PendingWrite>,
+}
+
+impl Overlay {
+    pub fn assume(&mut self, uid: Arc<str>, node: Arc<str>) {
+        self.assumed.insert(
+            uid,
+            Assumed {
+                node,
+                bound_at: None,
+            },
+        );
+    }
+
+    pub fn is_assumed(&self, uid: &str) -> bool {
+        self.assumed.contains_key(uid)
+    }
+
+    pub fn assumed_len(&self) -> usize {
+        self.assumed.len()
+    }
+
+    pub fn bind_accepted(&mut self, uid: &str) {
+        if let Some(a) = self.assumed.get_mut(uid) {
+            a.bound_at = Some(Instant::now());
+        }
+    }
+
+    pub fn forget_bind(&mut self, uid: &str) {
+        self.assumed.remove(uid);
+    }
+
+    /// Keeps only the assumed binds `keep` says yes to.
+    pub fn retain_assumed(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.assumed.retain(|uid, _| keep(uid));
+    }
+
+    pub fn write_started(&mut self, key: ObjKey, content: Written) {
+        self.writes.insert(
+            key,
+            PendingWrite {
+                content,
+                resource_version: None,
+                confirmed_at: None,
+            },
+        );
+    }
+
+    /// The write to `key` succeeded at `rv`; `seen` is the resourceVersion the watch has
+    /// already delivered for it (the watch may have been faster than the response).
+    pub fn write_done(&mut self, key: &ObjKey, rv: Option<&str>, seen: Option<&str>) {
+        if rv.is_some() && rv == seen {
+            self.writes.remove(key);
+            return;
+        }
+        if let Some(w) = self.writes.get_mut(key) {
+            w.resource_version = rv.map(str::to_string);
+            w.confirmed_at = Some(Instant::now());
+        }
+    }
+
+    pub fn write_failed(&mut self, key: &ObjKey) {
+        self.writes.remove(key);
+    }
+
+    /// The watch delivered `key` at `rv`.
+    pub fn seen(&mut self, key: &ObjKey, rv: Option<&str>) {
+        let caught_up = self
+            .writes
+            .get(key)
+            .is_some_and(|w| w.resource_version.is_some() && w.resource_version.as_deref() == rv);
+        if caught_up {
+            self.writes.remove(key);
+        }
+    }
+
+    /// The object is gone.
+    pub fn deleted(&mut self, key: &ObjKey) {
+        self.writes.remove(key);
+    }
+
+    /// Forgets everything (a new leadership term starts from the caches).
+    pub fn clear(&mut self) {
+        self.assumed.clear();
+        self.writes.clear();
+    }
+
+    /// Drops confirmed entries the watch has not caught up with for too long.
+    fn expire(&mut self) {
+        let stale = |t: Option<Instant>| t.is_some_and(|t| t.elapsed() > CONFIRMED_TTL);
+        self.assumed.retain(|_, a| !stale(a.bound_at));
+        self.writes.retain(|_, w| !stale(w.confirmed_at));
+    }
+
+    /// Lays the overlay over `snap`. Assumed members whose node has vanished are forgotten
+    /// (their bind, if it lands, shows up in the watch).
+    pub fn apply(&mut self, snap: &mut Snapshot) {
+        self.expire();
+        let mut vanished = Vec::new();
+        for t in &mut snap.tasks {
+            if let Some(a) = self.assumed.get(&t.uid) {
+                if t.status == TaskStatus::Pending && t.node.is_none() {
+                    match snap.nodes.binary_search_by(|n| (*n.name).cmp(&a.node)) {
+                        Ok(ni) => {
+                            t.status = TaskStatus::Binding;
+                            t.node = Some(a.node.clone());
+                            snap.nodes[ni].add_pod(&t.request, &t.spec.host_ports);
+                        }
+                        Err(_) => vanished.push(t.uid.clone()),
+                    }
+                }
+            }
+            if self.writes.is_empty() {
+                continue;
+            }
+            let key = (Kind::Pod, format!("{}/{}", t.namespace, t.name));
+            match self.writes.get(&key).map(|w| &w.content) {
+                Some(Written::PodCondition(r)) if t.status == TaskStatus::Pending => {
+                    t.pending_reason = Some(r.clone());
+                }
+                Some(Written::PodFailed) if t.status == TaskStatus::Pending => {
+                    t.status = TaskStatus::Failed;
+                }
+                _ => {}
+            }
+        }
+        for uid in vanished {
+            self.assumed.remove(&uid);
+        }
+        if self.writes.is_empty() {
+            return;
+        }
+        for w in &mut snap.waiting {
+            let key = (Kind::Pod, format!("{}/{}", w.namespace, w.name));
+            if let Some(Written::PodCondition(r)) = self.writes.get(&key).map(|w| &w.content) {
+                w.pending_reason = Some(r.clone());
+            }
+        }
+        for j in &mut snap.jobs {
+            if j.status.is_none() {
+                continue;
+            }
+            let key = (Kind::PodGroup, j.id.to_string());
+            if let Some(Written::PodGroup(s)) = self.writes.get(&key).map(|w| &w.content) {
+                j.pending_since = pending_since(s);
+                j.status = Some(s.clone());
+            }
+        }
+        for q in &mut snap.queues {
+            if !q.exists {
+                continue;
+            }
+            let key = (Kind::Queue, q.name.to_string());
+            if let Some(Written::Queue(s)) = self.writes.get(&key).map(|w| &w.content) {
+                q.status = Some(s.clone());
+            }
+        }
+    }
+}
+
+/// What the cache derives from a PodGroup status: the transition time of a True
+/// `Unschedulable` condition that is not `NotEnoughTasks`.
+fn pending_since(s: &PodGroupStatus) -> Option<Time> {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == "Unschedulable" && c.status == "True" && c.reason != "NotEnoughTasks")
+        .map(|c| c.last_transition)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caldera_model::{Job, Node, PlacementSpec, Queue, Resources, Task};
+
+    fn snapshot() -> Snapshot {
+        let mut snap = Snapshot::default();
+        snap.nodes.push(Node::new("n1", Resources::from_pairs([("cpu", 4000)])));
+        snap.queues.push(Queue::new("default"));
+        snap.jobs.push(Job {
+            id: "ns/g".into(),
+            namespace: "ns".into(),
+            name: "g".into(),
+            uid: "g-uid".into(),
+            queue: "default".into(),
+            min_member: 1,
+            min_task_member: Default::default(),
+            priority: 0,
+            min_resources: None,
+            timeout_seconds: None,
+            topology: None,
+            created: Time(0),
+            pending_since: None,
+            status: None,
+            tasks: vec![0],
+        });
+        snap.tasks.push(Task {
+            uid: "p-uid".into(),
+            namespace: "ns".into(),
+            name: "p".into(),
+            job: 0,
+            status: TaskStatus::Pending,
+            node: None,
+            request: Resources::from_pairs([("cpu", 1000)]),
+            priority: 0,
+            role: None,
+            gated: false,
+            spec: Arc::new(PlacementSpec::default()),
+            created: Time(0),
+            pending_reason: None,
+            critical: false,
+        });
+        snap
+    }
+
+    #[test]
+    fn an_assumed_member_is_placed_and_its_node_charged() {
+        let mut overlay = Overlay::default();
+        overlay.assume("p-uid".into(), "n1".into());
+        let mut snap = snapshot();
+        overlay.apply(&mut snap);
+        assert_eq!(snap.tasks[0].status, TaskStatus::Binding);
+        assert_eq!(snap.tasks[0].node.as_deref(), Some("n1"));
+        assert_eq!(snap.nodes[0].used.cpu, 1000);
+        assert_eq!(snap.nodes[0].pod_count, 1);
+    }
+
+    #[test]
+    fn an_assumed_member_on_a_vanished_node_is_forgotten() {
+        let mut overlay = Overlay::default();
+        overlay.assume("p-uid".into(), "gone".into());
+        let mut snap = snapshot();
+        overlay.apply(&mut snap);
+        assert_eq!(snap.tasks[0].status, TaskStatus::Pending);
+        assert!(!overlay.is_assumed("p-uid"));
+    }
+
+    #[test]
+    fn a_written_condition_stands_until_the_watch_delivers_its_version() {
+        let mut overlay = Overlay::default();
+        let key = (Kind::Pod, "ns/p".to_string());
+        let reason = PendingReason {
+            reason: "Unschedulable".into(),
+            message: "no".into(),
+        };
+        overlay.write_started(key.clone(), Written::PodCondition(reason.clone()));
+        overlay.write_done(&key, Some("7"), Some("5"));
+        overlay.seen(&key, Some("6"));
+        let mut snap = snapshot();
+        overlay.apply(&mut snap);
+        assert_eq!(snap.tasks[0].pending_reason.as_ref(), Some(&reason));
+        overlay.seen(&key, Some("7"));
+        let mut snap = snapshot();
+        overlay.apply(&mut snap);
+        assert_eq!(snap.tasks[0].pending_reason, None);
+    }
+
+    #[test]
+    fn a_write_the_watch_already_delivered_is_not_kept() {
+        let mut overlay = Overlay::default();
+        let key = (Kind::Queue, "default".to_string());
+        overlay.write_started(key.clone(), Written::Queue(QueueStatus::default()));
+        overlay.write_done(&key, Some("9"), Some("9"));
+        assert!(overlay.writes.is_empty());
+    }
+}

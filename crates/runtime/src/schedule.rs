@@ -1,0 +1,292 @@
+//! The scheduling loop: while this replica leads and the caches are synced, a session every
+//! `schedulePeriod`, and `sessionDebounce` after a change that may let something be placed.
+//! Each session takes a snapshot through the overlay, runs the configured actions (timed one
+//! by one for `caldera_action_duration_seconds`), records the plan's binds and writes in the
+//! overlay, and hands the plan to the binder.
+
+use crate::cluster::{Invalid, Watched};
+use crate::overlay::{Kind, Written};
+use crate::{wall_clock, Shared};
+use caldera_binder::Binder;
+use caldera_model::{Event, EventObject, PendingReason, Plan, Snapshot, Time};
+use caldera_session::{Outcome, Scheduler};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::Client;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+/// A session's result with its timings.
+struct Timed {
+    outcome: Outcome,
+    actions: Vec<(&'static str, Duration)>,
+    pending_gangs: usize,
+}
+
+/// `Scheduler::run`, one action at a time so each can be timed.
+fn run_timed(
+    scheduler: &Scheduler,
+    actions: &[caldera_config::Action],
+    snapshot: &Snapshot,
+    now: Time,
+) -> Timed {
+    let mut ssn = scheduler.open(snapshot, now);
+    let mut timings = Vec::with_capacity(actions.len());
+    for a in actions {
+        // The scheduler was built from the same config, so every action exists.
+        if let Some(action) = caldera_session::action(a.name()) {
+            let started = std::time::Instant::now();
+            action.execute(&mut ssn);
+            timings.push((a.name(), started.elapsed()));
+        }
+    }
+    let st = &ssn.state;
+    let pending_gangs = (0..st.jobs.len())
+        .filter(|&j| {
+            st.job_runs[j].invalid.is_none()
+                && st.pending_tasks(j).next().is_some()
+                && !ssn.job_ready(j)
+        })
+        .count();
+    Timed {
+        outcome: Scheduler::finish(ssn),
+        actions: timings,
+        pending_gangs,
+    }
+}
+
+/// The loop's memory between sessions.
+#[derive(Debug, Default)]
+struct LoopState {
+    /// The last session placed nothing (logged once at info).
+    idle: bool,
+    /// The `default` queue exists (or was created) in this term.
+    default_queue: bool,
+}
+
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    binder: Binder,
+    client: Client,
+    mut leader: watch::Receiver<bool>,
+    stop: CancellationToken,
+) {
+    let mut state = LoopState::default();
+    let mut leading = false;
+    let mut seen_changes: Option<u64> = None;
+    let mut next_periodic = Instant::now();
+    loop {
+        if stop.is_cancelled() {
+            return;
+        }
+        let is_leader = *leader.borrow_and_update();
+        if !is_leader {
+            if leading {
+                binder.pause();
+                leading = false;
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                changed = leader.changed() => if changed.is_err() { return },
+            }
+            continue;
+        }
+        if !leading {
+            leading = true;
+            shared.new_term();
+            binder.resume();
+            state = LoopState::default();
+            seen_changes = None;
+        }
+        if !shared.lock_cluster().all_synced() {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = leader.changed() => {}
+                _ = shared.wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+            continue;
+        }
+        let active = shared.active();
+        let changes = shared.changes();
+        let debounce = match seen_changes {
+            None => false,
+            Some(seen) if seen != changes => true,
+            Some(_) => {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = leader.changed() => continue,
+                    _ = shared.wake.notified() => true,
+                    _ = tokio::time::sleep_until(next_periodic) => false,
+                }
+            }
+        };
+        if debounce && !active.config.session_debounce.is_zero() {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = leader.changed() => continue,
+                _ = tokio::time::sleep(active.config.session_debounce) => {}
+            }
+        }
+        seen_changes = Some(shared.changes());
+        if !state.default_queue {
+            state.default_queue = ensure_default_queue(&shared, &client).await;
+        }
+        let started = Instant::now();
+        session(&shared, &binder, &leader, &mut state).await;
+        next_periodic = started + shared.active().config.schedule_period;
+    }
+}
+
+/// Creates the Queue `default` (weight 1) if the cache has none.
+async fn ensure_default_queue(shared: &Shared, client: &Client) -> bool {
+    if shared.lock_cluster().has_queue(caldera_api::DEFAULT_QUEUE) {
+        return true;
+    }
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &crate::watch::queue_resource());
+    let mut queue = DynamicObject::new(caldera_api::DEFAULT_QUEUE, &crate::watch::queue_resource());
+    queue.data = serde_json::json!({ "spec": { "weight": 1, "reclaimable": true } });
+    shared.metrics.api_write("queue");
+    match api.create(&PostParams::default(), &queue).await {
+        Ok(_) => {
+            info!("created Queue default (weight 1)");
+            true
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => true,
+        Err(e) => {
+            warn!(error = %e, "could not create Queue default; will try again");
+            false
+        }
+    }
+}
+
+/// An event for an object that failed to convert (pods and PodGroups: the kinds events can
+/// be about).
+fn invalid_event(i: &Invalid) -> Option<Event> {
+    let object = match i.kind {
+        Watched::Pods => EventObject::Pod,
+        Watched::PodGroups => EventObject::PodGroup,
+        _ => return None,
+    };
+    let (namespace, name) = i.key.split_once('/')?;
+    Some(Event {
+        object,
+        namespace: namespace.into(),
+        name: name.into(),
+        uid: i.uid.as_str().into(),
+        warning: true,
+        reason: "InvalidObject".into(),
+        message: format!("left out of scheduling until corrected: {}", i.message),
+    })
+}
+
+async fn session(
+    shared: &Arc<Shared>,
+    binder: &Binder,
+    leader: &watch::Receiver<bool>,
+    state: &mut LoopState,
+) {
+    let active = shared.active();
+    let now = wall_clock();
+    let (snapshot, invalid) = {
+        let mut cluster = shared.lock_cluster();
+        let mut snap = cluster.index.snapshot(&active.snapshot_options);
+        cluster.overlay.apply(&mut snap);
+        (snap, cluster.take_unreported())
+    };
+    let started = std::time::Instant::now();
+    let scheduler = active.scheduler.clone();
+    let actions = active.config.actions.clone();
+    let joined = tokio::task::spawn_blocking(move || {
+        let timed = run_timed(&scheduler, &actions, &snapshot, now);
+        (timed, snapshot)
+    })
+    .await;
+    let (timed, snapshot) = match joined {
+        Ok(r) => r,
+        Err(e) => {
+            error!(error = %e, "session panicked; the next one starts afresh");
+            return;
+        }
+    };
+    let took = started.elapsed();
+    let m = &shared.metrics;
+    m.session(took, &timed.actions);
+    m.pending_gangs.set(timed.pending_gangs as i64);
+    m.queues(&timed.outcome.queues);
+    shared.session_done();
+
+    let mut plan = timed.outcome.plan;
+    plan.events.extend(invalid.iter().filter_map(invalid_event));
+    let gangs = {
+        let mut jobs: Vec<&str> = plan.binds.iter().map(|b| &*b.job).collect();
+        jobs.dedup();
+        jobs.len()
+    };
+    if plan.binds.is_empty() {
+        if !state.idle {
+            info!(
+                pending_gangs = timed.pending_gangs,
+                took_ms = took.as_millis() as u64,
+                "session placed nothing; quiet until something changes"
+            );
+            state.idle = true;
+        } else {
+            debug!(pending_gangs = timed.pending_gangs, "session placed nothing");
+        }
+    } else {
+        state.idle = false;
+        info!(
+            pods = plan.binds.len(),
+            gangs,
+            pending_gangs = timed.pending_gangs,
+            took_ms = took.as_millis() as u64,
+            "session placed pods"
+        );
+    }
+    if plan.is_empty() || !*leader.borrow() {
+        return;
+    }
+    record_in_flight(shared, &plan);
+    binder.dispatch(plan, &snapshot, now);
+}
+
+/// Puts the plan's binds and status writes into the overlay before they are sent, so the
+/// next session sees them even if it starts before they are answered.
+fn record_in_flight(shared: &Shared, plan: &Plan) {
+    let mut cluster = shared.lock_cluster();
+    let overlay = &mut cluster.overlay;
+    for b in &plan.binds {
+        overlay.assume(b.uid.clone(), b.node.clone());
+    }
+    for c in &plan.pod_conditions {
+        overlay.write_started(
+            (Kind::Pod, format!("{}/{}", c.namespace, c.name)),
+            Written::PodCondition(PendingReason {
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+            }),
+        );
+    }
+    for f in &plan.pod_failures {
+        overlay.write_started(
+            (Kind::Pod, format!("{}/{}", f.namespace, f.name)),
+            Written::PodFailed,
+        );
+    }
+    for u in &plan.podgroups {
+        overlay.write_started(
+            (Kind::PodGroup, format!("{}/{}", u.namespace, u.name)),
+            Written::PodGroup(u.status.clone()),
+        );
+    }
+    for u in &plan.queues {
+        overlay.write_started(
+            (Kind::Queue, u.name.to_string()),
+            Written::Queue(u.status.clone()),
+        );
+    }
+}
