@@ -690,3 +690,38 @@ fn same_snapshot_gives_the_same_plan() {
     let s = c.snapshot();
     assert_eq!(run(&s).plan, run(&s).plan);
 }
+
+#[test]
+fn explain_shows_node_by_node_how_many_members_fit() {
+    let c = Cluster::new()
+        .node(gpu_node("node-a"))
+        .node(gpu_node("node-b").taint("dedicated", "infer", TaintEffect::NoSchedule))
+        .pod(pod("default", "busy-a").gpus(2).on("node-a").foreign())
+        .group(podgroup("default", "tp8").min_member(8))
+        .members("default", "tp8", 8, |p| p.gpus(1));
+    let s = scheduler(&SchedulerConfig::default()).unwrap();
+    let e = s
+        .explain(&c.snapshot(), Time::from_secs(1), "default/tp8")
+        .expect("job exists");
+    assert_eq!(e.placed, 0);
+    assert!(
+        e.held
+            .as_deref()
+            .unwrap_or("")
+            .contains("Insufficient nvidia.com/gpu"),
+        "{e}"
+    );
+    let nodes = &e.kinds[0].nodes;
+    assert_eq!((nodes[0].node.as_str(), nodes[0].fit), ("node-a", 6));
+    assert_eq!(nodes[1].fit, 0);
+    assert!(nodes[1]
+        .reason
+        .as_deref()
+        .unwrap_or("")
+        .contains("untolerated taint"));
+    let text = e.to_string();
+    assert!(text.contains("8 pending members"), "{text}");
+    assert!(s
+        .explain(&c.snapshot(), Time::from_secs(1), "default/nope")
+        .is_none());
+}

@@ -9,6 +9,7 @@
 pub mod actions;
 pub mod attempt;
 pub mod close;
+pub mod explain;
 pub mod plugin;
 pub mod session;
 pub mod state;
@@ -22,6 +23,7 @@ use state::State;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub use explain::Explanation;
 pub use plugin::Verdict;
 
 /// Builds a plugin for one session from its config arguments.

@@ -545,6 +545,46 @@ impl Session {
         first
     }
 
+    /// How many members like `task` fit on `node` as it is now, and what stops the next one
+    /// (the first failing filter, or the resource that runs out). For `explain`.
+    pub fn how_many_fit(&self, task: usize, node: usize) -> (u32, Option<String>) {
+        let t = &self.state.tasks[task];
+        let n = &self.state.nodes[node];
+        if !n.ready {
+            return (0, Some("node is not ready".into()));
+        }
+        for s in self.slots.iter().filter(|s| s.hooks.predicate) {
+            if let Err(r) = s.plugin.filter_static(t, n) {
+                return (0, Some(r));
+            }
+        }
+        let mut probe = n.clone();
+        let mut fit = 0u32;
+        // Bounded: at most max_pods members fit on any node.
+        while fit < 10_000 {
+            let idle = probe.idle();
+            if !t.request.fits_in(&idle) {
+                let short: Vec<String> = t
+                    .request
+                    .insufficient(&idle)
+                    .map(|r| format!("Insufficient {r}"))
+                    .collect();
+                return (fit, Some(short.join(", ")));
+            }
+            for s in self.slots.iter().filter(|s| s.hooks.predicate) {
+                if let Err(r) = s.plugin.filter(&self.state, t, &probe) {
+                    return (fit, Some(r));
+                }
+            }
+            if t.request.is_empty() && fit >= 1 && probe.pod_count >= probe.max_pods {
+                break;
+            }
+            probe.add_pod(&t.request, &t.spec.host_ports);
+            fit += 1;
+        }
+        (fit, None)
+    }
+
     /// Records why `job` was held (the first reason wins within a session).
     pub fn hold(&mut self, job: usize, holdup: Holdup) {
         let run = &mut self.state.job_runs[job];

@@ -1,0 +1,193 @@
+//! `explain`: why a gang is (or is not) placed, node by node.
+
+use crate::plugin::Verdict;
+use crate::session::Session;
+use crate::state::Holdup;
+use crate::Scheduler;
+use caldera_model::{Resources, Snapshot, Time};
+use std::fmt;
+
+/// How one node looks to one kind of member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLine {
+    /// Node name.
+    pub node: String,
+    /// How many such members fit on it now (0 when a filter rejects it).
+    pub fit: u32,
+    /// The filter that rejects it, or what runs out first.
+    pub reason: Option<String>,
+}
+
+/// Members that ask for the same thing, and where they could go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindReport {
+    /// What each asks for.
+    pub request: Resources,
+    /// Pending members of this kind.
+    pub pending: usize,
+    /// Every node, best first.
+    pub nodes: Vec<NodeLine>,
+}
+
+/// The explanation of one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    /// `namespace/name`.
+    pub job: String,
+    /// Queue.
+    pub queue: String,
+    /// minMember.
+    pub min_member: u32,
+    /// Members in all.
+    pub members: usize,
+    /// Members already counting toward the gang.
+    pub ready_before: u32,
+    /// Members placed by this session.
+    pub placed: usize,
+    /// Enqueue's verdict (None if the job was already admitted).
+    pub enqueue: Option<String>,
+    /// Queue share line: deserved, allocated, overused.
+    pub queue_line: Option<String>,
+    /// Why the session held it, if it did.
+    pub held: Option<String>,
+    /// Per kind of member.
+    pub kinds: Vec<KindReport>,
+}
+
+impl Scheduler {
+    /// Explains `job_id` (`namespace/name`) on `snapshot` at `now`: the session's outcome for
+    /// it, the enqueue and queue limits, and node by node how many of its pending members fit.
+    /// `None` if no such job exists.
+    pub fn explain(&self, snapshot: &Snapshot, now: Time, job_id: &str) -> Option<Explanation> {
+        let ji = snapshot.jobs.iter().position(|j| &*j.id == job_id)?;
+        // The full session, to report what really happens.
+        let mut ssn = self.open(snapshot, now);
+        for a in &self.actions {
+            a.execute(&mut ssn);
+        }
+        let placed = ssn
+            .committed
+            .iter()
+            .filter(|&&(t, _)| ssn.state.tasks[t].job == ji)
+            .count();
+        let held = ssn.state.job_runs[ji].holdup.as_ref().map(|h| match h {
+            Holdup::NotAdmitted { message, .. } => format!("not admitted by enqueue: {message}"),
+            Holdup::Quota(m) => format!("queue limit: {m}"),
+            Holdup::Fit(m) => format!("no room: {m}"),
+        });
+        let invalid = ssn.state.job_runs[ji].invalid.clone();
+
+        // A fresh session for the node-by-node view, as the cluster is before any placement.
+        let fresh = self.open(snapshot, now);
+        let enqueue = if fresh.state.job_runs[ji].admitted {
+            None
+        } else {
+            Some(match fresh.enqueueable(ji) {
+                Verdict::Reject { message, .. } => format!("rejected: {message}"),
+                _ => "admitted".to_string(),
+            })
+        };
+        let q = fresh.state.job_queue[ji];
+        let queue_line = fresh
+            .slots
+            .iter()
+            .find_map(|s| s.plugin.deserved(q))
+            .map(|d| {
+                format!(
+                    "deserved {d}, allocated {}, overused {}",
+                    fresh.state.queue_allocated[q],
+                    fresh.overused(q)
+                )
+            });
+        let kinds = kinds(&fresh, ji);
+        let job = &snapshot.jobs[ji];
+        Some(Explanation {
+            job: job.id.to_string(),
+            queue: job.queue.to_string(),
+            min_member: job.min_member,
+            members: job.tasks.len(),
+            ready_before: fresh.state.ready_count(ji),
+            placed,
+            enqueue,
+            queue_line,
+            held: invalid.map(|m| format!("not enough members: {m}")).or(held),
+            kinds,
+        })
+    }
+}
+
+fn kinds(ssn: &Session, ji: usize) -> Vec<KindReport> {
+    let mut reps: Vec<(usize, usize)> = Vec::new(); // (representative task, count)
+    for t in ssn.state.pending_tasks(ji) {
+        let task = &ssn.state.tasks[t];
+        match reps.iter_mut().find(|(r, _)| {
+            let r = &ssn.state.tasks[*r];
+            r.request == task.request && r.spec == task.spec
+        }) {
+            Some((_, n)) => *n += 1,
+            None => reps.push((t, 1)),
+        }
+    }
+    reps.into_iter()
+        .map(|(rep, pending)| {
+            let task = &ssn.state.tasks[rep];
+            let mut nodes: Vec<NodeLine> = ssn
+                .state
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, _)| {
+                    let (fit, reason) = ssn.how_many_fit(rep, i);
+                    NodeLine {
+                        node: ssn.state.nodes[i].name.to_string(),
+                        fit,
+                        reason,
+                    }
+                })
+                .collect();
+            nodes.sort_by(|a, b| b.fit.cmp(&a.fit).then_with(|| a.node.cmp(&b.node)));
+            KindReport {
+                request: task.request.clone(),
+                pending,
+                nodes,
+            }
+        })
+        .collect()
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "PodGroup {} (queue {}): minMember {}, {} members, {} already placed",
+            self.job, self.queue, self.min_member, self.members, self.ready_before
+        )?;
+        if let Some(e) = &self.enqueue {
+            writeln!(f, "  enqueue: {e}")?;
+        }
+        if let Some(q) = &self.queue_line {
+            writeln!(f, "  queue {}: {q}", self.queue)?;
+        }
+        match (&self.held, self.placed) {
+            (_, n) if n > 0 => writeln!(f, "  this session places {n} members")?,
+            (Some(h), _) => writeln!(f, "  held: {h}")?,
+            (None, _) => writeln!(f, "  nothing to place")?,
+        }
+        for k in &self.kinds {
+            let total: u32 = k.nodes.iter().map(|n| n.fit).sum();
+            writeln!(
+                f,
+                "  {} pending members asking {} each; {} fit on the nodes as they are now:",
+                k.pending, k.request, total
+            )?;
+            for n in &k.nodes {
+                match &n.reason {
+                    Some(r) if n.fit == 0 => writeln!(f, "    {:<24} 0  {r}", n.node)?,
+                    Some(r) => writeln!(f, "    {:<24} {}  (then {r})", n.node, n.fit)?,
+                    None => writeln!(f, "    {:<24} {}", n.node, n.fit)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
