@@ -1,0 +1,569 @@
+//! The fixed table of resources the stand-in serves, and the discovery documents built from it.
+
+use serde_json::{json, Value};
+
+/// The verbs of an ordinary stored resource, in the order kube-apiserver lists them.
+const FULL: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
+
+/// A subresource as discovery describes it.
+#[derive(Debug)]
+pub(crate) struct SubresourceDef {
+    pub name: &'static str,
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+/// How the server treats a resource's writes; mirrors the per-resource strategies of kube-apiserver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    Pod,
+    Node,
+    Namespace,
+    CoreEvent,
+    /// `bindings` (the legacy top-level binding endpoint): create only, never stored.
+    Binding,
+    EventV1,
+    Lease,
+    PriorityClass,
+    RuntimeClass,
+    /// Served like a CRD-backed custom resource (no strategic merge patch, status dropped on create).
+    Custom,
+    Crd,
+}
+
+/// One served resource.
+#[derive(Debug)]
+pub(crate) struct ResourceDef {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    pub verbs: &'static [&'static str],
+    pub subresources: &'static [SubresourceDef],
+    pub flavor: Flavor,
+}
+
+impl ResourceDef {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `pods` for the core group, `leases.coordination.k8s.io` otherwise: what error messages name.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    pub fn has_status(&self) -> bool {
+        self.subresources.iter().any(|s| s.name == "status")
+    }
+
+    pub fn has_subresource(&self, name: &str) -> bool {
+        self.subresources.iter().any(|s| s.name == name)
+    }
+
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// Whether objects carry `metadata.generation` that moves with spec changes.
+    pub fn tracks_generation(&self) -> bool {
+        matches!(
+            self.flavor,
+            Flavor::Pod | Flavor::Custom | Flavor::Crd | Flavor::PriorityClass
+        )
+    }
+
+    /// Whether a DELETE answers with the deleted object (kube-apiserver's `ReturnDeletedObject`)
+    /// rather than a `Status`.
+    pub fn returns_deleted_object(&self) -> bool {
+        matches!(self.flavor, Flavor::Pod | Flavor::Custom | Flavor::Crd)
+    }
+
+    pub fn is_stored(&self) -> bool {
+        self.flavor != Flavor::Binding
+    }
+}
+
+const fn status_sub(kind: &'static str) -> SubresourceDef {
+    SubresourceDef {
+        name: "status",
+        group: "",
+        version: "",
+        kind,
+        verbs: STATUS_VERBS,
+    }
+}
+
+/// Every resource the stand-in serves. Index positions are the store's resource ids.
+pub(crate) static RESOURCES: &[ResourceDef] = &[
+    ResourceDef {
+        group: "",
+        version: "v1",
+        plural: "pods",
+        singular: "pod",
+        kind: "Pod",
+        namespaced: true,
+        short_names: &["po"],
+        categories: &["all"],
+        verbs: FULL,
+        subresources: &[
+            SubresourceDef {
+                name: "binding",
+                group: "",
+                version: "",
+                kind: "Binding",
+                verbs: &["create"],
+            },
+            SubresourceDef {
+                name: "eviction",
+                group: "policy",
+                version: "v1",
+                kind: "Eviction",
+                verbs: &["create"],
+            },
+            status_sub("Pod"),
+        ],
+        flavor: Flavor::Pod,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        plural: "nodes",
+        singular: "node",
+        kind: "Node",
+        namespaced: false,
+        short_names: &["no"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[status_sub("Node")],
+        flavor: Flavor::Node,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        plural: "namespaces",
+        singular: "namespace",
+        kind: "Namespace",
+        namespaced: false,
+        short_names: &["ns"],
+        categories: &[],
+        verbs: &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ],
+        subresources: &[status_sub("Namespace")],
+        flavor: Flavor::Namespace,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        namespaced: true,
+        short_names: &["ev"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::CoreEvent,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        plural: "bindings",
+        singular: "binding",
+        kind: "Binding",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        verbs: &["create"],
+        subresources: &[],
+        flavor: Flavor::Binding,
+    },
+    ResourceDef {
+        group: "events.k8s.io",
+        version: "v1",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        namespaced: true,
+        short_names: &["ev"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::EventV1,
+    },
+    ResourceDef {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        singular: "lease",
+        kind: "Lease",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::Lease,
+    },
+    ResourceDef {
+        group: "node.k8s.io",
+        version: "v1",
+        plural: "runtimeclasses",
+        singular: "runtimeclass",
+        kind: "RuntimeClass",
+        namespaced: false,
+        short_names: &[],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::RuntimeClass,
+    },
+    ResourceDef {
+        group: "scheduling.k8s.io",
+        version: "v1",
+        plural: "priorityclasses",
+        singular: "priorityclass",
+        kind: "PriorityClass",
+        namespaced: false,
+        short_names: &["pc"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::PriorityClass,
+    },
+    ResourceDef {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        plural: "customresourcedefinitions",
+        singular: "customresourcedefinition",
+        kind: "CustomResourceDefinition",
+        namespaced: false,
+        short_names: &["crd", "crds"],
+        categories: &["api-extensions"],
+        verbs: FULL,
+        subresources: &[status_sub("CustomResourceDefinition")],
+        flavor: Flavor::Crd,
+    },
+    ResourceDef {
+        group: "scheduling.volcano.sh",
+        version: "v1beta1",
+        plural: "podgroups",
+        singular: "podgroup",
+        kind: "PodGroup",
+        namespaced: true,
+        short_names: &["pg", "podgroup-v1beta1"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[status_sub("PodGroup")],
+        flavor: Flavor::Custom,
+    },
+    ResourceDef {
+        group: "scheduling.volcano.sh",
+        version: "v1beta1",
+        plural: "queues",
+        singular: "queue",
+        kind: "Queue",
+        namespaced: false,
+        short_names: &["q", "queue-v1beta1"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[status_sub("Queue")],
+        flavor: Flavor::Custom,
+    },
+];
+
+/// Index of a resource in [`RESOURCES`].
+pub(crate) type ResourceId = usize;
+
+pub(crate) fn def(id: ResourceId) -> &'static ResourceDef {
+    // Ids are only ever produced by the lookups below, which index into RESOURCES.
+    &RESOURCES[id]
+}
+
+pub(crate) const PODS: ResourceId = 0;
+pub(crate) const NODES: ResourceId = 1;
+pub(crate) const NAMESPACES: ResourceId = 2;
+pub(crate) const RUNTIME_CLASSES: ResourceId = 7;
+pub(crate) const PRIORITY_CLASSES: ResourceId = 8;
+
+/// Finds the resource served at `/{group}/{version}/{plural}`.
+pub(crate) fn find_served(group: &str, version: &str, plural: &str) -> Option<ResourceId> {
+    RESOURCES
+        .iter()
+        .position(|d| d.group == group && d.version == version && d.plural == plural)
+}
+
+/// Resolves what a test names a resource by: plural (`pods`), singular, kind (`Pod`, any case),
+/// short name (`pg`), or `plural.group` (`events.events.k8s.io`). An ambiguous name (`events`)
+/// means the core-group resource.
+pub(crate) fn resolve(name: &str) -> Option<ResourceId> {
+    let lower = name.to_ascii_lowercase();
+    RESOURCES.iter().position(|d| {
+        d.is_stored()
+            && (d.plural == lower
+                || d.singular == lower
+                || d.kind.eq_ignore_ascii_case(&lower)
+                || d.short_names.contains(&lower.as_str())
+                || d.qualified() == lower)
+    })
+}
+
+fn group_versions() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
+    for d in RESOURCES {
+        if !d.group.is_empty() && !out.contains(&(d.group, d.version)) {
+            out.push((d.group, d.version));
+        }
+    }
+    out
+}
+
+pub(crate) fn version_info() -> Value {
+    json!({
+        "major": "1",
+        "minor": "36",
+        "gitVersion": "v1.36.0-caldera-testkit",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.25.0",
+        "compiler": "gc",
+        "platform": "linux/amd64"
+    })
+}
+
+pub(crate) fn api_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]
+    })
+}
+
+fn group_doc(group: &str, version: &str) -> Value {
+    let gv = json!({"groupVersion": format!("{group}/{version}"), "version": version});
+    json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+pub(crate) fn api_group_list() -> Value {
+    let groups: Vec<Value> = group_versions()
+        .into_iter()
+        .map(|(g, v)| group_doc(g, v))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+pub(crate) fn api_group(group: &str) -> Option<Value> {
+    group_versions()
+        .into_iter()
+        .find(|(g, _)| *g == group)
+        .map(|(g, v)| {
+            let mut doc = group_doc(g, v);
+            if let Some(map) = doc.as_object_mut() {
+                map.insert("kind".into(), json!("APIGroup"));
+                map.insert("apiVersion".into(), json!("v1"));
+            }
+            doc
+        })
+}
+
+/// `APIResourceList` for one group/version, or `None` when nothing is served there.
+pub(crate) fn api_resource_list(group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for d in RESOURCES
+        .iter()
+        .filter(|d| d.group == group && d.version == version)
+    {
+        let mut r = json!({
+            "name": d.plural,
+            "singularName": d.singular,
+            "namespaced": d.namespaced,
+            "kind": d.kind,
+            "verbs": d.verbs,
+        });
+        if let Some(map) = r.as_object_mut() {
+            if !d.short_names.is_empty() {
+                map.insert("shortNames".into(), json!(d.short_names));
+            }
+            if !d.categories.is_empty() {
+                map.insert("categories".into(), json!(d.categories));
+            }
+        }
+        resources.push(r);
+        for s in d.subresources {
+            let mut r = json!({
+                "name": format!("{}/{}", d.plural, s.name),
+                "singularName": "",
+                "namespaced": d.namespaced,
+                "kind": s.kind,
+                "verbs": s.verbs,
+            });
+            if !s.group.is_empty() {
+                if let Some(map) = r.as_object_mut() {
+                    map.insert("group".into(), json!(s.group));
+                    map.insert("version".into(), json!(s.version));
+                }
+            }
+            resources.push(r);
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources
+    }))
+}
+
+fn resource_discovery_v2(d: &ResourceDef) -> Value {
+    let subresources: Vec<Value> = d
+        .subresources
+        .iter()
+        .map(|s| {
+            let (group, version) = if s.group.is_empty() {
+                (d.group, d.version)
+            } else {
+                (s.group, s.version)
+            };
+            json!({
+                "subresource": s.name,
+                "responseKind": {"group": group, "version": version, "kind": s.kind},
+                "verbs": s.verbs,
+            })
+        })
+        .collect();
+    let mut r = json!({
+        "resource": d.plural,
+        "responseKind": {"group": d.group, "version": d.version, "kind": d.kind},
+        "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": d.singular,
+        "verbs": d.verbs,
+    });
+    if let Some(map) = r.as_object_mut() {
+        if !d.short_names.is_empty() {
+            map.insert("shortNames".into(), json!(d.short_names));
+        }
+        if !d.categories.is_empty() {
+            map.insert("categories".into(), json!(d.categories));
+        }
+        if !subresources.is_empty() {
+            map.insert("subresources".into(), Value::Array(subresources));
+        }
+    }
+    r
+}
+
+fn group_discovery_v2(group: &str, version: &str) -> Value {
+    let resources: Vec<Value> = RESOURCES
+        .iter()
+        .filter(|d| d.group == group && d.version == version)
+        .map(resource_discovery_v2)
+        .collect();
+    let metadata = if group.is_empty() {
+        json!({"creationTimestamp": null})
+    } else {
+        json!({"name": group, "creationTimestamp": null})
+    };
+    json!({
+        "metadata": metadata,
+        "versions": [{"version": version, "resources": resources, "freshness": "Current"}]
+    })
+}
+
+/// Aggregated discovery (`apidiscovery.k8s.io/v2`) for `/api` (core) or `/apis` (all groups).
+pub(crate) fn aggregated_discovery(core: bool) -> Value {
+    let items: Vec<Value> = if core {
+        vec![group_discovery_v2("", "v1")]
+    } else {
+        group_versions()
+            .into_iter()
+            .map(|(g, v)| group_discovery_v2(g, v))
+            .collect()
+    };
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_accepts_every_spelling() {
+        assert_eq!(resolve("pods"), Some(PODS));
+        assert_eq!(resolve("Pod"), Some(PODS));
+        assert_eq!(resolve("po"), Some(PODS));
+        assert_eq!(resolve("pg").map(|id| def(id).kind), Some("PodGroup"));
+        assert_eq!(resolve("q").map(|id| def(id).kind), Some("Queue"));
+        assert_eq!(
+            resolve("events.events.k8s.io").map(|id| def(id).group),
+            Some("events.k8s.io")
+        );
+        assert_eq!(resolve("events").map(|id| def(id).group), Some(""));
+        assert_eq!(resolve("bindings"), None);
+        assert_eq!(resolve("deployments"), None);
+    }
+
+    #[test]
+    fn fixed_ids_point_at_their_resources() {
+        assert_eq!(def(PODS).plural, "pods");
+        assert_eq!(def(NODES).plural, "nodes");
+        assert_eq!(def(NAMESPACES).plural, "namespaces");
+        assert_eq!(def(RUNTIME_CLASSES).plural, "runtimeclasses");
+        assert_eq!(def(PRIORITY_CLASSES).plural, "priorityclasses");
+    }
+
+    #[test]
+    fn discovery_lists_subresources_and_short_names() {
+        let list = api_resource_list("scheduling.volcano.sh", "v1beta1").unwrap_or_default();
+        let names: Vec<&str> = list["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["podgroups", "podgroups/status", "queues", "queues/status"]
+        );
+        assert_eq!(list["resources"][0]["shortNames"][0], "pg");
+        assert_eq!(list["resources"][2]["namespaced"], false);
+        assert!(api_resource_list("apps", "v1").is_none());
+    }
+}

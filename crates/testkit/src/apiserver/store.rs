@@ -1,0 +1,1584 @@
+//! The object store: one ordered map per resource, a single global resourceVersion, a bounded
+//! per-resource watch history, the live watchers, and the write semantics of kube-apiserver's
+//! registry strategies (create, update, status, patch, delete, binding, eviction).
+//!
+//! Everything runs under one mutex, so every write is atomic with respect to lists and to the
+//! start of every watch: a watch registered under the lock misses no event and sees none twice.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::admission::{self, obj_mut};
+use super::patch;
+use super::resources::{
+    self, def, Flavor, ResourceDef, ResourceId, NAMESPACES, NODES, PODS, PRIORITY_CLASSES,
+    RESOURCES, RUNTIME_CLASSES,
+};
+use super::selector::{FieldSelector, LabelSelector};
+use super::status::ApiError;
+use super::time;
+
+/// The type of a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as kept in the watch history and sent to watchers. `object` is the new state
+/// (for DELETED: the last state, stamped with the deletion's resourceVersion, as etcd reports
+/// it); `prev` is the state before, which watch filters need to turn a MODIFIED that leaves or
+/// enters a selector into DELETED or ADDED.
+#[derive(Debug)]
+pub(crate) struct Event {
+    pub rv: u64,
+    pub kind: EventType,
+    pub object: Arc<Stored>,
+    pub prev: Option<Arc<Stored>>,
+}
+
+type Key = (String, String);
+
+/// A stored object and its JSON encoding, made at most once per stored version (on the first
+/// list, get or watch that needs it) so that reads copy bytes instead of serialising again;
+/// kube-apiserver's watch cache caches serialisations for the same reason.
+#[derive(Debug)]
+pub(crate) struct Stored {
+    pub value: Value,
+    json: OnceLock<Vec<u8>>,
+}
+
+impl Stored {
+    pub(crate) fn new(value: Value) -> Self {
+        Self {
+            value,
+            json: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn json(&self) -> &[u8] {
+        // Serialising a Value cannot fail: its map keys are strings.
+        self.json
+            .get_or_init(|| serde_json::to_vec(&self.value).unwrap_or_default())
+    }
+}
+
+impl std::ops::Deref for Stored {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.value
+    }
+}
+
+#[derive(Default)]
+struct ResourceState {
+    objects: BTreeMap<Key, Arc<Stored>>,
+    history: VecDeque<Arc<Event>>,
+    /// Watches from a resourceVersion below this get 410 Expired: events after it are all kept.
+    window_start: u64,
+    watchers: Vec<mpsc::UnboundedSender<Arc<Event>>>,
+}
+
+/// Store behaviour chosen at server start.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreConfig {
+    pub history_window: usize,
+    pub node_lifecycle_controller: bool,
+    pub auto_create_namespaces: bool,
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sub {
+    Main,
+    Status,
+}
+
+/// The patch formats accepted (server-side apply is answered with 415 by the HTTP layer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PatchType {
+    Merge,
+    Strategic,
+    Json,
+}
+
+/// The parts of `DeleteOptions` the store honours.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+impl DeleteOptions {
+    pub(crate) fn from_body(body: &Value) -> Self {
+        Self {
+            grace_period_seconds: body["gracePeriodSeconds"].as_i64(),
+            uid: body["preconditions"]["uid"].as_str().map(str::to_string),
+            resource_version: body["preconditions"]["resourceVersion"]
+                .as_str()
+                .map(str::to_string),
+        }
+    }
+}
+
+/// A LIST request after parsing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ListQuery {
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+}
+
+/// One page of a LIST.
+pub(crate) struct ListPage {
+    pub items: Vec<Arc<Stored>>,
+    pub resource_version: u64,
+    pub continue_token: Option<String>,
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum WatchFrom {
+    /// Only changes from now on.
+    Now,
+    /// Synthetic ADDED events for every current object, then changes.
+    CurrentState,
+    /// Every change after this resourceVersion (410 if the history no longer reaches back).
+    After(u64),
+}
+
+/// What a new watch replays before live events.
+pub(crate) enum Replay {
+    Events(Vec<Arc<Event>>),
+    Objects(Vec<Arc<Stored>>),
+}
+
+pub(crate) struct WatchStart {
+    pub replay: Replay,
+    pub live: mpsc::UnboundedReceiver<Arc<Event>>,
+    pub resource_version: u64,
+}
+
+pub(crate) struct State {
+    rv: u64,
+    resources: Vec<ResourceState>,
+    config: StoreConfig,
+    random: u64,
+}
+
+fn meta<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj["metadata"][field].as_str().unwrap_or_default()
+}
+
+fn key_of(d: &ResourceDef, namespace: &str, name: &str) -> Key {
+    let ns = if d.namespaced { namespace } else { "" };
+    (ns.to_string(), name.to_string())
+}
+
+fn set_type_meta(d: &ResourceDef, obj: &mut Value) {
+    if let Value::Object(map) = obj {
+        map.insert("apiVersion".into(), json!(d.api_version()));
+        map.insert("kind".into(), json!(d.kind));
+    }
+}
+
+fn check_type_meta(d: &ResourceDef, body: &Value) -> Result<(), ApiError> {
+    if !body.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "the request body must be a JSON object of kind {}",
+            d.kind
+        )));
+    }
+    let kind = body["kind"].as_str().unwrap_or_default();
+    let api_version = body["apiVersion"].as_str().unwrap_or_default();
+    if (!kind.is_empty() && kind != d.kind)
+        || (!api_version.is_empty() && api_version != d.api_version())
+    {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): {api_version}, Kind={kind} does not match {}, Kind={}",
+            d.kind,
+            d.api_version(),
+            d.kind
+        )));
+    }
+    Ok(())
+}
+
+fn status_success(code: u16) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code})
+}
+
+fn hex_encode(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn hex_decode(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect()
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A pod's effective grace period for a delete (`podStrategy.CheckGracefulDelete`).
+fn pod_grace_period(pod: &Value, requested: Option<i64>) -> i64 {
+    let mut period = requested
+        .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_i64())
+        .unwrap_or(0);
+    if pod["spec"]["nodeName"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty()
+    {
+        period = 0;
+    }
+    if matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Failed" | "Succeeded")
+    ) {
+        period = 0;
+    }
+    if period < 0 {
+        period = 1;
+    }
+    period
+}
+
+/// Everything but `metadata` and `status`: what moves a custom resource's generation.
+fn generation_relevant(obj: &Value) -> Value {
+    match obj {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| k.as_str() != "metadata" && k.as_str() != "status")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+impl State {
+    pub(crate) fn new(config: StoreConfig) -> Self {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0x5eed);
+        let mut state = Self {
+            rv: 0,
+            resources: RESOURCES.iter().map(|_| ResourceState::default()).collect(),
+            config,
+            random: seed,
+        };
+        state.seed_builtin_objects();
+        state
+    }
+
+    /// The objects every kube-apiserver creates at start.
+    fn seed_builtin_objects(&mut self) {
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            // Cannot fail: fixed valid names in an empty store.
+            let _ = self.create(NAMESPACES, "", json!({"metadata": {"name": ns}}), false);
+        }
+        for (name, value, description) in [
+            (
+                "system-node-critical",
+                2_000_001_000,
+                "Used for system critical pods that must not be moved from their current node.",
+            ),
+            (
+                "system-cluster-critical",
+                2_000_000_000,
+                "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+            ),
+        ] {
+            let _ = self.create(
+                PRIORITY_CLASSES,
+                "",
+                json!({"metadata": {"name": name}, "value": value, "description": description}),
+                false,
+            );
+        }
+    }
+
+    pub(crate) fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    fn random_suffix(&mut self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let mut r = splitmix(&mut self.random);
+        (0..5)
+            .map(|_| {
+                let c = ALPHABET[(r % ALPHABET.len() as u64) as usize] as char;
+                r /= ALPHABET.len() as u64;
+                c
+            })
+            .collect()
+    }
+
+    fn new_uid(&mut self) -> String {
+        let a = splitmix(&mut self.random);
+        let b = splitmix(&mut self.random);
+        format!(
+            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xfff,
+            ((b >> 48) & 0x3fff) | 0x8000,
+            b & 0xffff_ffff_ffff
+        )
+    }
+
+    fn lookup(&self, id: ResourceId, namespace: &str, name: &str) -> Option<&Arc<Stored>> {
+        self.resources[id]
+            .objects
+            .get(&key_of(def(id), namespace, name))
+    }
+
+    pub(crate) fn get(
+        &self,
+        id: ResourceId,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<Stored>, ApiError> {
+        self.lookup(id, namespace, name)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(def(id), name))
+    }
+
+    pub(crate) fn all(&self, id: ResourceId) -> impl Iterator<Item = &Arc<Stored>> {
+        self.resources[id].objects.values()
+    }
+
+    /// Records a change: bumps the global resourceVersion, stores, appends to the watch
+    /// history and fans out to watchers. `new` is `None` for a deletion, in which case `last`
+    /// is the final state reported in the DELETED event.
+    fn commit(
+        &mut self,
+        id: ResourceId,
+        key: &Key,
+        new: Option<Value>,
+        last: Option<Value>,
+    ) -> Arc<Stored> {
+        self.rv += 1;
+        let rv = self.rv;
+        let rs = &mut self.resources[id];
+        let (kind, object, prev) = match new {
+            Some(mut obj) => {
+                obj_mut(&mut obj, "metadata")
+                    .insert("resourceVersion".into(), json!(rv.to_string()));
+                let obj = Arc::new(Stored::new(obj));
+                let prev = rs.objects.insert(key.clone(), obj.clone());
+                let kind = if prev.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
+                (kind, obj, prev)
+            }
+            None => {
+                let prev = rs.objects.remove(key);
+                let mut obj = last
+                    .or_else(|| prev.as_ref().map(|p| p.value.clone()))
+                    .unwrap_or_else(|| json!({}));
+                obj_mut(&mut obj, "metadata")
+                    .insert("resourceVersion".into(), json!(rv.to_string()));
+                (EventType::Deleted, Arc::new(Stored::new(obj)), prev)
+            }
+        };
+        let event = Arc::new(Event {
+            rv,
+            kind,
+            object: object.clone(),
+            prev,
+        });
+        rs.history.push_back(event.clone());
+        while rs.history.len() > self.config.history_window {
+            if let Some(old) = rs.history.pop_front() {
+                rs.window_start = old.rv;
+            }
+        }
+        rs.watchers.retain(|w| w.send(event.clone()).is_ok());
+        object
+    }
+
+    /// Controllers that react to a write at once (their effect is a separate, later write).
+    fn after_write(&mut self, id: ResourceId, key: &Key) {
+        if id == NODES && self.config.node_lifecycle_controller {
+            let Some(node) = self.resources[NODES].objects.get(key).cloned() else {
+                return;
+            };
+            if let Some(taints) = admission::sync_condition_taints(&node) {
+                let mut next = node.value.clone();
+                obj_mut(&mut next, "spec").insert("taints".into(), Value::Array(taints));
+                self.commit(NODES, key, Some(next), None);
+            }
+        }
+    }
+
+    fn ensure_namespace(&mut self, namespace: &str, dry_run: bool) -> Result<(), ApiError> {
+        if self.lookup(NAMESPACES, "", namespace).is_some() {
+            return Ok(());
+        }
+        if !self.config.auto_create_namespaces {
+            return Err(ApiError::namespace_not_found(namespace));
+        }
+        if dry_run {
+            return Ok(());
+        }
+        self.create(
+            NAMESPACES,
+            "",
+            json!({"metadata": {"name": namespace}}),
+            false,
+        )
+        .map(|_| ())
+    }
+
+    pub(crate) fn list(&self, id: ResourceId, query: &ListQuery) -> Result<ListPage, ApiError> {
+        let d = def(id);
+        let rs = &self.resources[id];
+        let (resource_version, start) = match &query.continue_token {
+            Some(token) => {
+                let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
+                let decoded: Value = hex_decode(token)
+                    .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                    .ok_or_else(bad)?;
+                let rv = decoded["rv"].as_u64().ok_or_else(bad)?;
+                let ns = decoded["ns"].as_str().ok_or_else(bad)?.to_string();
+                let name = decoded["name"].as_str().ok_or_else(bad)?.to_string();
+                (rv, Bound::Excluded((ns, name)))
+            }
+            None => (
+                self.rv,
+                match &query.namespace {
+                    Some(ns) if d.namespaced => Bound::Included((ns.clone(), String::new())),
+                    _ => Bound::Unbounded,
+                },
+            ),
+        };
+        let in_namespace = |k: &Key| match &query.namespace {
+            Some(ns) if d.namespaced => &k.0 == ns,
+            _ => true,
+        };
+        let limit = query.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let mut items = Vec::new();
+        let mut last_key: Option<&Key> = None;
+        let mut more = false;
+        if let (Some(name), None) = (query.fields.required_name(), &query.continue_token) {
+            // A name-pinned selector is a point lookup, not a scan.
+            let candidates: Vec<&Arc<Stored>> = match &query.namespace {
+                Some(ns) if d.namespaced => rs
+                    .objects
+                    .get(&(ns.clone(), name.to_string()))
+                    .into_iter()
+                    .collect(),
+                _ => rs
+                    .objects
+                    .iter()
+                    .filter(|(k, _)| k.1 == name)
+                    .map(|(_, v)| v)
+                    .collect(),
+            };
+            items.extend(
+                candidates
+                    .into_iter()
+                    .filter(|o| query.labels.matches(o) && query.fields.matches(o))
+                    .cloned(),
+            );
+        } else {
+            for (k, obj) in rs.objects.range((start, Bound::Unbounded)) {
+                if !in_namespace(k) {
+                    break;
+                }
+                if items.len() == limit {
+                    more = true;
+                    break;
+                }
+                last_key = Some(k);
+                if query.labels.matches(obj) && query.fields.matches(obj) {
+                    items.push(obj.clone());
+                }
+            }
+        }
+        let continue_token = match (more, last_key) {
+            (true, Some((ns, name))) => {
+                let token = json!({"rv": resource_version, "ns": ns, "name": name});
+                Some(hex_encode(token.to_string().as_bytes()))
+            }
+            _ => None,
+        };
+        Ok(ListPage {
+            items,
+            resource_version,
+            continue_token,
+        })
+    }
+
+    pub(crate) fn create(
+        &mut self,
+        id: ResourceId,
+        namespace: &str,
+        mut body: Value,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let d = def(id);
+        check_type_meta(d, &body)?;
+        let body_ns = meta(&body, "namespace").to_string();
+        let ns = if d.namespaced {
+            if !body_ns.is_empty() && body_ns != namespace {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            namespace.to_string()
+        } else {
+            String::new()
+        };
+        let mut name = meta(&body, "name").to_string();
+        if name.is_empty() {
+            let prefix = meta(&body, "generateName").to_string();
+            if prefix.is_empty() {
+                return Err(ApiError::invalid(
+                    d,
+                    "",
+                    &[(
+                        "metadata.name".into(),
+                        "Required value: name or generateName is required".into(),
+                    )],
+                ));
+            }
+            loop {
+                name = format!("{prefix}{}", self.random_suffix());
+                if self.lookup(id, &ns, &name).is_none() {
+                    break;
+                }
+            }
+        }
+        if let Some(problem) = admission::name_problem(&name, d.flavor == Flavor::Namespace) {
+            return Err(ApiError::invalid(
+                d,
+                &name,
+                &[("metadata.name".into(), problem)],
+            ));
+        }
+        if !meta(&body, "resourceVersion").is_empty() {
+            return Err(ApiError::internal(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        let key = key_of(d, &ns, &name);
+        if self.resources[id].objects.contains_key(&key) {
+            return Err(ApiError::already_exists(d, &name));
+        }
+        if d.namespaced {
+            self.ensure_namespace(&ns, dry_run)?;
+        }
+        let uid = self.new_uid();
+        {
+            let m = obj_mut(&mut body, "metadata");
+            m.insert("name".into(), json!(name));
+            if d.namespaced {
+                m.insert("namespace".into(), json!(ns));
+            } else {
+                m.remove("namespace");
+            }
+            m.insert("uid".into(), json!(uid));
+            m.insert("creationTimestamp".into(), json!(time::now()));
+            for field in [
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "resourceVersion",
+                "selfLink",
+                "managedFields",
+            ] {
+                m.remove(field);
+            }
+            if d.tracks_generation() {
+                m.insert("generation".into(), json!(1));
+            } else {
+                m.remove("generation");
+            }
+        }
+        set_type_meta(d, &mut body);
+        admission::normalize_quantities(d.flavor, &mut body);
+        self.prepare_create(id, &name, &mut body)?;
+        if dry_run {
+            return Ok(body);
+        }
+        let stored = self.commit(id, &key, Some(body), None);
+        self.after_write(id, &key);
+        Ok(stored.value.clone())
+    }
+
+    /// Per-resource defaulting, admission and `PrepareForCreate`.
+    fn prepare_create(
+        &mut self,
+        id: ResourceId,
+        name: &str,
+        obj: &mut Value,
+    ) -> Result<(), ApiError> {
+        let d = def(id);
+        match d.flavor {
+            Flavor::Pod => {
+                admission::default_pod(obj);
+                self.admit_runtime_class(name, obj)?;
+                self.admit_priority(name, obj)?;
+                admission::add_default_tolerations(obj);
+                admission::reset_pod_status(obj);
+            }
+            Flavor::Node => admission::add_not_ready_taint(obj),
+            Flavor::Namespace => {
+                obj_mut(obj, "metadata")
+                    .entry("labels")
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+                    .map(|l| l.insert("kubernetes.io/metadata.name".into(), json!(name)));
+                obj_mut(obj, "spec").insert("finalizers".into(), json!(["kubernetes"]));
+                if let Value::Object(map) = obj {
+                    map.insert("status".into(), json!({"phase": "Active"}));
+                }
+            }
+            Flavor::Custom => {
+                if d.has_status() {
+                    if let Value::Object(map) = obj {
+                        map.remove("status");
+                    }
+                }
+            }
+            Flavor::Crd => {
+                let expected = format!(
+                    "{}.{}",
+                    obj["spec"]["names"]["plural"].as_str().unwrap_or_default(),
+                    obj["spec"]["group"].as_str().unwrap_or_default()
+                );
+                if expected != name {
+                    return Err(ApiError::invalid(
+                        d,
+                        name,
+                        &[(
+                            "metadata.name".into(),
+                            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+                        )],
+                    ));
+                }
+                let status = admission::established_crd_status(obj);
+                if let Value::Object(map) = obj {
+                    map.insert("status".into(), status);
+                }
+            }
+            Flavor::PriorityClass => {
+                let Some(value) = obj["value"].as_i64() else {
+                    return Err(ApiError::invalid(
+                        d,
+                        name,
+                        &[("value".into(), "Required value".into())],
+                    ));
+                };
+                if value > 1_000_000_000 && !name.starts_with("system-") {
+                    return Err(ApiError::invalid(
+                        d,
+                        name,
+                        &[(
+                            "value".into(),
+                            "Forbidden: maximum allowed value of a user defined priority is 1000000000".into(),
+                        )],
+                    ));
+                }
+                if obj["globalDefault"] == true {
+                    let existing = self
+                        .all(PRIORITY_CLASSES)
+                        .find(|pc| pc["globalDefault"] == true)
+                        .map(|pc| meta(pc, "name").to_string());
+                    if let Some(existing) = existing {
+                        return Err(ApiError::forbidden(
+                            d,
+                            name,
+                            &format!("PriorityClass {existing} is already marked as default. Only one default can exist"),
+                        ));
+                    }
+                }
+                if let Value::Object(map) = obj {
+                    map.entry("preemptionPolicy")
+                        .or_insert_with(|| json!("PreemptLowerPriority"));
+                }
+            }
+            Flavor::CoreEvent
+            | Flavor::EventV1
+            | Flavor::Lease
+            | Flavor::RuntimeClass
+            | Flavor::Binding => {}
+        }
+        Ok(())
+    }
+
+    /// RuntimeClass admission: overhead comes only from the pod's RuntimeClass.
+    fn admit_runtime_class(&self, name: &str, pod: &mut Value) -> Result<(), ApiError> {
+        let pods = def(PODS);
+        let has_overhead = !pod["spec"]["overhead"].is_null();
+        let class_name = pod["spec"]["runtimeClassName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if class_name.is_empty() {
+            if has_overhead {
+                return Err(ApiError::forbidden(
+                    pods,
+                    name,
+                    "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead",
+                ));
+            }
+            return Ok(());
+        }
+        let Some(class) = self.lookup(RUNTIME_CLASSES, "", &class_name).cloned() else {
+            return Err(ApiError::forbidden(
+                pods,
+                name,
+                &format!("pod rejected: RuntimeClass \"{class_name}\" not found"),
+            ));
+        };
+        let fixed = &class["overhead"]["podFixed"];
+        let spec = obj_mut(pod, "spec");
+        if fixed.is_object() {
+            if has_overhead && spec.get("overhead") != Some(fixed) {
+                return Err(ApiError::forbidden(
+                    pods,
+                    name,
+                    "pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead",
+                ));
+            }
+            spec.insert("overhead".into(), fixed.clone());
+        } else if has_overhead {
+            return Err(ApiError::forbidden(
+                pods,
+                name,
+                "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead",
+            ));
+        }
+        if let Some(selector) = class["scheduling"]["nodeSelector"].as_object() {
+            let pod_selector = spec.entry("nodeSelector").or_insert_with(|| json!({}));
+            if let Value::Object(pod_selector) = pod_selector {
+                for (k, v) in selector {
+                    match pod_selector.get(k) {
+                        Some(existing) if existing != v => {
+                            return Err(ApiError::forbidden(
+                                pods,
+                                name,
+                                &format!(
+                                    "conflict: runtimeClass.scheduling.nodeSelector[{k}] = {}; pod.spec.nodeSelector[{k}] = {}",
+                                    v.as_str().unwrap_or_default(),
+                                    existing.as_str().unwrap_or_default()
+                                ),
+                            ))
+                        }
+                        _ => {
+                            pod_selector.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(tolerations) = class["scheduling"]["tolerations"].as_array() {
+            let list = spec.entry("tolerations").or_insert_with(|| json!([]));
+            if let Value::Array(list) = list {
+                for t in tolerations {
+                    if !list.contains(t) {
+                        list.push(t.clone());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Priority admission: resolve `priorityClassName` (or the global default) into `priority`.
+    fn admit_priority(&self, name: &str, pod: &mut Value) -> Result<(), ApiError> {
+        let pods = def(PODS);
+        let class_name = pod["spec"]["priorityClassName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let (class_name, value, policy) = if class_name.is_empty() {
+            let default = self
+                .all(PRIORITY_CLASSES)
+                .filter(|pc| pc["globalDefault"] == true)
+                .min_by_key(|pc| pc["value"].as_i64().unwrap_or_default());
+            match default {
+                Some(pc) => (
+                    meta(pc, "name").to_string(),
+                    pc["value"].as_i64().unwrap_or_default(),
+                    pc["preemptionPolicy"].as_str().map(str::to_string),
+                ),
+                None => (String::new(), 0, None),
+            }
+        } else {
+            let Some(pc) = self.lookup(PRIORITY_CLASSES, "", &class_name) else {
+                return Err(ApiError::forbidden(
+                    pods,
+                    name,
+                    &format!("no PriorityClass with name {class_name} was found"),
+                ));
+            };
+            (
+                class_name,
+                pc["value"].as_i64().unwrap_or_default(),
+                pc["preemptionPolicy"].as_str().map(str::to_string),
+            )
+        };
+        let spec = obj_mut(pod, "spec");
+        if let Some(given) = spec.get("priority").and_then(Value::as_i64) {
+            if given != value {
+                return Err(ApiError::forbidden(
+                    pods,
+                    name,
+                    &format!("the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name"),
+                ));
+            }
+        }
+        if !class_name.is_empty() {
+            spec.insert("priorityClassName".into(), json!(class_name));
+        }
+        spec.insert("priority".into(), json!(value));
+        let policy = policy.unwrap_or_else(|| "PreemptLowerPriority".to_string());
+        spec.entry("preemptionPolicy")
+            .or_insert_with(|| json!(policy));
+        Ok(())
+    }
+
+    /// PUT.
+    pub(crate) fn update(
+        &mut self,
+        id: ResourceId,
+        namespace: &str,
+        name: &str,
+        sub: Sub,
+        body: Value,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let d = def(id);
+        check_type_meta(d, &body)?;
+        let old = self.get(id, namespace, name)?;
+        let body_rv = meta(&body, "resourceVersion");
+        if !body_rv.is_empty() && body_rv != meta(&old, "resourceVersion") {
+            return Err(ApiError::stale(d, name));
+        }
+        self.finish_update(id, namespace, name, sub, &old, body, dry_run)
+    }
+
+    /// PATCH.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn patch(
+        &mut self,
+        id: ResourceId,
+        namespace: &str,
+        name: &str,
+        sub: Sub,
+        kind: PatchType,
+        patch: &Value,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let d = def(id);
+        let old = self.get(id, namespace, name)?;
+        let mut new = old.value.clone();
+        match kind {
+            PatchType::Merge => patch::merge_patch(&mut new, patch),
+            PatchType::Strategic => patch::strategic_merge(&mut new, patch, d.flavor)?,
+            PatchType::Json => new = patch::json_patch(&new, patch)?,
+        }
+        let new_rv = meta(&new, "resourceVersion");
+        if !new_rv.is_empty() && new_rv != meta(&old, "resourceVersion") {
+            return Err(ApiError::stale(d, name));
+        }
+        self.finish_update(id, namespace, name, sub, &old, new, dry_run)
+    }
+
+    /// The shared tail of PUT and PATCH: `PrepareForUpdate`, validation, no-op detection, commit.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_update(
+        &mut self,
+        id: ResourceId,
+        namespace: &str,
+        name: &str,
+        sub: Sub,
+        old: &Arc<Stored>,
+        mut new: Value,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let d = def(id);
+        let new_name = meta(&new, "name");
+        if !new_name.is_empty() && new_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({new_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let new_ns = meta(&new, "namespace");
+        if d.namespaced && !new_ns.is_empty() && new_ns != namespace {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        set_type_meta(d, &mut new);
+        {
+            let old_meta = old["metadata"].as_object().cloned().unwrap_or_default();
+            let m = obj_mut(&mut new, "metadata");
+            for field in [
+                "name",
+                "namespace",
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "resourceVersion",
+            ] {
+                match old_meta.get(field) {
+                    Some(v) => m.insert(field.into(), v.clone()),
+                    None => m.remove(field),
+                };
+            }
+        }
+        let copy_field = |to: &mut Value, from: &Value, field: &str| {
+            if let Value::Object(map) = to {
+                match from.get(field) {
+                    Some(v) => map.insert(field.into(), v.clone()),
+                    None => map.remove(field),
+                };
+            }
+        };
+        match sub {
+            Sub::Main => {
+                if d.has_status() {
+                    copy_field(&mut new, old, "status");
+                }
+            }
+            Sub::Status => match d.flavor {
+                Flavor::Pod => {
+                    copy_field(&mut new, old, "spec");
+                    let owners = old["metadata"].get("ownerReferences").cloned();
+                    let m = obj_mut(&mut new, "metadata");
+                    match owners {
+                        Some(o) => m.insert("ownerReferences".into(), o),
+                        None => m.remove("ownerReferences"),
+                    };
+                    if new["status"]["qosClass"].is_null() && !old["status"]["qosClass"].is_null() {
+                        obj_mut(&mut new, "status")
+                            .insert("qosClass".into(), old["status"]["qosClass"].clone());
+                    }
+                }
+                Flavor::Node | Flavor::Namespace => copy_field(&mut new, old, "spec"),
+                _ => {
+                    let status = new.get("status").cloned();
+                    new = old.value.clone();
+                    if let Value::Object(map) = &mut new {
+                        match status {
+                            Some(s) => map.insert("status".into(), s),
+                            None => map.remove("status"),
+                        };
+                    }
+                }
+            },
+        }
+        admission::normalize_quantities(d.flavor, &mut new);
+        if d.flavor == Flavor::Pod && sub == Sub::Main {
+            let errors = admission::validate_pod_spec_update(old, &new);
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(d, name, &errors));
+            }
+        }
+        if d.flavor == Flavor::PriorityClass && old["value"] != new["value"] {
+            return Err(ApiError::invalid(
+                d,
+                name,
+                &[(
+                    "value".into(),
+                    "Forbidden: may not be changed in an update.".into(),
+                )],
+            ));
+        }
+        if d.tracks_generation() {
+            let changed = match d.flavor {
+                Flavor::Pod => old["spec"] != new["spec"],
+                _ => generation_relevant(old) != generation_relevant(&new),
+            };
+            let generation =
+                old["metadata"]["generation"].as_i64().unwrap_or(1) + i64::from(changed);
+            obj_mut(&mut new, "metadata").insert("generation".into(), json!(generation));
+        }
+        if old.value == new || dry_run {
+            // A write that changes nothing is not persisted: no new resourceVersion, no event.
+            return Ok(new);
+        }
+        let key = key_of(d, namespace, name);
+        let stored = self.commit(id, &key, Some(new), None);
+        self.after_write(id, &key);
+        Ok(stored.value.clone())
+    }
+
+    /// DELETE of one object. Returns the response body.
+    pub(crate) fn delete(
+        &mut self,
+        id: ResourceId,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let d = def(id);
+        let old = self.get(id, namespace, name)?;
+        if let Some(uid) = &opts.uid {
+            let actual = meta(&old, "uid");
+            if uid != actual {
+                return Err(ApiError::conflict(
+                    d.group,
+                    d.plural,
+                    name,
+                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                ));
+            }
+        }
+        if let Some(rv) = &opts.resource_version {
+            let actual = meta(&old, "resourceVersion");
+            if rv != actual {
+                return Err(ApiError::conflict(
+                    d.group,
+                    d.plural,
+                    name,
+                    &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
+                ));
+            }
+        }
+        let key = key_of(d, namespace, name);
+        let mut last = old.value.clone();
+        if d.flavor == Flavor::Pod {
+            let grace = pod_grace_period(&old, opts.grace_period_seconds);
+            let pending = old["metadata"]["deletionGracePeriodSeconds"].as_i64();
+            let terminating = !old["metadata"]["deletionTimestamp"].is_null();
+            if grace > 0 {
+                if terminating && pending.is_some_and(|p| p > 0 && p <= grace) {
+                    // Graceful deletion already pending with a period no longer than this one.
+                    return Ok(old.value.clone());
+                }
+                let m = obj_mut(&mut last, "metadata");
+                m.insert("deletionTimestamp".into(), json!(time::after(grace)));
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                if dry_run {
+                    return Ok(last);
+                }
+                let stored = self.commit(id, &key, Some(last), None);
+                return Ok(stored.value.clone());
+            }
+            let m = obj_mut(&mut last, "metadata");
+            if !terminating {
+                m.insert("deletionTimestamp".into(), json!(time::now()));
+            }
+            m.insert("deletionGracePeriodSeconds".into(), json!(0));
+        }
+        if dry_run {
+            return Ok(last);
+        }
+        if d.flavor == Flavor::Namespace {
+            self.delete_namespace_contents(name);
+        }
+        let uid = meta(&old, "uid").to_string();
+        let stored = self.commit(id, &key, None, Some(last));
+        if d.returns_deleted_object() {
+            Ok(stored.value.clone())
+        } else {
+            let mut details = json!({"name": name, "kind": d.plural, "uid": uid});
+            if !d.group.is_empty() {
+                details["group"] = json!(d.group);
+            }
+            let mut status = status_success(200);
+            status["details"] = details;
+            Ok(status)
+        }
+    }
+
+    /// What the namespace controller does before a namespace goes away.
+    fn delete_namespace_contents(&mut self, namespace: &str) {
+        for id in 0..RESOURCES.len() {
+            if !def(id).namespaced {
+                continue;
+            }
+            let keys: Vec<Key> = self.resources[id]
+                .objects
+                .range((namespace.to_string(), String::new())..)
+                .take_while(|(k, _)| k.0 == namespace)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in keys {
+                self.commit(id, &key, None, None);
+            }
+        }
+    }
+
+    /// DELETE on a collection: deletes (or, for bound pods, starts terminating) every match.
+    pub(crate) fn delete_collection(
+        &mut self,
+        id: ResourceId,
+        query: &ListQuery,
+        opts: &DeleteOptions,
+        dry_run: bool,
+    ) -> Result<Vec<Value>, ApiError> {
+        let mut all = query.clone();
+        all.limit = None;
+        all.continue_token = None;
+        let page = self.list(id, &all)?;
+        let mut out = Vec::new();
+        for obj in page.items {
+            let result = self.delete(
+                id,
+                meta(&obj, "namespace"),
+                meta(&obj, "name"),
+                opts,
+                dry_run,
+            )?;
+            if result["kind"] == "Status" {
+                out.push((*obj).clone());
+            } else {
+                out.push(result);
+            }
+        }
+        Ok(out)
+    }
+
+    /// `pods/binding` (and the legacy `bindings` resource when `url_name` is `None`).
+    pub(crate) fn bind(
+        &mut self,
+        namespace: &str,
+        url_name: Option<&str>,
+        binding: &Value,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let name = meta(binding, "name").to_string();
+        if url_name.is_some_and(|u| u != name) {
+            return Err(ApiError::bad_request(
+                "name in URL does not match name in Binding object",
+            ));
+        }
+        let target_kind = binding["target"]["kind"].as_str().unwrap_or_default();
+        let target = binding["target"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let mut problems = Vec::new();
+        if !target_kind.is_empty() && target_kind != "Node" {
+            problems.push(format!("target.kind: Unsupported value: \"{target_kind}\": supported values: \"Node\", \"<empty>\""));
+        }
+        if target.is_empty() {
+            problems.push("target.name: Required value".to_string());
+        }
+        if !problems.is_empty() {
+            // kube-apiserver returns binding validation as a plain error, hence a 500.
+            return Err(ApiError::internal(problems.join(", ")));
+        }
+        let pod = self.get(PODS, namespace, &name)?;
+        let precondition = |field: &str, label: &str| -> Result<(), ApiError> {
+            let wanted = meta(binding, field);
+            let actual = meta(&pod, field);
+            if !wanted.is_empty() && wanted != actual {
+                return Err(ApiError::conflict(
+                    "",
+                    "pods",
+                    &name,
+                    &format!("Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {actual}"),
+                ));
+            }
+            Ok(())
+        };
+        precondition("uid", "UID")?;
+        precondition("resourceVersion", "ResourceVersion")?;
+        let refuse = |why: String| Err(ApiError::conflict("", "pods/binding", &name, &why));
+        if !pod["metadata"]["deletionTimestamp"].is_null() {
+            return refuse(format!(
+                "pod {name} is being deleted, cannot be assigned to a host"
+            ));
+        }
+        let current = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+        if !current.is_empty() {
+            return refuse(format!(
+                "pod {name} is already assigned to node \"{current}\""
+            ));
+        }
+        if pod["spec"]["schedulingGates"]
+            .as_array()
+            .is_some_and(|g| !g.is_empty())
+        {
+            return refuse(format!("pod {name} has non-empty .spec.schedulingGates"));
+        }
+        let mut next = pod.value.clone();
+        obj_mut(&mut next, "spec").insert("nodeName".into(), json!(target));
+        if let Some(annotations) = binding["metadata"]["annotations"].as_object() {
+            if !annotations.is_empty() {
+                let m = obj_mut(&mut next, "metadata");
+                let slot = m.entry("annotations").or_insert_with(|| json!({}));
+                if let Value::Object(existing) = slot {
+                    for (k, v) in annotations {
+                        existing.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        admission::set_pod_scheduled(&mut next);
+        if !dry_run {
+            let key = key_of(def(PODS), namespace, &name);
+            self.commit(PODS, &key, Some(next), None);
+        }
+        Ok(status_success(201))
+    }
+
+    /// `pods/eviction`: no PodDisruptionBudgets are served, so an eviction is a delete.
+    pub(crate) fn evict(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        eviction: &Value,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let body_name = meta(eviction, "name");
+        if !body_name.is_empty() && body_name != name {
+            return Err(ApiError::bad_request(
+                "name in URL does not match name in Eviction object",
+            ));
+        }
+        let opts = DeleteOptions::from_body(&eviction["deleteOptions"]);
+        self.delete(PODS, namespace, name, &opts, dry_run)?;
+        Ok(status_success(201))
+    }
+
+    pub(crate) fn watch(
+        &mut self,
+        id: ResourceId,
+        from: WatchFrom,
+    ) -> Result<WatchStart, ApiError> {
+        let rv = self.rv;
+        let rs = &mut self.resources[id];
+        let replay = match from {
+            WatchFrom::Now => Replay::Events(Vec::new()),
+            WatchFrom::CurrentState => Replay::Objects(rs.objects.values().cloned().collect()),
+            WatchFrom::After(n) => {
+                if n < rs.window_start {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {n} ({})",
+                        rs.window_start
+                    )));
+                }
+                let first = rs.history.partition_point(|e| e.rv <= n);
+                Replay::Events(rs.history.range(first..).cloned().collect())
+            }
+        };
+        let (tx, live) = mpsc::unbounded_channel();
+        rs.watchers.push(tx);
+        Ok(WatchStart {
+            replay,
+            live,
+            resource_version: rv,
+        })
+    }
+
+    /// Forgets the watch history: any watch from a resourceVersion before now gets 410.
+    pub(crate) fn compact(&mut self) {
+        let rv = self.rv;
+        for rs in &mut self.resources {
+            rs.history.clear();
+            rs.window_start = rv;
+        }
+    }
+
+    /// Ends every open watch stream (clients see the stream close and re-watch).
+    pub(crate) fn close_watches(&mut self) {
+        for rs in &mut self.resources {
+            rs.watchers.clear();
+        }
+    }
+
+    pub(crate) fn active_watches(&mut self) -> usize {
+        self.resources
+            .iter_mut()
+            .map(|rs| {
+                rs.watchers.retain(|w| !w.is_closed());
+                rs.watchers.len()
+            })
+            .sum()
+    }
+
+    /// A write that bypasses strategies and validation (what a kubelet or a test fixture does).
+    pub(crate) fn modify(
+        &mut self,
+        id: ResourceId,
+        namespace: &str,
+        name: &str,
+        f: impl FnOnce(&mut Value),
+    ) -> Result<Value, ApiError> {
+        let d = def(id);
+        let old = self.get(id, namespace, name)?;
+        let mut new = old.value.clone();
+        f(&mut new);
+        admission::normalize_quantities(d.flavor, &mut new);
+        {
+            let m = obj_mut(&mut new, "metadata");
+            for field in [
+                "name",
+                "namespace",
+                "uid",
+                "creationTimestamp",
+                "resourceVersion",
+            ] {
+                match old["metadata"].get(field) {
+                    Some(v) => m.insert(field.into(), v.clone()),
+                    None => m.remove(field),
+                };
+            }
+        }
+        set_type_meta(d, &mut new);
+        if new == old.value {
+            return Ok(new);
+        }
+        let key = key_of(d, namespace, name);
+        let stored = self.commit(id, &key, Some(new), None);
+        self.after_write(id, &key);
+        Ok(stored.value.clone())
+    }
+
+    /// Removes an object at once, whatever its grace period (a kubelet finishing termination).
+    pub(crate) fn remove(
+        &mut self,
+        id: ResourceId,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        let d = def(id);
+        let old = self.get(id, namespace, name)?;
+        let key = key_of(d, namespace, name);
+        let stored = self.commit(id, &key, None, Some(old.value.clone()));
+        Ok(stored.value.clone())
+    }
+}
+
+/// A handle on the stand-in's object store, for tests that want to look at or change state
+/// without going through HTTP. Writes made here produce watch events like any other write.
+///
+/// Resources are named by plural (`pods`), singular, kind (`PodGroup`), short name (`pg`) or
+/// `plural.group` (`events.events.k8s.io`); `namespace` is ignored for cluster-scoped resources.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Mutex<State>>,
+}
+
+fn unknown_resource(resource: &str) -> ApiError {
+    ApiError::new(
+        404,
+        "NotFound",
+        format!("the server does not serve a resource named {resource:?}"),
+    )
+}
+
+impl Store {
+    pub(crate) fn new(config: StoreConfig) -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(State::new(config))),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave a half-applied write: every write builds
+        // the new object first and commits it in one step, so the state is usable.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The stored object, or `None` if it does not exist (or the resource name is unknown).
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        let id = resources::resolve(resource)?;
+        self.lock()
+            .lookup(id, namespace, name)
+            .map(|o| o.value.clone())
+    }
+
+    /// Every stored object of a resource, across namespaces, in key (namespace, name) order.
+    pub fn list(&self, resource: &str) -> Vec<Value> {
+        let Some(id) = resources::resolve(resource) else {
+            return Vec::new();
+        };
+        self.lock().all(id).map(|o| o.value.clone()).collect()
+    }
+
+    /// How many objects of a resource are stored.
+    pub fn count(&self, resource: &str) -> usize {
+        resources::resolve(resource).map_or(0, |id| self.lock().resources[id].objects.len())
+    }
+
+    /// Creates an object exactly as a POST would (defaulting, admission, validation); the
+    /// namespace comes from `metadata.namespace`, else `default`.
+    pub fn create(&self, resource: &str, object: Value) -> Result<Value, ApiError> {
+        let id = resources::resolve(resource).ok_or_else(|| unknown_resource(resource))?;
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        self.lock().create(id, &ns, object, false)
+    }
+
+    /// Changes an object in place with no validation and no subresource rules (spec, status
+    /// and metadata alike), as a kubelet or controller would; name, namespace, uid and
+    /// creationTimestamp are kept. A change that changes nothing writes nothing.
+    pub fn modify(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        f: impl FnOnce(&mut Value),
+    ) -> Result<Value, ApiError> {
+        let id = resources::resolve(resource).ok_or_else(|| unknown_resource(resource))?;
+        self.lock().modify(id, namespace, name, f)
+    }
+
+    /// Removes an object at once, bypassing graceful deletion (what the kubelet's final delete
+    /// of a terminated pod amounts to). Returns the last state, as sent in the DELETED event.
+    pub fn remove(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, ApiError> {
+        let id = resources::resolve(resource).ok_or_else(|| unknown_resource(resource))?;
+        self.lock().remove(id, namespace, name)
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().resource_version()
+    }
+
+    /// Drops the watch history, as etcd compaction plus a watch-cache reset would: the next
+    /// watch from any earlier resourceVersion gets `410 Expired`. Open watches are unaffected.
+    pub fn compact(&self) {
+        self.lock().compact();
+    }
+
+    /// Closes every open watch stream, as a server-side timeout or an API server restart
+    /// does. Clients re-watch from the last resourceVersion they saw.
+    pub fn close_watches(&self) {
+        self.lock().close_watches();
+    }
+
+    /// How many watch streams are open.
+    pub fn active_watches(&self) -> usize {
+        self.lock().active_watches()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> State {
+        State::new(StoreConfig {
+            history_window: 3,
+            node_lifecycle_controller: true,
+            auto_create_namespaces: true,
+        })
+    }
+
+    fn pod(name: &str) -> Value {
+        json!({"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    }
+
+    #[test]
+    fn history_window_bounds_watch_resumption() {
+        let mut s = state();
+        let start = s.resource_version();
+        for i in 0..5 {
+            assert!(s.create(PODS, "ns", pod(&format!("p{i}")), false).is_ok());
+        }
+        let expired = s.watch(PODS, WatchFrom::After(start)).err();
+        assert_eq!(expired.as_ref().map(|e| e.code), Some(410));
+        let Ok(recent) = s.watch(PODS, WatchFrom::After(s.resource_version() - 3)) else {
+            panic!("recent watch must succeed");
+        };
+        match recent.replay {
+            Replay::Events(events) => assert_eq!(events.len(), 3),
+            Replay::Objects(_) => panic!("expected events"),
+        }
+    }
+
+    #[test]
+    fn pagination_walks_every_object_once() {
+        let mut s = state();
+        for i in 0..25 {
+            assert!(s
+                .create(
+                    PODS,
+                    if i % 2 == 0 { "a" } else { "b" },
+                    pod(&format!("p{i:02}")),
+                    false
+                )
+                .is_ok());
+        }
+        let mut query = ListQuery {
+            limit: Some(7),
+            ..Default::default()
+        };
+        let mut seen = Vec::new();
+        let first_rv = s.resource_version();
+        loop {
+            let Ok(page) = s.list(PODS, &query) else {
+                panic!("list failed")
+            };
+            assert_eq!(page.resource_version, first_rv);
+            seen.extend(
+                page.items
+                    .iter()
+                    .map(|o| format!("{}/{}", meta(o, "namespace"), meta(o, "name"))),
+            );
+            match page.continue_token {
+                Some(t) => query.continue_token = Some(t),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), 25);
+        let mut sorted = seen.clone();
+        sorted.sort();
+        assert_eq!(seen, sorted);
+    }
+
+    #[test]
+    fn node_lifecycle_removes_not_ready_taint_of_ready_node() {
+        let mut s = state();
+        let node = json!({"metadata": {"name": "n1"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        let created = s.create(NODES, "", node, false).unwrap_or_default();
+        assert_eq!(created["spec"]["taints"][0]["key"], admission::NOT_READY);
+        let stored = s
+            .get(NODES, "", "n1")
+            .map(|n| (*n).clone())
+            .unwrap_or_default();
+        assert_eq!(stored["spec"]["taints"], json!([]));
+    }
+}
