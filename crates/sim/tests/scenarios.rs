@@ -61,6 +61,10 @@ scenarios! {
     seed1_partial_gang => "seed1-partial-gang.yaml",
     seed2_fragmentation => "seed2-fragmentation.yaml",
     seed2_no_deadlock => "seed2-no-deadlock.yaml",
+    // The simulator's own scenarios.
+    sim_gang_lifecycle => "sim/gang-lifecycle.yaml",
+    sim_init_containers_count => "sim/init-containers-count.yaml",
+    sim_missing_queue => "sim/missing-queue.yaml",
 }
 
 #[test]
