@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod simulate;
+
 #[derive(Parser)]
 #[command(
     name = "caldera",
@@ -22,6 +24,9 @@ struct Cli {
 enum Command {
     /// Print the PodGroup and Queue CustomResourceDefinitions as YAML (what `crds/` holds).
     Crd,
+    /// Run the scheduler against an in-memory cluster with a virtual clock: a scenario file,
+    /// plain manifests (-f), or with no arguments a bundled example.
+    Simulate(simulate::SimulateArgs),
 }
 
 /// What a subcommand returns; `main` prints the error and exits non-zero.
@@ -31,6 +36,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Crd => crd(),
+        Command::Simulate(args) => simulate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

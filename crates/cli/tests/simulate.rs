@@ -1,0 +1,180 @@
+//! `caldera simulate` end to end: the bundled example, a scenario that fails, plain manifests.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn caldera(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_caldera"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+fn scenario(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(name)
+}
+
+fn temp_file(name: &str, content: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("caldera-simulate-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+#[test]
+fn bundled_example_tells_the_seed_story_and_passes() {
+    let out = caldera(&["simulate"], None);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    // Unbound while 6 GPUs are free...
+    let unbound = stdout
+        .find("8    0      Inqueue  NotEnoughResources")
+        .expect(&stdout);
+    assert!(
+        stdout[unbound..].contains("6 of 16 nvidia.com/gpu free"),
+        "{stdout}"
+    );
+    // ...then all 8 at once.
+    let bound = stdout
+        .find("bound gang default/training-job-tp8, 8 pods → node-a ×6, node-b ×2")
+        .expect(&stdout);
+    assert!(bound > unbound);
+    assert!(stdout.contains("PASS seed1-partial-gang"), "{stdout}");
+}
+
+#[test]
+fn a_failing_scenario_exits_1_with_the_diff() {
+    let original = std::fs::read_to_string(scenario("seed1-partial-gang.yaml")).unwrap();
+    let wrong = temp_file("wrong.yaml", &original.replacen("bound: 8", "bound: 7", 1));
+    let out = caldera(&["simulate", wrong.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("  - podGroup default/training-job-tp8 bound: expected 7, got 8"),
+        "{stdout}"
+    );
+    assert!(text(&out.stderr).contains("scenario seed1-partial-gang failed"));
+}
+
+#[test]
+fn a_passing_scenario_exits_0_and_json_is_deterministic() {
+    let path = scenario("seed2-no-deadlock.yaml");
+    let path = path.to_str().unwrap();
+    let first = caldera(&["simulate", path, "-o", "json"], None);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let second = caldera(&["simulate", path, "-o", "json"], None);
+    assert_eq!(first.stdout, second.stdout);
+    let json: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let b = json["podGroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "llm-infer-b-gang")
+        .unwrap();
+    assert_eq!(b["bound"], 4);
+    assert_eq!(b["phase"], "Running");
+}
+
+#[test]
+fn manifests_from_files_and_stdin_run_until_stable() {
+    let nodes = temp_file(
+        "nodes.yaml",
+        "apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status:
+  allocatable: {cpu: '8', memory: 16Gi, nvidia.com/gpu: 4}
+  conditions: [{type: Ready, status: 'True'}]
+",
+    );
+    let pods = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: pair}
+spec: {minMember: 2}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pair-0, annotations: {scheduling.k8s.io/group-name: pair}}
+spec:
+  schedulerName: caldera
+  containers: [{name: main, resources: {limits: {nvidia.com/gpu: 2}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pair-1, annotations: {scheduling.k8s.io/group-name: pair}}
+spec:
+  schedulerName: caldera
+  containers: [{name: main, resources: {limits: {nvidia.com/gpu: 2}}}]
+";
+    let out = caldera(
+        &["simulate", "-f", nodes.to_str().unwrap(), "-f", "-"],
+        Some(pods),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.starts_with("3 sessions (+1s .. +3s)"), "{stdout}");
+    assert!(
+        stdout.contains("default/pair  default  2    2      Running"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("node-a  [####]  4/4 nvidia.com/gpu"),
+        "{stdout}"
+    );
+    assert!(
+        text(&out.stderr).contains("-: document 1: Deployment (apps/v1): not simulated: no controllers run here; give the Pods"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = caldera(
+        &["simulate", "-f", "-", "--for", "90s", "-o", "json"],
+        Some(pods),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["time"], "2026-01-01T00:01:30Z");
+    assert_eq!(json["sessions"], 90);
+}
+
+#[test]
+fn bad_input_names_file_document_and_field() {
+    let bad = temp_file(
+        "bad.yaml",
+        "apiVersion: v1
+kind: Node
+metadata: {name: n}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers: [{name: main, resources: {requests: {cpu: lots}}}]
+",
+    );
+    let out = caldera(&["simulate", "-f", bad.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("bad.yaml: document 2: pod default/p: spec.containers[0].resources.requests.cpu: invalid quantity \"lots\""),
+        "{stderr}"
+    );
+}
