@@ -61,6 +61,9 @@ pub fn node_usage(store: &Store) -> BTreeMap<String, (Resources, i64)> {
 
 /// Nodes in `nodes` whose pods ask for more than they offer, after the session.
 pub fn overcommitted(store: &Store, nodes: &BTreeSet<String>) -> Vec<String> {
+    if nodes.is_empty() {
+        return Vec::new();
+    }
     let usage = node_usage(store);
     let mut out = Vec::new();
     for name in nodes {
