@@ -55,7 +55,7 @@ pub(crate) struct Usage {
 /// it.
 ///
 /// Invariants: `usage[n]` is Σ over pods `p` with `p.counts_on_node()` and `p.node == n` (the
-/// node need not be known yet); `members[s][j]` holds exactly the pods with scheduler `s` and
+/// node need not be known yet), its host ports sorted; `members[s][j]` holds exactly the pods with scheduler `s` and
 /// job id `j`; `group_refs[g]` counts the pods of any scheduler naming group `g`.
 #[derive(Debug, Default)]
 pub struct ClusterIndex {
@@ -110,7 +110,7 @@ impl ClusterIndex {
                     u.used.sub(&old.request);
                     u.pods -= 1;
                     for p in &old.spec.host_ports {
-                        if let Some(i) = u.host_ports.iter().rposition(|q| q == p) {
+                        if let Ok(i) = u.host_ports.binary_search(p) {
                             u.host_ports.remove(i);
                         }
                     }
@@ -148,7 +148,11 @@ impl ClusterIndex {
                 let u = self.usage.entry(node.clone()).or_default();
                 u.used.add(&info.request);
                 u.pods += 1;
-                u.host_ports.extend(info.spec.host_ports.iter().cloned());
+                // Kept sorted, so a node's ports do not depend on the order pods arrived in.
+                for p in &info.spec.host_ports {
+                    let i = u.host_ports.partition_point(|q| q <= p);
+                    u.host_ports.insert(i, p.clone());
+                }
             }
         }
         self.members

@@ -687,3 +687,83 @@ fn only_pending_pods_wait_for_a_missing_podgroup() {
     let waiting: Vec<_> = snap.waiting.iter().map(|w| &*w.name).collect();
     assert_eq!(waiting, ["pending"]);
 }
+
+#[test]
+fn incremental_index_equals_one_built_from_scratch() {
+    // A fixed pseudo-random sequence of applies and deletes (an LCG keeps it deterministic).
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    let mut index = ClusterIndex::new();
+    let mut live: std::collections::BTreeMap<String, Pod> = std::collections::BTreeMap::new();
+    for n in 0..4 {
+        index
+            .apply_node(&mk_node(&format!("n{n}"), 8, json!({})))
+            .unwrap();
+    }
+    for step in 0..2000 {
+        let name = format!("p{}", next(60));
+        if next(4) == 0 {
+            index.delete_pod("ns", &name);
+            live.remove(&name);
+            continue;
+        }
+        let mut patch = match next(3) {
+            0 => in_group(&format!("g{}", next(5))),
+            _ => json!({}),
+        };
+        let node = match next(3) {
+            0 => Value::Null,
+            n => json!(format!("n{}", n + next(2))),
+        };
+        let phase = ["Pending", "Running", "Succeeded", "Failed"][next(4) as usize];
+        let scheduler = ["caldera", "volcano", "default-scheduler"][next(3) as usize];
+        merge(
+            &mut patch,
+            json!({"spec": {"nodeName": node, "schedulerName": scheduler,
+                            "containers": [{"name": "main", "ports": [{"containerPort": 1, "hostPort": 9000 + next(3)}],
+                                            "resources": {"requests": {"cpu": format!("{}m", next(900) + 100)}, "limits": {GPU: next(3).to_string()}}}]},
+                   "status": {"phase": phase}}),
+        );
+        if next(10) == 0 {
+            merge(
+                &mut patch,
+                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:09Z"}}),
+            );
+        }
+        let pod = gpu_pod("ns", &name, 0, patch);
+        index.apply_pod(&pod).unwrap();
+        live.insert(name, pod);
+        if step % 500 == 0 {
+            index
+                .apply_podgroup(&mk_podgroup("ns", &format!("g{}", next(5)), json!({})))
+                .unwrap();
+        }
+    }
+    let mut fresh = ClusterIndex::new();
+    for n in 0..4 {
+        fresh
+            .apply_node(&mk_node(&format!("n{n}"), 8, json!({})))
+            .unwrap();
+    }
+    for g in 0..5 {
+        fresh
+            .apply_podgroup(&mk_podgroup("ns", &format!("g{g}"), json!({})))
+            .unwrap();
+        index
+            .apply_podgroup(&mk_podgroup("ns", &format!("g{g}"), json!({})))
+            .unwrap();
+    }
+    assert!(fresh.reset_pods(live.values()).is_empty());
+    let (a, b) = (snapshot(&index), snapshot(&fresh));
+    assert_eq!(a, b);
+    assert!(
+        a.nodes.iter().any(|n| n.pod_count > 0),
+        "the sequence put pods on nodes"
+    );
+    assert!(!a.jobs.is_empty());
+}
