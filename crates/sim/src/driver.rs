@@ -51,6 +51,8 @@ pub trait Scheduling {
 
 impl Scheduling for caldera_session::Scheduler {
     fn run_session(&mut self, snapshot: &Snapshot, now: Time) -> SessionOutput {
+        // `run` copies the snapshot (unlike `run_owned`): the simulator keeps its own copy to
+        // re-check every bind against the state the session decided on.
         let outcome = self.run(snapshot, now);
         SessionOutput {
             plan: outcome.plan,
