@@ -93,8 +93,14 @@ pub fn pod(
     }
     let mut limits = serde_json::Map::new();
     let mut requests = serde_json::Map::new();
-    requests.insert("cpu".into(), json!("1"));
-    requests.insert("memory".into(), json!("4Gi"));
+    // Running pods are small on CPU and memory so that even 110 of them fit a node.
+    let (cpu, memory) = if node.is_some() {
+        ("100m", "256Mi")
+    } else {
+        ("1", "4Gi")
+    };
+    requests.insert("cpu".into(), json!(cpu));
+    requests.insert("memory".into(), json!(memory));
     if gpus > 0 {
         limits.insert("nvidia.com/gpu".into(), json!(gpus.to_string()));
         requests.insert("nvidia.com/gpu".into(), json!(gpus.to_string()));

@@ -108,6 +108,7 @@ fn place_gang(
     prefer_key: Option<&str>,
 ) -> Result<usize, u32> {
     let mut stmt = Statement::new();
+    // Kinds of member met in this attempt, by a representative task, with their candidates.
     let mut kinds: Vec<(usize, Candidates)> = Vec::new();
     let mut holdup = None;
     for &t in tasks {
@@ -128,7 +129,19 @@ fn place_gang(
         let kind = match kind {
             Some(k) => k,
             None => {
-                let c = ssn.candidates(t, placement);
+                let c = if placement.only.is_none() && placement.bonus.is_none() {
+                    let task = &ssn.state.tasks[t];
+                    let key = (task.request.clone(), (*task.spec).clone());
+                    match ssn.kind_cache.remove(&key) {
+                        Some(mut c) => {
+                            ssn.catch_up(t, &mut c, placement);
+                            c
+                        }
+                        None => ssn.candidates(t, placement),
+                    }
+                } else {
+                    ssn.candidates(t, placement)
+                };
                 kinds.push((t, c));
                 kinds.len() - 1
             }
@@ -147,7 +160,16 @@ fn place_gang(
             }
         }
     }
-    if !stmt.is_empty() && ssn.job_ready(job) {
+    let keep = placement.only.is_none() && placement.bonus.is_none();
+    let ready = !stmt.is_empty() && ssn.job_ready(job);
+    if keep {
+        for (rep, c) in kinds {
+            let task = &ssn.state.tasks[rep];
+            let key = (task.request.clone(), (*task.spec).clone());
+            ssn.kind_cache.insert(key, c);
+        }
+    }
+    if ready {
         let n = stmt.len();
         ssn.commit(stmt);
         ssn.clear_hold(job);

@@ -107,6 +107,8 @@ pub trait Plugin: Debug {
     }
 
     /// Node score for `task`; the session sums over plugins (each applies its own weight).
+    /// Must depend only on the task's request and placement spec and on the node: the session
+    /// keeps scores per kind of member and rescores a node only when its load changes.
     fn score(&self, _state: &State, _task: &Task, _node: &Node) -> f64 {
         0.0
     }

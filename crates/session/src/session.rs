@@ -86,14 +86,32 @@ impl PartialOrd for Entry {
     }
 }
 
-/// Candidate nodes for one kind of member (same request and spec) during one job attempt:
-/// a max-heap of scores, refreshed lazily for nodes whose load changed.
+/// Candidate nodes for one kind of member (same request and placement spec): a max-heap of
+/// scores. Entries are refreshed lazily: each node's entry carries the node's version when it
+/// was scored, and a node whose load changed is rescored when it reaches the top. Without a
+/// topology restriction the candidates of a kind live for the whole session, and an attempt
+/// only rescores the nodes changed since the kind was last used (the session's change log),
+/// so a gang costs O(changed nodes + members × log nodes), not O(nodes).
 #[derive(Debug)]
 pub struct Candidates {
     heap: BinaryHeap<Entry>,
-    reasons: BTreeMap<FitReason, u32>,
+    /// Per node: the version of its live heap entry, or [`NO_ENTRY`].
+    latest: Vec<u64>,
+    /// Per node: passes the static filters and lies in the placement's domain.
+    in_scope: Vec<bool>,
+    /// Why in-scope nodes that do not fit now do not.
+    dropped: HashMap<u32, Vec<FitReason>>,
+    /// Out-of-scope nodes counted by reason.
+    static_reasons: BTreeMap<FitReason, u32>,
     considered: u32,
+    /// How much of the session's change log this kind has seen.
+    seen: usize,
 }
+
+const NO_ENTRY: u64 = u64::MAX;
+
+/// Identifies a kind of member: what it asks for and where it may go.
+pub type KindKey = (Resources, PlacementSpec);
 
 /// Restricts or biases node choice during an attempt (topology).
 #[derive(Debug, Clone, Default)]
@@ -123,6 +141,10 @@ pub struct Session {
     static_cache: HashMap<PlacementSpec, Arc<StaticNodes>>,
     node_version: Vec<u64>,
     version_counter: u64,
+    /// Every node whose load changed, in order (placements and undos).
+    change_log: Vec<u32>,
+    /// Candidates per kind of member, kept across attempts (no topology restriction only).
+    pub kind_cache: HashMap<KindKey, Candidates>,
 }
 
 /// Identifies gangs that place alike: member request and spec, topology, queue index.
@@ -147,6 +169,8 @@ impl Session {
             static_cache: HashMap::new(),
             node_version: vec![0; n],
             version_counter: 0,
+            change_log: Vec::new(),
+            kind_cache: HashMap::new(),
         };
         for slot in &mut s.slots {
             slot.plugin.on_open(&s.state);
@@ -306,6 +330,7 @@ impl Session {
     fn bump(&mut self, node: usize) {
         self.version_counter += 1;
         self.node_version[node] = self.version_counter;
+        self.change_log.push(node as u32);
     }
 
     /// Marks every node in `nodes` as changed, so cached scores are recomputed.
@@ -379,63 +404,87 @@ impl Session {
         total
     }
 
-    /// Builds the candidate heap for `task`'s kind of member.
+    /// Scores `node` for `task` into `c`, or records why it does not fit.
+    fn evaluate(&self, task: usize, node: u32, c: &mut Candidates, placement: &Placement) {
+        let t = &self.state.tasks[task];
+        let n = node as usize;
+        match self.fits(t, n) {
+            Ok(()) => {
+                let version = self.node_version[n];
+                c.heap.push(Entry {
+                    score: self.score(t, n, placement),
+                    node,
+                    version,
+                });
+                c.latest[n] = version;
+                c.dropped.remove(&node);
+            }
+            Err(reasons) => {
+                c.latest[n] = NO_ENTRY;
+                c.dropped.insert(node, reasons);
+            }
+        }
+    }
+
+    /// Builds the candidates for `task`'s kind of member, scoring every node in scope.
     pub fn candidates(&mut self, task: usize, placement: &Placement) -> Candidates {
         let sn = self.static_nodes(task);
-        let t = &self.state.tasks[task];
-        let mut reasons = BTreeMap::new();
-        let mut heap = BinaryHeap::new();
-        let consider =
-            |node: u32, heap: &mut BinaryHeap<Entry>, reasons: &mut BTreeMap<_, _>| match self
-                .fits(t, node as usize)
-            {
-                Ok(()) => heap.push(Entry {
-                    score: self.score(t, node as usize, placement),
-                    node,
-                    version: self.node_version[node as usize],
-                }),
-                Err(rs) => {
-                    for r in rs {
-                        *reasons.entry(r).or_insert(0) += 1;
-                    }
-                }
-            };
+        let n = self.state.nodes.len();
+        let mut c = Candidates {
+            heap: BinaryHeap::new(),
+            latest: vec![NO_ENTRY; n],
+            in_scope: vec![false; n],
+            dropped: HashMap::new(),
+            static_reasons: BTreeMap::new(),
+            considered: 0,
+            seen: self.change_log.len(),
+        };
         match &placement.only {
             None => {
-                for (r, c) in &sn.reasons {
-                    reasons.insert(r.clone(), *c);
-                }
+                c.static_reasons = sn.reasons.clone();
+                c.considered = sn.feasible.len() as u32 + sn.reasons.values().sum::<u32>();
                 for &node in &sn.feasible {
-                    consider(node, &mut heap, &mut reasons);
+                    c.in_scope[node as usize] = true;
                 }
             }
             Some(only) => {
+                c.considered = only.len() as u32;
                 // Intersect: both lists are sorted.
                 let mut it = sn.feasible.iter().peekable();
                 for &node in only.iter() {
                     while it.next_if(|&&f| f < node).is_some() {}
                     if it.peek() == Some(&&node) {
-                        consider(node, &mut heap, &mut reasons);
+                        c.in_scope[node as usize] = true;
                     } else {
-                        *reasons
+                        *c.static_reasons
                             .entry("node(s) didn't match Pod's node affinity/selector".into())
                             .or_insert(0) += 1;
                     }
                 }
             }
         }
-        Candidates {
-            heap,
-            reasons,
-            considered: match &placement.only {
-                None => sn.feasible.len() as u32 + sn.reasons.values().sum::<u32>(),
-                Some(only) => only.len() as u32,
-            },
+        for node in 0..n as u32 {
+            if c.in_scope[node as usize] {
+                self.evaluate(task, node, &mut c, placement);
+            }
         }
+        c
     }
 
-    /// Picks the best node for `task` from `cands` (highest score, then name), refreshing
-    /// entries for nodes whose load changed since they were scored. `None` when no node fits.
+    /// Brings kept candidates up to date with every node changed since they were last used.
+    pub fn catch_up(&self, task: usize, c: &mut Candidates, placement: &Placement) {
+        for i in c.seen..self.change_log.len() {
+            let node = self.change_log[i];
+            let n = node as usize;
+            if c.in_scope[n] && c.latest[n] != self.node_version[n] {
+                self.evaluate(task, node, c, placement);
+            }
+        }
+        c.seen = self.change_log.len();
+    }
+
+    /// Picks the best node for `task` from `cands` (highest score, then name), rescoring
+    /// nodes whose load changed since they were scored. `None` when no node fits.
     pub fn pick(
         &mut self,
         task: usize,
@@ -444,22 +493,14 @@ impl Session {
     ) -> Option<usize> {
         while let Some(e) = cands.heap.pop() {
             let node = e.node as usize;
+            if cands.latest[node] != e.version {
+                continue; // superseded by a newer entry, or the node was dropped
+            }
             if e.version == self.node_version[node] {
+                cands.latest[node] = NO_ENTRY;
                 return Some(node);
             }
-            let t = &self.state.tasks[task];
-            match self.fits(t, node) {
-                Ok(()) => cands.heap.push(Entry {
-                    score: self.score(t, node, placement),
-                    node: e.node,
-                    version: self.node_version[node],
-                }),
-                Err(rs) => {
-                    for r in rs {
-                        *cands.reasons.entry(r).or_insert(0) += 1;
-                    }
-                }
-            }
+            self.evaluate(task, e.node, cands, placement);
         }
         None
     }
@@ -472,28 +513,18 @@ impl Session {
         cands: &mut Candidates,
         placement: &Placement,
     ) {
-        let t = &self.state.tasks[task];
-        match self.fits(t, node) {
-            Ok(()) => cands.heap.push(Entry {
-                score: self.score(t, node, placement),
-                node: node as u32,
-                version: self.node_version[node],
-            }),
-            Err(rs) => {
-                for r in rs {
-                    *cands.reasons.entry(r).or_insert(0) += 1;
-                }
-            }
-        }
+        self.evaluate(task, node as u32, cands, placement);
     }
 
     /// The kube-scheduler style message for a member that found no node.
     pub fn fit_message(cands: &Candidates) -> String {
-        let mut parts: Vec<String> = cands
-            .reasons
-            .iter()
-            .map(|(r, c)| format!("{c} {r}"))
-            .collect();
+        let mut counts = cands.static_reasons.clone();
+        for reasons in cands.dropped.values() {
+            for r in reasons {
+                *counts.entry(r.clone()).or_insert(0) += 1;
+            }
+        }
+        let mut parts: Vec<String> = counts.iter().map(|(r, c)| format!("{c} {r}")).collect();
         parts.sort();
         format!(
             "0/{} nodes are available: {}.",
