@@ -86,9 +86,16 @@ impl Plugin for Proportion {
 
     fn overused(&self, state: &State, queue: usize) -> bool {
         let s = &self.shares[queue];
-        s.deserved
-            .iter()
-            .all(|(n, v)| v <= state.queue_allocated[queue].get(n))
+        let allocated = &state.queue_allocated[queue];
+        // Reached its share on every dimension, and the share is a real limit on at least one
+        // (the queue wants more there, and the cluster has more): a queue that deserves the whole cluster is never
+        // "over quota", its members simply do not fit, and they must say Unschedulable so an
+        // autoscaler can add nodes (SPEC §8).
+        s.deserved.iter().all(|(n, v)| v <= allocated.get(n))
+            && s.request.iter().any(|(n, want)| {
+                let d = s.deserved.get(n);
+                d < want && d < state.total.get(n)
+            })
     }
 
     fn allocatable(&self, state: &State, queue: usize, task: &Task) -> Result<(), String> {
@@ -97,7 +104,10 @@ impl Plugin for Proportion {
         let over: Vec<&str> = task
             .request
             .iter()
-            .filter(|(n, v)| allocated.get(n).saturating_add(*v) > s.deserved.get(n))
+            .filter(|(n, v)| {
+                let deserved = s.deserved.get(n);
+                allocated.get(n).saturating_add(*v) > deserved && deserved < state.total.get(n)
+            })
             .map(|(n, _)| n)
             .collect();
         if over.is_empty() {

@@ -725,3 +725,27 @@ fn explain_shows_node_by_node_how_many_members_fit() {
         .explain(&c.snapshot(), Time::from_secs(1), "default/nope")
         .is_none());
 }
+
+#[test]
+fn full_cluster_with_one_queue_says_unschedulable_not_quota() {
+    // The default queue deserves the whole cluster: when it is full, a waiting gang is short
+    // of nodes, not of quota, so cluster-autoscaler must see Unschedulable.
+    let c = Cluster::new()
+        .node(gpu_node("n1"))
+        .group(
+            podgroup("ns", "first")
+                .min_member(8)
+                .phase(PodGroupPhase::Running),
+        )
+        .members("ns", "first", 8, |p| p.gpus(1).on("n1"))
+        .group(podgroup("ns", "second").min_member(2))
+        .members("ns", "second", 2, |p| p.gpus(1));
+    let out = run(&c.snapshot());
+    assert!(out.plan.binds.is_empty());
+    assert_eq!(
+        pod_reason(&out.plan, "second-0").as_deref(),
+        Some("Unschedulable")
+    );
+    let msg = &out.plan.pod_conditions[0].message;
+    assert!(msg.contains("Insufficient nvidia.com/gpu"), "{msg}");
+}
