@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
+mod explain;
 mod simulate;
 
 #[derive(Parser)]
@@ -24,6 +26,10 @@ struct Cli {
 enum Command {
     /// Print the PodGroup and Queue CustomResourceDefinitions as YAML (what `crds/` holds).
     Crd,
+    /// Explain why a gang is (or is not) placed, node by node.
+    Explain(explain::ExplainArgs),
+    /// Run a benchmark on a synthetic cluster and print its figures.
+    Bench(bench::BenchArgs),
     /// Run the scheduler against an in-memory cluster with a virtual clock: a scenario file,
     /// plain manifests (-f), or with no arguments a bundled example.
     Simulate(simulate::SimulateArgs),
@@ -36,6 +42,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Crd => crd(),
+        Command::Bench(args) => bench::run(args),
+        Command::Explain(args) => explain::run(args),
         Command::Simulate(args) => simulate::run(args),
     };
     match result {

@@ -105,7 +105,7 @@ pub fn run(args: SimulateArgs) -> Result {
 }
 
 /// Reads a file, or stdin for `-`.
-fn read(file: &str) -> Result<String> {
+pub(crate) fn read(file: &str) -> Result<String> {
     if file == "-" {
         let mut text = String::new();
         std::io::stdin()

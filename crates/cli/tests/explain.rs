@@ -1,0 +1,106 @@
+//! `caldera explain` end to end: manifests on stdin, node-by-node answer, errors for bad input.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn caldera(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_caldera"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+const CLUSTER: &str = "\
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status:
+  allocatable: {cpu: '64', memory: 512Gi, nvidia.com/gpu: '8'}
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-b}
+spec:
+  unschedulable: true
+status:
+  allocatable: {cpu: '64', memory: 512Gi, nvidia.com/gpu: '8'}
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: busy}
+spec:
+  nodeName: node-a
+  containers: [{name: m, resources: {limits: {nvidia.com/gpu: '6'}}}]
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: train}
+spec: {minMember: 3}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train-0, annotations: {scheduling.k8s.io/group-name: train}}
+spec:
+  schedulerName: caldera
+  containers: [{name: m, resources: {limits: {nvidia.com/gpu: '1'}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train-1, annotations: {scheduling.k8s.io/group-name: train}}
+spec:
+  schedulerName: caldera
+  containers: [{name: m, resources: {limits: {nvidia.com/gpu: '1'}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train-2, annotations: {scheduling.k8s.io/group-name: train}}
+spec:
+  schedulerName: caldera
+  containers: [{name: m, resources: {limits: {nvidia.com/gpu: '1'}}}]
+";
+
+#[test]
+fn explain_tells_node_by_node_why_a_gang_waits() {
+    let out = caldera(&["explain", "default/train", "-f", "-"], CLUSTER);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("PodGroup default/train"), "{stdout}");
+    assert!(stdout.contains("Insufficient nvidia.com/gpu"), "{stdout}");
+    let node_a = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("node-a"))
+        .unwrap();
+    assert!(node_a.contains(" 2 "), "{node_a}");
+    let node_b = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("node-b"))
+        .unwrap();
+    assert!(node_b.contains("unschedulable"), "{node_b}");
+}
+
+#[test]
+fn explain_names_a_missing_podgroup() {
+    let out = caldera(&["explain", "default/nope", "-f", "-"], CLUSTER);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no PodGroup default/nope") && stderr.contains("default/train"),
+        "{stderr}"
+    );
+}
