@@ -339,7 +339,9 @@ impl Binder {
         self.inner.epoch.fetch_add(1, Ordering::SeqCst);
         let dropped: Vec<RetryEntry> = std::mem::take(&mut *lock(&self.inner.retries));
         for r in dropped {
-            self.inner.observer.bind_dropped(&r.bind, Dropped::Cancelled);
+            self.inner
+                .observer
+                .bind_dropped(&r.bind, Dropped::Cancelled);
         }
     }
 
@@ -399,7 +401,11 @@ impl Binder {
                 unschedulable.insert(t.uid.clone());
             }
         }
-        for w in snapshot.waiting.iter().filter(|w| w.pending_reason.is_some()) {
+        for w in snapshot
+            .waiting
+            .iter()
+            .filter(|w| w.pending_reason.is_some())
+        {
             unschedulable.insert(w.uid.clone());
         }
         let old_queues: HashMap<&str, Option<&QueueStatus>> = snapshot
@@ -627,13 +633,7 @@ async fn run_writes(inner: Arc<Inner>, jobs: Vec<StatusJob>, epoch: u64, now: Ti
     report
 }
 
-async fn write_status(
-    inner: &Inner,
-    job: StatusJob,
-    epoch: u64,
-    now: Time,
-    report: &mut Report,
-) {
+async fn write_status(inner: &Inner, job: StatusJob, epoch: u64, now: Time, report: &mut Report) {
     let fm = inner.options.field_manager.as_str();
     let client = &inner.client;
     let (target, kind) = match &job {
@@ -658,7 +658,12 @@ async fn write_status(
             },
             WriteKind::PodGroupStatus,
         ),
-        StatusJob::Queue(u, _) => (Target::Queue { name: u.name.clone() }, WriteKind::QueueStatus),
+        StatusJob::Queue(u, _) => (
+            Target::Queue {
+                name: u.name.clone(),
+            },
+            WriteKind::QueueStatus,
+        ),
         StatusJob::Event(_) => return,
     };
     let policy = &inner.options.retry;
@@ -684,6 +689,7 @@ async fn write_status(
         };
         match result {
             Ok(rv) => {
+                debug!(kind = %kind, object = %target.key(), resource_version = ?rv, "status written");
                 inner.observer.written(&target, rv.as_deref());
                 report.written += 1;
                 return;

@@ -87,12 +87,19 @@ mod tests {
         for _ in 0..5 {
             bucket.acquire().await;
         }
-        assert_eq!(start.elapsed(), Duration::ZERO, "the burst is served at once");
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "the burst is served at once"
+        );
         for _ in 0..10 {
             bucket.acquire().await;
         }
         let took = start.elapsed().as_secs_f64();
-        assert!((0.99..1.01).contains(&took), "10 more at 10 qps take 1s, took {took}");
+        assert!(
+            (0.99..1.01).contains(&took),
+            "10 more at 10 qps take 1s, took {took}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -12,13 +12,16 @@ use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube::Client;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Group, version and plural of Volcano's PodGroup.
-const PODGROUP: (&str, &str, &str, &str) = ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups");
+const PODGROUP: (&str, &str, &str, &str) =
+    ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups");
 /// Group, version and plural of Volcano's Queue.
 const QUEUE: (&str, &str, &str, &str) = ("scheduling.volcano.sh", "v1beta1", "Queue", "queues");
 
@@ -96,14 +99,18 @@ pub async fn pod_condition(
 ) -> Result<Option<String>> {
     let api: Api<Pod> = Api::namespaced(client.clone(), &c.namespace);
     let patch = pod_condition_patch(c, now, keep_transition);
-    api.patch_status(&c.name, &patch_params(field_manager), &Patch::Strategic(patch))
-        .await
-        .map(|p| resource_version(&p.metadata))
-        .map_err(|source| Error::Status {
-            kind: WriteKind::PodStatus,
-            object: format!("{}/{}", c.namespace, c.name),
-            source,
-        })
+    api.patch_status(
+        &c.name,
+        &patch_params(field_manager),
+        &Patch::Strategic(patch),
+    )
+    .await
+    .map(|p| resource_version(&p.metadata))
+    .map_err(|source| Error::Status {
+        kind: WriteKind::PodStatus,
+        object: format!("{}/{}", c.namespace, c.name),
+        source,
+    })
 }
 
 /// Phase Failed with the gang-timeout reason, and `PodScheduled=False` saying the same.
@@ -134,14 +141,18 @@ pub async fn pod_failure(
 ) -> Result<Option<String>> {
     let api: Api<Pod> = Api::namespaced(client.clone(), &f.namespace);
     let patch = pod_failure_patch(f, now);
-    api.patch_status(&f.name, &patch_params(field_manager), &Patch::Strategic(patch))
-        .await
-        .map(|p| resource_version(&p.metadata))
-        .map_err(|source| Error::Status {
-            kind: WriteKind::PodStatus,
-            object: format!("{}/{}", f.namespace, f.name),
-            source,
-        })
+    api.patch_status(
+        &f.name,
+        &patch_params(field_manager),
+        &Patch::Strategic(patch),
+    )
+    .await
+    .map(|p| resource_version(&p.metadata))
+    .map_err(|source| Error::Status {
+        kind: WriteKind::PodStatus,
+        object: format!("{}/{}", f.namespace, f.name),
+        source,
+    })
 }
 
 /// The merge patch of a PodGroup's `status`: phase, conditions (replaced whole: merge patches
@@ -181,14 +192,18 @@ pub async fn podgroup_status(
 ) -> Result<Option<String>> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &api_resource(PODGROUP));
-    api.patch_status(name, &patch_params(field_manager), &Patch::Merge(podgroup_status_patch(s)))
-        .await
-        .map(|o| resource_version(&o.metadata))
-        .map_err(|source| Error::Status {
-            kind: WriteKind::PodGroupStatus,
-            object: format!("{namespace}/{name}"),
-            source,
-        })
+    api.patch_status(
+        name,
+        &patch_params(field_manager),
+        &Patch::Merge(podgroup_status_patch(s)),
+    )
+    .await
+    .map(|o| resource_version(&o.metadata))
+    .map_err(|source| Error::Status {
+        kind: WriteKind::PodGroupStatus,
+        object: format!("{namespace}/{name}"),
+        source,
+    })
 }
 
 /// The merge patch of a Queue's `status`: the PodGroup counts and `allocated` (resources that
@@ -230,14 +245,18 @@ pub async fn queue_status(
     old: Option<&QueueStatus>,
 ) -> Result<Option<String>> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(QUEUE));
-    api.patch_status(name, &patch_params(field_manager), &Patch::Merge(queue_status_patch(s, old)))
-        .await
-        .map(|o| resource_version(&o.metadata))
-        .map_err(|source| Error::Status {
-            kind: WriteKind::QueueStatus,
-            object: name.to_string(),
-            source,
-        })
+    api.patch_status(
+        name,
+        &patch_params(field_manager),
+        &Patch::Merge(queue_status_patch(s, old)),
+    )
+    .await
+    .map(|o| resource_version(&o.metadata))
+    .map_err(|source| Error::Status {
+        kind: WriteKind::QueueStatus,
+        object: name.to_string(),
+        source,
+    })
 }
 
 /// The largest `note` the API server accepts (1 kB).
@@ -274,8 +293,8 @@ pub fn event_object(reporter: &Reporter, e: &Event, action: &str) -> KubeEvent {
         EventObject::PodGroup => ("scheduling.volcano.sh/v1beta1", "PodGroup"),
     };
     let now = Timestamp::now();
-    let unique = (now.as_nanosecond() as u64)
-        .wrapping_add(EVENT_COUNTER.fetch_add(1, Ordering::Relaxed));
+    let unique =
+        (now.as_nanosecond() as u64).wrapping_add(EVENT_COUNTER.fetch_add(1, Ordering::Relaxed));
     let name = format!("{}.{unique:x}", truncate(&e.name, 200));
     KubeEvent {
         metadata: ObjectMeta {
@@ -379,7 +398,9 @@ mod tests {
             message: "m".into(),
         };
         let kept = pod_condition_patch(&c, Time::from_secs(5), true);
-        assert!(kept["status"]["conditions"][0].get("lastTransitionTime").is_none());
+        assert!(kept["status"]["conditions"][0]
+            .get("lastTransitionTime")
+            .is_none());
         let set = pod_condition_patch(&c, Time::from_secs(5), false);
         assert_eq!(
             set["status"]["conditions"][0]["lastTransitionTime"],

@@ -271,7 +271,12 @@ impl Cluster {
             if self.index.pod(&ns_of(pod), &pod.name_any()).is_none() {
                 if let Err(e) = PodInfo::try_from(pod) {
                     still_invalid.insert(key.clone());
-                    self.mark_invalid(Watched::Pods, key, pod.uid().unwrap_or_default(), e.to_string());
+                    self.mark_invalid(
+                        Watched::Pods,
+                        key,
+                        pod.uid().unwrap_or_default(),
+                        e.to_string(),
+                    );
                 }
             }
         }
@@ -305,7 +310,12 @@ impl Cluster {
             }
             Err(e) => {
                 self.nodes.remove(&name);
-                self.mark_invalid(Watched::Nodes, name, node.uid().unwrap_or_default(), e.to_string());
+                self.mark_invalid(
+                    Watched::Nodes,
+                    name,
+                    node.uid().unwrap_or_default(),
+                    e.to_string(),
+                );
                 false
             }
         }
@@ -340,7 +350,8 @@ impl Cluster {
         self.set_rv((Kind::PodGroup, key.clone()), obj.resource_version());
         let uid = obj.uid().unwrap_or_default();
         let decoded = decode::<PodGroup>(obj, "scheduling.volcano.sh/v1beta1", "PodGroup");
-        let result = decoded.and_then(|pg| self.index.apply_podgroup(&pg).map_err(|e| e.to_string()));
+        let result =
+            decoded.and_then(|pg| self.index.apply_podgroup(&pg).map_err(|e| e.to_string()));
         match result {
             Ok(()) => self.mark_valid(Watched::PodGroups, &key),
             Err(message) => {

@@ -17,7 +17,10 @@ async fn healthz() -> &'static str {
 async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     match shared.readiness() {
         Ok(()) => (StatusCode::OK, "ok\n".to_string()),
-        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        ),
     }
 }
 

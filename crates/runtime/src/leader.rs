@@ -63,7 +63,9 @@ impl LeaderElection {
 
     /// Each API call gets at most this long, so a hung request cannot outlive the deadline.
     fn call_timeout(&self) -> Duration {
-        self.renew_deadline().min(Duration::from_secs(5)).max(Duration::from_millis(200))
+        self.renew_deadline()
+            .min(Duration::from_secs(5))
+            .max(Duration::from_millis(200))
     }
 }
 
@@ -152,7 +154,9 @@ impl Elector {
 
     /// One round: returns whether this replica holds the lease afterwards.
     async fn try_acquire_or_renew(&mut self) -> Result<bool, Error> {
-        let got = self.call(self.api.get_opt(&self.config.name), false).await?;
+        let got = self
+            .call(self.api.get_opt(&self.config.name), false)
+            .await?;
         let lease = got.map_err(|source| Error::Get {
             namespace: self.config.namespace.clone(),
             name: self.config.name.clone(),
@@ -176,7 +180,10 @@ impl Elector {
                     ..LeaseSpec::default()
                 }),
             };
-            return match self.call(self.api.create(&PostParams::default(), &new), true).await? {
+            return match self
+                .call(self.api.create(&PostParams::default(), &new), true)
+                .await?
+            {
                 Ok(_) => Ok(true),
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
                 Err(e) => Err(self.write_error(e)),
@@ -195,7 +202,8 @@ impl Elector {
             self.observed = Some(Observed { record, at: now });
         }
         let observed_at = self.observed.as_ref().map_or(now, |o| o.at);
-        let their_duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(duration_secs).max(1) as u64);
+        let their_duration =
+            Duration::from_secs(spec.lease_duration_seconds.unwrap_or(duration_secs).max(1) as u64);
         let mine = holder.as_deref() == Some(self.identity.as_str());
         let expired = holder.is_none() || now.duration_since(observed_at) >= their_duration;
         if !mine && !expired {
@@ -213,7 +221,11 @@ impl Elector {
         lease.spec = Some(new_spec);
         // `lease.metadata.resourceVersion` is the one read: the replace is conditional on it.
         match self
-            .call(self.api.replace(&self.config.name, &PostParams::default(), &lease), true)
+            .call(
+                self.api
+                    .replace(&self.config.name, &PostParams::default(), &lease),
+                true,
+            )
             .await?
         {
             Ok(_) => Ok(true),
@@ -227,7 +239,9 @@ impl Elector {
 
     /// Gives the lease up if this replica holds it.
     async fn release(&mut self) -> Result<(), Error> {
-        let got = self.call(self.api.get_opt(&self.config.name), false).await?;
+        let got = self
+            .call(self.api.get_opt(&self.config.name), false)
+            .await?;
         let Ok(Some(mut lease)) = got else {
             return Ok(());
         };
@@ -241,7 +255,11 @@ impl Elector {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(micro_now());
         match self
-            .call(self.api.replace(&self.config.name, &PostParams::default(), &lease), true)
+            .call(
+                self.api
+                    .replace(&self.config.name, &PostParams::default(), &lease),
+                true,
+            )
             .await?
         {
             Ok(_) => Ok(()),

@@ -15,7 +15,7 @@
 //!
 //! What runs, each as a task:
 //!
-//! - **Watches** ([`watch`]) of Pods (all namespaces, every scheduler's: other pods count on
+//! - **Watches** of Pods (all namespaces, every scheduler's: other pods count on
 //!   their nodes), Nodes, PodGroups, Queues and PriorityClasses feed the cache crate's
 //!   `ClusterIndex`. Ready once every kind has been listed.
 //! - **Leader election** ([`leader`]) on the Lease `caldera` (optional). Only the leader runs
@@ -36,7 +36,7 @@ pub mod leader;
 mod metrics;
 mod overlay;
 mod schedule;
-pub mod watch;
+mod watch;
 
 pub use caldera_binder::RetryPolicy;
 pub use cluster::{Invalid, Watched};
@@ -270,13 +270,16 @@ impl Observer for RuntimeObserver {
     fn bound(&self, bind: &Bind, latency: Option<Duration>) {
         self.shared.metrics.pods_bound.inc();
         if let Some(l) = latency {
-            self.shared.metrics.schedule_latency.observe(l.as_secs_f64());
+            self.shared
+                .metrics
+                .schedule_latency
+                .observe(l.as_secs_f64());
         }
         self.shared.lock_cluster().overlay.bind_accepted(&bind.uid);
     }
 
     fn bind_settled(&self, bind: &Bind, _error: &caldera_binder::Error) {
-        self.shared.lock_cluster().overlay.forget_bind(&bind.uid);
+        self.shared.lock_cluster().overlay.bind_settled(&bind.uid);
     }
 
     fn bind_dropped(&self, bind: &Bind, why: Dropped) {

@@ -75,8 +75,9 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let session_duration = duration_histogram();
-        let action_duration =
-            Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(duration_histogram as fn() -> Histogram);
+        let action_duration = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(
+            duration_histogram as fn() -> Histogram,
+        );
         let pods_bound = Counter::default();
         let bind_errors = Family::<Labels, Counter>::default();
         let pending_gangs = Gauge::default();
@@ -183,7 +184,10 @@ impl Metrics {
         let set = |family: &Family<Labels, FloatGauge>, queue: &str, r: &Resources| {
             for (name, v) in r.iter() {
                 family
-                    .get_or_create(&vec![("queue", queue.to_string()), ("resource", name.to_string())])
+                    .get_or_create(&vec![
+                        ("queue", queue.to_string()),
+                        ("resource", name.to_string()),
+                    ])
                     .set(value(name, v));
             }
         };
@@ -230,7 +234,10 @@ mod tests {
             deserved: Some(Resources::from_pairs([("cpu", 4000)])),
             allocated: Resources::from_pairs([("cpu", 1000)]),
         }]);
-        m.session(Duration::from_millis(3), &[("allocate", Duration::from_millis(2))]);
+        m.session(
+            Duration::from_millis(3),
+            &[("allocate", Duration::from_millis(2))],
+        );
         let text = m.encode();
         for needle in [
             "caldera_pods_bound_total 1",

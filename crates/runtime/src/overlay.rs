@@ -8,9 +8,7 @@
 //! delivers the object at the resourceVersion the write returned, when the object is deleted,
 //! or when the write fails (the next session then decides again).
 
-use caldera_model::{
-    PendingReason, PodGroupStatus, QueueStatus, Snapshot, TaskStatus, Time,
-};
+use caldera_model::{PendingReason, PodGroupStatus, QueueStatus, Snapshot, TaskStatus, Time};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +17,11 @@ use tokio::time::Instant;
 /// How long a confirmed write (or a bind the server accepted) may wait for the watch before
 /// the overlay stops trusting it; only reached when the watch is broken for that long.
 const CONFIRMED_TTL: Duration = Duration::from_secs(60);
+
+/// How long a bind answered 404/409 stays assumed while the watch has not shown why (the pod
+/// bound elsewhere, or gone). Keeping it meanwhile stops the next session from placing the
+/// pod again before the watch catches up.
+const SETTLED_TTL: Duration = Duration::from_secs(10);
 
 /// The kinds of object Caldera writes the status of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -37,6 +40,8 @@ pub(crate) struct Assumed {
     pub node: Arc<str>,
     /// When the server accepted the bind (the watch should follow shortly).
     pub bound_at: Option<Instant>,
+    /// When the server answered 404/409 (the watch should show why shortly).
+    pub settled_at: Option<Instant>,
 }
 
 /// What a status write said.
@@ -70,6 +75,7 @@ impl Overlay {
             Assumed {
                 node,
                 bound_at: None,
+                settled_at: None,
             },
         );
     }
@@ -85,6 +91,14 @@ impl Overlay {
     pub fn bind_accepted(&mut self, uid: &str) {
         if let Some(a) = self.assumed.get_mut(uid) {
             a.bound_at = Some(Instant::now());
+        }
+    }
+
+    /// The bind was answered 404/409: the pod is bound elsewhere or gone, which the watch will
+    /// show; until then (at most [`SETTLED_TTL`]) it stays where it is.
+    pub fn bind_settled(&mut self, uid: &str) {
+        if let Some(a) = self.assumed.get_mut(uid) {
+            a.settled_at = Some(Instant::now());
         }
     }
 
@@ -149,9 +163,11 @@ impl Overlay {
 
     /// Drops confirmed entries the watch has not caught up with for too long.
     fn expire(&mut self) {
-        let stale = |t: Option<Instant>| t.is_some_and(|t| t.elapsed() > CONFIRMED_TTL);
-        self.assumed.retain(|_, a| !stale(a.bound_at));
-        self.writes.retain(|_, w| !stale(w.confirmed_at));
+        let stale = |t: Option<Instant>, ttl| t.is_some_and(|t: Instant| t.elapsed() > ttl);
+        self.assumed
+            .retain(|_, a| !stale(a.bound_at, CONFIRMED_TTL) && !stale(a.settled_at, SETTLED_TTL));
+        self.writes
+            .retain(|_, w| !stale(w.confirmed_at, CONFIRMED_TTL));
     }
 
     /// Lays the overlay over `snap`. Assumed members whose node has vanished are forgotten
@@ -236,7 +252,8 @@ mod tests {
 
     fn snapshot() -> Snapshot {
         let mut snap = Snapshot::default();
-        snap.nodes.push(Node::new("n1", Resources::from_pairs([("cpu", 4000)])));
+        snap.nodes
+            .push(Node::new("n1", Resources::from_pairs([("cpu", 4000)])));
         snap.queues.push(Queue::new("default"));
         snap.jobs.push(Job {
             id: "ns/g".into(),

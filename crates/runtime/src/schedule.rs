@@ -235,7 +235,10 @@ async fn session(
             );
             state.idle = true;
         } else {
-            debug!(pending_gangs = timed.pending_gangs, "session placed nothing");
+            debug!(
+                pending_gangs = timed.pending_gangs,
+                "session placed nothing"
+            );
         }
     } else {
         state.idle = false;

@@ -1,5 +1,5 @@
 //! The watches: one kube-runtime watcher per kind (default list+watch config, backoff on
-//! errors), feeding [`crate::cluster::Cluster`]. `Init`…`InitDone` (the first list, and every
+//! errors), feeding the runtime's cluster view. `Init`…`InitDone` (the first list, and every
 //! relist after a `410 Gone`) is buffered and replaces the kind's contents at once; `Apply`
 //! and `Delete` apply one object.
 
