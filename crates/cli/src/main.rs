@@ -9,7 +9,9 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod explain;
+mod run;
 mod simulate;
+mod snapshot;
 
 #[derive(Parser)]
 #[command(
@@ -33,6 +35,10 @@ enum Command {
     /// Run the scheduler against an in-memory cluster with a virtual clock: a scenario file,
     /// plain manifests (-f), or with no arguments a bundled example.
     Simulate(simulate::SimulateArgs),
+    /// Run the scheduler against a Kubernetes API server (until SIGTERM/SIGINT).
+    Run(run::RunArgs),
+    /// Write the live cluster as manifests that `simulate -f` and `explain -f` accept.
+    Snapshot(snapshot::SnapshotArgs),
 }
 
 /// What a subcommand returns; `main` prints the error and exits non-zero.
@@ -45,6 +51,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Snapshot(args) => snapshot::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

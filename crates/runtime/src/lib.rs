@@ -33,6 +33,7 @@ mod cluster;
 mod config;
 mod http;
 pub mod leader;
+pub mod manifests;
 mod metrics;
 mod overlay;
 mod schedule;

@@ -1,0 +1,141 @@
+//! `caldera run`: the scheduler against a real API server, until SIGTERM or SIGINT.
+
+use crate::CommandResult;
+use caldera_runtime::{ConfigSource, LeaderElection, Options, Runtime};
+use clap::{ArgAction, Args, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Arguments of `caldera run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Kubeconfig file. Default: `$KUBECONFIG`, `~/.kube/config`, or the in-cluster config.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Scheduler config file (watched: valid changes take effect at the next session).
+    /// Default: the shipped config.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// A `schedulerName` to serve (repeatable); overrides the config's `schedulerNames`.
+    #[arg(long = "scheduler-name", value_name = "NAME")]
+    pub scheduler_names: Vec<String>,
+    /// Elect a leader through the Lease `caldera` (`--leader-elect=false` to turn off).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub leader_elect: bool,
+    /// Namespace of the Lease. Default: `$POD_NAMESPACE`, else `caldera-system`.
+    #[arg(long, value_name = "NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Where to serve /healthz, /readyz and /metrics.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Client-side limit of API requests per second for writes (0: none).
+    #[arg(long, value_name = "QPS", default_value_t = 1000.0)]
+    pub kube_api_qps: f64,
+    /// Burst above `--kube-api-qps`.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub kube_api_burst: u32,
+    /// Binds in flight at once; overrides the config's `bindConcurrency` (default 64).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub bind_concurrency: Option<u64>,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Sets up `tracing` (filter from `RUST_LOG`, default `info`).
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// A kube client from `--kubeconfig`, or inferred (`$KUBECONFIG`, `~/.kube/config`,
+/// in-cluster).
+pub async fn client(
+    kubeconfig: Option<&PathBuf>,
+) -> Result<kube::Client, Box<dyn std::error::Error>> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("reading kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("finding a cluster (use --kubeconfig): {e}"))?,
+    };
+    Ok(kube::Client::try_from(config).map_err(|e| format!("building the API client: {e}"))?)
+}
+
+/// Runs `caldera run`.
+pub fn run(args: RunArgs) -> CommandResult {
+    init_logging(args.log_format);
+    // An invalid config is reported before anything else, with its line and key.
+    let config = match &args.config {
+        Some(path) => {
+            caldera_config::load(path)?;
+            ConfigSource::File(path.clone())
+        }
+        None => ConfigSource::Fixed(caldera_config::SchedulerConfig::default()),
+    };
+    let options = Options {
+        config,
+        scheduler_names: args.scheduler_names.clone(),
+        leader_election: args.leader_elect.then(|| {
+            LeaderElection::new(
+                args.lease_namespace
+                    .clone()
+                    .unwrap_or_else(caldera_runtime::default_lease_namespace),
+            )
+        }),
+        metrics_addr: Some(args.metrics_addr),
+        kube_api_qps: args.kube_api_qps,
+        kube_api_burst: args.kube_api_burst,
+        bind_concurrency: args.bind_concurrency.map(|n| n as usize),
+        ..Options::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let client = client(args.kubeconfig.as_ref()).await?;
+        let handle = Runtime::start(options, client).await?;
+        wait_for_signal().await?;
+        tracing::info!("signal received; shutting down");
+        handle.shutdown().await;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
+}

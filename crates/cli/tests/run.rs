@@ -1,0 +1,230 @@
+//! The `caldera` binary against the API stand-in: `caldera run` binds a gang, serves
+//! `/metrics` and `/readyz`, and on SIGTERM stops and releases its lease; `caldera snapshot`
+//! writes manifests that `caldera explain -f` reads.
+
+use caldera_testkit::apiserver::ApiServer;
+use serde_json::json;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn caldera() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_caldera"))
+}
+
+fn kubeconfig(server: &ApiServer, dir: &Path) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: {}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context:\n    cluster: s\n    user: u\n    namespace: default\ncurrent-context: c\n",
+        server.url()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("caldera-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn setup(server: &ApiServer) {
+    let alloc = json!({"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8", "pods": "110"});
+    server
+        .store()
+        .create(
+            "nodes",
+            json!({"metadata": {"name": "n1"},
+                   "status": {"allocatable": alloc, "capacity": alloc,
+                              "conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
+        .unwrap();
+    server
+        .store()
+        .create(
+            "podgroups",
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                   "metadata": {"name": "train", "namespace": "ml"},
+                   "spec": {"minMember": 4}}),
+        )
+        .unwrap();
+    for i in 0..4 {
+        server
+            .store()
+            .create(
+                "pods",
+                json!({"metadata": {"name": format!("train-{i}"), "namespace": "ml",
+                                    "annotations": {"scheduling.k8s.io/group-name": "train"}},
+                       "spec": {"schedulerName": "caldera", "containers": [{"name": "c", "image": "x",
+                                "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}),
+            )
+            .unwrap();
+    }
+}
+
+fn bound(server: &ApiServer) -> usize {
+    (0..4)
+        .filter(|i| {
+            server
+                .store()
+                .get("pods", "ml", &format!("train-{i}"))
+                .unwrap()["spec"]["nodeName"]
+                .is_string()
+        })
+        .count()
+}
+
+/// A plain HTTP/1.0 GET; returns (status line, body).
+fn get(addr: &str, path: &str) -> Option<(String, String)> {
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_string(), body.to_string()))
+}
+
+async fn wait(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caldera_run_binds_serves_metrics_and_stops_on_sigterm() {
+    let server = ApiServer::start().await.unwrap();
+    setup(&server);
+    let dir = temp_dir("run");
+    let kubeconfig = kubeconfig(&server, &dir);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = caldera()
+        .args(["run", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args([
+            "--metrics-addr",
+            &addr,
+            "--log-format",
+            "json",
+            "--lease-namespace",
+            "caldera-system",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait(20, "the gang bound", || bound(&server) == 4).await;
+    wait(10, "/readyz 200", || {
+        get(&addr, "/readyz").is_some_and(|(status, _)| status.contains("200"))
+    })
+    .await;
+    let (_, metrics) = get(&addr, "/metrics").unwrap();
+    assert!(metrics.contains("caldera_pods_bound_total 4"), "{metrics}");
+    assert!(metrics.contains("caldera_leader 1"), "{metrics}");
+    let (status, _) = get(&addr, "/healthz").unwrap();
+    assert!(status.contains("200"));
+
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut status = None;
+    wait(15, "exit after SIGTERM", || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    })
+    .await;
+    let mut logs = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logs)
+        .unwrap();
+    assert!(status.unwrap().success(), "{logs}");
+    assert!(
+        logs.lines().all(|l| l.starts_with('{')),
+        "JSON logs: {logs}"
+    );
+    let lease = server
+        .store()
+        .get("leases", "caldera-system", "caldera")
+        .unwrap();
+    assert!(
+        lease["spec"]["holderIdentity"].is_null(),
+        "released: {lease}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_invalid_config_is_a_non_zero_exit_naming_the_line_and_key() {
+    let dir = temp_dir("badconfig");
+    let path = dir.join("scheduler.yaml");
+    std::fs::write(&path, "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\nbindConcurrency: lots\n").unwrap();
+    let out = caldera()
+        .arg("run")
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("scheduler.yaml:5:") && stderr.contains("bindConcurrency"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caldera_snapshot_feeds_explain() {
+    let server = ApiServer::start().await.unwrap();
+    setup(&server);
+    let dir = temp_dir("snapshot");
+    let kubeconfig = kubeconfig(&server, &dir);
+    let file = dir.join("cluster.yaml");
+    let kc = kubeconfig.clone();
+    let f = file.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        caldera()
+            .args(["snapshot", "--kubeconfig"])
+            .arg(&kc)
+            .arg("-o")
+            .arg(&f)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        yaml.contains("kind: PodGroup") && yaml.contains("kind: Node"),
+        "{yaml}"
+    );
+    let explain = caldera()
+        .args(["explain", "ml/train", "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        explain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&explain.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
