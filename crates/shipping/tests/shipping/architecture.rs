@@ -260,6 +260,34 @@ Some text.
 }
 
 #[test]
+fn parser_reads_the_runtime_engineers_format() {
+    // The columns and cell styles ARCHITECTURE.md uses: scope "namespaced" means "in the
+    // object's namespace, whichever that is", so cluster-wide for RBAC.
+    let body = "\
+| verb | group | resource | scope | what for |
+|---|---|---|---|---|
+| `list`, `watch` | `\"\"` | `pods` | all namespaces | the cache |
+| `create` | `\"\"` | `pods/binding` | namespaced | binds |
+| `patch` | `scheduling.volcano.sh` | `queues/status` | cluster | status |
+| `get`, `create`, `update` | `coordination.k8s.io` | `leases` | `--lease-namespace`, name `caldera` | election |
+";
+    let calls = parse_calls(body, "caldera-system").expect("the table parses");
+    let shown: Vec<String> = calls.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [
+            "list pods (core) cluster-wide",
+            "watch pods (core) cluster-wide",
+            "create pods/binding (core) cluster-wide",
+            "create leases (coordination.k8s.io) in namespace caldera-system",
+            "get leases (coordination.k8s.io) in namespace caldera-system",
+            "update leases (coordination.k8s.io) in namespace caldera-system",
+            "patch queues/status (scheduling.volcano.sh) cluster-wide",
+        ]
+    );
+}
+
+#[test]
 fn parser_takes_groups_from_resource_names_without_a_group_column() {
     let body = "\
 | Resource | Verbs |

@@ -131,6 +131,9 @@ fn documented_calls(lease_namespace: &str) -> BTreeSet<Call> {
 }
 
 fn show(calls: &BTreeSet<Call>) -> String {
+    if calls.is_empty() {
+        return "\n  (none)".to_string();
+    }
     calls
         .iter()
         .map(|c| format!("\n  - {c}"))
