@@ -1,2 +1,24 @@
-//! End-to-end test support; the tests live in `tests/`.
+//! End-to-end test support: the scenario driver for live API servers and the harness that runs
+//! the scheduler in-process against the API stand-in or a real cluster; the tests live in
+//! `tests/e2e/` (see `e2e/README.md`).
+//!
+//! - [`driver`]: [`LiveRun`] runs a scenario (`scenarios/FORMAT.md`) step by step through the
+//!   `kube` client, checks each `expect` with the simulator's checker and the scenario
+//!   invariants after every step, and cleans up after itself.
+//! - [`view`]: the live objects read into the simulator's store, so its expectation checker
+//!   and invariant checks run unchanged.
+//! - [`cluster`]: where to run ([`Target`]: stand-in or `CALDERA_E2E_KUBECONFIG`), starting
+//!   the in-process scheduler, and [`run_scenario`] for a whole scenario.
+//! - [`objects`]: the scenario kinds as API resources, and manifest JSON helpers.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod cluster;
+pub mod driver;
+pub mod error;
+pub mod objects;
+pub mod view;
+
+pub use cluster::{run_scenario, Cluster, Target};
+pub use driver::{DriverOptions, LiveRun, StepReport};
+pub use error::{Error, Result};

@@ -1,0 +1,242 @@
+//! Where the suite runs and how it runs the scheduler: a fresh in-process API stand-in per
+//! scenario by default, or the cluster of the kubeconfig named by `CALDERA_E2E_KUBECONFIG`;
+//! either way the scheduler runs in-process (the `caldera run` library, [`caldera_runtime`])
+//! and talks to that API server through a real `kube` client.
+//!
+//! # The stand-in as a bare control plane
+//!
+//! The stand-in is started the way a kube-apiserver with etcd and nothing else behaves: no
+//! node lifecycle controller (the driver removes the `not-ready` taint, as FORMAT.md says) and
+//! no namespaces made on first write (the driver creates them).
+//!
+//! # Leader election
+//!
+//! Off on the stand-in: each scenario has its own API server and one scheduler, and election
+//! would only delay the first session by a round. On a real cluster it is on, with a Lease
+//! `caldera-e2e-<run id>` in namespace `default`, deleted after the run: the Lease shows who
+//! schedules, and the election code meets a real server's Lease validation. (A Caldera
+//! deployed in that cluster uses another Lease and would schedule the same pods: the target
+//! cluster must not run one.)
+
+use crate::driver::{new_run_id, DriverOptions, LiveRun};
+use crate::error::{status_code, Error, Result};
+use caldera_config::SchedulerConfig;
+use caldera_runtime::{ConfigSource, LeaderElection, Options, RunningHandle, Runtime};
+use caldera_sim::{Outcome, Scenario};
+use caldera_testkit::apiserver::{self, ApiServer};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams};
+use kube::Client;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The environment variable naming a kubeconfig to run against instead of the stand-in.
+pub const KUBECONFIG_ENV: &str = "CALDERA_E2E_KUBECONFIG";
+
+/// The namespace of the scheduler's Lease on a real cluster.
+pub const LEASE_NAMESPACE: &str = "default";
+
+/// Where the suite runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A fresh in-process API stand-in for each test.
+    StandIn,
+    /// The cluster of this kubeconfig (its current context).
+    Kubeconfig(PathBuf),
+}
+
+impl Target {
+    /// [`Target::Kubeconfig`] when `CALDERA_E2E_KUBECONFIG` is set and not empty, else
+    /// [`Target::StandIn`].
+    pub fn from_env() -> Target {
+        match std::env::var_os(KUBECONFIG_ENV) {
+            Some(path) if !path.is_empty() => Target::Kubeconfig(PathBuf::from(path)),
+            _ => Target::StandIn,
+        }
+    }
+
+    /// Whether this is a real cluster (shared between tests, so they must run one at a time).
+    pub fn is_real(&self) -> bool {
+        matches!(self, Target::Kubeconfig(_))
+    }
+}
+
+/// The stand-in's options for a bare control plane (see the module docs).
+pub fn stand_in_options() -> apiserver::Options {
+    apiserver::Options {
+        node_lifecycle_controller: false,
+        auto_create_namespaces: false,
+        ..apiserver::Options::default()
+    }
+}
+
+/// A connection to the API server a test runs against.
+pub struct Cluster {
+    client: Client,
+    server: Option<ApiServer>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("stand_in", &self.server.as_ref().map(ApiServer::url))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// Starts a fresh stand-in, or connects to the kubeconfig's cluster.
+    pub async fn connect(target: &Target) -> Result<Cluster> {
+        match target {
+            Target::StandIn => Cluster::stand_in().await,
+            Target::Kubeconfig(path) => Cluster::kubeconfig(path).await,
+        }
+    }
+
+    /// A fresh in-process stand-in with [`stand_in_options`].
+    pub async fn stand_in() -> Result<Cluster> {
+        let server = ApiServer::start_with(stand_in_options()).await?;
+        let client = server.kube_client()?;
+        Ok(Cluster {
+            client,
+            server: Some(server),
+        })
+    }
+
+    /// The cluster of the kubeconfig's current context.
+    pub async fn kubeconfig(path: &Path) -> Result<Cluster> {
+        let fail = |message: String| Error::Kubeconfig {
+            path: path.to_path_buf(),
+            message,
+        };
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(path).map_err(|e| fail(e.to_string()))?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+        let client = Client::try_from(config).map_err(|e| fail(e.to_string()))?;
+        Ok(Cluster {
+            client,
+            server: None,
+        })
+    }
+
+    /// A client for the cluster.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The stand-in, when the cluster is one (for request counters and injected failures).
+    pub fn stand_in_server(&self) -> Option<&ApiServer> {
+        self.server.as_ref()
+    }
+
+    /// Whether this is a real cluster.
+    pub fn is_real(&self) -> bool {
+        self.server.is_none()
+    }
+}
+
+/// In-process scheduler options for a test: the given config, no HTTP endpoint, the given
+/// leader election, a recognisable identity, a short shutdown.
+pub fn scheduler_options(
+    config: SchedulerConfig,
+    leader_election: Option<LeaderElection>,
+    identity: &str,
+) -> Options {
+    Options {
+        config: ConfigSource::Fixed(config),
+        leader_election,
+        metrics_addr: None,
+        identity: Some(identity.to_string()),
+        shutdown_timeout: Duration::from_secs(5),
+        ..Options::default()
+    }
+}
+
+/// Starts the scheduler and waits until it is ready (caches synced and, if it leads,
+/// sessions running; a replica that does not lead is ready once synced), at most `timeout`.
+pub async fn start_scheduler(
+    options: Options,
+    client: Client,
+    timeout: Duration,
+) -> Result<RunningHandle> {
+    let handle = Runtime::start(options, client).await?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let ready = if handle.is_leader() {
+            handle.is_ready()
+        } else {
+            handle.is_synced()
+        };
+        if ready {
+            return Ok(handle);
+        }
+        if Instant::now() >= deadline {
+            handle.shutdown().await;
+            return Err(Error::Timeout {
+                what: "the scheduler to sync its caches and run a session".into(),
+                after: timeout,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Deletes a Lease (after the scheduler released it).
+pub async fn delete_lease(client: &Client, namespace: &str, name: &str) -> Result<()> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if status_code(&e) == Some(404) => Ok(()),
+        Err(e) => Err(Error::api("delete", format!("Lease {namespace}/{name}"), e)),
+    }
+}
+
+/// Runs a whole scenario on `cluster` with an in-process scheduler started after the first
+/// `apply` step, then stops the scheduler and cleans up (also when a step failed).
+pub async fn run_scenario(cluster: &Cluster, scenario: Scenario) -> Result<Outcome> {
+    let run_id = new_run_id(&scenario.name);
+    let config = scenario.config.clone();
+    let client = cluster.client();
+    let mut run = LiveRun::prepare(client.clone(), scenario, DriverOptions::new(&run_id)).await?;
+    let lease = cluster.is_real().then(|| LeaderElection {
+        name: format!("caldera-e2e-{run_id}"),
+        ..LeaderElection::new(LEASE_NAMESPACE)
+    });
+    let options = scheduler_options(config, lease.clone(), &format!("e2e-{run_id}"));
+    let mut handle: Option<RunningHandle> = None;
+    let result = run
+        .run_to_end(async || {
+            let started =
+                start_scheduler(options.clone(), client.clone(), Duration::from_secs(30)).await?;
+            handle = Some(started);
+            Ok(())
+        })
+        .await;
+    let sessions = handle.as_ref().map_or(0, RunningHandle::sessions);
+    if let Some(h) = handle {
+        h.shutdown().await;
+    }
+    if let Some(le) = &lease {
+        delete_lease(&client, &le.namespace, &le.name).await?;
+    }
+    let cleaned = run.cleanup().await;
+    let mut outcome = result?;
+    cleaned?;
+    outcome.sessions = sessions;
+    Ok(outcome)
+}
+
+/// Loads a scenario file.
+pub fn load_scenario(path: &Path, shown_as: &str) -> Result<Scenario> {
+    let text = std::fs::read_to_string(path).map_err(|source| caldera_sim::Error::Read {
+        file: shown_as.to_string(),
+        source,
+    })?;
+    Ok(caldera_sim::scenario::load(&text, shown_as)?)
+}

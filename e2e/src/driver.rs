@@ -1,0 +1,1036 @@
+//! The live scenario driver: runs a scenario (`scenarios/FORMAT.md`) against a real API server
+//! through the `kube` client, while a scheduler (in-process or not) schedules.
+//!
+//! What each step does live:
+//!
+//! - `apply`: creates each object, or updates it with the JSON merge patch from the manifest
+//!   applied before (what `kubectl apply` sends), so server-filled fields stay. A `status`
+//!   given in the manifest is written through the `status` subresource when the created object
+//!   lacks it (custom resources drop it on create; Nodes keep it). The driver acts as the node
+//!   lifecycle controller, since no kubelet or controller runs: after writing a Node it removes
+//!   the `node.kubernetes.io/not-ready:NoSchedule` taint admission added if the Node says
+//!   `Ready=True` (and adds it back if not). Namespaces the scenario uses are created when
+//!   missing, and so is a namespace's `default` ServiceAccount when pod admission asks for it
+//!   (a server without controller-manager never makes one).
+//! - `delete`: deletes each object (pods with `gracePeriodSeconds=0`: no kubelet will ever
+//!   finish a graceful delete) and waits until it is gone.
+//! - `run`: waits that long on the wall clock while the scheduler runs.
+//! - `markRunning`/`markSucceeded`: acting as kubelets, sets `status.phase` of this run's bound
+//!   pods matching the selector.
+//! - `expect`: reads every object and checks with the simulator's checker; binds are
+//!   asynchronous, so a failing check is re-read for up to [`DriverOptions::settle`] before it
+//!   is reported.
+//!
+//! After every step the scenario invariants are checked on the live objects for the pods
+//! bound since the last check (see [`view::check_invariants`](crate::view::check_invariants)).
+//! Gangs found bound in part are re-read for up to the settle time too, since their last binds
+//! may be in flight.
+//!
+//! Every object the driver creates carries the label `caldera.sh/e2e-run=<run id>`;
+//! [`LiveRun::cleanup`] deletes them (and the events about them), so scenarios can run one after
+//! another on the same cluster. [`LiveRun::prepare`] installs the CRDs if missing, deletes
+//! leftovers of earlier runs that were interrupted, and refuses to run when an object the
+//! scenario needs exists without the label.
+
+use crate::error::{status_code, status_message, Error, Result};
+use crate::objects::{
+    add_label, has_status_subresource, is_empty_patch, is_subset, merge_diff, node_is_ready,
+    to_json, ObjectKey, NOT_READY_TAINT, RUN_LABEL,
+};
+use crate::view::{check_invariants, LiveObjects, NewBind, View};
+use caldera_model::Time;
+use caldera_sim::driver::PodSelector;
+use caldera_sim::expect::Expect;
+use caldera_sim::manifest::Kind;
+use caldera_sim::scenario::{ObjectRef, Step, StepFailure};
+use caldera_sim::{Outcome, Scenario};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::time::Instant;
+use tracing::{debug, info};
+
+/// How a run behaves.
+#[derive(Debug, Clone)]
+pub struct DriverOptions {
+    /// The value of the `caldera.sh/e2e-run` label on everything this run creates.
+    pub run_id: String,
+    /// How long a failing `expect`, or a gang found bound in part, is re-read before it is
+    /// reported (default 5s).
+    pub settle: Duration,
+    /// How often it is re-read (default 200ms).
+    pub poll: Duration,
+    /// How long to wait for the cluster: an object to be gone, a CRD to be served, a
+    /// namespace to finish terminating (default 30s).
+    pub wait_timeout: Duration,
+    /// Delete objects of earlier, interrupted runs (any other `caldera.sh/e2e-run` value)
+    /// before starting (default true). Runs on one cluster must then not overlap.
+    pub remove_leftovers: bool,
+}
+
+impl DriverOptions {
+    /// The defaults, with this run id.
+    pub fn new(run_id: impl Into<String>) -> Self {
+        DriverOptions {
+            run_id: run_id.into(),
+            settle: Duration::from_secs(5),
+            poll: Duration::from_millis(200),
+            wait_timeout: Duration::from_secs(30),
+            remove_leftovers: true,
+        }
+    }
+}
+
+/// A fresh run id for a scenario: its name (cut to fit a label value) and a time-based
+/// suffix.
+pub fn new_run_id(name: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut base: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(40)
+        .collect();
+    while base.ends_with('-') {
+        base.pop();
+    }
+    if base.is_empty() {
+        base.push_str("run");
+    }
+    format!("{base}-{:08x}", (nanos as u64) & 0xffff_ffff)
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepReport {
+    /// 0-based index into the steps.
+    pub index: usize,
+    /// The step's label (`apply (3 objects)`, `run 2s`, ...).
+    pub label: String,
+    /// Checks made by an `expect`.
+    pub checks: usize,
+    /// Pods a kubelet step changed.
+    pub marked: usize,
+    /// One line per mismatch, rejected object or broken invariant; empty when it passed.
+    pub problems: Vec<String>,
+}
+
+impl StepReport {
+    /// Whether the step passed.
+    pub fn passed(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// A scenario being run against a live API server.
+pub struct LiveRun {
+    client: Client,
+    scenario: Scenario,
+    options: DriverOptions,
+    next: usize,
+    /// The manifest last applied per object (labelled, without status): the base of the
+    /// merge patch of a later apply.
+    applied: HashMap<ObjectKey, Value>,
+    known_namespaces: HashSet<String>,
+    created_namespaces: Vec<String>,
+    created_service_accounts: Vec<String>,
+    default_queue_existed: bool,
+    /// Uids of bound pods the invariants have been checked for (or that were created bound).
+    verified: HashSet<String>,
+    check_invariants: bool,
+}
+
+impl std::fmt::Debug for LiveRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveRun")
+            .field("scenario", &self.scenario.name)
+            .field("run_id", &self.options.run_id)
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
+}
+
+fn wall_clock() -> Time {
+    Time(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0),
+    )
+}
+
+/// Whether an API answer is a 4xx: the server refused the request as such (as opposed to a
+/// transport failure or a server error).
+fn is_refusal(e: &kube::Error) -> bool {
+    status_code(e).is_some_and(|c| (400..500).contains(&c))
+}
+
+fn labels_of(value: &Value) -> Option<&serde_json::Map<String, Value>> {
+    value["metadata"]["labels"].as_object()
+}
+
+fn dynamic(key: &ObjectKey, value: &Value) -> Result<DynamicObject> {
+    serde_json::from_value(value.clone()).map_err(|source| Error::Json {
+        object: key.to_string(),
+        source,
+    })
+}
+
+fn to_value(key: &ObjectKey, object: &DynamicObject) -> Result<Value> {
+    serde_json::to_value(object).map_err(|source| Error::Json {
+        object: key.to_string(),
+        source,
+    })
+}
+
+impl LiveRun {
+    /// Gets the cluster ready for `scenario`: the CRDs installed and served, leftovers of
+    /// interrupted runs deleted (see [`DriverOptions::remove_leftovers`]). Fails with
+    /// [`Error::Occupied`] if an object the scenario applies already exists without the
+    /// suite's label.
+    pub async fn prepare(
+        client: Client,
+        scenario: Scenario,
+        options: DriverOptions,
+    ) -> Result<LiveRun> {
+        let mut run = LiveRun {
+            client,
+            scenario,
+            options,
+            next: 0,
+            applied: HashMap::new(),
+            known_namespaces: HashSet::new(),
+            created_namespaces: Vec::new(),
+            created_service_accounts: Vec::new(),
+            default_queue_existed: false,
+            verified: HashSet::new(),
+            check_invariants: true,
+        };
+        install_crds(&run.client, run.options.wait_timeout, run.options.poll).await?;
+        if run.options.remove_leftovers {
+            let selector = format!("{RUN_LABEL},{RUN_LABEL}!={}", run.options.run_id);
+            let removed = run.delete_labelled(&selector).await?;
+            if !removed.is_empty() {
+                info!(
+                    count = removed.len(),
+                    "deleted objects left by earlier e2e runs"
+                );
+            }
+        }
+        run.refuse_occupied().await?;
+        run.default_queue_existed = crate::objects::api(&run.client, Kind::Queue, None)
+            .get_opt(caldera_api::DEFAULT_QUEUE)
+            .await
+            .map_err(|e| Error::api("get", "Queue default", e))?
+            .is_some();
+        Ok(run)
+    }
+
+    /// The scenario.
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    /// The run id (the `caldera.sh/e2e-run` label value).
+    pub fn run_id(&self) -> &str {
+        &self.options.run_id
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Index of the next step to run.
+    pub fn next_step(&self) -> usize {
+        self.next
+    }
+
+    /// Whether every step has run.
+    pub fn is_done(&self) -> bool {
+        self.next >= self.scenario.steps.len()
+    }
+
+    /// Whether the scheduler should be running before the next step: once the first `apply`
+    /// step has run (a live apply is not atomic, so starting earlier would let the scheduler
+    /// decide on half a cluster), or at once for a scenario without one.
+    pub fn scheduler_due(&self) -> bool {
+        match self
+            .scenario
+            .steps
+            .iter()
+            .position(|s| matches!(s, Step::Apply(_)))
+        {
+            Some(first) => self.next > first,
+            None => true,
+        }
+    }
+
+    /// Turns the invariant checks after each step on or off (default on). Off is for tests
+    /// that break the cluster on purpose (injected bind failures) and check the repair; the
+    /// binds made meanwhile are checked when the checks are back on.
+    pub fn set_check_invariants(&mut self, on: bool) {
+        self.check_invariants = on;
+    }
+
+    /// Runs the next step and checks the invariants after it.
+    pub async fn step(&mut self) -> Result<StepReport> {
+        let index = self.next;
+        let Some(step) = self.scenario.steps.get(index).cloned() else {
+            return Ok(StepReport::default());
+        };
+        self.next += 1;
+        let mut report = StepReport {
+            index,
+            label: step.label(),
+            ..StepReport::default()
+        };
+        debug!(scenario = %self.scenario.name, index, step = %report.label, "step");
+        match &step {
+            Step::Apply(objects) => {
+                let mut items = Vec::with_capacity(objects.len());
+                for o in objects {
+                    items.push(to_json(o)?);
+                }
+                report.problems = self.apply_all(items).await?;
+            }
+            Step::Delete(refs) => report.problems = self.delete_all(refs).await?,
+            Step::Run(d, _) => tokio::time::sleep(*d).await,
+            Step::MarkRunning(which) => report.marked = self.mark(which, "Running").await?,
+            Step::MarkSucceeded(which) => report.marked = self.mark(which, "Succeeded").await?,
+            Step::Expect(e) => {
+                let (checks, failures) = self.expect(e).await?;
+                report.checks = checks;
+                report.problems = failures;
+            }
+        }
+        if self.check_invariants {
+            for p in self.check_invariants_now().await? {
+                report.problems.push(format!("invariant: {p}"));
+            }
+        }
+        Ok(report)
+    }
+
+    /// Runs every remaining step, calling `start_scheduler` once when the scheduler is due
+    /// (see [`LiveRun::scheduler_due`]); stops at the first failing step. The outcome's
+    /// `sessions` is left at 0 for the caller, who knows the scheduler, to fill.
+    pub async fn run_to_end<S>(&mut self, mut start_scheduler: S) -> Result<Outcome>
+    where
+        S: AsyncFnMut() -> Result<()>,
+    {
+        let mut outcome = Outcome {
+            name: self.scenario.name.clone(),
+            file: self.scenario.file.clone(),
+            steps: self.scenario.steps.len(),
+            steps_run: 0,
+            sessions: 0,
+            failure: None,
+        };
+        let mut started = false;
+        while !self.is_done() {
+            if !started && self.scheduler_due() {
+                start_scheduler().await?;
+                started = true;
+            }
+            let report = self.step().await?;
+            outcome.steps_run = report.index + 1;
+            if !report.passed() {
+                outcome.failure = Some(failure(&report));
+                break;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Applies extra manifests (JSON objects of the scenario kinds) with the semantics of an
+    /// `apply` step; returns the objects the server refused.
+    pub async fn apply_values(&mut self, values: Vec<Value>) -> Result<Vec<String>> {
+        let mut items = Vec::with_capacity(values.len());
+        for v in values {
+            let kind_name = v["kind"].as_str().unwrap_or("").to_string();
+            let Some(kind) = Kind::parse(&kind_name) else {
+                return Err(Error::Input(format!(
+                    "cannot apply an object of kind {kind_name:?}; expected one of {}",
+                    Kind::ALL.map(Kind::as_str).join(", ")
+                )));
+            };
+            let key = ObjectKey::new(
+                kind,
+                v["metadata"]["namespace"].as_str(),
+                v["metadata"]["name"].as_str().unwrap_or(""),
+            );
+            let mut v = v;
+            if let Some(ns) = &key.namespace {
+                v["metadata"]["namespace"] = Value::String(ns.clone());
+            }
+            items.push((key, v));
+        }
+        self.apply_all(items).await
+    }
+
+    async fn apply_all(&mut self, items: Vec<(ObjectKey, Value)>) -> Result<Vec<String>> {
+        let mut problems = Vec::new();
+        for (key, value) in items {
+            if let Err(problem) = self.apply_one(&key, value).await? {
+                problems.push(format!("{key}: rejected: {problem}"));
+            }
+        }
+        Ok(problems)
+    }
+
+    /// Creates or updates one object. The outer error stops the run; the inner one is the
+    /// server refusing the object, a failure of the step.
+    async fn apply_one(
+        &mut self,
+        key: &ObjectKey,
+        mut manifest: Value,
+    ) -> Result<Result<(), String>> {
+        if let Some(ns) = &key.namespace {
+            self.ensure_namespace(ns).await?;
+        }
+        add_label(&mut manifest, RUN_LABEL, &self.options.run_id);
+        let status = match &mut manifest {
+            Value::Object(map) => map.remove("status").filter(|s| !s.is_null()),
+            _ => None,
+        };
+        let api = key.api(&self.client);
+        let live = match self.applied.get(key) {
+            Some(old) => {
+                let patch = merge_diff(old, &manifest);
+                if is_empty_patch(&patch) {
+                    None
+                } else {
+                    match api
+                        .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                    {
+                        Ok(o) => Some(to_value(key, &o)?),
+                        Err(e) if is_refusal(&e) => return Ok(Err(status_message(&e))),
+                        Err(e) => return Err(Error::api("patch", key.to_string(), e)),
+                    }
+                }
+            }
+            None => match self.create(key, &manifest).await? {
+                Ok(created) => Some(created),
+                Err(problem) => return Ok(Err(problem)),
+            },
+        };
+        if key.kind == Kind::Pod && manifest["spec"]["nodeName"].as_str().is_some() {
+            // Bound by the manifest, not by the scheduler: not a bind to check.
+            if let Some(uid) = live.as_ref().and_then(|o| o["metadata"]["uid"].as_str()) {
+                self.verified.insert(uid.to_string());
+            }
+        }
+        self.applied.insert(key.clone(), manifest);
+        if let Some(status) = status.filter(|_| has_status_subresource(key.kind)) {
+            let current = match live {
+                Some(o) => o,
+                None => self.get(key).await?.unwrap_or(Value::Null),
+            };
+            if !is_subset(&status, &current["status"]) {
+                let patch = json!({ "status": status });
+                if let Err(e) = api
+                    .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    if is_refusal(&e) {
+                        return Ok(Err(format!("status: {}", status_message(&e))));
+                    }
+                    return Err(Error::api("patch status of", key.to_string(), e));
+                }
+            }
+        }
+        if key.kind == Kind::Node {
+            self.sync_not_ready_taint(&key.name).await?;
+        }
+        Ok(Ok(()))
+    }
+
+    async fn get(&self, key: &ObjectKey) -> Result<Option<Value>> {
+        match key.api(&self.client).get_opt(&key.name).await {
+            Ok(Some(o)) => Ok(Some(to_value(key, &o)?)),
+            Ok(None) => Ok(None),
+            Err(e) => Err(Error::api("get", key.to_string(), e)),
+        }
+    }
+
+    /// Creates an object, riding out what a real server answers while it catches up: a
+    /// custom resource not served yet (404) and a namespace without its `default`
+    /// ServiceAccount (403 from ServiceAccount admission, made here since no controller may
+    /// run). An object that exists already (made by this run through another path) is
+    /// patched instead.
+    async fn create(&mut self, key: &ObjectKey, manifest: &Value) -> Result<Result<Value, String>> {
+        let api = key.api(&self.client);
+        let object = dynamic(key, manifest)?;
+        let deadline = Instant::now() + self.options.wait_timeout;
+        loop {
+            let err = match api.create(&PostParams::default(), &object).await {
+                Ok(created) => return Ok(Ok(to_value(key, &created)?)),
+                Err(e) => e,
+            };
+            let message = status_message(&err);
+            let code = status_code(&err);
+            let retry = match code {
+                Some(404) if matches!(key.kind, Kind::PodGroup | Kind::Queue) => true,
+                Some(403) if key.kind == Kind::Pod && message.contains("service account") => {
+                    if let Some(ns) = &key.namespace {
+                        self.ensure_service_account(ns).await?;
+                    }
+                    true
+                }
+                Some(409) if message.contains("already exists") => {
+                    return match api
+                        .patch(&key.name, &PatchParams::default(), &Patch::Merge(manifest))
+                        .await
+                    {
+                        Ok(o) => Ok(Ok(to_value(key, &o)?)),
+                        Err(e) if is_refusal(&e) => Ok(Err(status_message(&e))),
+                        Err(e) => Err(Error::api("patch", key.to_string(), e)),
+                    };
+                }
+                _ => false,
+            };
+            if !retry {
+                if is_refusal(&err) {
+                    return Ok(Err(message));
+                }
+                return Err(Error::api("create", key.to_string(), err));
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::api("create", key.to_string(), err));
+            }
+            tokio::time::sleep(self.options.poll).await;
+        }
+    }
+
+    async fn ensure_service_account(&mut self, namespace: &str) -> Result<()> {
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
+        let mut labels = BTreeMap::new();
+        labels.insert(RUN_LABEL.to_string(), self.options.run_id.clone());
+        let sa = ServiceAccount {
+            metadata: ObjectMeta {
+                name: Some("default".into()),
+                namespace: Some(namespace.into()),
+                labels: Some(labels),
+                ..ObjectMeta::default()
+            },
+            ..ServiceAccount::default()
+        };
+        match api.create(&PostParams::default(), &sa).await {
+            Ok(_) => {
+                self.created_service_accounts.push(namespace.to_string());
+                Ok(())
+            }
+            Err(e) if status_code(&e) == Some(409) => Ok(()),
+            Err(e) => Err(Error::api(
+                "create",
+                format!("ServiceAccount {namespace}/default"),
+                e,
+            )),
+        }
+    }
+
+    /// Creates `namespace` if it is missing; waits out a namespace still terminating.
+    async fn ensure_namespace(&mut self, namespace: &str) -> Result<()> {
+        if self.known_namespaces.contains(namespace) {
+            return Ok(());
+        }
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let what = format!("Namespace {namespace}");
+        let deadline = Instant::now() + self.options.wait_timeout;
+        loop {
+            let existing = api
+                .get_opt(namespace)
+                .await
+                .map_err(|e| Error::api("get", what.clone(), e))?;
+            match existing {
+                Some(ns) if ns.metadata.deletion_timestamp.is_none() => break,
+                Some(_) => {
+                    if Instant::now() >= deadline {
+                        return Err(Error::Timeout {
+                            what: format!("{what} to finish terminating"),
+                            after: self.options.wait_timeout,
+                        });
+                    }
+                    tokio::time::sleep(self.options.poll).await;
+                }
+                None => {
+                    let mut labels = BTreeMap::new();
+                    labels.insert(RUN_LABEL.to_string(), self.options.run_id.clone());
+                    let ns = Namespace {
+                        metadata: ObjectMeta {
+                            name: Some(namespace.into()),
+                            labels: Some(labels),
+                            ..ObjectMeta::default()
+                        },
+                        ..Namespace::default()
+                    };
+                    match api.create(&PostParams::default(), &ns).await {
+                        Ok(_) => {
+                            self.created_namespaces.push(namespace.to_string());
+                            break;
+                        }
+                        Err(e) if status_code(&e) == Some(409) => continue,
+                        Err(e) => return Err(Error::api("create", what, e)),
+                    }
+                }
+            }
+        }
+        self.known_namespaces.insert(namespace.to_string());
+        Ok(())
+    }
+
+    /// The node lifecycle controller's NoSchedule tainting for readiness: a Node whose
+    /// `Ready` condition is `True` loses `node.kubernetes.io/not-ready:NoSchedule`; one that
+    /// is not Ready gets it. Written with the resourceVersion read, retried on conflict.
+    async fn sync_not_ready_taint(&self, name: &str) -> Result<()> {
+        let key = ObjectKey::new(Kind::Node, None, name);
+        let api = key.api(&self.client);
+        for _ in 0..10 {
+            let Some(node) = self.get(&key).await? else {
+                return Ok(());
+            };
+            let ready = node_is_ready(&node);
+            let taints: Vec<Value> = node["spec"]["taints"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let is_not_ready =
+                |t: &Value| t["key"] == NOT_READY_TAINT && t["effect"] == "NoSchedule";
+            let has = taints.iter().any(is_not_ready);
+            let next: Vec<Value> = if ready && has {
+                taints.into_iter().filter(|t| !is_not_ready(t)).collect()
+            } else if !ready && !has {
+                let mut t = taints;
+                t.push(json!({"key": NOT_READY_TAINT, "effect": "NoSchedule"}));
+                t
+            } else {
+                return Ok(());
+            };
+            let patch = json!({
+                "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+                "spec": {"taints": if next.is_empty() { Value::Null } else { Value::Array(next) }},
+            });
+            match api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(e) if status_code(&e) == Some(409) => continue,
+                Err(e) => return Err(Error::api("patch taints of", key.to_string(), e)),
+            }
+        }
+        Err(Error::Timeout {
+            what: format!("a conflict-free write of Node {name}'s taints"),
+            after: self.options.wait_timeout,
+        })
+    }
+
+    async fn delete_all(&mut self, refs: &[ObjectRef]) -> Result<Vec<String>> {
+        let mut problems = Vec::new();
+        for r in refs {
+            let key = ObjectKey::new(r.kind, r.namespace.as_deref(), &r.name);
+            match self.delete_and_wait(&key).await? {
+                true => {}
+                false => problems.push(format!("{r}: not found")),
+            }
+            self.applied.remove(&key);
+        }
+        Ok(problems)
+    }
+
+    /// Deletes an object (a pod with no grace period) and waits until it is gone. Returns
+    /// whether it existed.
+    async fn delete_and_wait(&self, key: &ObjectKey) -> Result<bool> {
+        let params = DeleteParams {
+            grace_period_seconds: (key.kind == Kind::Pod).then_some(0),
+            ..DeleteParams::default()
+        };
+        match key.api(&self.client).delete(&key.name, &params).await {
+            Ok(_) => {}
+            Err(e) if status_code(&e) == Some(404) => return Ok(false),
+            Err(e) => return Err(Error::api("delete", key.to_string(), e)),
+        }
+        self.wait_gone(key).await?;
+        Ok(true)
+    }
+
+    async fn wait_gone(&self, key: &ObjectKey) -> Result<()> {
+        let deadline = Instant::now() + self.options.wait_timeout;
+        while self.get(key).await?.is_some() {
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    what: format!("{key} to be gone"),
+                    after: self.options.wait_timeout,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    /// Acting as kubelets: sets `phase` on this run's bound, unfinished pods that `which`
+    /// selects. Returns how many changed.
+    async fn mark(&self, which: &PodSelector, phase: &str) -> Result<usize> {
+        let api: Api<Pod> = match &which.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let lp = ListParams::default().labels(&format!("{RUN_LABEL}={}", self.options.run_id));
+        let pods = api
+            .list(&lp)
+            .await
+            .map_err(|e| Error::api("list", "pods", e))?;
+        let mut marked = 0;
+        for pod in pods.items {
+            let bound = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some();
+            let current = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if !bound
+                || matches!(current, Some("Succeeded") | Some("Failed"))
+                || current == Some(phase)
+                || !which.selector.matches(pod.metadata.labels.as_ref())
+            {
+                continue;
+            }
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            Api::<Pod>::namespaced(self.client.clone(), &ns)
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"phase": phase}})),
+                )
+                .await
+                .map_err(|e| Error::api("patch status of", format!("Pod {ns}/{name}"), e))?;
+            marked += 1;
+        }
+        Ok(marked)
+    }
+
+    /// Checks `e`, re-reading for up to the settle time while it fails. Returns the number of
+    /// checks and the failures of the last read.
+    async fn expect(&self, e: &Expect) -> Result<(usize, Vec<String>)> {
+        let deadline = Instant::now() + self.options.settle;
+        loop {
+            let objects = LiveObjects::read(&self.client).await?;
+            let view = View::new(&self.scenario.config, &objects);
+            let checked = view.check(e);
+            if checked.failures.is_empty() || Instant::now() >= deadline {
+                return Ok((checked.checks, checked.failures));
+            }
+            tokio::time::sleep(self.options.poll).await;
+        }
+    }
+
+    /// This run's pods of the scheduler's names that are bound and not yet checked.
+    fn new_binds(&self, objects: &LiveObjects) -> Vec<(String, NewBind)> {
+        let names = &self.scenario.config.scheduler_names;
+        objects
+            .pods
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(RUN_LABEL))
+                    .is_some_and(|v| *v == self.options.run_id)
+            })
+            .filter_map(|p| {
+                let spec = p.spec.as_ref()?;
+                let node = spec.node_name.clone().filter(|n| !n.is_empty())?;
+                let scheduler = spec
+                    .scheduler_name
+                    .as_deref()
+                    .unwrap_or("default-scheduler");
+                if !names.iter().any(|n| n == scheduler) {
+                    return None;
+                }
+                let uid = p.metadata.uid.clone()?;
+                if self.verified.contains(&uid) {
+                    return None;
+                }
+                Some((
+                    uid,
+                    NewBind {
+                        namespace: p.metadata.namespace.clone().unwrap_or_default(),
+                        name: p.metadata.name.clone().unwrap_or_default(),
+                        node,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// Checks the invariants for the binds made since the last check (see
+    /// [`check_invariants`]); a gang bound in part is re-read for up to the settle time.
+    /// Returns the problems.
+    pub async fn check_invariants_now(&mut self) -> Result<Vec<String>> {
+        let deadline = Instant::now() + self.options.settle;
+        loop {
+            let objects = LiveObjects::read(&self.client).await?;
+            let fresh = self.new_binds(&objects);
+            let binds: Vec<NewBind> = fresh.iter().map(|(_, b)| b.clone()).collect();
+            let broken = check_invariants(&self.scenario.config, &objects, &binds);
+            if broken.partial.is_empty() || Instant::now() >= deadline {
+                self.verified.extend(fresh.into_iter().map(|(uid, _)| uid));
+                return Ok(broken.lines());
+            }
+            tokio::time::sleep(self.options.poll).await;
+        }
+    }
+
+    /// Refuses to run over objects that exist without the suite's label.
+    async fn refuse_occupied(&self) -> Result<()> {
+        let mut seen = HashSet::new();
+        for step in &self.scenario.steps {
+            let Step::Apply(objects) = step else { continue };
+            for o in objects {
+                let (key, _) = to_json(o)?;
+                if key.kind == Kind::Namespace || !seen.insert(key.clone()) {
+                    continue;
+                }
+                if let Some(live) = self.get(&key).await? {
+                    let ours = labels_of(&live).is_some_and(|l| l.contains_key(RUN_LABEL));
+                    if !ours {
+                        return Err(Error::Occupied(key.to_string()));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every Pod, PodGroup, Queue, PriorityClass and Node matching `selector` (pods
+    /// first, with no grace period) and waits until they are gone. Returns their uids.
+    async fn delete_labelled(&self, selector: &str) -> Result<HashSet<String>> {
+        let mut uids = HashSet::new();
+        let mut deleted = Vec::new();
+        for kind in [
+            Kind::Pod,
+            Kind::PodGroup,
+            Kind::Queue,
+            Kind::PriorityClass,
+            Kind::Node,
+        ] {
+            let list = crate::objects::api(&self.client, kind, None)
+                .list(&ListParams::default().labels(selector))
+                .await
+                .map_err(|e| Error::api("list", format!("{kind}s"), e))?;
+            for o in list.items {
+                let key = ObjectKey::new(
+                    kind,
+                    o.metadata.namespace.as_deref(),
+                    o.metadata.name.as_deref().unwrap_or(""),
+                );
+                if let Some(uid) = &o.metadata.uid {
+                    uids.insert(uid.clone());
+                }
+                let params = DeleteParams {
+                    grace_period_seconds: (kind == Kind::Pod).then_some(0),
+                    ..DeleteParams::default()
+                };
+                match key.api(&self.client).delete(&key.name, &params).await {
+                    Ok(_) => deleted.push(key),
+                    Err(e) if status_code(&e) == Some(404) => {}
+                    Err(e) => return Err(Error::api("delete", key.to_string(), e)),
+                }
+            }
+        }
+        for key in &deleted {
+            self.wait_gone(key).await?;
+        }
+        Ok(uids)
+    }
+
+    /// Deletes what this run created: its objects, the events about them, the `default`
+    /// Queue if the scheduler made it during the run, and the namespaces and service
+    /// accounts the driver made. Call it after stopping the scheduler.
+    pub async fn cleanup(&mut self) -> Result<()> {
+        let selector = format!("{RUN_LABEL}={}", self.options.run_id);
+        let mut uids = self.delete_labelled(&selector).await?;
+        if !self.default_queue_existed {
+            let key = ObjectKey::new(Kind::Queue, None, caldera_api::DEFAULT_QUEUE);
+            if let Some(q) = self.get(&key).await? {
+                let made_by_scheduler = labels_of(&q).is_none_or(|l| !l.contains_key(RUN_LABEL));
+                if made_by_scheduler {
+                    if let Some(uid) = q["metadata"]["uid"].as_str() {
+                        uids.insert(uid.to_string());
+                    }
+                    self.delete_and_wait(&key).await?;
+                }
+            }
+        }
+        self.delete_events(&uids).await?;
+        for ns in std::mem::take(&mut self.created_service_accounts) {
+            let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &ns);
+            match api.delete("default", &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(e) if status_code(&e) == Some(404) => {}
+                Err(e) => {
+                    return Err(Error::api(
+                        "delete",
+                        format!("ServiceAccount {ns}/default"),
+                        e,
+                    ))
+                }
+            }
+        }
+        // Namespaces are not waited for: without the namespace controller a real server
+        // keeps them Terminating. A later run that needs one waits (see ensure_namespace).
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        for ns in std::mem::take(&mut self.created_namespaces) {
+            match api.delete(&ns, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(e) if status_code(&e) == Some(404) => {}
+                Err(e) => return Err(Error::api("delete", format!("Namespace {ns}"), e)),
+            }
+        }
+        self.known_namespaces.clear();
+        self.applied.clear();
+        Ok(())
+    }
+
+    /// Deletes the events (`events.k8s.io/v1`, and core `v1` ones) about the objects with
+    /// these uids.
+    async fn delete_events(&self, uids: &HashSet<String>) -> Result<()> {
+        if uids.is_empty() {
+            return Ok(());
+        }
+        let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(self.client.clone());
+        let list = events
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::api("list", "events.events.k8s.io", e))?;
+        for e in list.items {
+            let about = e.regarding.as_ref().and_then(|r| r.uid.as_deref());
+            if !about.is_some_and(|u| uids.contains(u)) {
+                continue;
+            }
+            let ns = e.metadata.namespace.clone().unwrap_or_default();
+            let name = e.metadata.name.clone().unwrap_or_default();
+            let api: Api<k8s_openapi::api::events::v1::Event> =
+                Api::namespaced(self.client.clone(), &ns);
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(err) if status_code(&err) == Some(404) => {}
+                Err(err) => return Err(Error::api("delete", format!("Event {ns}/{name}"), err)),
+            }
+        }
+        let core: Api<k8s_openapi::api::core::v1::Event> = Api::all(self.client.clone());
+        let list = core
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::api("list", "events", e))?;
+        for e in list.items {
+            if !e
+                .involved_object
+                .uid
+                .as_ref()
+                .is_some_and(|u| uids.contains(u))
+            {
+                continue;
+            }
+            let ns = e.metadata.namespace.clone().unwrap_or_default();
+            let name = e.metadata.name.clone().unwrap_or_default();
+            let api: Api<k8s_openapi::api::core::v1::Event> =
+                Api::namespaced(self.client.clone(), &ns);
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(err) if status_code(&err) == Some(404) => {}
+                Err(err) => return Err(Error::api("delete", format!("Event {ns}/{name}"), err)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A failed step as the simulator's outcome reports it (time: the wall clock).
+pub fn failure(report: &StepReport) -> StepFailure {
+    StepFailure {
+        index: report.index,
+        label: report.label.clone(),
+        time: wall_clock(),
+        checks: report.checks,
+        problems: report.problems.clone(),
+    }
+}
+
+/// Installs the PodGroup and Queue CRDs if missing and waits until they are established and
+/// their resources served. An existing CRD is left as it is.
+pub async fn install_crds(client: &Client, timeout: Duration, poll: Duration) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in caldera_api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let what = format!("CustomResourceDefinition {name}");
+        let existing = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| Error::api("get", what.clone(), e))?;
+        if existing.is_none() {
+            match api.create(&PostParams::default(), &crd).await {
+                Ok(_) => info!(crd = %name, "installed"),
+                Err(e) if status_code(&e) == Some(409) => {}
+                Err(e) => return Err(Error::api("create", what, e)),
+            }
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let current = api
+                .get(&name)
+                .await
+                .map_err(|e| Error::api("get", what.clone(), e))?;
+            let established = current
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            if established {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    what: format!("{what} to be established"),
+                    after: timeout,
+                });
+            }
+            tokio::time::sleep(poll).await;
+        }
+    }
+    for kind in [Kind::PodGroup, Kind::Queue] {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match crate::objects::api(client, kind, None)
+                .list(&ListParams::default().limit(1))
+                .await
+            {
+                Ok(_) => break,
+                Err(e) if status_code(&e) == Some(404) && Instant::now() < deadline => {
+                    tokio::time::sleep(poll).await;
+                }
+                Err(e) => return Err(Error::api("list", format!("{kind}s"), e)),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,81 @@
+//! One trial per scenario file: the whole scenario through the live driver, with the scheduler
+//! in-process, on a fresh stand-in (or on the `CALDERA_E2E_KUBECONFIG` cluster).
+
+use crate::support::{block_on, load, scenario_files};
+use caldera_e2e::{run_scenario, Cluster, Target};
+use caldera_sim::manifest::Object;
+use caldera_sim::scenario::Step;
+use caldera_sim::Scenario;
+use libtest_mimic::{Completion, Failed, Trial};
+
+/// `scenario::<file name without .yaml, / and - as _>`.
+fn trial_name(file: &str) -> String {
+    let stem = file.trim_end_matches(".yaml").replace(['/', '-'], "_");
+    format!("scenario::{stem}")
+}
+
+/// Why a scenario cannot run on a real API server, if it cannot: a container without an
+/// image is refused by its validation (the simulator's own scenarios leave images out).
+fn unfit_for_real_server(scenario: &Scenario) -> Option<String> {
+    for step in &scenario.steps {
+        let Step::Apply(objects) = step else { continue };
+        for o in objects {
+            let Object::Pod(pod) = o else { continue };
+            let spec = pod.spec.as_ref();
+            let containers = spec
+                .map(|s| {
+                    s.containers
+                        .iter()
+                        .chain(s.init_containers.iter().flatten())
+                })
+                .into_iter()
+                .flatten();
+            for c in containers {
+                if c.image.as_deref().is_none_or(str::is_empty) {
+                    return Some(format!(
+                        "{}: container {} has no image, which a real API server refuses",
+                        o.describe(),
+                        c.name
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
+    let scenario = load(&file)?;
+    if target.is_real() {
+        if let Some(why) = unfit_for_real_server(&scenario) {
+            return Ok(Completion::ignored_with(why));
+        }
+    }
+    let cluster = Cluster::connect(&target).await.map_err(Failed::from)?;
+    let outcome = run_scenario(&cluster, scenario)
+        .await
+        .map_err(|e| Failed::from(format!("{file}: {e}")))?;
+    if outcome.passed() {
+        Ok(Completion::Completed)
+    } else {
+        Err(Failed::from(format!("\n{outcome}")))
+    }
+}
+
+/// The trials.
+pub fn trials(target: &Target) -> Vec<Trial> {
+    scenario_files()
+        .into_iter()
+        .map(|file| {
+            let target = target.clone();
+            Trial::ignorable_test(trial_name(&file), move || {
+                let mut completion = Completion::Completed;
+                block_on(async {
+                    completion = run_one(target, file).await?;
+                    Ok(())
+                })?;
+                Ok(completion)
+            })
+        })
+        .collect()
+}
