@@ -443,3 +443,66 @@ async fn watch_410_relists_without_losing_binds_in_flight() {
     assert_eq!(handle.assumed(), 0);
     handle.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_stops_scheduling_at_once() {
+    let server = ApiServer::start().await.unwrap();
+    create_nodes(&server, 1, 8);
+    let a = start(elected("a"), server.kube_client().unwrap()).await;
+    eventually(10, "a leads", || a.is_leader()).await;
+    // Another replica takes the lease (as after a long pause of this one).
+    let now = "2099-01-01T00:00:00.000000Z";
+    server
+        .store()
+        .modify("leases", "caldera-system", "caldera", |l| {
+            l["spec"]["holderIdentity"] = "intruder".into();
+            l["spec"]["renewTime"] = now.into();
+            l["spec"]["leaseDurationSeconds"] = 3600.into();
+        })
+        .unwrap();
+    eventually(10, "a steps down", || !a.is_leader()).await;
+    let sessions = a.sessions();
+    create_gang(&server, "ml", "orphan", 2, 1);
+    let gets = server.request_counts().get(Verb::Get, "leases", "");
+    eventually(10, "a few more election rounds", || {
+        server.request_counts().get(Verb::Get, "leases", "") >= gets + 5
+    })
+    .await;
+    assert_eq!(a.sessions(), sessions, "no session without the lease");
+    assert_eq!(bound(&server, "ml", "orphan", 2), 0);
+    assert!(a.metrics_text().contains("caldera_leader 0"));
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_that_times_out_has_its_pending_members_failed() {
+    let server = ApiServer::start().await.unwrap();
+    create_nodes(&server, 1, 4);
+    let mut pg = podgroup("ml", "late", 8);
+    pg["spec"]["scheduleTimeoutSeconds"] = 1.into();
+    server.store().create("podgroups", pg).unwrap();
+    for i in 0..8 {
+        server
+            .store()
+            .create("pods", pod("ml", &format!("late-{i}"), Some("late"), 1))
+            .unwrap();
+    }
+    let handle = start(options(), server.kube_client().unwrap()).await;
+    eventually(15, "members failed with GangScheduleTimeout", || {
+        (0..8).all(|i| {
+            let p = server
+                .store()
+                .get("pods", "ml", &format!("late-{i}"))
+                .unwrap();
+            p["status"]["phase"] == "Failed" && p["status"]["reason"] == "GangScheduleTimeout"
+        })
+    })
+    .await;
+    eventually(5, "PodGroup says ScheduleTimeout", || {
+        let pg = server.store().get("podgroups", "ml", "late").unwrap();
+        pg["status"]["conditions"][0]["reason"] == "ScheduleTimeout"
+    })
+    .await;
+    assert_eq!(bound(&server, "ml", "late", 8), 0);
+    handle.shutdown().await;
+}
