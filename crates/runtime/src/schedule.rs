@@ -135,6 +135,11 @@ pub(crate) async fn run(
         if !state.default_queue {
             state.default_queue = ensure_default_queue(&shared, &client).await;
         }
+        // A pause that raced with the start of this term (the leadership guard saw the old
+        // value) must not stop this leader's writes.
+        if !binder.is_active() && *leader.borrow() {
+            binder.resume();
+        }
         let started = Instant::now();
         session(&shared, &binder, &leader, &mut state).await;
         next_periodic = started + shared.active().config.schedule_period;
@@ -250,7 +255,7 @@ async fn session(
             "session placed pods"
         );
     }
-    if plan.is_empty() || !*leader.borrow() {
+    if !*leader.borrow() || (plan.is_empty() && binder.retry_len() == 0) {
         return;
     }
     record_in_flight(shared, &plan);

@@ -157,6 +157,26 @@ async fn injected_500s_are_retried_and_the_gang_completes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binds_failing_every_attempt_go_to_the_retry_list_and_complete_later() {
+    let server = ApiServer::start().await.unwrap();
+    create_nodes(&server, 1, 8);
+    create_gang(&server, "ml", "stubborn", 4, 1);
+    // Three attempts per bind in `options()`: every member exhausts them once.
+    server.fail_next(Verb::Create, "pods", "binding", 500, 12);
+    let handle = start(options(), server.kube_client().unwrap()).await;
+    eventually(15, "all 4 bound", || {
+        bound(&server, "ml", "stubborn", 4) == 4
+    })
+    .await;
+    assert_eq!(
+        server.request_counts().get(Verb::Create, "pods", "binding"),
+        16
+    );
+    eventually(5, "retry list empty", || handle.binder().retry_len() == 0).await;
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steady_state_with_an_unschedulable_gang_writes_nothing() {
     let server = ApiServer::start().await.unwrap();
     create_nodes(&server, 1, 4);
