@@ -1,6 +1,6 @@
-//! `caldera explain NS/PODGROUP -f FILE...`: why a gang is (or is not) placed, node by node,
-//! on a cluster given as manifests (for a live cluster: `caldera snapshot | caldera explain
-//! NS/PG -f -`).
+//! `caldera explain NS/PODGROUP`: why a gang is (or is not) placed, node by node — on the live
+//! cluster (read through the kubeconfig, as `caldera snapshot` reads it), or on manifests given
+//! with `-f`.
 
 use crate::CommandResult;
 use caldera_config::SchedulerConfig;
@@ -13,14 +13,20 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
+  caldera explain default/training-job-tp8
   caldera explain default/training-job-tp8 -f cluster.yaml -f jobs.yaml
   caldera snapshot | caldera explain default/training-job-tp8 -f -")]
 pub struct ExplainArgs {
     /// The PodGroup, as NAMESPACE/NAME (a pod without a group: NAMESPACE/pod:NAME).
     pub podgroup: String,
     /// Manifests describing the cluster (multi-document YAML; `-` reads stdin). Repeatable.
-    #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+    /// Without -f, the live cluster is read.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub files: Vec<String>,
+    /// Kubeconfig for the live cluster. Default: `$KUBECONFIG`, `~/.kube/config`, or the
+    /// in-cluster config.
+    #[arg(long, value_name = "FILE", conflicts_with = "files")]
+    pub kubeconfig: Option<PathBuf>,
     /// The scheduler config. Default: the shipped one.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -39,10 +45,18 @@ pub fn run(args: ExplainArgs) -> CommandResult {
         Some(path) => caldera_config::load(path)?,
         None => SchedulerConfig::default(),
     };
+    let inputs: Vec<(String, String)> = if args.files.is_empty() {
+        vec![("the live cluster".to_string(), live_manifests(&args)?)]
+    } else {
+        let mut inputs = Vec::new();
+        for file in &args.files {
+            inputs.push((file.clone(), crate::simulate::read(file)?));
+        }
+        inputs
+    };
     let mut sim = Simulation::new(&config)?;
-    for file in &args.files {
-        let text = crate::simulate::read(file)?;
-        let manifests = manifest::parse_stream(&text, file)?;
+    for (file, text) in &inputs {
+        let manifests = manifest::parse_stream(text, file)?;
         for notice in &manifests.notices.messages {
             eprintln!("caldera: {notice}");
         }
@@ -62,8 +76,13 @@ pub fn run(args: ExplainArgs) -> CommandResult {
             .take(10)
             .collect();
         return Err(format!(
-            "no PodGroup {} in the given manifests (PodGroups: {})",
+            "no PodGroup {} in {} (PodGroups: {})",
             args.podgroup,
+            if args.files.is_empty() {
+                "the cluster"
+            } else {
+                "the given manifests"
+            },
             if known.is_empty() {
                 "none".to_string()
             } else {
@@ -76,4 +95,16 @@ pub fn run(args: ExplainArgs) -> CommandResult {
         .lock()
         .write_all(explanation.to_string().as_bytes())?;
     Ok(())
+}
+
+/// Reads the live cluster as manifests, the way `caldera snapshot` does.
+fn live_manifests(args: &ExplainArgs) -> Result<String, Box<dyn std::error::Error>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let client = crate::run::client(args.kubeconfig.as_ref()).await?;
+        let yaml = caldera_runtime::manifests::cluster_manifests(&client).await?;
+        Ok::<_, Box<dyn std::error::Error>>(yaml)
+    })
 }

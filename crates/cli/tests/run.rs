@@ -226,5 +226,26 @@ async fn caldera_snapshot_feeds_explain() {
         "{}",
         String::from_utf8_lossy(&explain.stderr)
     );
+    // Without -f, explain reads the live cluster itself and says the same.
+    let kc = kubeconfig.clone();
+    let live = tokio::task::spawn_blocking(move || {
+        caldera()
+            .args(["explain", "ml/train", "--kubeconfig"])
+            .arg(&kc)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        live.status.success(),
+        "{}",
+        String::from_utf8_lossy(&live.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&live.stdout),
+        String::from_utf8_lossy(&explain.stdout)
+    );
+    assert!(String::from_utf8_lossy(&live.stdout).contains("PodGroup ml/train"));
     let _ = std::fs::remove_dir_all(&dir);
 }
