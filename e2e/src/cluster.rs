@@ -28,6 +28,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams};
 use kube::Client;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -74,13 +75,13 @@ pub fn stand_in_options() -> apiserver::Options {
 /// A connection to the API server a test runs against.
 pub struct Cluster {
     client: Client,
-    server: Option<ApiServer>,
+    server: Option<Arc<ApiServer>>,
 }
 
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")
-            .field("stand_in", &self.server.as_ref().map(ApiServer::url))
+            .field("stand_in", &self.server.as_ref().map(|s| s.url()))
             .finish_non_exhaustive()
     }
 }
@@ -100,7 +101,7 @@ impl Cluster {
         let client = server.kube_client()?;
         Ok(Cluster {
             client,
-            server: Some(server),
+            server: Some(Arc::new(server)),
         })
     }
 
@@ -130,9 +131,10 @@ impl Cluster {
         self.client.clone()
     }
 
-    /// The stand-in, when the cluster is one (for request counters and injected failures).
-    pub fn stand_in_server(&self) -> Option<&ApiServer> {
-        self.server.as_ref()
+    /// The stand-in, when the cluster is one (for request counters, injected failures and
+    /// direct looks at the store).
+    pub fn stand_in_server(&self) -> Option<Arc<ApiServer>> {
+        self.server.clone()
     }
 
     /// Whether this is a real cluster.
@@ -156,6 +158,21 @@ pub fn scheduler_options(
         shutdown_timeout: Duration::from_secs(5),
         ..Options::default()
     }
+}
+
+/// The scheduler options for a scenario run on `cluster` (see the module docs on leader
+/// election), and the Lease to delete after the run, if any.
+pub fn scenario_scheduler(
+    cluster: &Cluster,
+    config: SchedulerConfig,
+    run_id: &str,
+) -> (Options, Option<LeaderElection>) {
+    let lease = cluster.is_real().then(|| LeaderElection {
+        name: format!("caldera-e2e-{run_id}"),
+        ..LeaderElection::new(LEASE_NAMESPACE)
+    });
+    let options = scheduler_options(config, lease.clone(), &format!("e2e-{run_id}"));
+    (options, lease)
 }
 
 /// Starts the scheduler and waits until it is ready (caches synced and, if it leads,
@@ -204,11 +221,7 @@ pub async fn run_scenario(cluster: &Cluster, scenario: Scenario) -> Result<Outco
     let config = scenario.config.clone();
     let client = cluster.client();
     let mut run = LiveRun::prepare(client.clone(), scenario, DriverOptions::new(&run_id)).await?;
-    let lease = cluster.is_real().then(|| LeaderElection {
-        name: format!("caldera-e2e-{run_id}"),
-        ..LeaderElection::new(LEASE_NAMESPACE)
-    });
-    let options = scheduler_options(config, lease.clone(), &format!("e2e-{run_id}"));
+    let (options, lease) = scenario_scheduler(cluster, config, &run_id);
     let mut handle: Option<RunningHandle> = None;
     let result = run
         .run_to_end(async || {

@@ -150,6 +150,9 @@ pub struct LiveRun {
     default_queue_existed: bool,
     /// Uids of bound pods the invariants have been checked for (or that were created bound).
     verified: HashSet<String>,
+    /// Uids of every object this run created, deleted ones included: cleanup deletes the
+    /// events about them.
+    created: HashSet<String>,
     check_invariants: bool,
 }
 
@@ -217,6 +220,7 @@ impl LiveRun {
             created_service_accounts: Vec::new(),
             default_queue_existed: false,
             verified: HashSet::new(),
+            created: HashSet::new(),
             check_invariants: true,
         };
         install_crds(&run.client, run.options.wait_timeout, run.options.poll).await?;
@@ -429,6 +433,9 @@ impl LiveRun {
                 Err(problem) => return Ok(Err(problem)),
             },
         };
+        if let Some(uid) = live.as_ref().and_then(|o| o["metadata"]["uid"].as_str()) {
+            self.created.insert(uid.to_string());
+        }
         if key.kind == Kind::Pod && manifest["spec"]["nodeName"].as_str().is_some() {
             // Bound by the manifest, not by the scheduler: not a bind to check.
             if let Some(uid) = live.as_ref().and_then(|o| o["metadata"]["uid"].as_str()) {
@@ -731,8 +738,8 @@ impl LiveRun {
         let deadline = Instant::now() + self.options.settle;
         loop {
             let objects = LiveObjects::read(&self.client).await?;
-            let view = View::new(&self.scenario.config, &objects);
-            let checked = view.check(e);
+            // A view is not `Send` (its store holds a boxed scheduler): keep it off the awaits.
+            let checked = View::new(&self.scenario.config, &objects).check(e);
             if checked.failures.is_empty() || Instant::now() >= deadline {
                 return Ok((checked.checks, checked.failures));
             }
@@ -866,6 +873,7 @@ impl LiveRun {
     pub async fn cleanup(&mut self) -> Result<()> {
         let selector = format!("{RUN_LABEL}={}", self.options.run_id);
         let mut uids = self.delete_labelled(&selector).await?;
+        uids.extend(self.created.drain());
         if !self.default_queue_existed {
             let key = ObjectKey::new(Kind::Queue, None, caldera_api::DEFAULT_QUEUE);
             if let Some(q) = self.get(&key).await? {

@@ -55,11 +55,29 @@ async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
     let outcome = run_scenario(&cluster, scenario)
         .await
         .map_err(|e| Failed::from(format!("{file}: {e}")))?;
-    if outcome.passed() {
-        Ok(Completion::Completed)
-    } else {
-        Err(Failed::from(format!("\n{outcome}")))
+    if !outcome.passed() {
+        return Err(Failed::from(format!("\n{outcome}")));
     }
+    if let Some(server) = cluster.stand_in_server() {
+        // The run cleaned up after itself: nothing of it is left, events included.
+        let store = server.store();
+        for resource in [
+            "pods",
+            "nodes",
+            "podgroups",
+            "queues",
+            "events.events.k8s.io",
+        ] {
+            let left = store.count(resource);
+            if left > 0 {
+                return Err(Failed::from(format!(
+                    "{left} {resource} left after the run: {:?}",
+                    store.list(resource)
+                )));
+            }
+        }
+    }
+    Ok(Completion::Completed)
 }
 
 /// The trials.
