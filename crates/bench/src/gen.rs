@@ -199,27 +199,43 @@ pub fn cluster(shape: &Shape) -> Objects {
         shape,
         &mut o,
         "pending",
-        shape.pending_pods,
+        Until::Pods(shape.pending_pods),
         1,
         64,
     );
     o
 }
 
-/// Adds `pods` pending one-GPU pods in gangs of `lo..=hi` members (`minMember` = size).
+/// How many pending gangs to add: until a number of pods, or a number of gangs.
+#[derive(Debug, Clone, Copy)]
+pub enum Until {
+    /// Stop once this many pods exist (the last gang is cut to fit).
+    Pods(usize),
+    /// Stop after this many gangs.
+    Gangs(usize),
+}
+
+/// Adds pending one-GPU pods in gangs of `lo..=hi` members (`minMember` = size), round-robin
+/// over the queues, named `gang-NNNNN` in `ns`.
 pub fn pending_gangs(
     rng: &mut Rng,
     shape: &Shape,
     o: &mut Objects,
     ns: &str,
-    pods: usize,
+    until: Until,
     lo: u64,
     hi: u64,
 ) {
     let mut made = 0;
     let mut g = 0;
-    while made < pods {
-        let size = (rng.range(lo, hi) as usize).min(pods - made);
+    loop {
+        let mut size = rng.range(lo, hi) as usize;
+        match until {
+            Until::Pods(pods) if made >= pods => break,
+            Until::Pods(pods) => size = size.min(pods - made),
+            Until::Gangs(gangs) if g >= gangs => break,
+            Until::Gangs(_) => {}
+        }
         let name = format!("gang-{g:05}");
         let q = format!("queue-{}", g % shape.queues.max(1));
         o.podgroups.push(podgroup(ns, &name, size, &q, "Inqueue"));

@@ -96,33 +96,15 @@ pub fn run(
     let mut objects = gen::cluster(&full);
     // Every running pod holds one GPU: 8 per node fills every node.
     let mut rng = Rng::new(seed ^ 0xB4C_106);
-    let mut made = 0;
-    let mut g = 0;
-    while g < backlog_gangs {
-        let size = rng.range(2, 64) as usize;
-        let name = format!("backlog-{g:05}");
-        objects.podgroups.push(gen::podgroup(
-            "backlog",
-            &name,
-            size,
-            &format!("queue-{}", g % 10),
-            "Inqueue",
-        ));
-        for m in 0..size {
-            objects.pods.push(gen::pod(
-                "backlog",
-                &format!("{name}-{m}"),
-                "caldera",
-                1,
-                Some(&name),
-                None,
-                false,
-            ));
-        }
-        made += size;
-        g += 1;
-    }
-    let _ = made;
+    gen::pending_gangs(
+        &mut rng,
+        &full,
+        &mut objects,
+        "backlog",
+        gen::Until::Gangs(backlog_gangs),
+        2,
+        64,
+    );
     for p in objects.pods.iter_mut() {
         // Fill the nodes completely: give every running pod a GPU.
         if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
