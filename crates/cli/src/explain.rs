@@ -4,7 +4,7 @@
 
 use crate::CommandResult;
 use caldera_config::SchedulerConfig;
-use caldera_sim::{manifest, Simulation};
+use caldera_sim::Simulation;
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
@@ -55,16 +55,7 @@ pub fn run(args: ExplainArgs) -> CommandResult {
         inputs
     };
     let mut sim = Simulation::new(&config)?;
-    for (file, text) in &inputs {
-        let manifests = manifest::parse_stream(text, file)?;
-        for notice in &manifests.notices.messages {
-            eprintln!("caldera: {notice}");
-        }
-        for (origin, object) in manifests.objects {
-            sim.apply([object])
-                .map_err(|e| format!("{origin}: rejected: {e}"))?;
-        }
-    }
+    crate::simulate::apply_inputs(&mut sim, &inputs)?;
     let scheduler = caldera_plugins::scheduler(&config)?;
     let snapshot = sim.snapshot();
     let Some(explanation) = scheduler.explain(&snapshot, sim.now(), &args.podgroup) else {

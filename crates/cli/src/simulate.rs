@@ -346,16 +346,7 @@ fn run_manifests(inputs: &[(String, String)], args: &SimulateArgs) -> Result {
         eprintln!("caldera: {warning}");
     }
     let mut sim = Simulation::new(&config)?;
-    for (file, text) in inputs {
-        let manifests = manifest::parse_stream(text, file)?;
-        for notice in &manifests.notices.messages {
-            eprintln!("caldera: {notice}");
-        }
-        for (origin, object) in manifests.objects {
-            sim.apply([object])
-                .map_err(|e| format!("{origin}: rejected: {e}"))?;
-        }
-    }
+    apply_inputs(&mut sim, inputs)?;
     let sessions = match args.duration {
         Some(d) => sim.run_for(d),
         None => sim.run_until_stable(None),
@@ -380,6 +371,21 @@ fn run_manifests(inputs: &[(String, String)], args: &SimulateArgs) -> Result {
         );
     }
     Err(format!("{} invariant violations", broken.len()).into())
+}
+
+/// Applies manifest texts `(file, text)` to `sim` in order, printing what is skipped.
+pub(crate) fn apply_inputs(sim: &mut Simulation, inputs: &[(String, String)]) -> Result {
+    for (file, text) in inputs {
+        let manifests = manifest::parse_stream(text, file)?;
+        for notice in &manifests.notices.messages {
+            eprintln!("caldera: {notice}");
+        }
+        for (origin, object) in manifests.objects {
+            sim.apply([object])
+                .map_err(|e| format!("{origin}: rejected: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
