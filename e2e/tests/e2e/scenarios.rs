@@ -80,9 +80,20 @@ async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
     Ok(Completion::Completed)
 }
 
-/// The trials.
+/// The trials (a failing one if no scenario file is found, so a moved directory cannot
+/// pass as an empty suite).
 pub fn trials(target: &Target) -> Vec<Trial> {
-    scenario_files()
+    let files = scenario_files();
+    if files.is_empty() {
+        let dir = crate::support::scenarios_dir();
+        return vec![Trial::test("scenario::files_found", move || {
+            Err(Failed::from(format!(
+                "no *.yaml scenario under {}",
+                dir.display()
+            )))
+        })];
+    }
+    files
         .into_iter()
         .map(|file| {
             let target = target.clone();
