@@ -9,9 +9,10 @@
 //!   lacks it (custom resources drop it on create; Nodes keep it). The driver acts as the node
 //!   lifecycle controller, since no kubelet or controller runs: after writing a Node it removes
 //!   the `node.kubernetes.io/not-ready:NoSchedule` taint admission added if the Node says
-//!   `Ready=True` (and adds it back if not). Namespaces the scenario uses are created when
-//!   missing, and so is a namespace's `default` ServiceAccount when pod admission asks for it
-//!   (a server without controller-manager never makes one).
+//!   `Ready=True` (and adds it back if not). Namespaces the scenario uses or applies are
+//!   created when missing (an existing one is left as it is), and so is a namespace's
+//!   `default` ServiceAccount when pod admission asks for it (a server without
+//!   controller-manager never makes one).
 //! - `delete`: deletes each object (pods with `gracePeriodSeconds=0`: no kubelet will ever
 //!   finish a graceful delete) and waits until it is gone.
 //! - `run`: waits that long on the wall clock while the scheduler runs.
@@ -403,6 +404,12 @@ impl LiveRun {
         key: &ObjectKey,
         mut manifest: Value,
     ) -> Result<Result<(), String>> {
+        if key.kind == Kind::Namespace {
+            // A namespace is only ever made when missing: `default` and friends are not ours
+            // to relabel, and nothing the scheduler reads depends on a namespace's fields.
+            self.ensure_namespace(&key.name).await?;
+            return Ok(Ok(()));
+        }
         if let Some(ns) = &key.namespace {
             self.ensure_namespace(ns).await?;
         }
