@@ -166,7 +166,11 @@ fn record_statuses(snapshot: &mut caldera_model::Snapshot, plan: &caldera_model:
         }
     }
     for (i, reason, message) in updates {
-        snapshot.tasks[i].pending_reason = Some(caldera_model::PendingReason { reason, message });
+        snapshot.tasks[i].pending_reason =
+            Some(std::sync::Arc::new(caldera_model::PendingReason {
+                reason,
+                message,
+            }));
     }
     for u in &plan.podgroups {
         let id = format!("{}/{}", u.namespace, u.name);

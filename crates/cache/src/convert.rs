@@ -262,7 +262,7 @@ pub struct PodInfo {
     /// `metadata.creationTimestamp` (epoch when absent).
     pub created: Time,
     /// The `PodScheduled=False` condition.
-    pub pending_reason: Option<PendingReason>,
+    pub pending_reason: Option<Arc<PendingReason>>,
     /// When `PodScheduled` became False.
     pub pending_since: Option<Time>,
     /// In kube-system or of a system-critical PriorityClass.
@@ -367,9 +367,11 @@ impl TryFrom<&Pod> for PodInfo {
                 .as_ref()
                 .map(time)
                 .unwrap_or_default(),
-            pending_reason: scheduled.map(|c| PendingReason {
-                reason: c.reason.clone().unwrap_or_default(),
-                message: c.message.clone().unwrap_or_default(),
+            pending_reason: scheduled.map(|c| {
+                Arc::new(PendingReason {
+                    reason: c.reason.clone().unwrap_or_default(),
+                    message: c.message.clone().unwrap_or_default(),
+                })
             }),
             pending_since: scheduled
                 .and_then(|c| c.last_transition_time.as_ref())

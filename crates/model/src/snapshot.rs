@@ -19,7 +19,7 @@ pub struct WaitingPod {
     /// `namespace/name` of the missing PodGroup.
     pub group: Arc<str>,
     /// Current `PodScheduled=False` condition.
-    pub pending_reason: Option<PendingReason>,
+    pub pending_reason: Option<Arc<PendingReason>>,
 }
 
 /// Everything a session needs, already converted from Kubernetes objects.

@@ -93,8 +93,9 @@ pub struct Task {
     pub spec: Arc<PlacementSpec>,
     /// `metadata.creationTimestamp`.
     pub created: Time,
-    /// The current `PodScheduled=False` condition, to write only changes.
-    pub pending_reason: Option<PendingReason>,
+    /// The current `PodScheduled=False` condition, to write only changes. Shared, since a
+    /// snapshot is assembled every session.
+    pub pending_reason: Option<Arc<PendingReason>>,
     /// kube-system or system-critical: never a victim (conformance).
     pub critical: bool,
 }

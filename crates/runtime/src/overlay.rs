@@ -194,7 +194,7 @@ impl Overlay {
             let key = (Kind::Pod, format!("{}/{}", t.namespace, t.name));
             match self.writes.get(&key).map(|w| &w.content) {
                 Some(Written::PodCondition(r)) if t.status == TaskStatus::Pending => {
-                    t.pending_reason = Some(r.clone());
+                    t.pending_reason = Some(std::sync::Arc::new(r.clone()));
                 }
                 Some(Written::PodFailed) if t.status == TaskStatus::Pending => {
                     t.status = TaskStatus::Failed;
@@ -211,7 +211,7 @@ impl Overlay {
         for w in &mut snap.waiting {
             let key = (Kind::Pod, format!("{}/{}", w.namespace, w.name));
             if let Some(Written::PodCondition(r)) = self.writes.get(&key).map(|w| &w.content) {
-                w.pending_reason = Some(r.clone());
+                w.pending_reason = Some(std::sync::Arc::new(r.clone()));
             }
         }
         for j in &mut snap.jobs {
@@ -326,7 +326,7 @@ mod tests {
         overlay.seen(&key, Some("6"));
         let mut snap = snapshot();
         overlay.apply(&mut snap);
-        assert_eq!(snap.tasks[0].pending_reason.as_ref(), Some(&reason));
+        assert_eq!(snap.tasks[0].pending_reason.as_deref(), Some(&reason));
         overlay.seen(&key, Some("7"));
         let mut snap = snapshot();
         overlay.apply(&mut snap);

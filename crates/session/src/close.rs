@@ -161,7 +161,7 @@ fn ssn_waiting(ssn: &Session) -> Vec<(PodConditionUpdate, Event)> {
             reason: UNSCHEDULABLE.into(),
             message: message.clone(),
         };
-        if w.pending_reason.as_ref() == Some(&want) {
+        if w.pending_reason.as_deref() == Some(&want) {
             continue;
         }
         out.push((

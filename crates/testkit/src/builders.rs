@@ -111,7 +111,7 @@ pub struct PodBuilder {
     spec: PlacementSpec,
     created: Time,
     ours: bool,
-    pending_reason: Option<caldera_model::PendingReason>,
+    pending_reason: Option<Arc<caldera_model::PendingReason>>,
 }
 
 impl PodBuilder {
@@ -246,10 +246,10 @@ impl PodBuilder {
     }
     /// Carries this `PodScheduled=False` condition already.
     pub fn pending_reason(mut self, reason: &str, message: &str) -> Self {
-        self.pending_reason = Some(caldera_model::PendingReason {
+        self.pending_reason = Some(Arc::new(caldera_model::PendingReason {
             reason: reason.into(),
             message: message.into(),
-        });
+        }));
         self
     }
 }
@@ -619,10 +619,10 @@ pub fn apply_binds(snapshot: &mut Snapshot, plan: &caldera_model::Plan) {
             .iter_mut()
             .find(|t| t.namespace == c.namespace && t.name == c.name)
         {
-            t.pending_reason = Some(caldera_model::PendingReason {
+            t.pending_reason = Some(Arc::new(caldera_model::PendingReason {
                 reason: c.reason.clone(),
                 message: c.message.clone(),
-            });
+            }));
         }
     }
     for f in &plan.pod_failures {
