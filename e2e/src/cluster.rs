@@ -175,8 +175,9 @@ pub fn scenario_scheduler(
     (options, lease)
 }
 
-/// Starts the scheduler and waits until it is ready (caches synced and, if it leads,
-/// sessions running; a replica that does not lead is ready once synced), at most `timeout`.
+/// Starts a lone scheduler replica and waits, at most `timeout`, until it leads (at once
+/// without leader election, after its first election round with it), its caches are synced
+/// and it has run a session: from then on a scenario's `run` steps get their sessions.
 pub async fn start_scheduler(
     options: Options,
     client: Client,
@@ -185,18 +186,13 @@ pub async fn start_scheduler(
     let handle = Runtime::start(options, client).await?;
     let deadline = Instant::now() + timeout;
     loop {
-        let ready = if handle.is_leader() {
-            handle.is_ready()
-        } else {
-            handle.is_synced()
-        };
-        if ready {
+        if handle.is_leader() && handle.is_ready() {
             return Ok(handle);
         }
         if Instant::now() >= deadline {
             handle.shutdown().await;
             return Err(Error::Timeout {
-                what: "the scheduler to sync its caches and run a session".into(),
+                what: "the scheduler to lead, sync its caches and run a session".into(),
                 after: timeout,
             });
         }
