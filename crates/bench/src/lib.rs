@@ -2,12 +2,16 @@
 //!
 //! Benchmarks print figures; nothing here asserts a duration. The generators build ordinary
 //! Kubernetes objects and feed them through the same cache conversion the scheduler uses, so
-//! `snapshot_seconds` measures the real path.
+//! `snapshot_seconds` measures the real path. The live benchmarks (`e2e`, `cold_start`) run
+//! the real runtime against the in-process API stand-in (or, for `e2e`, a real cluster).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cache;
+pub mod cold_start;
+pub mod e2e;
 pub mod gen;
+pub mod live;
 pub mod session;
 
 /// Peak resident set size of this process in bytes (Linux `VmHWM`), 0 where unknown.

@@ -1,9 +1,13 @@
 //! `caldera bench KIND`: benchmarks that print figures (a table, or JSON with `-o json`).
 
 use crate::CommandResult;
+use caldera_bench::cold_start::{self, ColdStartOptions, ColdStartResult};
+use caldera_bench::e2e::{self, E2eOptions, E2eResult};
+use caldera_bench::live::Backend;
 use caldera_bench::session::{self, SessionResult};
 use clap::{Args, ValueEnum};
 use std::io::Write;
+use std::path::PathBuf;
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -21,6 +25,10 @@ pub enum Kind {
     Session,
     /// Watch events into the cache: events per second and memory per cached pod.
     Cache,
+    /// The runtime against an API server: gangs created → bound, against a plain binder.
+    E2e,
+    /// A fresh runtime on a big cluster: start → first bind of a new job.
+    ColdStart,
 }
 
 /// `caldera bench` arguments.
@@ -28,8 +36,9 @@ pub enum Kind {
 pub struct BenchArgs {
     /// Which benchmark.
     kind: Kind,
-    /// Node counts to run (each 8 GPUs, 64 CPU, 512Gi), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "5000")]
+    /// Node counts to run (each 8 GPUs, 64 CPU, 512Gi), comma-separated. Default: 5000
+    /// (`e2e`: 1000).
+    #[arg(long, value_delimiter = ',')]
     nodes: Vec<usize>,
     /// Running pods (they hold half the GPUs).
     #[arg(long, default_value_t = 100_000)]
@@ -46,6 +55,28 @@ pub struct BenchArgs {
     /// Node events for `cache`.
     #[arg(long, default_value_t = 10_000)]
     node_events: usize,
+    /// `e2e`: gangs to create.
+    #[arg(long, default_value_t = 1000)]
+    gangs: usize,
+    /// `e2e`: one-GPU pods per gang.
+    #[arg(long, default_value_t = 8)]
+    gang_size: usize,
+    /// `cold-start`: existing pods (bound, Running).
+    #[arg(long, default_value_t = 140_000)]
+    pods: usize,
+    /// `e2e`: run against this cluster instead of the in-process API stand-in (objects go to
+    /// a namespace and nodes of their own, deleted afterwards).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// `e2e`: client-side QPS limit of the runtime's writes and of the raw binder (0: none).
+    #[arg(long, default_value_t = 1000.0)]
+    kube_api_qps: f64,
+    /// `e2e`: its burst.
+    #[arg(long, default_value_t = 2000)]
+    kube_api_burst: u32,
+    /// `e2e`: binds in flight (default: the config's `bindConcurrency`, 64).
+    #[arg(long)]
+    bind_concurrency: Option<usize>,
     /// Seed of the synthetic workload.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -56,7 +87,38 @@ pub struct BenchArgs {
 
 /// Runs the benchmark and prints its figures.
 pub fn run(args: BenchArgs) -> CommandResult {
+    let nodes = if args.nodes.is_empty() {
+        vec![if args.kind == Kind::E2e { 1000 } else { 5000 }]
+    } else {
+        args.nodes.clone()
+    };
     match args.kind {
+        Kind::E2e => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let results = rt.block_on(run_e2e(&args, &nodes))?;
+            print_e2e(&results, args.output)
+        }
+        Kind::ColdStart => {
+            if args.kubeconfig.is_some() {
+                return Err("cold-start runs on the in-process API stand-in only".into());
+            }
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let mut results = Vec::new();
+            for &n in &nodes {
+                let opts = ColdStartOptions {
+                    nodes: n,
+                    pods: args.pods,
+                    seed: args.seed,
+                    ..ColdStartOptions::default()
+                };
+                results.push(rt.block_on(cold_start::run(&opts))?);
+            }
+            print_cold_start(&results, args.output)
+        }
         Kind::Cache => {
             let r = caldera_bench::cache::run(args.pod_events, args.node_events, args.seed);
             let mut out = std::io::stdout().lock();
@@ -89,7 +151,7 @@ pub fn run(args: BenchArgs) -> CommandResult {
         }
         Kind::Session => {
             let mut results: Vec<SessionResult> = Vec::new();
-            for &n in &args.nodes {
+            for &n in &nodes {
                 results.push(session::run(
                     n,
                     args.running_pods,
@@ -148,4 +210,136 @@ pub fn run(args: BenchArgs) -> CommandResult {
             Ok(())
         }
     }
+}
+
+async fn run_e2e(
+    args: &BenchArgs,
+    nodes: &[usize],
+) -> Result<Vec<E2eResult>, Box<dyn std::error::Error>> {
+    let mut results = Vec::new();
+    for &n in nodes {
+        let opts = E2eOptions {
+            nodes: n,
+            gangs: args.gangs,
+            gang_size: args.gang_size,
+            bind_concurrency: args.bind_concurrency,
+            kube_api_qps: args.kube_api_qps,
+            kube_api_burst: args.kube_api_burst,
+            ..E2eOptions::default()
+        };
+        let result = match &args.kubeconfig {
+            None => e2e::run_stand_in(&opts).await?,
+            Some(path) => {
+                let backend = Backend::cluster(kube_config(path).await?)?;
+                e2e::run(&opts, &backend).await?
+            }
+        };
+        for e in &result.cleanup_errors {
+            eprintln!("caldera: cleanup: {e}");
+        }
+        results.push(result);
+    }
+    Ok(results)
+}
+
+/// The client configuration of a kubeconfig file.
+async fn kube_config(path: &PathBuf) -> Result<kube::Config, Box<dyn std::error::Error>> {
+    let kc = kube::config::Kubeconfig::read_from(path)
+        .map_err(|e| format!("reading kubeconfig {}: {e}", path.display()))?;
+    Ok(
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?,
+    )
+}
+
+fn print_e2e(results: &[E2eResult], format: Format) -> CommandResult {
+    let mut out = std::io::stdout().lock();
+    if format == Format::Json {
+        writeln!(out, "{}", serde_json::to_string_pretty(results)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:>8} {:>6} {:>7} {:>10} {:>10} {:>10} {:>6} {:>11} {:>11} {:>9}",
+        "target",
+        "nodes",
+        "pods",
+        "create",
+        "bind/s",
+        "raw bind/s",
+        "ratio",
+        "first→last",
+        "writes/pod",
+        "sessions"
+    )?;
+    for r in results {
+        writeln!(
+            out,
+            "{:>8} {:>6} {:>7} {:>9.3}s {:>10.0} {:>10.0} {:>6.2} {:>10.3}s {:>11.2} {:>9}",
+            r.target,
+            r.nodes,
+            r.pods,
+            r.creation_seconds,
+            r.bind_rate,
+            r.raw_bind_rate,
+            r.ratio,
+            r.first_create_to_last_bind_seconds,
+            r.api_writes_per_bound_pod,
+            r.sessions
+        )?;
+    }
+    for r in results {
+        let writes: Vec<String> = r.writes.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        writeln!(
+            out,
+            "{} nodes: writes by kind ({} counts): {}",
+            r.nodes,
+            r.counts_source,
+            writes.join(", ")
+        )?;
+        writeln!(
+            out,
+            "{} nodes: targets: ratio ≥ 0.8 {}; ≤ 1.2 writes per bound pod {} \
+             (QPS {}, burst {}, {} binds in flight at most, leader election off)",
+            r.nodes,
+            if r.ratio >= 0.8 { "met" } else { "missed" },
+            if r.api_writes_per_bound_pod <= 1.2 {
+                "met"
+            } else {
+                "missed"
+            },
+            r.kube_api_qps,
+            r.kube_api_burst,
+            r.bind_concurrency
+        )?;
+    }
+    Ok(())
+}
+
+fn print_cold_start(results: &[ColdStartResult], format: Format) -> CommandResult {
+    let mut out = std::io::stdout().lock();
+    if format == Format::Json {
+        writeln!(out, "{}", serde_json::to_string_pretty(results)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:>7} {:>8} {:>10} {:>10} {:>14} {:>11} {:>9}",
+        "nodes", "pods", "podgroups", "synced", "first session", "cold start", "setup"
+    )?;
+    for r in results {
+        writeln!(
+            out,
+            "{:>7} {:>8} {:>10} {:>9.3}s {:>13.3}s {:>10.3}s {:>8.1}s",
+            r.nodes,
+            r.pods,
+            r.podgroups,
+            r.caches_synced_seconds,
+            r.first_session_seconds,
+            r.cold_start_seconds,
+            r.setup_seconds
+        )?;
+    }
+    Ok(())
 }
