@@ -17,8 +17,10 @@
 //! - **Events** in `events.k8s.io/v1`. The `Scheduled` event of a bound pod is sent only once
 //!   its bind succeeded.
 //!
-//! Every request first takes a token from a client-side [`TokenBucket`] (`--kube-api-qps`,
-//! `--kube-api-burst`). What happens to each write is reported to an [`Observer`] (the
+//! Every bind and status write first takes a token from a client-side [`TokenBucket`]
+//! (`--kube-api-qps`, `--kube-api-burst`). Events take theirs from a second bucket of the same
+//! size, as kube-scheduler's event broadcaster has its own client: a burst of events never
+//! delays a bind. What happens to each write is reported to an [`Observer`] (the
 //! runtime keeps its overlay of in-flight work and its metrics there).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -237,6 +239,9 @@ struct BindJob {
     round: u32,
 }
 
+/// The newest write generation to one object, and the lock that keeps its writes in order.
+type WriteOrder = (u64, Arc<tokio::sync::Mutex<()>>);
+
 /// A status write to carry out.
 #[derive(Debug, Clone)]
 enum StatusJob {
@@ -251,6 +256,12 @@ struct Inner {
     client: Client,
     options: Options,
     limiter: TokenBucket,
+    /// Events only (see the module docs).
+    event_limiter: TokenBucket,
+    /// Per status-write target: the generation of the newest write dispatched, and a lock
+    /// that keeps writes to one object in order.
+    write_order: Mutex<HashMap<(WriteKind, String), WriteOrder>>,
+    write_generation: AtomicU64,
     bind_slots: Arc<Semaphore>,
     write_slots: Arc<Semaphore>,
     observer: Arc<dyn Observer>,
@@ -303,10 +314,14 @@ impl Binder {
     /// A binder writing through `client`, reporting to `observer`. Starts active.
     pub fn new(client: Client, options: Options, observer: Arc<dyn Observer>) -> Self {
         let limiter = TokenBucket::new(options.qps, options.burst);
+        let event_limiter = TokenBucket::new(options.qps, options.burst);
         Binder {
             inner: Arc::new(Inner {
                 client,
                 limiter,
+                event_limiter,
+                write_order: Mutex::new(HashMap::new()),
+                write_generation: AtomicU64::new(0),
                 bind_slots: Arc::new(Semaphore::new(options.bind_concurrency.max(1))),
                 write_slots: Arc::new(Semaphore::new(options.write_concurrency.max(1))),
                 options,
@@ -477,6 +492,18 @@ impl Binder {
             status_jobs.push(StatusJob::Queue(q, old));
         }
         status_jobs.extend(other_events.into_iter().map(StatusJob::Event));
+        // Generations in dispatch order: a newer write to an object supersedes an older one
+        // not yet sent, and writes to one object are sent one at a time, in order.
+        let status_jobs: Vec<(StatusJob, u64)> = status_jobs
+            .into_iter()
+            .map(|job| {
+                let generation = match target_of(&job) {
+                    Some((target, kind)) => inner.newest_write(kind, target.key()),
+                    None => 0,
+                };
+                (job, generation)
+            })
+            .collect();
 
         let tracker = inner.tracker.clone();
         tracker.spawn(async move {
@@ -493,6 +520,77 @@ impl Inner {
     fn current(&self, epoch: u64) -> bool {
         self.active.load(Ordering::SeqCst) && self.epoch.load(Ordering::SeqCst) == epoch
     }
+
+    /// Records a new newest write to `key` and returns its generation.
+    fn newest_write(&self, kind: WriteKind, key: String) -> u64 {
+        let generation = self.write_generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut order = lock(&self.write_order);
+        let entry = order
+            .entry((kind, key))
+            .or_insert_with(|| (0, Arc::new(tokio::sync::Mutex::new(()))));
+        entry.0 = generation;
+        generation
+    }
+
+    /// The lock of `key`'s writes, and whether `generation` is still the newest.
+    fn write_slot(
+        &self,
+        kind: WriteKind,
+        key: &str,
+        generation: u64,
+    ) -> (Arc<tokio::sync::Mutex<()>>, bool) {
+        let order = lock(&self.write_order);
+        match order.get(&(kind, key.to_string())) {
+            Some((newest, slot)) => (slot.clone(), *newest == generation),
+            None => (Arc::new(tokio::sync::Mutex::new(())), true),
+        }
+    }
+
+    /// Whether `generation` is still the newest write to `key`; forgets the key if so and
+    /// `done`.
+    fn still_newest(&self, kind: WriteKind, key: &str, generation: u64, done: bool) -> bool {
+        let mut order = lock(&self.write_order);
+        let k = (kind, key.to_string());
+        let newest = order.get(&k).is_some_and(|(g, _)| *g == generation);
+        if newest && done {
+            order.remove(&k);
+        }
+        newest
+    }
+}
+
+/// What a status job writes to, and its kind; `None` for events.
+fn target_of(job: &StatusJob) -> Option<(Target, WriteKind)> {
+    Some(match job {
+        StatusJob::Condition(c, _) => (
+            Target::Pod {
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+            },
+            WriteKind::PodStatus,
+        ),
+        StatusJob::Failure(f) => (
+            Target::Pod {
+                namespace: f.namespace.clone(),
+                name: f.name.clone(),
+            },
+            WriteKind::PodStatus,
+        ),
+        StatusJob::PodGroup(u) => (
+            Target::PodGroup {
+                namespace: u.namespace.clone(),
+                name: u.name.clone(),
+            },
+            WriteKind::PodGroupStatus,
+        ),
+        StatusJob::Queue(u, _) => (
+            Target::Queue {
+                name: u.name.clone(),
+            },
+            WriteKind::QueueStatus,
+        ),
+        StatusJob::Event(_) => return None,
+    })
 }
 
 /// Starts the binds in order: each waits for a slot before the next is started, so the
@@ -604,9 +702,14 @@ async fn bind_task(
     report
 }
 
-async fn run_writes(inner: Arc<Inner>, jobs: Vec<StatusJob>, epoch: u64, now: Time) -> Report {
+async fn run_writes(
+    inner: Arc<Inner>,
+    jobs: Vec<(StatusJob, u64)>,
+    epoch: u64,
+    now: Time,
+) -> Report {
     let mut set = JoinSet::new();
-    for job in jobs {
+    for (job, generation) in jobs {
         let Ok(permit) = inner.write_slots.clone().acquire_owned().await else {
             break;
         };
@@ -619,7 +722,7 @@ async fn run_writes(inner: Arc<Inner>, jobs: Vec<StatusJob>, epoch: u64, now: Ti
                     record_event(&inner, &e, "Scheduling", epoch, &mut report).await;
                 }
                 job => {
-                    write_status(&inner, job, epoch, now, &mut report).await;
+                    write_status(&inner, job, generation, epoch, now, &mut report).await;
                     drop(permit);
                 }
             }
@@ -633,44 +736,37 @@ async fn run_writes(inner: Arc<Inner>, jobs: Vec<StatusJob>, epoch: u64, now: Ti
     report
 }
 
-async fn write_status(inner: &Inner, job: StatusJob, epoch: u64, now: Time, report: &mut Report) {
+async fn write_status(
+    inner: &Inner,
+    job: StatusJob,
+    generation: u64,
+    epoch: u64,
+    now: Time,
+    report: &mut Report,
+) {
     let fm = inner.options.field_manager.as_str();
     let client = &inner.client;
-    let (target, kind) = match &job {
-        StatusJob::Condition(c, _) => (
-            Target::Pod {
-                namespace: c.namespace.clone(),
-                name: c.name.clone(),
-            },
-            WriteKind::PodStatus,
-        ),
-        StatusJob::Failure(f) => (
-            Target::Pod {
-                namespace: f.namespace.clone(),
-                name: f.name.clone(),
-            },
-            WriteKind::PodStatus,
-        ),
-        StatusJob::PodGroup(u) => (
-            Target::PodGroup {
-                namespace: u.namespace.clone(),
-                name: u.name.clone(),
-            },
-            WriteKind::PodGroupStatus,
-        ),
-        StatusJob::Queue(u, _) => (
-            Target::Queue {
-                name: u.name.clone(),
-            },
-            WriteKind::QueueStatus,
-        ),
-        StatusJob::Event(_) => return,
+    let Some((target, kind)) = target_of(&job) else {
+        return;
     };
+    let key = target.key();
+    // One write at a time per object, newest last; a write superseded before it is sent is
+    // skipped (the newer one says everything it would have).
+    let (slot, newest) = inner.write_slot(kind, &key, generation);
+    if !newest {
+        return;
+    }
+    let _in_order = slot.lock().await;
+    if !inner.still_newest(kind, &key, generation, false) {
+        return;
+    }
     let policy = &inner.options.retry;
     let mut failures = 0u32;
     loop {
         if !inner.current(epoch) {
-            inner.observer.write_dropped(&target);
+            if inner.still_newest(kind, &key, generation, true) {
+                inner.observer.write_dropped(&target);
+            }
             report.write_failures += 1;
             return;
         }
@@ -689,9 +785,13 @@ async fn write_status(inner: &Inner, job: StatusJob, epoch: u64, now: Time, repo
         };
         match result {
             Ok(rv) => {
-                debug!(kind = %kind, object = %target.key(), resource_version = ?rv, "status written");
-                inner.observer.written(&target, rv.as_deref());
+                debug!(kind = %kind, object = %key, resource_version = ?rv, "status written");
                 report.written += 1;
+                // A newer write to the object was dispatched meanwhile: it reports instead, so
+                // the runtime's overlay matches the newest content with its resourceVersion.
+                if inner.still_newest(kind, &key, generation, true) {
+                    inner.observer.written(&target, rv.as_deref());
+                }
                 return;
             }
             Err(e) => {
@@ -703,7 +803,9 @@ async fn write_status(inner: &Inner, job: StatusJob, epoch: u64, now: Time, repo
                     } else {
                         warn!(error = %e, "status write failed; the next session may retry");
                     }
-                    inner.observer.write_dropped(&target);
+                    if inner.still_newest(kind, &key, generation, true) {
+                        inner.observer.write_dropped(&target);
+                    }
                     report.write_failures += 1;
                     return;
                 }
@@ -721,7 +823,7 @@ async fn record_event(inner: &Inner, e: &Event, action: &str, epoch: u64, report
             report.event_failures += 1;
             return;
         }
-        inner.limiter.acquire().await;
+        inner.event_limiter.acquire().await;
         inner.observer.request(WriteKind::Event);
         match writes::event(&inner.client, &inner.options.reporter, e, action).await {
             Ok(()) => {

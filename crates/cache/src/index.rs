@@ -401,6 +401,7 @@ impl ClusterIndex {
                                     namespace: p.namespace.clone(),
                                     name: p.name.clone(),
                                     group: id.clone(),
+                                    created: p.created,
                                     pending_reason: p.pending_reason.clone(),
                                 }),
                         );

@@ -18,6 +18,8 @@ pub struct WaitingPod {
     pub name: Arc<str>,
     /// `namespace/name` of the missing PodGroup.
     pub group: Arc<str>,
+    /// The pod's creation time.
+    pub created: crate::Time,
     /// Current `PodScheduled=False` condition.
     pub pending_reason: Option<Arc<PendingReason>>,
 }

@@ -749,3 +749,20 @@ fn full_cluster_with_one_queue_says_unschedulable_not_quota() {
     let msg = &out.plan.pod_conditions[0].message;
     assert!(msg.contains("Insufficient nvidia.com/gpu"), "{msg}");
 }
+
+#[test]
+fn a_missing_member_or_podgroup_is_reported_only_after_a_grace_second() {
+    // Pods and PodGroups arrive through separate watches: for a moment one may be seen
+    // without the other. Nothing is written about it until that lasts a second.
+    let c = Cluster::new()
+        .node(gpu_node("n1"))
+        .group(podgroup("ns", "g").min_member(4).created(10))
+        .members("ns", "g", 2, |p| p.gpus(1).created(10))
+        .pod(pod("ns", "orphan-0").group("not-yet").created(10));
+    let s = c.snapshot();
+    let early = run_with(&SchedulerConfig::default(), &s, 10).plan;
+    assert!(early.podgroups.is_empty() && early.pod_conditions.is_empty(), "{early:?}");
+    let late = run_with(&SchedulerConfig::default(), &s, 11).plan;
+    assert_eq!(pg_condition(&late, "g").unwrap().reason, "NotEnoughTasks");
+    assert!(late.pod_conditions.iter().any(|c| &*c.name == "orphan-0"));
+}

@@ -20,6 +20,11 @@ pub const NOT_ENOUGH_TASKS: &str = "NotEnoughTasks";
 pub const SCHEDULE_TIMEOUT: &str = "ScheduleTimeout";
 /// Pod failure reason after the gang timeout.
 pub const GANG_SCHEDULE_TIMEOUT: &str = "GangScheduleTimeout";
+/// How long a gang's members and its PodGroup may take to arrive before Caldera says one is
+/// missing. Pods and PodGroups come through separate watches, so for a moment a new pod's
+/// PodGroup, or a new PodGroup's pods, may not be seen yet; writing "does not exist" or
+/// "NotEnoughTasks" in that moment would be wrong and cost a write and an event per pod.
+pub const ARRIVAL_GRACE_MS: i64 = 1000;
 
 /// What a job's members and PodGroup should say at close.
 struct Verdict {
@@ -156,6 +161,9 @@ pub fn close(ssn: &Session) -> Plan {
 fn ssn_waiting(ssn: &Session) -> Vec<(PodConditionUpdate, Event)> {
     let mut out = Vec::new();
     for w in &ssn.state.waiting {
+        if ssn.state.now.millis_since(w.created) < ARRIVAL_GRACE_MS {
+            continue;
+        }
         let message = format!("PodGroup {} does not exist yet", w.group);
         let want = PendingReason {
             reason: UNSCHEDULABLE.into(),
@@ -211,6 +219,9 @@ fn verdict(ssn: &Session, ji: usize) -> Verdict {
         };
     }
     if let Some(msg) = &run.invalid {
+        if st.now.millis_since(job.created) < ARRIVAL_GRACE_MS {
+            return none;
+        }
         return Verdict {
             condition: Some(("Unschedulable", NOT_ENOUGH_TASKS, msg.clone())),
             pod_reason: Some((UNSCHEDULABLE, format!("PodGroup {}: {msg}", job.id))),

@@ -506,6 +506,7 @@ impl Cluster {
                             namespace: p.namespace.as_str().into(),
                             name: p.name.as_str().into(),
                             group: id.into(),
+                            created: p.created,
                             pending_reason: p.pending_reason.clone(),
                         });
                     }
