@@ -761,7 +761,10 @@ fn a_missing_member_or_podgroup_is_reported_only_after_a_grace_second() {
         .pod(pod("ns", "orphan-0").group("not-yet").created(10));
     let s = c.snapshot();
     let early = run_with(&SchedulerConfig::default(), &s, 10).plan;
-    assert!(early.podgroups.is_empty() && early.pod_conditions.is_empty(), "{early:?}");
+    assert!(
+        early.podgroups.is_empty() && early.pod_conditions.is_empty(),
+        "{early:?}"
+    );
     let late = run_with(&SchedulerConfig::default(), &s, 11).plan;
     assert_eq!(pg_condition(&late, "g").unwrap().reason, "NotEnoughTasks");
     assert!(late.pod_conditions.iter().any(|c| &*c.name == "orphan-0"));
