@@ -495,7 +495,9 @@ impl ClusterIndex {
                 .unwrap_or_else(|| DEFAULT_QUEUE.into()),
             min_member: 1,
             min_task_member: BTreeMap::new(),
-            priority: 0,
+            // A lone pod's job has the pod's priority (Volcano's controller copies the pod's
+            // priorityClassName into the PodGroup it makes for such a pod).
+            priority: self.priority(p.spec_priority, p.priority_class.as_ref()),
             min_resources: None,
             timeout_seconds: None,
             topology: None,

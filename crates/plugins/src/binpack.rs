@@ -74,10 +74,10 @@ impl Plugin for Binpack {
             }
             let alloc = node.allocatable.get(name);
             let used = node.used.get(name);
-            if alloc <= 0 || used + req > alloc {
+            if alloc <= 0 || used.saturating_add(req) > alloc {
                 return 0.0;
             }
-            score += w * (used + req) as f64 / alloc as f64;
+            score += w * used.saturating_add(req) as f64 / alloc as f64;
             weights += w;
         }
         if weights <= 0.0 {

@@ -42,7 +42,7 @@ fn fraction(used: i64, req: i64, alloc: i64) -> f64 {
     if alloc <= 0 {
         return 0.0;
     }
-    ((used + req) as f64 / alloc as f64).clamp(0.0, 1.0)
+    (used.saturating_add(req) as f64 / alloc as f64).clamp(0.0, 1.0)
 }
 
 impl Plugin for NodeOrder {

@@ -55,7 +55,12 @@ impl Plugin for Proportion {
             .collect();
         for t in &state.tasks {
             let q = state.job_queue[t.job];
-            if holds_node(t) || t.schedulable_pending() {
+            let queue = &state.queues[q];
+            // A queue that admits nothing (closed, or named by a job but not existing) asks
+            // only for what it holds: its pending members must not take a share from queues
+            // that can use it.
+            let admits = queue.open && (queue.exists || &*queue.name == "default");
+            if holds_node(t) || (admits && t.schedulable_pending()) {
                 shares[q].request.add(&t.request);
             }
         }

@@ -769,3 +769,46 @@ fn a_missing_member_or_podgroup_is_reported_only_after_a_grace_second() {
     assert_eq!(pg_condition(&late, "g").unwrap().reason, "NotEnoughTasks");
     assert!(late.pod_conditions.iter().any(|c| &*c.name == "orphan-0"));
 }
+
+#[test]
+fn members_of_a_half_bound_required_topology_gang_join_their_domain() {
+    // After a restart, 2 of 4 members are bound on n1 (the gang is not ready yet); the other 2
+    // must go to n1 too, although n2 is the tighter fit for 2 more.
+    let c = Cluster::new()
+        .node(gpu_node("n1"))
+        .node(gpu_node("n2"))
+        .pod(pod("other", "busy").gpus(6).on("n2").foreign())
+        .group(
+            podgroup("ns", "tp")
+                .min_member(4)
+                .topology(true, "kubernetes.io/hostname")
+                .phase(PodGroupPhase::Inqueue),
+        )
+        .pod(pod("ns", "tp-0").group("tp").gpus(1).on("n1"))
+        .pod(pod("ns", "tp-1").group("tp").gpus(1).on("n1"))
+        .pod(pod("ns", "tp-2").group("tp").gpus(1))
+        .pod(pod("ns", "tp-3").group("tp").gpus(1))
+        .pod(pod("ns", "tp-4").group("tp").gpus(1));
+    let out = run(&c.snapshot());
+    let b = binds(&out.plan);
+    assert!(b.len() >= 2, "{b:?}");
+    assert!(
+        b.values().all(|n| n == "n1"),
+        "every member stays on n1: {b:?}"
+    );
+}
+
+#[test]
+fn a_job_naming_a_missing_queue_takes_no_share_from_real_queues() {
+    let c = Cluster::new()
+        .node(gpu_node("n1"))
+        .node(gpu_node("n2"))
+        .queue(queue("a"))
+        .group(podgroup("ns", "real").min_member(16).queue("a"))
+        .members("ns", "real", 16, |p| p.gpus(1))
+        .group(podgroup("ns", "typo").min_member(16).queue("tpyo"))
+        .members("ns", "typo", 16, |p| p.gpus(1));
+    let out = run(&c.snapshot());
+    assert_eq!(bound_to(&out.plan, "real-").len(), 16);
+    assert!(bound_to(&out.plan, "typo-").is_empty());
+}

@@ -198,6 +198,52 @@ pub fn water_fill(total: &Resources, queues: &mut [QueueShare]) {
             break;
         }
     }
+    hand_out_leftovers(&mut remaining, queues, &met);
+}
+
+/// Shares are whole units, so splitting by weight rounds down and can leave a few units that
+/// no round hands out (15 GPUs over two equal queues: 7 + 7). Left idle, they could keep a
+/// gang from ever fitting. This gives them out one at a time, heaviest queue first, then by
+/// name, to queues that still want them and may have them.
+fn hand_out_leftovers(remaining: &mut Resources, queues: &mut [QueueShare], met: &[bool]) {
+    let mut order: Vec<usize> = (0..queues.len()).filter(|&i| !met[i]).collect();
+    order.sort_by(|&a, &b| {
+        queues[b]
+            .weight
+            .cmp(&queues[a].weight)
+            .then_with(|| queues[a].name.cmp(&queues[b].name))
+    });
+    let names: Vec<String> = remaining.names().map(str::to_string).collect();
+    for n in names {
+        let mut left = remaining.get(&n);
+        // Every pass gives each wanting queue at least one unit, so this ends.
+        while left > 0 {
+            let wanting: Vec<usize> = order
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let q = &queues[i];
+                    let cap = q.request.get(&n).min(q.real_capability.get(&n));
+                    q.deserved.get(&n) < cap
+                })
+                .collect();
+            if wanting.is_empty() {
+                break;
+            }
+            let each = (left / wanting.len() as i64).max(1);
+            for i in wanting {
+                if left == 0 {
+                    break;
+                }
+                let q = &mut queues[i];
+                let cap = q.request.get(&n).min(q.real_capability.get(&n));
+                let give = each.min(cap - q.deserved.get(&n)).min(left);
+                q.deserved.add_named(&n, give);
+                left -= give;
+            }
+        }
+        remaining.set(&n, left);
+    }
 }
 
 /// Every dimension the request still wants more of is already at its capability.
@@ -265,6 +311,24 @@ mod tests {
         );
         assert!(qs[2].deserved.get("nvidia.com/gpu") <= 13);
         assert!(qs[2].deserved.get("nvidia.com/gpu") >= 9);
+    }
+
+    #[test]
+    fn units_lost_to_rounding_are_handed_out() {
+        let mut qs = vec![queue("a", 1, 16), queue("b", 1, 16)];
+        water_fill(&gpus(15), &mut qs);
+        let (a, b) = (
+            qs[0].deserved.get("nvidia.com/gpu"),
+            qs[1].deserved.get("nvidia.com/gpu"),
+        );
+        assert_eq!(a + b, 15, "nothing left idle: {a} + {b}");
+        assert_eq!((a, b), (8, 7), "ties go by name");
+        let mut qs = vec![queue("a", 1, 16), queue("b", 1, 16)];
+        water_fill(&gpus(3), &mut qs);
+        assert_eq!(
+            qs[0].deserved.get("nvidia.com/gpu") + qs[1].deserved.get("nvidia.com/gpu"),
+            3
+        );
     }
 
     #[test]

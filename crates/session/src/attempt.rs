@@ -35,6 +35,22 @@ pub fn attempt(
     ssn.stats.attempts += 1;
     if ssn.job_ready(job) {
         let tasks = ssn.order_tasks(job, tasks);
+        // An extra member of a satisfied gang stays in the gang's domain: always under a
+        // required topology, and first under a preferred one.
+        let topology = ssn.state.jobs[job].topology.clone();
+        let anchor = topology
+            .as_ref()
+            .and_then(|t| anchor_domain(ssn, job, &t.key));
+        if let (Some(topo), Some(nodes)) = (&topology, anchor) {
+            let mut inside = Placement {
+                only: Some(Arc::new(nodes)),
+                bonus: None,
+            };
+            let placed = place_gang(ssn, job, &tasks[..1], &mut inside, None);
+            if placed.is_ok() || topo.required {
+                return placed.map(Attempt::Placed).unwrap_or(Attempt::Held);
+            }
+        }
         return place_gang(ssn, job, &tasks[..1], &mut Placement::default(), None)
             .map(Attempt::Placed)
             .unwrap_or(Attempt::Held);
@@ -63,8 +79,12 @@ pub fn attempt(
     };
     match result {
         Ok(n) => Attempt::Placed(n),
-        Err(placed) => {
-            if let (Some(key), Some(Holdup::Fit(msg))) = (key, &ssn.state.job_runs[job].holdup) {
+        Err(no_room) => {
+            // Only a shortage of nodes is remembered: running out of members to place (or a
+            // queue limit) says nothing about other gangs.
+            if let (Some(key), Some(placed), Some(Holdup::Fit(msg))) =
+                (key, no_room, &ssn.state.job_runs[job].holdup)
+            {
                 let entry = (ssn.epoch, placed, msg.clone());
                 ssn.fail_cache.insert(key, entry);
             }
@@ -106,11 +126,12 @@ fn place_gang(
     tasks: &[usize],
     placement: &mut Placement,
     prefer_key: Option<&str>,
-) -> Result<usize, u32> {
+) -> Result<usize, Option<u32>> {
     let mut stmt = Statement::new();
     // Kinds of member met in this attempt, by a representative task, with their candidates.
     let mut kinds: Vec<(usize, Candidates)> = Vec::new();
     let mut holdup = None;
+    let mut no_room = false;
     for &t in tasks {
         if !stmt.is_empty() && ssn.job_ready(job) {
             break;
@@ -156,6 +177,7 @@ fn place_gang(
             }
             None => {
                 holdup = Some(Holdup::Fit(Session::fit_message(&kinds[kind].1)));
+                no_room = true;
                 break;
             }
         }
@@ -181,7 +203,7 @@ fn place_gang(
             Holdup::Fit("the gang's members could not all be placed together".to_string())
         });
         ssn.hold(job, holdup);
-        Err(placed)
+        Err(no_room.then_some(placed))
     }
 }
 
@@ -224,8 +246,23 @@ fn place_in_topology(
     tasks: &[usize],
     need: u32,
     topo: &Topology,
-) -> Result<usize, u32> {
+) -> Result<usize, Option<u32>> {
     let domains = ssn.domains(&topo.key);
+    // Members already placed fix the domain: the rest join them there (required), or try
+    // there first (preferred).
+    if let Some(anchor) = anchor_domain(ssn, job, &topo.key) {
+        let mut inside = Placement {
+            only: Some(Arc::new(anchor.clone())),
+            bonus: None,
+        };
+        let saved = ssn.state.job_runs[job].holdup.clone();
+        match place_gang(ssn, job, tasks, &mut inside, None) {
+            Ok(n) => return Ok(n),
+            // Depends on where this gang's members are: nothing to remember for others.
+            Err(_) if topo.required => return Err(None),
+            Err(_) => ssn.state.job_runs[job].holdup = saved,
+        }
+    }
     let mut gang = Resources::new();
     for &t in tasks.iter().take(need as usize) {
         gang.add(&ssn.state.tasks[t].request);
@@ -256,7 +293,7 @@ fn place_in_topology(
             return Ok(n);
         }
         if matches!(ssn.state.job_runs[job].holdup, Some(Holdup::Quota(_))) {
-            return Err(0);
+            return Err(None);
         }
         ssn.state.job_runs[job].holdup = saved;
     }
@@ -271,7 +308,7 @@ fn place_in_topology(
         ssn.hold(job, Holdup::Fit(msg));
         // No domain holds `need` such members, so no gang needing as many does either; a
         // smaller one might.
-        return Err(need.saturating_sub(1));
+        return Err(Some(need.saturating_sub(1)));
     }
     // Preferred: roomier domains first, and stay in domains already used.
     let mut bonus = vec![0.0; ssn.state.nodes.len()];
@@ -298,4 +335,18 @@ fn place_in_topology(
         bonus: Some(Arc::new(bonus)),
     };
     place_gang(ssn, job, tasks, &mut placement, Some(&topo.key))
+}
+
+/// The nodes of the `key` domain where a member of `job` already holds a node, if any.
+fn anchor_domain(ssn: &Session, job: usize, key: &str) -> Option<Vec<u32>> {
+    let st = &ssn.state;
+    let value = st.jobs[job].tasks.iter().find_map(|&t| {
+        let t = &st.tasks[t];
+        if !t.status.occupies_node() {
+            return None;
+        }
+        let node = st.node_index(t.node.as_deref()?)?;
+        st.nodes[node].labels.get(key).cloned()
+    })?;
+    ssn.domains(key).remove(&value)
 }
