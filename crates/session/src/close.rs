@@ -7,6 +7,7 @@ use caldera_model::{
     PodGroupPhase, PodGroupStatus, PodGroupStatusUpdate, QueueStatus, QueueStatusUpdate,
     TaskStatus, Time,
 };
+use std::sync::Arc;
 
 /// Reason of the pod condition when a queue limit holds a member (SPEC §8).
 pub const QUEUE_QUOTA_EXCEEDED: &str = "QueueQuotaExceeded";
@@ -87,28 +88,8 @@ pub fn close(ssn: &Session) -> Plan {
             let Some((reason, message)) = &v.pod_reason else {
                 continue;
             };
-            let unchanged = t
-                .pending_reason
-                .as_ref()
-                .is_some_and(|p| p.reason == *reason && p.message == *message);
-            if !unchanged {
-                plan.events.push(Event {
-                    object: EventObject::Pod,
-                    namespace: t.namespace.clone(),
-                    name: t.name.clone(),
-                    uid: t.uid.clone(),
-                    warning: true,
-                    reason: "FailedScheduling".into(),
-                    message: message.clone(),
-                });
-                plan.pod_conditions.push(PodConditionUpdate {
-                    namespace: t.namespace.clone(),
-                    name: t.name.clone(),
-                    uid: t.uid.clone(),
-                    reason: reason.to_string(),
-                    message: message.clone(),
-                });
-            }
+            let pod = (&t.namespace, &t.name, &t.uid);
+            say_pending(&mut plan, pod, t.pending_reason.as_deref(), reason, message);
         }
         let status = podgroup_status(ssn, ji, &v, now);
         phases[ji] = status.phase;
@@ -150,48 +131,52 @@ pub fn close(ssn: &Session) -> Plan {
             status,
         });
     }
-    for w in &ssn_waiting(ssn) {
-        plan.pod_conditions.push(w.0.clone());
-        plan.events.push(w.1.clone());
+    for w in &st.waiting {
+        if now.millis_since(w.created) < ARRIVAL_GRACE_MS {
+            continue;
+        }
+        let message = format!("PodGroup {} does not exist yet", w.group);
+        let pod = (&w.namespace, &w.name, &w.uid);
+        say_pending(
+            &mut plan,
+            pod,
+            w.pending_reason.as_deref(),
+            UNSCHEDULABLE,
+            &message,
+        );
     }
     queue_statuses(ssn, &phases, &mut plan);
     plan
 }
 
-fn ssn_waiting(ssn: &Session) -> Vec<(PodConditionUpdate, Event)> {
-    let mut out = Vec::new();
-    for w in &ssn.state.waiting {
-        if ssn.state.now.millis_since(w.created) < ARRIVAL_GRACE_MS {
-            continue;
-        }
-        let message = format!("PodGroup {} does not exist yet", w.group);
-        let want = PendingReason {
-            reason: UNSCHEDULABLE.into(),
-            message: message.clone(),
-        };
-        if w.pending_reason.as_deref() == Some(&want) {
-            continue;
-        }
-        out.push((
-            PodConditionUpdate {
-                namespace: w.namespace.clone(),
-                name: w.name.clone(),
-                uid: w.uid.clone(),
-                reason: want.reason,
-                message: message.clone(),
-            },
-            Event {
-                object: EventObject::Pod,
-                namespace: w.namespace.clone(),
-                name: w.name.clone(),
-                uid: w.uid.clone(),
-                warning: true,
-                reason: "FailedScheduling".into(),
-                message,
-            },
-        ));
+/// Plans a pending pod's `PodScheduled=False` condition and its `FailedScheduling` event,
+/// unless the pod already says exactly that.
+fn say_pending(
+    plan: &mut Plan,
+    (namespace, name, uid): (&Arc<str>, &Arc<str>, &Arc<str>),
+    current: Option<&PendingReason>,
+    reason: &str,
+    message: &str,
+) {
+    if current.is_some_and(|p| p.reason == reason && p.message == message) {
+        return;
     }
-    out
+    plan.events.push(Event {
+        object: EventObject::Pod,
+        namespace: namespace.clone(),
+        name: name.clone(),
+        uid: uid.clone(),
+        warning: true,
+        reason: "FailedScheduling".into(),
+        message: message.to_string(),
+    });
+    plan.pod_conditions.push(PodConditionUpdate {
+        namespace: namespace.clone(),
+        name: name.clone(),
+        uid: uid.clone(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+    });
 }
 
 fn verdict(ssn: &Session, ji: usize) -> Verdict {

@@ -4,7 +4,7 @@ use crate::plugin::{FitReason, Hooks, Plugin, Verdict};
 use crate::state::{Holdup, State};
 use caldera_model::{PlacementSpec, Resources, Task, TaskStatus};
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::Arc;
 
 /// A plugin and the hooks its config switched on.
@@ -533,14 +533,8 @@ impl Session {
         )
     }
 
-    /// Pending members of `job` in the order they should be placed: members of roles still
-    /// short of their `minTaskMember` first, then the rest, each in task order.
-    pub fn ordered_pending(&self, job: usize) -> Vec<usize> {
-        let tasks: Vec<usize> = self.state.pending_tasks(job).collect();
-        self.order_tasks(job, tasks)
-    }
-
-    /// Orders `tasks` (pending members of `job`) as [`Session::ordered_pending`] does.
+    /// Orders `tasks` (pending members of `job`) for placement: members of roles still short
+    /// of their `minTaskMember` first, then the rest, each in task order.
     pub fn order_tasks(&self, job: usize, mut tasks: Vec<usize>) -> Vec<usize> {
         tasks.sort_by(|&a, &b| self.task_order(a, b));
         let j = &self.state.jobs[job];
@@ -650,13 +644,5 @@ impl Session {
             }
         }
         r
-    }
-
-    /// The set of domain values (of `key`) used by the placements in `stmt`.
-    pub fn domains_used(&self, stmt: &Statement, key: &str) -> BTreeSet<String> {
-        stmt.ops
-            .iter()
-            .filter_map(|&(_, n)| self.state.nodes[n].labels.get(key).cloned())
-            .collect()
     }
 }
