@@ -125,7 +125,7 @@ pub fn run(
     let backlog_first_session_seconds = t.elapsed().as_secs_f64();
     // The steady state: the first session's conditions are written; the next one finds
     // nothing new to say.
-    record_statuses(&mut snapshot, &outcome.plan);
+    snapshot.record(&outcome.plan);
     let copy = snapshot.clone();
     let t = Instant::now();
     let outcome = scheduler.run_owned(copy, Time(now.0 + 1000));
@@ -146,40 +146,5 @@ pub fn run(
         backlog_writes,
         backlog_gangs,
         peak_rss_bytes: crate::peak_rss_bytes(),
-    }
-}
-
-/// Records a plan's pod conditions and PodGroup statuses in the snapshot, as the status writer
-/// and the watch would.
-fn record_statuses(snapshot: &mut caldera_model::Snapshot, plan: &caldera_model::Plan) {
-    use std::collections::HashMap;
-    let tasks: HashMap<(&str, &str), usize> = snapshot
-        .tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| ((&*t.namespace, &*t.name), i))
-        .collect();
-    let mut updates = Vec::new();
-    for c in &plan.pod_conditions {
-        if let Some(&i) = tasks.get(&(&*c.namespace, &*c.name)) {
-            updates.push((i, c.reason.clone(), c.message.clone()));
-        }
-    }
-    for (i, reason, message) in updates {
-        snapshot.tasks[i].pending_reason =
-            Some(std::sync::Arc::new(caldera_model::PendingReason {
-                reason,
-                message,
-            }));
-    }
-    for u in &plan.podgroups {
-        let id = format!("{}/{}", u.namespace, u.name);
-        if let Ok(i) = snapshot.jobs.binary_search_by(|j| (*j.id).cmp(id.as_str())) {
-            let j = &mut snapshot.jobs[i];
-            if j.pending_since.is_none() {
-                j.pending_since = u.status.conditions.first().map(|c| c.last_transition);
-            }
-            j.status = Some(u.status.clone());
-        }
     }
 }

@@ -86,6 +86,17 @@ pub struct PodGroupStatus {
 }
 
 impl PodGroupStatus {
+    /// Since when the gang has been valid and waiting: the transition time of a True
+    /// `Unschedulable` condition that is not `NotEnoughTasks` (see [`Job::pending_since`]).
+    pub fn pending_since(&self) -> Option<Time> {
+        self.conditions
+            .iter()
+            .find(|c| {
+                c.type_ == "Unschedulable" && c.status == "True" && c.reason != "NotEnoughTasks"
+            })
+            .map(|c| c.last_transition)
+    }
+
     /// Same content, ignoring condition transition times.
     pub fn same_content(&self, other: &PodGroupStatus) -> bool {
         self.phase == other.phase

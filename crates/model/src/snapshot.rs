@@ -2,9 +2,11 @@
 
 use crate::job::Job;
 use crate::node::Node;
+use crate::plan::Plan;
 use crate::queue::Queue;
 use crate::resources::Resources;
-use crate::task::{PendingReason, Task};
+use crate::task::{PendingReason, Task, TaskStatus};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A pod of ours whose PodGroup does not exist yet: it waits, and says which group is missing.
@@ -57,6 +59,55 @@ impl Snapshot {
     /// Index of the node named `name`.
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.nodes.binary_search_by(|n| (*n.name).cmp(name)).ok()
+    }
+
+    /// Records what carrying out `plan` does, as the binder and the watch would report it:
+    /// bound members get their node and count there, pending members their condition,
+    /// timed-out members phase Failed, PodGroups their new status. Lets tests and benchmarks
+    /// run sessions back to back without a cluster.
+    pub fn record(&mut self, plan: &Plan) {
+        let index: HashMap<(Arc<str>, Arc<str>), usize> = self
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| ((t.namespace.clone(), t.name.clone()), i))
+            .collect();
+        let task = |ns: &Arc<str>, name: &Arc<str>| index.get(&(ns.clone(), name.clone())).copied();
+        for b in &plan.binds {
+            let Some(i) = task(&b.namespace, &b.name) else {
+                continue;
+            };
+            let t = &mut self.tasks[i];
+            t.status = TaskStatus::Bound;
+            t.node = Some(b.node.clone());
+            if let Ok(n) = self.nodes.binary_search_by(|n| n.name.cmp(&b.node)) {
+                let t = &self.tasks[i];
+                self.nodes[n].add_pod(&t.request, &t.spec.host_ports);
+            }
+        }
+        for c in &plan.pod_conditions {
+            if let Some(i) = task(&c.namespace, &c.name) {
+                self.tasks[i].pending_reason = Some(Arc::new(PendingReason {
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                }));
+            }
+        }
+        for f in &plan.pod_failures {
+            if let Some(i) = task(&f.namespace, &f.name) {
+                self.tasks[i].status = TaskStatus::Failed;
+            }
+        }
+        for u in &plan.podgroups {
+            let id = format!("{}/{}", u.namespace, u.name);
+            if let Ok(j) = self.jobs.binary_search_by(|j| (*j.id).cmp(id.as_str())) {
+                let job = &mut self.jobs[j];
+                if job.pending_since.is_none() {
+                    job.pending_since = u.status.pending_since();
+                }
+                job.status = Some(u.status.clone());
+            }
+        }
     }
 
     /// Index of the queue named `name`.

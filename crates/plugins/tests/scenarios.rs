@@ -6,7 +6,7 @@ use caldera_config::SchedulerConfig;
 use caldera_model::{Plan, PodGroupPhase, SelectorOp, Snapshot, TaintEffect, Time};
 use caldera_plugins::scheduler;
 use caldera_session::Outcome;
-use caldera_testkit::builders::{apply_binds, node, pod, podgroup, queue, Cluster, GPU};
+use caldera_testkit::builders::{node, pod, podgroup, queue, Cluster, GPU};
 use std::collections::BTreeMap;
 
 fn config(text: &str) -> SchedulerConfig {
@@ -29,7 +29,7 @@ fn run_sessions(snapshot: &mut Snapshot, sessions: i64) -> Vec<Plan> {
     let mut plans = Vec::new();
     for i in 1..=sessions {
         let plan = s.run(snapshot, Time::from_secs(i)).plan;
-        apply_binds(snapshot, &plan);
+        snapshot.record(&plan);
         plans.push(plan);
     }
     plans
@@ -334,7 +334,7 @@ fn gang_timeout_fails_pending_members_and_a_patient_gang_waits() {
                 .iter()
                 .any(|e| e.warning && &*e.name == "impatient"));
         }
-        apply_binds(&mut snap, &plan);
+        snap.record(&plan);
     }
     assert_eq!(
         failed_at,

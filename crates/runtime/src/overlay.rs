@@ -8,7 +8,7 @@
 //! delivers the object at the resourceVersion the write returned, when the object is deleted,
 //! or when the write fails (the next session then decides again).
 
-use caldera_model::{PendingReason, PodGroupStatus, QueueStatus, Snapshot, TaskStatus, Time};
+use caldera_model::{PendingReason, PodGroupStatus, QueueStatus, Snapshot, TaskStatus};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -220,7 +220,7 @@ impl Overlay {
             }
             let key = (Kind::PodGroup, j.id.to_string());
             if let Some(Written::PodGroup(s)) = self.writes.get(&key).map(|w| &w.content) {
-                j.pending_since = pending_since(s);
+                j.pending_since = s.pending_since();
                 j.status = Some(s.clone());
             }
         }
@@ -236,19 +236,10 @@ impl Overlay {
     }
 }
 
-/// What the cache derives from a PodGroup status: the transition time of a True
-/// `Unschedulable` condition that is not `NotEnoughTasks`.
-fn pending_since(s: &PodGroupStatus) -> Option<Time> {
-    s.conditions
-        .iter()
-        .find(|c| c.type_ == "Unschedulable" && c.status == "True" && c.reason != "NotEnoughTasks")
-        .map(|c| c.last_transition)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use caldera_model::{Job, Node, PlacementSpec, Queue, Resources, Task};
+    use caldera_model::{Job, Node, PlacementSpec, Queue, Resources, Task, Time};
 
     fn snapshot() -> Snapshot {
         let mut snap = Snapshot::default();
