@@ -117,6 +117,7 @@ fn snapshot_options(config: &SchedulerConfig) -> SnapshotOptions {
     SnapshotOptions {
         scheduler_names: config.scheduler_names.clone(),
         default_gang_timeout: config.gang_schedule_timeout,
+        gate: false,
     }
 }
 

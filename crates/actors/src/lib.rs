@@ -13,3 +13,5 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod kube_scheduler;

@@ -62,3 +62,11 @@ pub mod reason {
     /// Pod `status.reason` of a member failed by the gang timeout.
     pub const GANG_SCHEDULE_TIMEOUT: &str = "GangScheduleTimeout";
 }
+
+/// The scheduling gate `caldera gate` lifts (SPEC gate mode): a pod of kube-scheduler that
+/// carries it waits until Caldera has found a node for its whole gang, pinned it there and
+/// removed the gate. The admission policy in `deploy/gate/` adds it.
+pub const GANG_GATE: &str = "scheduling.caldera.sh/gang";
+
+/// kube-scheduler's default profile: the scheduler name gate mode works beside.
+pub const KUBE_SCHEDULER_NAME: &str = "default-scheduler";

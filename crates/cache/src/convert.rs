@@ -257,6 +257,13 @@ pub struct PodInfo {
     pub role: Option<Arc<str>>,
     /// Has scheduling gates.
     pub gated: bool,
+    /// Carries Caldera's gate [`caldera_api::GANG_GATE`] (gate mode).
+    pub gang_gate: bool,
+    /// Carries a scheduling gate other than Caldera's.
+    pub other_gates: bool,
+    /// The node an unbound pod is held at (nominated, or pinned by required affinity; see
+    /// [`crate::gate::held_node`]).
+    pub held: Option<Arc<str>>,
     /// Placement constraints.
     pub spec: Arc<PlacementSpec>,
     /// `metadata.creationTimestamp` (epoch when absent).
@@ -361,6 +368,9 @@ impl TryFrom<&Pod> for PodInfo {
                 .scheduling_gates
                 .as_ref()
                 .is_some_and(|g| !g.is_empty()),
+            gang_gate: crate::gate::has_gang_gate(Some(spec)),
+            other_gates: crate::gate::has_other_gates(Some(spec)),
+            held: crate::gate::held_node(pod).map(Arc::from),
             spec: Arc::new(placement(&ctx, spec)?),
             created: meta
                 .creation_timestamp

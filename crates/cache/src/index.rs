@@ -28,6 +28,11 @@ pub struct SnapshotOptions {
     /// `gangScheduleTimeout`); rounded up to whole seconds. Never applied to a pod without a
     /// group: a lone pod is not a gang, and kube-scheduler never fails pods for waiting.
     pub default_gang_timeout: Option<Duration>,
+    /// Gate mode (`caldera gate`): `scheduler_names` are kube-scheduler's, and a pod of theirs
+    /// is ours only while it carries [`caldera_api::GANG_GATE`], or once released (held at
+    /// its pinned node, or bound) when it belongs to a group. A released member is a task
+    /// `Binding` at the node it is held at.
+    pub gate: bool,
 }
 
 impl Default for SnapshotOptions {
@@ -35,7 +40,24 @@ impl Default for SnapshotOptions {
         SnapshotOptions {
             scheduler_names: DEFAULT_SCHEDULER_NAMES.map(String::from).to_vec(),
             default_gang_timeout: None,
+            gate: false,
         }
+    }
+}
+
+impl SnapshotOptions {
+    /// The options of gate mode: kube-scheduler's default profile, and `default_gang_timeout`.
+    pub fn gate(default_gang_timeout: Option<Duration>) -> Self {
+        SnapshotOptions {
+            scheduler_names: vec![caldera_api::KUBE_SCHEDULER_NAME.to_string()],
+            default_gang_timeout,
+            gate: true,
+        }
+    }
+
+    /// Whether `p` (a pod of one of `scheduler_names`) is a member Caldera decides for.
+    fn serves(&self, p: &PodInfo) -> bool {
+        !self.gate || p.gang_gate || (p.group.is_some() && (p.node.is_some() || p.held.is_some()))
     }
 }
 
@@ -64,6 +86,8 @@ pub struct ClusterIndex {
     pods: BTreeMap<PodKey, PodInfo>,
     members: HashMap<Arc<str>, BTreeMap<Arc<str>, BTreeSet<PodKey>>>,
     group_refs: HashMap<Arc<str>, usize>,
+    /// Unbound pods held at a node (`PodInfo::held`).
+    held: BTreeSet<PodKey>,
     podgroups: BTreeMap<Arc<str>, GroupInfo>,
     queues: BTreeMap<Arc<str>, Queue>,
     priority_classes: BTreeMap<Arc<str>, PriorityClassInfo>,
@@ -104,6 +128,7 @@ impl ClusterIndex {
         let Some(old) = self.pods.remove(&key) else {
             return;
         };
+        self.held.remove(&key);
         if old.counts_on_node() {
             if let Some(node) = &old.node {
                 if let Some(u) = self.usage.get_mut(node) {
@@ -164,6 +189,9 @@ impl ClusterIndex {
         if info.group.is_some() {
             *self.group_refs.entry(info.job_id.clone()).or_default() += 1;
         }
+        if info.held.is_some() {
+            self.held.insert(key.clone());
+        }
         self.pods.insert(key, info);
     }
 
@@ -174,6 +202,7 @@ impl ClusterIndex {
         self.usage.clear();
         self.members.clear();
         self.group_refs.clear();
+        self.held.clear();
         let mut errors = Vec::new();
         for pod in pods {
             if let Err(e) = self.apply_pod(pod) {
@@ -351,7 +380,7 @@ impl ClusterIndex {
     /// - Every queue, plus `default` if missing, plus a closed stand-in for each queue a job
     ///   names that does not exist.
     pub fn snapshot(&self, opts: &SnapshotOptions) -> Snapshot {
-        let nodes = self
+        let mut nodes: Vec<Node> = self
             .nodes
             .values()
             .map(|n| {
@@ -369,12 +398,33 @@ impl ClusterIndex {
         let mut names: Vec<&str> = opts.scheduler_names.iter().map(String::as_str).collect();
         names.sort_unstable();
         names.dedup();
+        // Pods held at a node count there for everyone: kube-scheduler's nominated pods, and
+        // in gate mode our released members. In run mode our own held pods are the session's
+        // to place, so they do not count twice.
+        for p in self.held.iter().filter_map(|k| self.pods.get(k)) {
+            let ours = names.binary_search(&&*p.scheduler_name).is_ok();
+            let Some(node) = &p.held else { continue };
+            if ours && !opts.gate {
+                continue;
+            }
+            if let Ok(i) = nodes.binary_search_by(|n| n.name.cmp(node)) {
+                nodes[i].add_pod(&p.request, &p.spec.host_ports);
+            }
+        }
         let mut by_job: BTreeMap<&Arc<str>, Vec<&PodInfo>> = BTreeMap::new();
         for name in &names {
             for (job, keys) in self.members.get(*name).into_iter().flatten() {
+                let mut served = keys
+                    .iter()
+                    .filter_map(|k| self.pods.get(k))
+                    .filter(|p| opts.serves(p))
+                    .peekable();
+                if served.peek().is_none() {
+                    continue;
+                }
                 let entry = by_job.entry(job).or_default();
                 let merging = !entry.is_empty();
-                entry.extend(keys.iter().filter_map(|k| self.pods.get(k)));
+                entry.extend(served);
                 if merging {
                     entry.sort_by(|a, b| a.name.cmp(&b.name));
                 }
@@ -417,7 +467,15 @@ impl ClusterIndex {
             let mut job = job;
             for p in pods {
                 job.tasks.push(snap.tasks.len());
-                snap.tasks.push(self.task(p, job_index));
+                let mut task = self.task(p, job_index);
+                if opts.gate {
+                    task.gated = p.other_gates;
+                    if task.status == TaskStatus::Pending && !p.gang_gate {
+                        task.status = TaskStatus::Binding;
+                        task.node = p.held.clone();
+                    }
+                }
+                snap.tasks.push(task);
             }
             if !grouped {
                 if let Some(t) = snap.tasks.last() {

@@ -16,6 +16,7 @@
 
 pub mod convert;
 mod error;
+pub mod gate;
 mod index;
 mod intern;
 

@@ -48,6 +48,7 @@ pub(crate) fn activate(
         snapshot_options: SnapshotOptions {
             scheduler_names,
             default_gang_timeout: config.gang_schedule_timeout,
+            gate: false,
         },
         scheduler,
         config,
