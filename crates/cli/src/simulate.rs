@@ -24,6 +24,13 @@ pub enum Output {
     Json,
 }
 
+/// What `--compare` sets beside Caldera.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompareWith {
+    /// The kube-scheduler model placing every pod one at a time (no gangs).
+    KubeScheduler,
+}
+
 /// Arguments of `caldera simulate`.
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -33,6 +40,7 @@ are free, then all 8 at once when a node frees up.
 Examples:
   caldera simulate scenarios/seed1-partial-gang.yaml
   caldera simulate -f cluster.yaml -f jobs.yaml --for 2m -o json
+  caldera simulate --compare kube-scheduler
   kubectl get nodes,pods -A -o yaml | caldera simulate -f -")]
 pub struct SimulateArgs {
     /// A scenario file (`kind: Scenario`): run its steps and check its expectations. A file
@@ -52,6 +60,11 @@ pub struct SimulateArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
+    /// Also run the same cluster and steps with kube-scheduler alone (every pod placed one at
+    /// a time, whatever its schedulerName) and show both outcomes side by side; `-o json`
+    /// carries both.
+    #[arg(long, value_enum, value_name = "SCHEDULER")]
+    pub compare: Option<CompareWith>,
 }
 
 fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
@@ -79,7 +92,11 @@ pub fn run(args: SimulateArgs) -> Result {
                     )
                     .into());
                 }
-                run_scenario(&scenario::load(&text, &file)?, args.output, false)
+                let scenario = scenario::load(&text, &file)?;
+                if args.compare.is_some() {
+                    return compare_scenario(&scenario, args.output, false);
+                }
+                run_scenario(&scenario, args.output, false)
             } else {
                 run_manifests(&[(file, text)], &args)
             }
@@ -99,8 +116,53 @@ pub fn run(args: SimulateArgs) -> Result {
                 caldera_sim::BUNDLED_EXAMPLE,
                 caldera_sim::BUNDLED_EXAMPLE_NAME,
             )?;
+            if args.compare.is_some() {
+                return compare_scenario(&example, args.output, true);
+            }
             run_scenario(&example, args.output, true)
         }
+    }
+}
+
+fn compare_scenario(scenario: &Scenario, output: Output, bundled: bool) -> Result {
+    for notice in &scenario.notices {
+        eprintln!("caldera: {notice}");
+    }
+    let (comparison, outcome) = caldera_sim::compare::scenario(scenario)?;
+    match output {
+        Output::Text => {
+            let what = if bundled {
+                "Bundled example"
+            } else {
+                "Scenario"
+            };
+            let mut out = format!(
+                "{what} {}: kube-scheduler alone next to Caldera ({}), bound members per gang\n",
+                scenario.name,
+                match scenario.mode {
+                    caldera_sim::Mode::Gate => "caldera gate beside kube-scheduler",
+                    _ => "caldera run",
+                }
+            );
+            out.push_str(&wrap(&scenario.description, 92, "  "));
+            out.push('\n');
+            out.push_str(&caldera_sim::compare::render_text(&comparison));
+            out.push_str(&format!("\n{outcome}"));
+            write_out(&out)?;
+        }
+        Output::Json => {
+            let mut json = serde_json::to_string_pretty(&comparison)?;
+            json.push('\n');
+            write_out(&json)?;
+            if !outcome.passed() {
+                eprint!("{outcome}");
+            }
+        }
+    }
+    if outcome.passed() {
+        Ok(())
+    } else {
+        Err(format!("scenario {} failed", scenario.name).into())
     }
 }
 
@@ -344,6 +406,17 @@ fn run_manifests(inputs: &[(String, String)], args: &SimulateArgs) -> Result {
     };
     for warning in &config.warnings {
         eprintln!("caldera: {warning}");
+    }
+    if args.compare.is_some() {
+        let (mut kube, mut caldera) = caldera_sim::compare::simulations(&config)?;
+        apply_inputs(&mut kube, inputs)?;
+        apply_inputs(&mut caldera, inputs)?;
+        let comparison = caldera_sim::compare::manifests(kube, caldera, args.duration);
+        let text = match args.output {
+            Output::Text => caldera_sim::compare::render_text(&comparison),
+            Output::Json => serde_json::to_string_pretty(&comparison)? + "\n",
+        };
+        return write_out(&text);
     }
     let mut sim = Simulation::new(&config)?;
     apply_inputs(&mut sim, inputs)?;

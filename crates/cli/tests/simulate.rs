@@ -37,6 +37,92 @@ fn temp_file(name: &str, content: &str) -> PathBuf {
 }
 
 #[test]
+fn compare_kube_scheduler_tells_six_of_eight_against_none() {
+    let out = caldera(&["simulate", "--compare", "kube-scheduler"], None);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let first = stdout.find("after step 2 (run 3s, +3s)").expect(&stdout);
+    let row = stdout[first..]
+        .find("default/training-job-tp8  8    6/8 PARTIAL     0/8")
+        .expect(&stdout);
+    let second = stdout.find("after step 5 (run 2s, +5s)").expect(&stdout);
+    assert!(first + row < second, "{stdout}");
+    assert!(stdout[second..].contains("8/8             8/8"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "kube-scheduler alone bound gangs in part: default/training-job-tp8 (6 of 8 at +3s)"
+        ),
+        "{stdout}"
+    );
+
+    let out = caldera(
+        &["simulate", "--compare", "kube-scheduler", "-o", "json"],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gang = &json["checkpoints"][0]["gangs"][0];
+    assert_eq!(gang["name"], "default/training-job-tp8");
+    assert_eq!(
+        (gang["kubeScheduler"].as_u64(), gang["caldera"].as_u64()),
+        (Some(6), Some(0))
+    );
+    // Both final states, in the report format of `simulate -o json`.
+    for side in ["caldera", "kubeScheduler"] {
+        assert_eq!(json[side]["podGroups"][0]["bound"], 8, "{side}");
+    }
+}
+
+#[test]
+fn compare_works_on_plain_manifests_and_gate_scenarios() {
+    let manifests = std::fs::read_to_string(scenario("seed2-no-deadlock.yaml")).unwrap();
+    // The scenario's first apply step, as plain manifests: 5 GPUs free, two 4-pod services.
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&manifests).unwrap();
+    let objects = value["spec"]["steps"][0]["apply"].as_sequence().unwrap();
+    let docs: Vec<String> = objects
+        .iter()
+        .map(|o| serde_yaml_ng::to_string(o).unwrap())
+        .collect();
+    let file = temp_file("seed2.yaml", &docs.join("---\n"));
+    let out = caldera(
+        &[
+            "simulate",
+            "--compare",
+            "kube-scheduler",
+            "-f",
+            file.to_str().unwrap(),
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    // One pod at a time, both services end 3 + 2 or similar: at least one partial.
+    assert!(stdout.contains("PARTIAL"), "{stdout}");
+    assert!(
+        stdout.contains("kube-scheduler alone bound gangs in part"),
+        "{stdout}"
+    );
+
+    let gate = scenario("gate-seed1-partial-gang.yaml");
+    let out = caldera(
+        &[
+            "simulate",
+            "--compare",
+            "kube-scheduler",
+            gate.to_str().unwrap(),
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("caldera gate beside kube-scheduler"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("6/8 PARTIAL     0/8"), "{stdout}");
+}
+
+#[test]
 fn bundled_example_tells_the_seed_story_and_passes() {
     let out = caldera(&["simulate"], None);
     let stdout = text(&out.stdout);

@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::invariants;
 use crate::manifest::{Kind, Object};
 use crate::selector::LabelSelector;
-use crate::store::{kube_time, node_name, Store};
+use crate::store::{kube_time, node_name, GateAdmission, Store};
 use caldera_api::{
     ConditionStatus, PodGroupCondition, PodGroupConditionType, PodGroupPhase as ApiPhase,
     QueueState,
@@ -78,6 +78,20 @@ impl<F: FnMut(&Snapshot, Time) -> SessionOutput> Scheduling for FnScheduling<F> 
     }
 }
 
+/// Who schedules in a simulation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// `caldera run`: Caldera binds its own pods; nothing binds pods of `default-scheduler`.
+    #[default]
+    Run,
+    /// `caldera gate` beside kube-scheduler: Caldera releases gated gangs (pin, gate removed,
+    /// nomination) and the kube-scheduler model binds pods of `default-scheduler`.
+    Gate,
+    /// kube-scheduler alone, for every pod whatever its `schedulerName` (what
+    /// `caldera simulate --compare kube-scheduler` shows). Gangs may be bound in part.
+    KubeScheduler,
+}
+
 /// An event, with when it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordedEvent {
@@ -109,6 +123,8 @@ pub struct SessionReport {
     pub time: Time,
     /// Binds that landed: (`namespace/name`, node).
     pub bound: Vec<(String, String)>,
+    /// Gate mode: members released (pinned, gate removed): (`namespace/name`, node).
+    pub released: Vec<(String, String)>,
     /// Pods failed by the gang timeout (`namespace/name`).
     pub failed: Vec<String>,
     /// Whether the store changed at all.
@@ -129,6 +145,7 @@ pub struct PodSelector {
 
 /// An in-memory cluster with a virtual clock and a scheduler.
 pub struct Simulation {
+    mode: Mode,
     store: Store,
     now: Time,
     period: Duration,
@@ -153,16 +170,36 @@ impl std::fmt::Debug for Simulation {
 impl Simulation {
     /// A simulation running the real scheduler built from `config`.
     pub fn new(config: &SchedulerConfig) -> Result<Self> {
+        Self::with_mode(config, Mode::Run)
+    }
+
+    /// A simulation of `mode` with the real scheduler built from `config`.
+    pub fn with_mode(config: &SchedulerConfig, mode: Mode) -> Result<Self> {
         let scheduler =
             caldera_plugins::scheduler(config).map_err(|e| Error::Scheduler(e.to_string()))?;
-        Ok(Self::with_scheduler(
-            Box::new(scheduler),
-            config.schedule_period,
-            SnapshotOptions {
+        let opts = match mode {
+            Mode::Gate => SnapshotOptions::gate(config.gang_schedule_timeout),
+            Mode::Run | Mode::KubeScheduler => SnapshotOptions {
                 scheduler_names: config.scheduler_names.clone(),
                 default_gang_timeout: config.gang_schedule_timeout,
+                gate: false,
             },
-        ))
+        };
+        let mut sim = Self::with_scheduler(Box::new(scheduler), config.schedule_period, opts);
+        sim.mode = mode;
+        // Gate mode is installed with its admission policy, which gates grouped pods; without
+        // Caldera, nothing would lift the gate, so kube-scheduler alone sees pods without it.
+        sim.store.set_gate_admission(match mode {
+            Mode::Run => GateAdmission::Off,
+            Mode::Gate => GateAdmission::Add,
+            Mode::KubeScheduler => GateAdmission::Strip,
+        });
+        Ok(sim)
+    }
+
+    /// Who schedules.
+    pub fn mode(&self) -> Mode {
+        self.mode
     }
 
     /// A simulation running `scheduler` every `period` (at least 1 ms).
@@ -172,6 +209,7 @@ impl Simulation {
         opts: SnapshotOptions,
     ) -> Self {
         Simulation {
+            mode: Mode::Run,
             store: Store::new(),
             now: START,
             period: period.max(Duration::from_millis(1)),
@@ -311,23 +349,36 @@ impl Simulation {
         self.ensure_default_queue();
         let snapshot = self.store.snapshot(&self.opts);
         let partial_before = invariants::partial_gangs(&self.store);
-        let out = self.scheduler.run_session(&snapshot, self.now);
+        let out = match self.mode {
+            Mode::KubeScheduler => SessionOutput::default(),
+            Mode::Run | Mode::Gate => self.scheduler.run_session(&snapshot, self.now),
+        };
         self.sessions += 1;
         let mut report = SessionReport {
             number: self.sessions,
             time: self.now,
             ..SessionReport::default()
         };
-        let touched = self.carry_out(&out.plan, &mut report);
-        self.shares = out
-            .queues
-            .into_iter()
-            .map(|q| (q.name.clone(), q))
-            .collect();
+        let mut touched = self.carry_out(&out.plan, &mut report);
+        if self.mode != Mode::KubeScheduler {
+            self.shares = out
+                .queues
+                .into_iter()
+                .map(|q| (q.name.clone(), q))
+                .collect();
+        }
+        if self.mode != Mode::Run {
+            touched.extend(self.kube_scheduler(&mut report));
+        }
 
         let mut broken = invariants::check_binds(&snapshot, &out.plan);
         broken.extend(invariants::overcommitted(&self.store, &touched));
+        // kube-scheduler alone binds gangs in part: that is what a comparison shows.
+        let gangs_checked = self.mode != Mode::KubeScheduler;
         for gang in invariants::partial_gangs(&self.store).difference(&partial_before) {
+            if !gangs_checked {
+                break;
+            }
             broken.push(format!(
                 "podgroup {gang} is bound in part (fewer than minMember members have a node)"
             ));
@@ -359,12 +410,83 @@ impl Simulation {
         let _ = self.store.apply(Object::Queue(queue), self.now);
     }
 
-    /// Carries out a plan as the binder would; returns the nodes that got a bind.
+    /// One cycle of the kube-scheduler model over the store (gate mode: pods of
+    /// `default-scheduler`; kube-scheduler alone: every pod). Returns the nodes it bound to.
+    fn kube_scheduler(&mut self, report: &mut SessionReport) -> BTreeSet<String> {
+        let now = self.now;
+        let all = self.mode == Mode::KubeScheduler;
+        let serves = move |p: &k8s_openapi::api::core::v1::Pod| {
+            all || p
+                .spec
+                .as_ref()
+                .and_then(|s| s.scheduler_name.as_deref())
+                .unwrap_or(caldera_api::KUBE_SCHEDULER_NAME)
+                == caldera_api::KUBE_SCHEDULER_NAME
+        };
+        let cycle = caldera_actors::kube_scheduler::schedule(
+            self.store.nodes(),
+            self.store.pods(),
+            &serves,
+            now,
+        );
+        let mut touched = BTreeSet::new();
+        for b in &cycle.binds {
+            if self
+                .store
+                .bind(&b.namespace, &b.name, &b.uid, &b.node, now)
+                .is_ok()
+            {
+                touched.insert(b.node.clone());
+                report
+                    .bound
+                    .push((format!("{}/{}", b.namespace, b.name), b.node.clone()));
+                self.events.push(RecordedEvent {
+                    time: now,
+                    session: self.sessions,
+                    event: Event {
+                        object: caldera_model::EventObject::Pod,
+                        namespace: b.namespace.as_str().into(),
+                        name: b.name.as_str().into(),
+                        uid: b.uid.as_str().into(),
+                        warning: false,
+                        reason: "Scheduled".into(),
+                        message: format!(
+                            "Successfully assigned {}/{} to {} (kube-scheduler)",
+                            b.namespace, b.name, b.node
+                        ),
+                    },
+                });
+            }
+        }
+        for u in &cycle.unschedulable {
+            self.store.set_unschedulable(
+                &u.namespace,
+                &u.name,
+                &u.uid,
+                caldera_actors::kube_scheduler::REASON_UNSCHEDULABLE,
+                &u.message,
+                now,
+            );
+        }
+        touched
+    }
+
+    /// Carries out a plan as the binder would (in gate mode a bind is a release: pin, gate
+    /// removed, nomination); returns the nodes that got a bind.
     fn carry_out(&mut self, plan: &Plan, report: &mut SessionReport) -> BTreeSet<String> {
         let now = self.now;
         let mut touched = BTreeSet::new();
         for b in &plan.binds {
-            match self.store.bind(&b.namespace, &b.name, &b.uid, &b.node, now) {
+            let done = match self.mode {
+                Mode::Gate => self.store.release(&b.namespace, &b.name, &b.uid, &b.node),
+                Mode::Run | Mode::KubeScheduler => {
+                    self.store.bind(&b.namespace, &b.name, &b.uid, &b.node, now)
+                }
+            };
+            match done {
+                Ok(()) if self.mode == Mode::Gate => report
+                    .released
+                    .push((format!("{}/{}", b.namespace, b.name), b.node.to_string())),
                 Ok(()) => {
                     touched.insert(b.node.to_string());
                     report

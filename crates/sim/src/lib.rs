@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod compare;
 pub mod driver;
 pub mod error;
 pub mod expect;
@@ -39,7 +40,7 @@ pub mod scenario;
 pub mod selector;
 pub mod store;
 
-pub use driver::{Scheduling, SessionOutput, Simulation};
+pub use driver::{Mode, Scheduling, SessionOutput, Simulation};
 pub use error::{Error, Origin, Result};
 pub use scenario::{Outcome, Scenario};
 

@@ -6,7 +6,7 @@
 //! at the first failing step; the [`Outcome`] lists every mismatch of that step (an `expect`
 //! reports all its failed checks together) or every invariant a session broke.
 
-use crate::driver::{PodSelector, SessionReport, Simulation};
+use crate::driver::{Mode, PodSelector, SessionReport, Simulation};
 use crate::error::{Error, Origin, Result};
 use crate::expect::{self, Checked, Expect};
 use crate::manifest::{self, Kind, Manifests, Object};
@@ -43,6 +43,8 @@ struct RawMeta {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSpec {
+    #[serde(default)]
+    mode: Option<String>,
     #[serde(default)]
     config: Option<String>,
     // Steps are written `- run: 5s`: an enum as a map with one key.
@@ -140,6 +142,8 @@ pub struct Scenario {
     pub name: String,
     /// `metadata.description`.
     pub description: String,
+    /// `spec.mode`: `caldera run` (absent) or `caldera gate` beside kube-scheduler (`gate`).
+    pub mode: Mode,
     /// The scheduler config (`spec.config`, or the default).
     pub config: SchedulerConfig,
     /// The steps.
@@ -202,6 +206,16 @@ pub fn load(text: &str, file: &str) -> Result<Scenario> {
             caldera_config::parse(text, Some(Path::new(&origin))).map_err(Box::new)?
         }
         None => SchedulerConfig::default(),
+    };
+    let mode = match raw.spec.mode.as_deref() {
+        None | Some("run") => Mode::Run,
+        Some("gate") => Mode::Gate,
+        Some(other) => {
+            return Err(invalid(
+                origin.at("spec.mode"),
+                format!("unknown mode {other:?}; expected run or gate"),
+            ))
+        }
     };
     let mut notices = Vec::new();
     let mut steps = Vec::new();
@@ -266,6 +280,7 @@ pub fn load(text: &str, file: &str) -> Result<Scenario> {
         file: file.to_string(),
         name: raw.metadata.name,
         description: raw.metadata.description,
+        mode,
         config,
         steps,
         notices,
@@ -378,9 +393,9 @@ impl fmt::Display for Outcome {
 }
 
 impl Scenario {
-    /// A fresh simulation with this scenario's config.
+    /// A fresh simulation with this scenario's config and mode.
     pub fn simulation(&self) -> Result<Simulation> {
-        Simulation::new(&self.config)
+        Simulation::with_mode(&self.config, self.mode)
     }
 
     /// Runs every step on a fresh simulation with the real scheduler.
@@ -419,7 +434,7 @@ impl Scenario {
     }
 }
 
-fn run_step(index: usize, step: &Step, sim: &mut Simulation) -> StepResult {
+pub(crate) fn run_step(index: usize, step: &Step, sim: &mut Simulation) -> StepResult {
     let mut result = StepResult::default();
     let mut problems = Vec::new();
     let mut checks = 0;

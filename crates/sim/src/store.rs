@@ -49,6 +49,9 @@ pub enum BindError {
     /// The pod was re-created under the same name since the snapshot.
     #[error("pod {0} has another uid")]
     UidMismatch(String),
+    /// A release of a pod that does not carry the gate (already released).
+    #[error("pod {0} does not carry the gate scheduling.caldera.sh/gang")]
+    NotGated(String),
     /// Already bound.
     #[error("pod {pod} is already bound to {node}")]
     AlreadyBound {
@@ -73,6 +76,20 @@ pub struct Store {
     index: ClusterIndex,
     next_uid: u64,
     generation: u64,
+    gate_admission: GateAdmission,
+}
+
+/// What the store does with Caldera's gate on pods being created.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GateAdmission {
+    /// Nothing: pods are stored as given.
+    #[default]
+    Off,
+    /// The gate-mode admission policy: grouped pods of `default-scheduler` get the gate.
+    Add,
+    /// A cluster without gate mode, for comparisons: the gate is dropped from pods that name
+    /// it, so kube-scheduler alone places them.
+    Strip,
 }
 
 fn ns_of(meta: &ObjectMeta) -> String {
@@ -90,6 +107,12 @@ impl Store {
     /// An empty cluster.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// What to do with Caldera's gate on pods created from now on: play the gate-mode
+    /// admission policy (`deploy/gate/`, see [`caldera_cache::gate::admit`]), or drop it.
+    pub fn set_gate_admission(&mut self, admission: GateAdmission) {
+        self.gate_admission = admission;
     }
 
     /// Bumped by every write that changed something; equal generations mean equal content.
@@ -260,6 +283,18 @@ impl Store {
                     None => {
                         self.fresh_meta(&mut o.metadata, true, now);
                         self.admit_priority(&mut o);
+                        match self.gate_admission {
+                            GateAdmission::Off => {}
+                            GateAdmission::Add => {
+                                caldera_cache::gate::admit(&mut o);
+                            }
+                            GateAdmission::Strip => {
+                                if let Some(spec) = o.spec.as_mut() {
+                                    let gates = caldera_cache::gate::gates_without_ours(spec);
+                                    spec.scheduling_gates = (!gates.is_empty()).then_some(gates);
+                                }
+                            }
+                        }
                         if o.status.is_none() {
                             o.status = Some(PodStatus {
                                 phase: Some("Pending".into()),
@@ -381,6 +416,44 @@ impl Store {
         }
         spec.node_name = Some(node.to_string());
         set_condition(&mut pod, "PodScheduled", "True", None, None, now);
+        self.put_pod(key, pod);
+        Ok(())
+    }
+
+    /// Releases a gated member to `node`, as `caldera gate` does: one update adding the pin to
+    /// every required node-affinity term and removing the gate [`caldera_api::GANG_GATE`],
+    /// then `status.nominatedNodeName`.
+    pub fn release(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        node: &str,
+    ) -> Result<(), BindError> {
+        let key = (namespace.to_string(), name.to_string());
+        let id = format!("{namespace}/{name}");
+        let mut pod = self
+            .pods
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| BindError::NotFound(id.clone()))?;
+        if pod.metadata.uid.as_deref() != Some(uid) {
+            return Err(BindError::UidMismatch(id));
+        }
+        if let Some(bound) = node_name(&pod) {
+            return Err(BindError::AlreadyBound {
+                pod: id,
+                node: bound.to_string(),
+            });
+        }
+        if !caldera_cache::gate::has_gang_gate(pod.spec.as_ref()) {
+            return Err(BindError::NotGated(id));
+        }
+        let spec = pod.spec.take().unwrap_or_default();
+        pod.spec = Some(caldera_cache::gate::pinned_spec(&spec, node));
+        pod.status
+            .get_or_insert_with(Default::default)
+            .nominated_node_name = Some(node.to_string());
         self.put_pod(key, pod);
         Ok(())
     }
