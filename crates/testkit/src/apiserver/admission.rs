@@ -274,12 +274,116 @@ pub(crate) fn set_pod_scheduled(pod: &mut Value) {
     }
 }
 
+/// A list field, `[]` when absent or null.
+fn list(v: &Value) -> Vec<Value> {
+    v.as_array().cloned().unwrap_or_default()
+}
+
+/// kube-apiserver's `validateNodeSelectorMutation` for a gated pod: existing keys may be
+/// neither removed nor changed.
+fn node_selector_mutation(old: &Value, new: &Value) -> Option<(String, String)> {
+    let old = old.as_object()?;
+    let changed = old.iter().any(|(k, v)| new.get(k) != Some(v));
+    changed.then(|| {
+        (
+            "spec.nodeSelector".to_string(),
+            format!(
+                "Invalid value: {new}: only additions to spec.nodeSelector are allowed (no mutations or deletions)"
+            ),
+        )
+    })
+}
+
+/// kube-apiserver's `validateNodeAffinityMutation` for a gated pod: with required terms
+/// already set, the number of terms stays, and each term keeps its `matchExpressions` and
+/// `matchFields` as a prefix (requirements may only be appended). Anything may be set when
+/// there were no required terms; preferred terms may change freely.
+fn node_affinity_mutation(old: &Value, new: &Value) -> Vec<(String, String)> {
+    let path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    let required = |v: &Value| v["requiredDuringSchedulingIgnoredDuringExecution"].clone();
+    if required(old).is_null() {
+        return Vec::new();
+    }
+    let old_terms = list(&required(old)["nodeSelectorTerms"]);
+    let new_terms = list(&required(new)["nodeSelectorTerms"]);
+    if !old_terms.is_empty() && old_terms.len() != new_terms.len() {
+        return vec![(
+            path.to_string(),
+            "Invalid value: no additions/deletions to non-empty NodeSelectorTerms list are allowed"
+                .to_string(),
+        )];
+    }
+    let only_additions = |new: &Value, old: &Value| {
+        let (oe, of) = (list(&old["matchExpressions"]), list(&old["matchFields"]));
+        let (ne, nf) = (list(&new["matchExpressions"]), list(&new["matchFields"]));
+        if oe.is_empty() && of.is_empty() && (!ne.is_empty() || !nf.is_empty()) {
+            return false;
+        }
+        ne.starts_with(&oe) && nf.starts_with(&of)
+    };
+    old_terms
+        .iter()
+        .zip(&new_terms)
+        .enumerate()
+        .filter(|(_, (o, n))| !only_additions(n, o))
+        .map(|(i, _)| {
+            (
+                format!("{path}[{i}]"),
+                "Invalid value: only additions are allowed (no mutations or deletions)".to_string(),
+            )
+        })
+        .collect()
+}
+
 /// Fields of a pod spec an update may change (kube-apiserver's `ValidatePodUpdate`), checked by
-/// comparing the specs with those fields masked. Returns the field errors.
+/// comparing the specs with those fields masked. While the pod is gated (before the update),
+/// `nodeSelector` may gain keys and the required node affinity may gain requirements (see
+/// [`node_selector_mutation`], [`node_affinity_mutation`]). Returns the field errors.
 pub(crate) fn validate_pod_spec_update(old: &Value, new: &Value) -> Vec<(String, String)> {
     let mut errors = Vec::new();
     let mut masked_old = old["spec"].clone();
     let mut masked_new = new["spec"].clone();
+    let gated = old["spec"]["schedulingGates"]
+        .as_array()
+        .is_some_and(|g| !g.is_empty());
+    if gated {
+        let (old_spec, new_spec) = (&old["spec"], &new["spec"]);
+        if old_spec["nodeSelector"] != new_spec["nodeSelector"] {
+            errors.extend(node_selector_mutation(
+                &old_spec["nodeSelector"],
+                &new_spec["nodeSelector"],
+            ));
+            if let Value::Object(m) = &mut masked_new {
+                match old_spec.get("nodeSelector") {
+                    Some(v) => m.insert("nodeSelector".into(), v.clone()),
+                    None => m.remove("nodeSelector"),
+                };
+            }
+        }
+        let old_na = &old_spec["affinity"]["nodeAffinity"];
+        let new_na = &new_spec["affinity"]["nodeAffinity"];
+        if old_na != new_na {
+            errors.extend(node_affinity_mutation(old_na, new_na));
+            // Mask the node affinity: the new spec takes the old one (an affinity that held
+            // only the node affinity goes when the old pod had none).
+            if let Value::Object(m) = &mut masked_new {
+                let mut affinity = m.get("affinity").cloned().unwrap_or(Value::Null);
+                if let Value::Object(a) = &mut affinity {
+                    match old_spec["affinity"].get("nodeAffinity") {
+                        Some(v) => a.insert("nodeAffinity".into(), v.clone()),
+                        None => a.remove("nodeAffinity"),
+                    };
+                    if a.is_empty() && old_spec.get("affinity").is_none() {
+                        affinity = Value::Null;
+                    }
+                }
+                match affinity {
+                    Value::Null => m.remove("affinity"),
+                    a => m.insert("affinity".into(), a),
+                };
+            }
+        }
+    }
     for spec in [&mut masked_old, &mut masked_new] {
         if let Value::Object(map) = spec {
             for field in [
@@ -554,6 +658,74 @@ mod tests {
         assert_eq!(validate_pod_spec_update(&old, &node).len(), 1);
         let gate = json!({"spec": {"containers": [{"name": "c", "image": "a"}], "schedulingGates": [{"name": "g"}, {"name": "h"}]}});
         assert_eq!(validate_pod_spec_update(&old, &gate).len(), 1);
+    }
+
+    #[test]
+    fn gated_pods_may_only_narrow_their_placement() {
+        let term = |e: Value, f: Value| json!({"matchExpressions": e, "matchFields": f});
+        let pod = |gates: Value, selector: Value, terms: Option<Vec<Value>>| {
+            let mut spec = json!({"containers": [{"name": "c", "image": "a"}],
+                "schedulingGates": gates, "nodeSelector": selector});
+            if let Some(t) = terms {
+                spec["affinity"] = json!({"nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": t}}});
+            }
+            json!({ "spec": spec })
+        };
+        let zone = json!([{"key": "zone", "operator": "In", "values": ["a"]}]);
+        let pin = json!([{"key": "metadata.name", "operator": "In", "values": ["n1"]}]);
+        let gate = json!([{"name": "g"}]);
+        let old = pod(
+            gate.clone(),
+            json!({"pool": "gpu"}),
+            Some(vec![term(zone.clone(), json!(null))]),
+        );
+        // Caldera's release: the pin appended to the term, the gate removed, one update.
+        let released = pod(
+            json!(null),
+            json!({"pool": "gpu", "extra": "x"}),
+            Some(vec![term(zone.clone(), pin.clone())]),
+        );
+        assert_eq!(validate_pod_spec_update(&old, &released), vec![]);
+        // Changing a selector value, replacing a requirement, or adding a term is refused.
+        let mutated = pod(
+            gate.clone(),
+            json!({"pool": "cpu"}),
+            Some(vec![term(zone.clone(), json!(null))]),
+        );
+        assert_eq!(
+            validate_pod_spec_update(&old, &mutated)[0].0,
+            "spec.nodeSelector"
+        );
+        let replaced = pod(
+            gate.clone(),
+            json!({"pool": "gpu"}),
+            Some(vec![term(json!(null), pin.clone())]),
+        );
+        assert!(validate_pod_spec_update(&old, &replaced)[0]
+            .1
+            .contains("only additions are allowed"));
+        let more = pod(
+            gate.clone(),
+            json!({"pool": "gpu"}),
+            Some(vec![
+                term(zone.clone(), json!(null)),
+                term(zone.clone(), pin.clone()),
+            ]),
+        );
+        assert!(validate_pod_spec_update(&old, &more)[0]
+            .1
+            .contains("no additions/deletions"));
+        // A pod without required affinity may get any.
+        let bare = pod(gate, json!({"pool": "gpu"}), None);
+        assert_eq!(validate_pod_spec_update(&bare, &released), vec![]);
+        // Once ungated, nothing of it may change.
+        let ungated = pod(
+            json!(null),
+            json!({"pool": "gpu"}),
+            Some(vec![term(zone, json!(null))]),
+        );
+        assert_eq!(validate_pod_spec_update(&ungated, &released).len(), 1);
     }
 
     #[test]
