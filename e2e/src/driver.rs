@@ -13,11 +13,14 @@
 //!   created when missing (an existing one is left as it is), and so is a namespace's
 //!   `default` ServiceAccount when pod admission asks for it (a server without
 //!   controller-manager never makes one).
-//! - `delete`: deletes each object (pods with `gracePeriodSeconds=0`: no kubelet will ever
-//!   finish a graceful delete) and waits until it is gone.
-//! - `run`: waits that long on the wall clock while the scheduler runs.
+//! - `delete`: deletes each object (pods with `gracePeriodSeconds=0`, as the scenario format
+//!   says) and waits until it is gone.
+//! - `run`: waits that long on the wall clock while the scheduler runs; meanwhile, acting as
+//!   the kubelets ([`roles::kubelet`](crate::roles::kubelet)), the driver removes every
+//!   terminating bound pod of the run once its `deletionTimestamp` has passed (also while an
+//!   `expect` waits to settle).
 //! - `markRunning`/`markSucceeded`: acting as kubelets, sets `status.phase` of this run's bound
-//!   pods matching the selector.
+//!   pods matching the selector, with the `Ready` condition a kubelet writes.
 //! - `expect`: reads every object and checks with the simulator's checker; binds are
 //!   asynchronous, so a failing check is re-read for up to [`DriverOptions::settle`] before it
 //!   is reported.
@@ -35,17 +38,17 @@
 
 use crate::error::{status_code, status_message, Error, Result};
 use crate::objects::{
-    add_label, has_status_subresource, is_empty_patch, is_subset, merge_diff, node_is_ready,
-    to_json, ObjectKey, NOT_READY_TAINT, RUN_LABEL,
+    add_label, has_status_subresource, is_empty_patch, is_subset, merge_diff, to_json, ObjectKey,
+    RUN_LABEL,
 };
+use crate::roles::kubelet::{wall_clock, Kubelets};
+use crate::roles::node_lifecycle;
 use crate::view::{check_invariants, LiveObjects, NewBind, View};
-use caldera_model::Time;
-use caldera_sim::driver::PodSelector;
 use caldera_sim::expect::Expect;
 use caldera_sim::manifest::Kind;
 use caldera_sim::scenario::{ObjectRef, Step, StepFailure};
 use caldera_sim::{Outcome, Scenario};
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -155,6 +158,7 @@ pub struct LiveRun {
     /// events about them.
     created: HashSet<String>,
     check_invariants: bool,
+    kubelets: Kubelets,
 }
 
 impl std::fmt::Debug for LiveRun {
@@ -165,15 +169,6 @@ impl std::fmt::Debug for LiveRun {
             .field("next", &self.next)
             .finish_non_exhaustive()
     }
-}
-
-fn wall_clock() -> Time {
-    Time(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0),
-    )
 }
 
 /// Whether an API answer is a 4xx: the server refused the request as such (as opposed to a
@@ -210,7 +205,9 @@ impl LiveRun {
         scenario: Scenario,
         options: DriverOptions,
     ) -> Result<LiveRun> {
+        let kubelets = Kubelets::new(client.clone(), &options.run_id);
         let mut run = LiveRun {
+            kubelets,
             client,
             scenario,
             options,
@@ -313,9 +310,13 @@ impl LiveRun {
                 report.problems = self.apply_all(items).await?;
             }
             Step::Delete(refs) => report.problems = self.delete_all(refs).await?,
-            Step::Run(d, _) => tokio::time::sleep(*d).await,
-            Step::MarkRunning(which) => report.marked = self.mark(which, "Running").await?,
-            Step::MarkSucceeded(which) => report.marked = self.mark(which, "Succeeded").await?,
+            Step::Run(d, _) => self.run_for(*d).await?,
+            Step::MarkRunning(which) => {
+                report.marked = self.kubelets.mark(which, "Running").await?
+            }
+            Step::MarkSucceeded(which) => {
+                report.marked = self.kubelets.mark(which, "Succeeded").await?
+            }
             Step::Expect(e) => {
                 let (checks, failures) = self.expect(e).await?;
                 report.checks = checks;
@@ -469,7 +470,12 @@ impl LiveRun {
             }
         }
         if key.kind == Kind::Node {
-            self.sync_not_ready_taint(&key.name).await?;
+            node_lifecycle::sync_not_ready_taint(
+                &self.client,
+                &key.name,
+                self.options.wait_timeout,
+            )
+            .await?;
         }
         Ok(Ok(()))
     }
@@ -608,52 +614,6 @@ impl LiveRun {
         Ok(())
     }
 
-    /// The node lifecycle controller's NoSchedule tainting for readiness: a Node whose
-    /// `Ready` condition is `True` loses `node.kubernetes.io/not-ready:NoSchedule`; one that
-    /// is not Ready gets it. Written with the resourceVersion read, retried on conflict.
-    async fn sync_not_ready_taint(&self, name: &str) -> Result<()> {
-        let key = ObjectKey::new(Kind::Node, None, name);
-        let api = key.api(&self.client);
-        for _ in 0..10 {
-            let Some(node) = self.get(&key).await? else {
-                return Ok(());
-            };
-            let ready = node_is_ready(&node);
-            let taints: Vec<Value> = node["spec"]["taints"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let is_not_ready =
-                |t: &Value| t["key"] == NOT_READY_TAINT && t["effect"] == "NoSchedule";
-            let has = taints.iter().any(is_not_ready);
-            let next: Vec<Value> = if ready && has {
-                taints.into_iter().filter(|t| !is_not_ready(t)).collect()
-            } else if !ready && !has {
-                let mut t = taints;
-                t.push(json!({"key": NOT_READY_TAINT, "effect": "NoSchedule"}));
-                t
-            } else {
-                return Ok(());
-            };
-            let patch = json!({
-                "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
-                "spec": {"taints": if next.is_empty() { Value::Null } else { Value::Array(next) }},
-            });
-            match api
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(e) if status_code(&e) == Some(409) => continue,
-                Err(e) => return Err(Error::api("patch taints of", key.to_string(), e)),
-            }
-        }
-        Err(Error::Timeout {
-            what: format!("a conflict-free write of Node {name}'s taints"),
-            after: self.options.wait_timeout,
-        })
-    }
-
     async fn delete_all(&mut self, refs: &[ObjectRef]) -> Result<Vec<String>> {
         let mut problems = Vec::new();
         for r in refs {
@@ -697,53 +657,27 @@ impl LiveRun {
         Ok(())
     }
 
-    /// Acting as kubelets: sets `phase` on this run's bound, unfinished pods that `which`
-    /// selects. Returns how many changed.
-    async fn mark(&self, which: &PodSelector, phase: &str) -> Result<usize> {
-        let api: Api<Pod> = match &which.namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        };
-        let lp = ListParams::default().labels(&format!("{RUN_LABEL}={}", self.options.run_id));
-        let pods = api
-            .list(&lp)
-            .await
-            .map_err(|e| Error::api("list", "pods", e))?;
-        let mut marked = 0;
-        for pod in pods.items {
-            let bound = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .is_some();
-            let current = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-            if !bound
-                || matches!(current, Some("Succeeded") | Some("Failed"))
-                || current == Some(phase)
-                || !which.selector.matches(pod.metadata.labels.as_ref())
-            {
-                continue;
+    /// Waits `d` on the wall clock while the scheduler runs, the kubelets finishing
+    /// terminations every poll interval.
+    async fn run_for(&self, d: Duration) -> Result<()> {
+        let end = Instant::now() + d;
+        loop {
+            self.kubelets.finish_terminations().await?;
+            let now = Instant::now();
+            if now >= end {
+                return Ok(());
             }
-            let ns = pod.metadata.namespace.clone().unwrap_or_default();
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            Api::<Pod>::namespaced(self.client.clone(), &ns)
-                .patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"status": {"phase": phase}})),
-                )
-                .await
-                .map_err(|e| Error::api("patch status of", format!("Pod {ns}/{name}"), e))?;
-            marked += 1;
+            tokio::time::sleep((end - now).min(self.options.poll)).await;
         }
-        Ok(marked)
     }
 
-    /// Checks `e`, re-reading for up to the settle time while it fails. Returns the number of
-    /// checks and the failures of the last read.
+    /// Checks `e`, re-reading for up to the settle time while it fails (the kubelets keep
+    /// finishing terminations meanwhile). Returns the number of checks and the failures of the
+    /// last read.
     async fn expect(&self, e: &Expect) -> Result<(usize, Vec<String>)> {
         let deadline = Instant::now() + self.options.settle;
         loop {
+            self.kubelets.finish_terminations().await?;
             let objects = LiveObjects::read(&self.client).await?;
             // A view is not `Send` (its store holds a boxed scheduler): keep it off the awaits.
             let checked = View::new(&self.scenario.config, &objects).check(e);
@@ -839,6 +773,7 @@ impl LiveRun {
         let mut deleted = Vec::new();
         for kind in [
             Kind::Pod,
+            Kind::PodDisruptionBudget,
             Kind::PodGroup,
             Kind::Queue,
             Kind::PriorityClass,

@@ -10,6 +10,8 @@
 //! - [`cluster`]: where to run ([`Target`]: stand-in or `CALDERA_E2E_KUBECONFIG`), starting
 //!   the in-process scheduler, and [`run_scenario`] for a whole scenario.
 //! - [`objects`]: the scenario kinds as API resources, and manifest JSON helpers.
+//! - [`roles`]: the cluster components the driver plays against a bare control plane (node
+//!   lifecycle controller, kubelets), over the shared rules of `caldera_actors`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -17,6 +19,7 @@ pub mod cluster;
 pub mod driver;
 pub mod error;
 pub mod objects;
+pub mod roles;
 pub mod view;
 
 pub use cluster::{run_scenario, Cluster, Target};

@@ -24,6 +24,7 @@ pub fn gvr(kind: Kind) -> (&'static str, &'static str, &'static str) {
         Kind::Node => ("", "v1", "nodes"),
         Kind::PodGroup => ("scheduling.volcano.sh", "v1beta1", "podgroups"),
         Kind::Pod => ("", "v1", "pods"),
+        Kind::PodDisruptionBudget => ("policy", "v1", "poddisruptionbudgets"),
     }
 }
 
@@ -103,6 +104,7 @@ pub fn to_json(object: &Object) -> Result<(ObjectKey, Value)> {
         Object::Node(o) => serde_json::to_value(o),
         Object::PodGroup(o) => serde_json::to_value(o),
         Object::Pod(o) => serde_json::to_value(o),
+        Object::PodDisruptionBudget(o) => serde_json::to_value(o),
     };
     let mut value = encoded.map_err(|source| Error::Json {
         object: object.describe(),

@@ -14,4 +14,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod disruption;
 pub mod kube_scheduler;
+pub mod kubelet;
+pub mod labels;
+pub mod time;

@@ -436,6 +436,9 @@ impl Binder {
             podgroups,
             queues,
             events,
+            // No action plans evictions or nominations yet (preempt and reclaim do, next).
+            evictions: _,
+            nominations: _,
         } = plan;
 
         // The `Scheduled` event of a pod waits for its bind.

@@ -20,8 +20,8 @@ pub mod time;
 pub use job::{Condition, Job, PodGroupPhase, PodGroupStatus, Topology};
 pub use node::Node;
 pub use plan::{
-    Bind, Event, EventObject, Plan, PodConditionUpdate, PodFailure, PodGroupStatusUpdate,
-    QueueStatusUpdate,
+    Bind, Event, EventObject, Eviction, Nomination, Plan, PodConditionUpdate, PodFailure,
+    PodGroupStatusUpdate, QueueStatusUpdate,
 };
 pub use quantity::{parse_quantity, QuantityError, Scale};
 pub use queue::{Queue, QueueStatus};

@@ -49,6 +49,38 @@ pub struct PodFailure {
     pub message: String,
 }
 
+/// A bound pod to evict (`pods/eviction`), to make room for a preemptor.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Eviction {
+    /// Pod namespace.
+    pub namespace: Arc<str>,
+    /// Pod name.
+    pub name: Arc<str>,
+    /// Pod uid (an eviction must not hit a re-created pod of the same name).
+    pub uid: Arc<str>,
+    /// The node it frees.
+    pub node: Arc<str>,
+    /// `namespace/name` of the victim's job; evictions of one victim unit are adjacent.
+    pub job: Arc<str>,
+    /// `namespace/name` of the job it makes room for.
+    pub preemptor: Arc<str>,
+    /// `preempt` or `reclaim`.
+    pub action: &'static str,
+}
+
+/// A pending pod's `status.nominatedNodeName` to set (or clear, with `node: None`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Nomination {
+    /// Pod namespace.
+    pub namespace: Arc<str>,
+    /// Pod name.
+    pub name: Arc<str>,
+    /// Pod uid.
+    pub uid: Arc<str>,
+    /// The node held for it, or `None` to drop the nomination.
+    pub node: Option<Arc<str>>,
+}
+
 /// A new PodGroup status.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PodGroupStatusUpdate {
@@ -107,6 +139,10 @@ pub struct Plan {
     pub pod_conditions: Vec<PodConditionUpdate>,
     /// Pods to mark Failed.
     pub pod_failures: Vec<PodFailure>,
+    /// Pods to evict, victim unit by victim unit.
+    pub evictions: Vec<Eviction>,
+    /// Nominations to set or drop.
+    pub nominations: Vec<Nomination>,
     /// PodGroup statuses that changed.
     pub podgroups: Vec<PodGroupStatusUpdate>,
     /// Queue statuses that changed.
@@ -121,6 +157,8 @@ impl Plan {
         self.binds.is_empty()
             && self.pod_conditions.is_empty()
             && self.pod_failures.is_empty()
+            && self.evictions.is_empty()
+            && self.nominations.is_empty()
             && self.podgroups.is_empty()
             && self.queues.is_empty()
             && self.events.is_empty()

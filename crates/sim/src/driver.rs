@@ -127,6 +127,8 @@ pub struct SessionReport {
     pub released: Vec<(String, String)>,
     /// Pods failed by the gang timeout (`namespace/name`).
     pub failed: Vec<String>,
+    /// Pods evicted (`namespace/name`).
+    pub evicted: Vec<String>,
     /// Whether the store changed at all.
     pub changed: bool,
     /// Invariants this session broke.
@@ -307,7 +309,7 @@ impl Simulation {
             .collect();
         targets
             .iter()
-            .filter(|(ns, name)| self.store.set_phase(ns, name, phase))
+            .filter(|(ns, name)| self.store.set_phase(ns, name, phase, self.now))
             .count()
     }
 
@@ -324,6 +326,7 @@ impl Simulation {
             next = next.plus_millis(step);
         }
         self.now = end;
+        self.store.kubelet(end);
         reports
     }
 
@@ -337,7 +340,13 @@ impl Simulation {
         while quiet < 2 && self.now.plus_millis(step) <= end {
             self.now = self.now.plus_millis(step);
             let report = self.session();
-            quiet = if report.changed { 0 } else { quiet + 1 };
+            // A pod still terminating will change the cluster when its kubelet removes it.
+            let waiting = self.store.next_removal().is_some();
+            quiet = if report.changed || waiting {
+                0
+            } else {
+                quiet + 1
+            };
             reports.push(report);
         }
         reports
@@ -346,6 +355,8 @@ impl Simulation {
     /// Runs one session at the current time and carries out its plan.
     pub fn session(&mut self) -> SessionReport {
         let generation = self.store.generation();
+        // The kubelets finish the pods whose grace period is over before the snapshot.
+        self.store.kubelet(self.now);
         self.ensure_default_queue();
         let snapshot = self.store.snapshot(&self.opts);
         let partial_before = invariants::partial_gangs(&self.store);
@@ -512,6 +523,29 @@ impl Simulation {
         for c in &plan.pod_conditions {
             self.store
                 .set_unschedulable(&c.namespace, &c.name, &c.uid, &c.reason, &c.message, now);
+        }
+        for e in &plan.evictions {
+            match self.store.evict(&e.namespace, &e.name, &e.uid, now) {
+                Ok(()) => report.evicted.push(format!("{}/{}", e.namespace, e.name)),
+                // A 429 leaves the victim alone; the next session plans again.
+                Err(err) => self.events.push(RecordedEvent {
+                    time: now,
+                    session: self.sessions,
+                    event: Event {
+                        object: caldera_model::EventObject::Pod,
+                        namespace: e.namespace.clone(),
+                        name: e.name.clone(),
+                        uid: e.uid.clone(),
+                        warning: true,
+                        reason: "FailedEviction".into(),
+                        message: err.to_string(),
+                    },
+                }),
+            }
+        }
+        for n in &plan.nominations {
+            self.store
+                .set_nominated(&n.namespace, &n.name, &n.uid, n.node.as_deref());
         }
         for f in &plan.pod_failures {
             if self

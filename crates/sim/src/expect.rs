@@ -78,6 +78,9 @@ pub struct PodExpect {
     pub reason: Option<String>,
     /// Reason of the `PodScheduled=False` condition.
     pub condition_reason: Option<String>,
+    /// `true`: being deleted (`deletionTimestamp` set) or gone; `false`: exists and is not
+    /// being deleted.
+    pub deleted: Option<bool>,
 }
 
 /// What a node must hold.
@@ -298,8 +301,34 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
     for e in &expect.pods {
         let what = format!("pod {}", e.name);
         let (ns, name) = split_name(&e.name);
-        let Some(pod) = store.pod(ns, name) else {
-            out.fail(format!("{what}: not found"));
+        let pod = store.pod(ns, name);
+        if let Some(want) = e.deleted {
+            let got = match pod {
+                None => "gone",
+                Some(p) if p.metadata.deletion_timestamp.is_some() => "being deleted",
+                Some(_) => "not deleted",
+            };
+            let show = |deleted: bool| {
+                if deleted {
+                    "deleted (being deleted or gone)"
+                } else {
+                    "not deleted"
+                }
+            };
+            out.compare(
+                &format!("{what} deleted"),
+                show(want),
+                if (got == "not deleted") == want {
+                    got
+                } else {
+                    show(want)
+                },
+            );
+        }
+        let Some(pod) = pod else {
+            if e.deleted != Some(true) {
+                out.fail(format!("{what}: not found"));
+            }
             continue;
         };
         if let Some(want) = &e.node {

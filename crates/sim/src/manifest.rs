@@ -2,13 +2,14 @@
 //! the file, the document and the field path.
 //!
 //! Only the kinds the scheduler looks at are kept (Node, Pod, PodGroup, Queue, PriorityClass,
-//! Namespace). Workload kinds whose pods a controller would create (Deployment, Job,
+//! Namespace, PodDisruptionBudget). Workload kinds whose pods a controller would create (Deployment, Job,
 //! StatefulSet, ...) are skipped with one notice per kind, since no controllers run in the
 //! simulator; other kinds are skipped with a notice that they do not affect scheduling.
 
 use crate::error::{Error, Origin, Result};
 use caldera_api::{PodGroup, Queue};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -31,17 +32,20 @@ pub enum Kind {
     PodGroup,
     /// `v1` Pod.
     Pod,
+    /// `policy/v1` PodDisruptionBudget.
+    PodDisruptionBudget,
 }
 
 impl Kind {
     /// Every kept kind.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Namespace,
         Kind::PriorityClass,
         Kind::Queue,
         Kind::Node,
         Kind::PodGroup,
         Kind::Pod,
+        Kind::PodDisruptionBudget,
     ];
 
     /// The `kind` spelling.
@@ -53,6 +57,7 @@ impl Kind {
             Kind::Node => "Node",
             Kind::PodGroup => "PodGroup",
             Kind::Pod => "Pod",
+            Kind::PodDisruptionBudget => "PodDisruptionBudget",
         }
     }
 
@@ -62,12 +67,13 @@ impl Kind {
             Kind::Namespace | Kind::Node | Kind::Pod => "",
             Kind::PriorityClass => "scheduling.k8s.io",
             Kind::Queue | Kind::PodGroup => "scheduling.volcano.sh",
+            Kind::PodDisruptionBudget => "policy",
         }
     }
 
     /// Whether objects of this kind live in a namespace.
     pub fn namespaced(self) -> bool {
-        matches!(self, Kind::Pod | Kind::PodGroup)
+        matches!(self, Kind::Pod | Kind::PodGroup | Kind::PodDisruptionBudget)
     }
 
     /// Parses a `kind` value (case-insensitively, as kubectl does for delete).
@@ -102,6 +108,8 @@ pub enum Object {
     PodGroup(PodGroup),
     /// A Pod.
     Pod(Pod),
+    /// A PodDisruptionBudget.
+    PodDisruptionBudget(PodDisruptionBudget),
 }
 
 impl Object {
@@ -114,6 +122,7 @@ impl Object {
             Object::Node(_) => Kind::Node,
             Object::PodGroup(_) => Kind::PodGroup,
             Object::Pod(_) => Kind::Pod,
+            Object::PodDisruptionBudget(_) => Kind::PodDisruptionBudget,
         }
     }
 
@@ -125,6 +134,7 @@ impl Object {
             Object::Node(o) => &o.metadata,
             Object::PodGroup(o) => &o.metadata,
             Object::Pod(o) => &o.metadata,
+            Object::PodDisruptionBudget(o) => &o.metadata,
         }
     }
 
@@ -269,6 +279,7 @@ pub fn parse_value(mut value: Value, origin: &Origin, out: &mut Manifests) -> Re
         Kind::Node => Object::Node(typed(value, origin)?),
         Kind::PodGroup => Object::PodGroup(typed(value, origin)?),
         Kind::Pod => Object::Pod(typed(value, origin)?),
+        Kind::PodDisruptionBudget => Object::PodDisruptionBudget(typed(value, origin)?),
     };
     if object.name().is_empty() {
         return Err(Error::Invalid {
@@ -305,6 +316,7 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
         Object::Node(n) => caldera_cache::node(n).map(drop),
         Object::PodGroup(pg) => caldera_cache::GroupInfo::try_from(pg).map(drop),
         Object::Pod(p) => caldera_cache::PodInfo::try_from(p).map(drop),
+        Object::PodDisruptionBudget(_) => Ok(()),
     }
 }
 

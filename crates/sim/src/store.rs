@@ -8,15 +8,26 @@
 //!   creation time kept; a pod keeps its `spec.nodeName` unless the new spec sets one, as
 //!   `kubectl apply` would); status is kept unless the new object gives one.
 //! - Binds set `spec.nodeName` and `PodScheduled=True`; status writes replace status only.
+//! - Pod admission sets `spec.priority` and `spec.preemptionPolicy` from the pod's
+//!   PriorityClass (or the global default), as the Priority admission plugin does.
+//! - A scheduler's eviction (`pods/eviction`) is judged against the PodDisruptionBudgets as
+//!   kube-apiserver judges it ([`caldera_actors::disruption`]); an evicted bound pod gets
+//!   `DisruptionTarget` and stays, terminating, for its grace period, and [`Store::kubelet`]
+//!   removes it once its `deletionTimestamp` has passed ([`caldera_actors::kubelet`]).
+//! - PodDisruptionBudgets carry the status the disruption controller would compute, refreshed
+//!   after every write.
 //!
 //! Every write goes through to a [`ClusterIndex`], the same index the live scheduler keeps,
 //! so a snapshot here is built exactly as it is in a cluster.
 
 use crate::manifest::{Kind, Object};
+use caldera_actors::disruption::{self, Eviction};
+use caldera_actors::kubelet::{self, Deletion};
 use caldera_api::{PodGroup, Queue};
 use caldera_cache::{ClusterIndex, SnapshotOptions};
 use caldera_model::{Snapshot, Time};
 use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodCondition, PodStatus};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KubeTime};
 use std::collections::BTreeMap;
@@ -62,6 +73,17 @@ pub enum BindError {
     },
 }
 
+/// Why an eviction did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvictError {
+    /// No such pod (404), or it was re-created under the same name.
+    #[error("pod {0} not found")]
+    NotFound(String),
+    /// A PodDisruptionBudget refused it (429, or 500/403 for a broken budget).
+    #[error("Cannot evict pod as it would violate the pod's disruption budget: {0}")]
+    Refused(String),
+}
+
 type Key = (String, String);
 
 /// The objects of a simulated cluster.
@@ -73,6 +95,7 @@ pub struct Store {
     nodes: BTreeMap<String, Node>,
     podgroups: BTreeMap<Key, PodGroup>,
     pods: BTreeMap<Key, Pod>,
+    budgets: BTreeMap<Key, PodDisruptionBudget>,
     index: ClusterIndex,
     next_uid: u64,
     generation: u64,
@@ -148,6 +171,11 @@ impl Store {
     /// Queues, by name.
     pub fn queues(&self) -> impl Iterator<Item = &Queue> {
         self.queues.values()
+    }
+
+    /// PodDisruptionBudgets, by namespace then name, with their computed status.
+    pub fn budgets(&self) -> impl Iterator<Item = &PodDisruptionBudget> {
+        self.budgets.values()
     }
 
     /// The pod `namespace/name`.
@@ -307,11 +335,63 @@ impl Store {
                 self.index.apply_pod(&o)?;
                 replace(&mut self.pods, key, o)
             }
+            Object::PodDisruptionBudget(mut o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                match self.budgets.get(&key) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        let generation = old.metadata.generation.unwrap_or(1);
+                        o.metadata.generation = Some(if o.spec == old.spec {
+                            generation
+                        } else {
+                            generation + 1
+                        });
+                        // Status belongs to the disruption controller.
+                        o.status = old.status.clone();
+                    }
+                    None => {
+                        self.fresh_meta(&mut o.metadata, true, now);
+                        o.metadata.generation = Some(1);
+                        o.status = None;
+                    }
+                }
+                replace(&mut self.budgets, key, o)
+            }
         };
         if applied != Applied::Unchanged {
             self.generation += 1;
+            self.refresh_budgets(now);
         }
         Ok(applied)
+    }
+
+    /// The disruption controller: recomputes every budget's status at `now`. Scenarios have
+    /// no workload controllers, so a pod's controller is never found (percentages and
+    /// `maxUnavailable` then count only pods without one, as the real controller does).
+    pub fn refresh_budgets(&mut self, now: Time) {
+        if self.budgets.is_empty() {
+            return;
+        }
+        let pods: Vec<&Pod> = self.pods.values().collect();
+        let mut changed = false;
+        for pdb in self.budgets.values_mut() {
+            let status = disruption::status(pdb, &pods, now, &|_, _| None);
+            let same = pdb.status.as_ref().is_some_and(|old| {
+                let mut old = old.clone();
+                let mut new = status.clone();
+                // The controller rewrites only on a change of content.
+                old.conditions = None;
+                new.conditions = None;
+                old == new
+            });
+            if !same {
+                pdb.status = Some(status);
+                changed = true;
+            }
+        }
+        if changed {
+            self.generation += 1;
+        }
     }
 
     /// The Priority admission plugin: a pod without `spec.priority` gets its class's value, or
@@ -322,26 +402,29 @@ impl Store {
         let Some(spec) = pod.spec.as_mut() else {
             return;
         };
-        if spec.priority.is_some() {
+        let class = match spec.priority_class_name.as_deref() {
+            Some(name) => self.priority_classes.get(name),
+            None => self
+                .priority_classes
+                .values()
+                .filter(|pc| pc.global_default == Some(true))
+                .max_by_key(|pc| pc.value.unwrap_or(0)),
+        };
+        let Some(pc) = class else {
             return;
+        };
+        if spec.priority_class_name.is_none() {
+            spec.priority_class_name = pc.metadata.name.clone();
         }
-        match spec.priority_class_name.as_deref() {
-            Some(name) => {
-                if let Some(pc) = self.priority_classes.get(name) {
-                    spec.priority = Some(pc.value.unwrap_or(0));
-                }
-            }
-            None => {
-                let default = self
-                    .priority_classes
-                    .values()
-                    .filter(|pc| pc.global_default == Some(true))
-                    .max_by_key(|pc| pc.value.unwrap_or(0));
-                if let Some(pc) = default {
-                    spec.priority_class_name = pc.metadata.name.clone();
-                    spec.priority = Some(pc.value.unwrap_or(0));
-                }
-            }
+        if spec.priority.is_none() {
+            spec.priority = Some(pc.value.unwrap_or(0));
+        }
+        if spec.preemption_policy.is_none() {
+            spec.preemption_policy = Some(
+                pc.preemption_policy
+                    .clone()
+                    .unwrap_or_else(|| "PreemptLowerPriority".into()),
+            );
         }
     }
 
@@ -372,6 +455,7 @@ impl Store {
                 self.index.delete_pod(&ns, name);
                 self.pods.remove(&key).is_some()
             }
+            Kind::PodDisruptionBudget => self.budgets.remove(&key).is_some(),
         };
         if existed {
             self.generation += 1;
@@ -492,6 +576,31 @@ impl Store {
         true
     }
 
+    /// Sets (or clears) `status.nominatedNodeName` of an unbound pod whose uid matches.
+    /// Returns whether anything changed.
+    pub fn set_nominated(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        node: Option<&str>,
+    ) -> bool {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(mut pod) = self.pods.get(&key).cloned() else {
+            return false;
+        };
+        if pod.metadata.uid.as_deref() != Some(uid) || node_name(&pod).is_some() {
+            return false;
+        }
+        let status = pod.status.get_or_insert_with(Default::default);
+        if status.nominated_node_name.as_deref() == node {
+            return false;
+        }
+        status.nominated_node_name = node.map(str::to_string);
+        self.put_pod(key, pod);
+        true
+    }
+
     /// Marks an unbound pod Failed with `reason` and `message` (the gang timeout). Returns
     /// whether anything changed.
     pub fn fail_pod(
@@ -520,19 +629,115 @@ impl Store {
         true
     }
 
-    /// Sets the phase of a pod (acting as its kubelet). Returns whether anything changed.
-    pub fn set_phase(&mut self, namespace: &str, name: &str, phase: &str) -> bool {
+    /// Sets the phase of a pod as its kubelet would ([`kubelet::set_phase`]: `Running` makes
+    /// it Ready). Returns whether anything changed.
+    pub fn set_phase(&mut self, namespace: &str, name: &str, phase: &str, now: Time) -> bool {
         let key = (namespace.to_string(), name.to_string());
         let Some(mut pod) = self.pods.get(&key).cloned() else {
             return false;
         };
         let status = pod.status.get_or_insert_with(Default::default);
-        if status.phase.as_deref() == Some(phase) {
+        if !kubelet::set_phase(status, phase, now) {
             return false;
         }
-        status.phase = Some(phase.to_string());
         self.put_pod(key, pod);
+        self.refresh_budgets(now);
         true
+    }
+
+    /// `pods/eviction` by the scheduler, judged as kube-apiserver judges it: the budgets may
+    /// refuse (429, nothing changes); otherwise the pod gets `DisruptionTarget` (unless it has
+    /// finished) and is deleted gracefully: a bound pod stays, terminating, for its grace
+    /// period; an unbound one is gone at once.
+    pub fn evict(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        now: Time,
+    ) -> Result<(), EvictError> {
+        let key = (namespace.to_string(), name.to_string());
+        let id = format!("{namespace}/{name}");
+        let mut pod = self
+            .pods
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| EvictError::NotFound(id.clone()))?;
+        if pod.metadata.uid.as_deref() != Some(uid) {
+            return Err(EvictError::NotFound(id));
+        }
+        let budgets: Vec<Key> = self
+            .budgets
+            .keys()
+            .filter(|(ns, _)| ns == namespace)
+            .cloned()
+            .collect();
+        let refs: Vec<&PodDisruptionBudget> =
+            budgets.iter().filter_map(|k| self.budgets.get(k)).collect();
+        match disruption::evict(&pod, &refs) {
+            Eviction::Delete => {}
+            Eviction::Charge(i) => {
+                if let Some(pdb) = budgets.get(i).and_then(|k| self.budgets.get_mut(k)) {
+                    disruption::charge(pdb, name, now);
+                }
+            }
+            Eviction::Refused { cause } => return Err(EvictError::Refused(cause)),
+            Eviction::MultipleBudgets => {
+                return Err(EvictError::Refused(disruption::MULTIPLE_MESSAGE.into()))
+            }
+            Eviction::Forbidden { budget, reason } => {
+                return Err(EvictError::Refused(format!("{budget}: {reason}")))
+            }
+        }
+        let finished = matches!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        );
+        if !finished {
+            disruption::put_condition(&mut pod, disruption::disruption_target(now));
+        }
+        match kubelet::deletion(&pod, None, now) {
+            Deletion::Now => {
+                self.index.delete_pod(namespace, name);
+                self.pods.remove(&key);
+                self.generation += 1;
+            }
+            Deletion::Graceful {
+                until,
+                grace_seconds,
+            } => {
+                kubelet::mark_terminating(&mut pod, until, grace_seconds);
+                self.put_pod(key, pod);
+            }
+            Deletion::Unchanged => self.put_pod(key, pod),
+        }
+        self.refresh_budgets(now);
+        Ok(())
+    }
+
+    /// The kubelets: removes every terminating bound pod whose `deletionTimestamp` has come.
+    /// Returns the pods removed (`namespace/name`).
+    pub fn kubelet(&mut self, now: Time) -> Vec<String> {
+        let due: Vec<Key> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| kubelet::removal_due(p, now))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (ns, name) in &due {
+            self.index.delete_pod(ns, name);
+            self.pods.remove(&(ns.clone(), name.clone()));
+            self.generation += 1;
+        }
+        if !due.is_empty() {
+            self.refresh_budgets(now);
+        }
+        due.into_iter().map(|(ns, n)| format!("{ns}/{n}")).collect()
+    }
+
+    /// When the next terminating pod is due to go, if any.
+    pub fn next_removal(&self) -> Option<Time> {
+        self.pods.values().filter_map(kubelet::gone_at).min()
     }
 
     /// Replaces a PodGroup's status. Returns whether anything changed.

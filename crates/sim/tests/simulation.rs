@@ -461,3 +461,129 @@ fn reports_show_gangs_and_gpu_bars() {
         "{text}"
     );
 }
+
+const BOUND: &str = "
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status:
+  allocatable: {cpu: '8', memory: 64Gi, nvidia.com/gpu: '4'}
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: never}
+value: 100
+preemptionPolicy: Never
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-0, labels: {app: web}}
+spec:
+  schedulerName: caldera
+  nodeName: node-a
+  terminationGracePeriodSeconds: 10
+  containers: [{name: main, resources: {limits: {nvidia.com/gpu: '1'}}}]
+status: {phase: Running, conditions: [{type: Ready, status: 'True'}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-1, labels: {app: web}}
+spec:
+  schedulerName: caldera
+  nodeName: node-a
+  containers: [{name: main, resources: {limits: {nvidia.com/gpu: '1'}}}]
+status: {phase: Running, conditions: [{type: Ready, status: 'True'}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: waiting}
+spec:
+  schedulerName: caldera
+  priorityClassName: never
+  containers: [{name: main, resources: {limits: {nvidia.com/gpu: '1'}}}]
+";
+
+fn evict(snap: &Snapshot, pod: &str) -> caldera_model::Eviction {
+    let t = snap.tasks.iter().find(|t| &*t.name == pod).unwrap();
+    caldera_model::Eviction {
+        namespace: t.namespace.clone(),
+        name: t.name.clone(),
+        uid: t.uid.clone(),
+        node: t.node.clone().unwrap(),
+        job: snap.jobs[t.job].id.clone(),
+        preemptor: Arc::from("default/waiting"),
+        action: "preempt",
+    }
+}
+
+#[test]
+fn evictions_respect_budgets_and_evicted_pods_keep_their_node_for_their_grace() {
+    let mut round = 0;
+    let mut sim = fake(move |snap, _| {
+        round += 1;
+        match round {
+            // Both at once: the budget (minAvailable 1 of 2 ready) lets only the first go.
+            1 => Plan {
+                evictions: vec![evict(snap, "web-0"), evict(snap, "web-1")],
+                ..Plan::default()
+            },
+            _ => Plan::default(),
+        }
+    });
+    sim.apply(objects(BOUND)).unwrap();
+    let store = sim.store();
+    let waiting = store
+        .pod("default", "waiting")
+        .unwrap()
+        .spec
+        .clone()
+        .unwrap();
+    assert_eq!(waiting.priority, Some(100));
+    assert_eq!(waiting.preemption_policy.as_deref(), Some("Never"));
+    let budget = store.budgets().next().unwrap().status.clone().unwrap();
+    assert_eq!(budget.disruptions_allowed, Some(1));
+
+    let reports = sim.run_for(Duration::from_secs(1));
+    assert_eq!(reports[0].evicted, ["default/web-0"]);
+    let refused: Vec<_> = sim
+        .events()
+        .iter()
+        .filter(|e| e.event.reason == "FailedEviction")
+        .map(|e| e.event.name.to_string())
+        .collect();
+    assert_eq!(refused, ["web-1"]);
+    let web0 = sim.store().pod("default", "web-0").unwrap();
+    assert!(web0.metadata.deletion_timestamp.is_some());
+    let conditions = web0.status.as_ref().unwrap().conditions.as_ref().unwrap();
+    assert!(conditions
+        .iter()
+        .any(|c| c.type_ == "DisruptionTarget"
+            && c.reason.as_deref() == Some("EvictionByEvictionAPI")));
+    // Terminating, it still holds its GPU for its 10 s grace; then the kubelet removes it.
+    assert_eq!(sim.snapshot().nodes[0].used.get("nvidia.com/gpu"), 2);
+    sim.run_for(Duration::from_secs(8));
+    assert!(sim.store().pod("default", "web-0").is_some());
+    sim.run_for(Duration::from_secs(2));
+    assert!(sim.store().pod("default", "web-0").is_none());
+    assert_eq!(sim.snapshot().nodes[0].used.get("nvidia.com/gpu"), 1);
+    let budget = sim
+        .store()
+        .budgets()
+        .next()
+        .unwrap()
+        .status
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (budget.current_healthy, budget.disruptions_allowed),
+        (Some(1), Some(0))
+    );
+}

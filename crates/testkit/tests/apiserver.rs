@@ -1240,3 +1240,96 @@ async fn watch_option_combinations_are_validated_like_the_real_server() -> TestR
     assert_eq!(err.code, 400);
     Ok(())
 }
+
+#[tokio::test]
+async fn evictions_are_judged_by_disruption_budgets() -> TestResult {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let server = ApiServer::start().await?;
+    let client = server.kube_client()?;
+    // A client that does not retry 429 by itself, to see the refusal.
+    let mut config = kube::Config::new(server.url().parse()?);
+    config.default_retry = false;
+    let no_retry = kube::Client::try_from(config)?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ns");
+    let strict: Api<Pod> = Api::namespaced(no_retry, "ns");
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client, "ns");
+    let created = budgets
+        .create(
+            &PostParams::default(),
+            &from_json(json!({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": "train"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "train"}}},
+                "status": {"disruptionsAllowed": 5}
+            })),
+        )
+        .await?;
+    assert_eq!(created.metadata.generation, Some(1));
+    for name in ["a", "b"] {
+        pods.create(&PostParams::default(), &pod(name)).await?;
+        bind(&pods, name, "n1").await?;
+        // Acting as the kubelet: running and ready.
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await?;
+    }
+    let status = budgets.get("train").await?.status.unwrap_or_default();
+    assert_eq!(
+        (
+            status.expected_pods,
+            status.current_healthy,
+            status.desired_healthy,
+            status.disruptions_allowed
+        ),
+        (Some(2), Some(2), Some(1), Some(1))
+    );
+
+    let answer = strict.evict("a", &EvictParams::default()).await?;
+    assert_eq!(answer.code, 201);
+    let evicted = pods.get("a").await?;
+    assert!(
+        evicted.metadata.deletion_timestamp.is_some(),
+        "graceful: still there"
+    );
+    let conditions = evicted
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default();
+    assert!(conditions.iter().any(|c| c.type_ == "DisruptionTarget"
+        && c.status == "True"
+        && c.reason.as_deref() == Some("EvictionByEvictionAPI")));
+    let status = budgets.get("train").await?.status.unwrap_or_default();
+    assert_eq!(
+        (status.current_healthy, status.disruptions_allowed),
+        (Some(1), Some(0))
+    );
+
+    let refused = api_error(strict.evict("b", &EvictParams::default()).await);
+    assert_eq!(refused.code, 429);
+    assert_eq!(refused.reason, "TooManyRequests");
+    assert_eq!(
+        refused.message,
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    );
+    let cause = refused
+        .details
+        .and_then(|d| d.causes.into_iter().next())
+        .expect("a DisruptionBudget cause");
+    assert_eq!(cause.reason, "DisruptionBudget");
+    assert_eq!(
+        cause.message,
+        "The disruption budget train needs 1 healthy pods and has 1 currently"
+    );
+    assert!(pods.get("b").await?.metadata.deletion_timestamp.is_none());
+
+    // The kubelet finishes the first; a pending pod is evicted without asking the budget.
+    pods.delete("a", &DeleteParams::default().grace_period(0))
+        .await?;
+    pods.create(&PostParams::default(), &pod("c")).await?;
+    assert_eq!(strict.evict("c", &EvictParams::default()).await?.code, 201);
+    Ok(())
+}

@@ -28,6 +28,7 @@
 //! | `apiextensions.k8s.io/v1` | `customresourcedefinitions` (`crd`) | cluster | `status` |
 //! | `scheduling.volcano.sh/v1beta1` | `podgroups` (`pg`) | namespaced | `status` |
 //! | `scheduling.volcano.sh/v1beta1` | `queues` (`q`) | cluster | `status` |
+//! | `policy/v1` | `poddisruptionbudgets` (`pdb`) | namespaced | `status` |
 //!
 //! Discovery answers `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>` and
 //! `/apis/<group>/<version>` with the same `APIResourceList` entries (names, singular names,
@@ -91,8 +92,20 @@
 //!   "Operation cannot be fulfilled on pods/binding \"p\": pod p is already assigned to node
 //!   \"n\"" (also for terminating or scheduling-gated pods); a missing pod is 404. The legacy
 //!   `POST …/namespaces/<ns>/bindings` does the same.
-//! * **`pods/eviction`.** Deletes the pod with the eviction's `deleteOptions` (there are no
-//!   PodDisruptionBudgets to consult) and answers `201 Success`.
+//! * **`pods/eviction`.** Judged against the namespace's PodDisruptionBudgets as
+//!   kube-apiserver does (`caldera_actors::disruption`): Pending, finished or terminating pods
+//!   skip the budgets; two budgets are 500; a budget that allows no disruption is **429
+//!   TooManyRequests** "Cannot evict pod as it would violate the pod's disruption budget."
+//!   with a `DisruptionBudget` cause naming the budget and its healthy counts. An allowed
+//!   eviction charges the budget (`disruptionsAllowed − 1`, the pod in `disruptedPods`), sets
+//!   `DisruptionTarget=True` (reason `EvictionByEvictionAPI`) on the pod, deletes it with the
+//!   eviction's `deleteOptions` (gracefully, see Delete) and answers `201 Success`.
+//! * **PodDisruptionBudgets.** Create resets `status` and sets `generation` 1; with
+//!   [`Options::disruption_controller`] (default on) the disruption controller's status
+//!   (`currentHealthy`, `desiredHealthy`, `expectedPods`, `disruptionsAllowed`,
+//!   `disruptedPods`, `observedGeneration`, the `DisruptionAllowed` condition) is written
+//!   after every change to a pod or budget of the namespace. No workload controllers are
+//!   served, so `maxUnavailable` and percentages count only pods without a controller.
 //! * **Delete.** Pods that are bound and not finished are deleted gracefully: the grace
 //!   period is the request's `gracePeriodSeconds` (query or `DeleteOptions` body) or the pod's
 //!   `terminationGracePeriodSeconds`; `deletionTimestamp`/`deletionGracePeriodSeconds` are
@@ -237,6 +250,10 @@ pub struct Options {
     /// Create a namespace the first time an object is written into it. Default `true`; with
     /// `false`, writes into a missing namespace are `404` as on a real server.
     pub auto_create_namespaces: bool,
+    /// Emulate kube-controller-manager's disruption controller: every PodDisruptionBudget's
+    /// status is recomputed, as its own write, after each write to a pod or budget of its
+    /// namespace. Default `true`.
+    pub disruption_controller: bool,
 }
 
 impl Default for Options {
@@ -246,6 +263,7 @@ impl Default for Options {
             bookmark_interval: Duration::from_secs(1),
             node_lifecycle_controller: true,
             auto_create_namespaces: true,
+            disruption_controller: true,
         }
     }
 }
@@ -275,6 +293,7 @@ impl ApiServer {
             history_window: options.history_window,
             node_lifecycle_controller: options.node_lifecycle_controller,
             auto_create_namespaces: options.auto_create_namespaces,
+            disruption_controller: options.disruption_controller,
         });
         let app = Arc::new(App {
             store,

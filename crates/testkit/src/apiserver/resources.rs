@@ -40,6 +40,9 @@ pub(crate) enum Flavor {
     RuntimeClass,
     /// Served like a CRD-backed custom resource (no strategic merge patch, status dropped on create).
     Custom,
+    /// `policy/v1` PodDisruptionBudgets: status reset on create, generation tracked, status
+    /// kept by the disruption controller.
+    Budget,
     Crd,
 }
 
@@ -93,7 +96,7 @@ impl ResourceDef {
     pub fn tracks_generation(&self) -> bool {
         matches!(
             self.flavor,
-            Flavor::Pod | Flavor::Custom | Flavor::Crd | Flavor::PriorityClass
+            Flavor::Pod | Flavor::Custom | Flavor::Crd | Flavor::PriorityClass | Flavor::Budget
         )
     }
 
@@ -294,6 +297,19 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         subresources: &[status_sub("Queue")],
         flavor: Flavor::Custom,
     },
+    ResourceDef {
+        group: "policy",
+        version: "v1",
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        kind: "PodDisruptionBudget",
+        namespaced: true,
+        short_names: &["pdb"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[status_sub("PodDisruptionBudget")],
+        flavor: Flavor::Budget,
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -309,6 +325,7 @@ pub(crate) const NODES: ResourceId = 1;
 pub(crate) const NAMESPACES: ResourceId = 2;
 pub(crate) const RUNTIME_CLASSES: ResourceId = 7;
 pub(crate) const PRIORITY_CLASSES: ResourceId = 8;
+pub(crate) const BUDGETS: ResourceId = 12;
 
 /// Finds the resource served at `/{group}/{version}/{plural}`.
 pub(crate) fn find_served(group: &str, version: &str, plural: &str) -> Option<ResourceId> {
@@ -547,6 +564,7 @@ mod tests {
         assert_eq!(def(NAMESPACES).plural, "namespaces");
         assert_eq!(def(RUNTIME_CLASSES).plural, "runtimeclasses");
         assert_eq!(def(PRIORITY_CLASSES).plural, "priorityclasses");
+        assert_eq!(def(BUDGETS).plural, "poddisruptionbudgets");
     }
 
     #[test]

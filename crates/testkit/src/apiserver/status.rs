@@ -154,6 +154,17 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
+    /// 429 TooManyRequests with one cause (what the eviction subresource answers when a
+    /// PodDisruptionBudget forbids the eviction).
+    pub(crate) fn too_many_requests(message: &str, cause_reason: &str, cause: &str) -> Self {
+        let mut e = Self::new(429, "TooManyRequests", message);
+        e.details = Some(json!({
+            "causes": [{"reason": cause_reason, "message": cause}],
+            "retryAfterSeconds": 0,
+        }));
+        e
+    }
+
     pub(crate) fn internal(message: impl std::fmt::Display) -> Self {
         Self::new(
             500,

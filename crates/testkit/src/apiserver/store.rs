@@ -15,12 +15,15 @@ use tokio::sync::mpsc;
 use super::admission::{self, obj_mut};
 use super::patch;
 use super::resources::{
-    self, def, Flavor, ResourceDef, ResourceId, NAMESPACES, NODES, PODS, PRIORITY_CLASSES,
+    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, NAMESPACES, NODES, PODS, PRIORITY_CLASSES,
     RESOURCES, RUNTIME_CLASSES,
 };
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::time;
+use caldera_actors::disruption::{self, Eviction};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 /// The type of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +104,7 @@ pub(crate) struct StoreConfig {
     pub history_window: usize,
     pub node_lifecycle_controller: bool,
     pub auto_create_namespaces: bool,
+    pub disruption_controller: bool,
 }
 
 /// Which part of an object a write addresses.
@@ -183,6 +187,8 @@ pub(crate) struct State {
     resources: Vec<ResourceState>,
     config: StoreConfig,
     random: u64,
+    /// Set while the disruption controller writes, so its own writes do not re-trigger it.
+    syncing_budgets: bool,
 }
 
 fn meta<'a>(obj: &'a Value, field: &str) -> &'a str {
@@ -300,6 +306,7 @@ impl State {
             resources: RESOURCES.iter().map(|_| ResourceState::default()).collect(),
             config,
             random: seed,
+            syncing_budgets: false,
         };
         state.seed_builtin_objects();
         state
@@ -431,6 +438,12 @@ impl State {
             }
         }
         rs.watchers.retain(|w| w.send(event.clone()).is_ok());
+        // The disruption controller reacts to every pod and budget change in the namespace.
+        if (id == PODS || id == BUDGETS) && !self.syncing_budgets {
+            self.syncing_budgets = true;
+            self.sync_budgets(&key.0);
+            self.syncing_budgets = false;
+        }
         object
     }
 
@@ -734,6 +747,16 @@ impl State {
                     map.entry("preemptionPolicy")
                         .or_insert_with(|| json!("PreemptLowerPriority"));
                 }
+            }
+            Flavor::Budget => {
+                // `PrepareForCreate`: the status starts empty (Go's zero values).
+                if let Value::Object(map) = obj {
+                    map.insert(
+                        "status".into(),
+                        json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}),
+                    );
+                }
+                obj_mut(obj, "metadata").insert("generation".into(), json!(1));
             }
             Flavor::CoreEvent
             | Flavor::EventV1
@@ -1259,7 +1282,11 @@ impl State {
         Ok(status_success(201))
     }
 
-    /// `pods/eviction`: no PodDisruptionBudgets are served, so an eviction is a delete.
+    /// `pods/eviction`, judged against the namespace's PodDisruptionBudgets as
+    /// kube-apiserver judges it ([`caldera_actors::disruption::evict`]): a refusal is 429
+    /// TooManyRequests with the budget named in a `DisruptionBudget` cause; an allowed
+    /// eviction charges the budget, marks the pod `DisruptionTarget` and deletes it
+    /// gracefully with the eviction's `deleteOptions`.
     pub(crate) fn evict(
         &mut self,
         namespace: &str,
@@ -1274,8 +1301,114 @@ impl State {
             ));
         }
         let opts = DeleteOptions::from_body(&eviction["deleteOptions"]);
+        let stored = self.get(PODS, namespace, name)?;
+        let pod: Pod = serde_json::from_value(stored.value.clone()).map_err(ApiError::internal)?;
+        let budgets: Vec<PodDisruptionBudget> = self
+            .all(BUDGETS)
+            .filter(|b| meta(b, "namespace") == namespace)
+            .filter_map(|b| serde_json::from_value(b.value.clone()).ok())
+            .collect();
+        let refs: Vec<&PodDisruptionBudget> = budgets.iter().collect();
+        let now = time::now_model();
+        match disruption::evict(&pod, &refs) {
+            Eviction::Delete => {}
+            Eviction::Charge(i) => {
+                let mut pdb = budgets[i].clone();
+                disruption::charge(&mut pdb, name, now);
+                if !dry_run {
+                    let status = serde_json::to_value(&pdb.status).map_err(ApiError::internal)?;
+                    let pdb_name = pdb.metadata.name.clone().unwrap_or_default();
+                    self.modify(BUDGETS, namespace, &pdb_name, |b| {
+                        if let Value::Object(map) = b {
+                            map.insert("status".into(), status);
+                        }
+                    })?;
+                }
+            }
+            Eviction::Refused { cause } => {
+                return Err(ApiError::too_many_requests(
+                    disruption::REFUSED_MESSAGE,
+                    "DisruptionBudget",
+                    &cause,
+                ))
+            }
+            Eviction::MultipleBudgets => {
+                return Err(ApiError::new(
+                    500,
+                    "InternalError",
+                    disruption::MULTIPLE_MESSAGE,
+                ))
+            }
+            Eviction::Forbidden { budget, reason } => {
+                return Err(ApiError::forbidden(def(BUDGETS), &budget, &reason))
+            }
+        }
+        let finished = matches!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        );
+        if !finished && !dry_run {
+            let mut marked = pod.clone();
+            disruption::put_condition(&mut marked, disruption::disruption_target(now));
+            let conditions =
+                serde_json::to_value(marked.status.as_ref().and_then(|s| s.conditions.as_ref()))
+                    .map_err(ApiError::internal)?;
+            self.modify(PODS, namespace, name, |p| {
+                obj_mut(p, "status").insert("conditions".into(), conditions);
+            })?;
+        }
         self.delete(PODS, namespace, name, &opts, dry_run)?;
         Ok(status_success(201))
+    }
+
+    /// The disruption controller: recomputes the status of every PodDisruptionBudget in
+    /// `namespace` ([`caldera_actors::disruption::status`]) and writes the ones that changed,
+    /// each as its own write. No workload controllers are served, so a pod's controller is
+    /// never found.
+    fn sync_budgets(&mut self, namespace: &str) {
+        if !self.config.disruption_controller {
+            return;
+        }
+        let budgets: Vec<(String, PodDisruptionBudget)> = self
+            .all(BUDGETS)
+            .filter(|b| meta(b, "namespace") == namespace)
+            .filter_map(|b| {
+                let pdb = serde_json::from_value(b.value.clone()).ok()?;
+                Some((meta(b, "name").to_string(), pdb))
+            })
+            .collect();
+        if budgets.is_empty() {
+            return;
+        }
+        let pods: Vec<Pod> = self
+            .all(PODS)
+            .filter(|p| meta(p, "namespace") == namespace)
+            .filter_map(|p| serde_json::from_value(p.value.clone()).ok())
+            .collect();
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let now = time::now_model();
+        for (name, pdb) in budgets {
+            let mut status = disruption::status(&pdb, &refs, now, &|_, _| None);
+            let old = pdb.status.clone().unwrap_or_default();
+            let mut same = old.clone();
+            same.conditions = None;
+            let mut new = status.clone();
+            new.conditions = None;
+            if same == new && old.conditions.is_some() {
+                continue;
+            }
+            if status.disrupted_pods.is_none() {
+                status.disrupted_pods = None;
+            }
+            let Ok(status) = serde_json::to_value(&status) else {
+                continue;
+            };
+            let _ = self.modify(BUDGETS, namespace, &name, |b| {
+                if let Value::Object(map) = b {
+                    map.insert("status".into(), status);
+                }
+            });
+        }
     }
 
     pub(crate) fn watch(
@@ -1503,6 +1636,7 @@ mod tests {
             history_window: 3,
             node_lifecycle_controller: true,
             auto_create_namespaces: true,
+            disruption_controller: true,
         })
     }
 

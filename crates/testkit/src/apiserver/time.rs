@@ -42,6 +42,16 @@ pub(crate) fn after(secs: i64) -> String {
     format_unix(unix_now().saturating_add(secs))
 }
 
+/// Now, as a model time (milliseconds since the epoch), for the shared cluster roles.
+pub(crate) fn now_model() -> caldera_model::Time {
+    caldera_model::Time(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or_default(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,10 @@
+//! The cluster components the live driver plays, since a bare control plane runs none of
+//! them: one module per role, each a thin layer of API calls over the shared rules in
+//! `caldera_actors`.
+//!
+//! - [`node_lifecycle`]: the node lifecycle controller's readiness taint.
+//! - [`kubelet`]: pod phases (`markRunning`/`markSucceeded`) and the end of a graceful
+//!   deletion.
+
+pub mod kubelet;
+pub mod node_lifecycle;
