@@ -10,16 +10,18 @@ use caldera_api::{
     ANNOTATION_QUEUE_NAME, DEFAULT_QUEUE, GROUP_NAME_KEYS, TASK_SPEC_KEY,
 };
 use caldera_model::{
-    parse_quantity, Condition, HostPort, Node, PendingReason, PlacementSpec, PodGroupPhase,
+    parse_quantity, Condition, HostPort, LabelSelector as ModelLabelSelector, Labels, Namespaces,
+    Node, PendingReason, PlacementSpec, PodAffinityTerm, PodConstraints, PodGroupPhase,
     PodGroupStatus, Queue, QueueStatus, Requirement, Resources, Scale, SelectorOp, SelectorTerm,
-    Taint, TaintEffect, Time, Toleration, Topology, CPU, MEMORY, PODS,
+    SpreadConstraint, Taint, TaintEffect, Time, Toleration, Topology, CPU, MEMORY, PODS,
 };
 use k8s_openapi::api::core::v1::{
-    Container, Node as KubeNode, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec,
-    ResourceRequirements,
+    Container, Node as KubeNode, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+    PodAffinityTerm as KubePodAffinityTerm, PodSpec, ResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KubeTime};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -266,6 +268,8 @@ pub struct PodInfo {
     pub held: Option<Arc<str>>,
     /// Placement constraints.
     pub spec: Arc<PlacementSpec>,
+    /// `metadata.labels`.
+    pub labels: Labels,
     /// `metadata.creationTimestamp` (epoch when absent).
     pub created: Time,
     /// The `PodScheduled=False` condition.
@@ -316,7 +320,8 @@ impl TryFrom<&Pod> for PodInfo {
         let default_spec = PodSpec::default();
         let spec = pod.spec.as_ref().unwrap_or(&default_spec);
         let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
-        let label = |key: &str| meta.labels.as_ref().and_then(|l| l.get(key));
+        let labels = meta.labels.clone().unwrap_or_default();
+        let label = |key: &str| labels.get(key);
         let group = group_name(meta).map(Arc::from);
         let job_id: Arc<str> = match &group {
             Some(g) => format!("{namespace}/{g}").into(),
@@ -371,7 +376,8 @@ impl TryFrom<&Pod> for PodInfo {
             gang_gate: crate::gate::has_gang_gate(Some(spec)),
             other_gates: crate::gate::has_other_gates(Some(spec)),
             held: crate::gate::held_node(pod).map(Arc::from),
-            spec: Arc::new(placement(&ctx, spec)?),
+            spec: Arc::new(placement(&ctx, spec, namespace, &labels)?),
+            labels: Arc::new(labels.clone()),
             created: meta
                 .creation_timestamp
                 .as_ref()
@@ -393,8 +399,17 @@ impl TryFrom<&Pod> for PodInfo {
 }
 
 /// The pod's placement constraints.
-fn placement(ctx: &Ctx, spec: &PodSpec) -> Result<PlacementSpec> {
+fn placement(
+    ctx: &Ctx,
+    spec: &PodSpec,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<PlacementSpec> {
+    let mut unsupported = unsupported_input(spec);
+    let pods = pod_constraints(ctx, spec, namespace, labels, &mut unsupported)?;
     let mut out = PlacementSpec {
+        pods,
+        unsupported,
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         ..PlacementSpec::default()
     };
@@ -773,4 +788,277 @@ pub(crate) fn missing_queue(name: &str) -> Queue {
     q.exists = false;
     q.open = false;
     q
+}
+
+/// A pod label selector. `matchLabels` become `In` requirements; `extra` (resolved
+/// `matchLabelKeys`/`mismatchLabelKeys`) are appended.
+fn label_selector(
+    ctx: &Ctx,
+    field: &str,
+    sel: &LabelSelector,
+    extra: Vec<Requirement>,
+) -> Result<ModelLabelSelector> {
+    let mut requirements: Vec<Requirement> = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| Requirement {
+            key: k.clone(),
+            op: SelectorOp::In,
+            values: vec![v.clone()],
+        })
+        .collect();
+    for (i, r) in sel.match_expressions.iter().flatten().enumerate() {
+        let op = match r.operator.as_str() {
+            "In" => SelectorOp::In,
+            "NotIn" => SelectorOp::NotIn,
+            "Exists" => SelectorOp::Exists,
+            "DoesNotExist" => SelectorOp::DoesNotExist,
+            other => {
+                return Err(ctx.err(
+                    format!("{field}.matchExpressions[{i}].operator"),
+                    Problem::UnknownValue {
+                        value: other.to_string(),
+                        expected: "In, NotIn, Exists, DoesNotExist",
+                    },
+                ))
+            }
+        };
+        requirements.push(Requirement {
+            key: r.key.clone(),
+            op,
+            values: r.values.clone().unwrap_or_default(),
+        });
+    }
+    requirements.extend(extra);
+    Ok(ModelLabelSelector { requirements })
+}
+
+/// Requirements `key In (the pod's value)` (or `NotIn` for `mismatch`) for every key the pod
+/// carries, as kube-apiserver merges `matchLabelKeys`/`mismatchLabelKeys` into the selector.
+fn label_keys(
+    keys: Option<&Vec<String>>,
+    labels: &BTreeMap<String, String>,
+    op: SelectorOp,
+) -> Vec<Requirement> {
+    keys.into_iter()
+        .flatten()
+        .filter_map(|k| {
+            labels.get(k).map(|v| Requirement {
+                key: k.clone(),
+                op,
+                values: vec![v.clone()],
+            })
+        })
+        .collect()
+}
+
+/// A pod (anti-)affinity term. A non-empty `namespaceSelector` needs Namespace labels, which
+/// Caldera does not watch: it is reported through `unsupported`.
+fn affinity_term(
+    ctx: &Ctx,
+    field: &str,
+    term: &KubePodAffinityTerm,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+    unsupported: &mut Option<String>,
+) -> Result<PodAffinityTerm> {
+    let mut extra = label_keys(term.match_label_keys.as_ref(), labels, SelectorOp::In);
+    extra.extend(label_keys(
+        term.mismatch_label_keys.as_ref(),
+        labels,
+        SelectorOp::NotIn,
+    ));
+    let selector = term
+        .label_selector
+        .as_ref()
+        .map(|s| label_selector(ctx, &format!("{field}.labelSelector"), s, extra))
+        .transpose()?;
+    let listed: Vec<String> = term.namespaces.clone().unwrap_or_default();
+    let namespaces = match &term.namespace_selector {
+        Some(s)
+            if s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                && s.match_expressions.as_ref().is_none_or(|m| m.is_empty()) =>
+        {
+            Namespaces::All
+        }
+        Some(_) => {
+            unsupported.get_or_insert_with(|| {
+                format!("{field}.namespaceSelector (selecting namespaces by label)")
+            });
+            Namespaces::Only(listed)
+        }
+        None if listed.is_empty() => Namespaces::Only(vec![namespace.to_string()]),
+        None => Namespaces::Only(listed),
+    };
+    if term.topology_key.is_empty() {
+        return Err(ctx.err(format!("{field}.topologyKey"), Problem::Missing));
+    }
+    Ok(PodAffinityTerm {
+        selector,
+        namespaces,
+        topology_key: term.topology_key.clone(),
+    })
+}
+
+/// Required and preferred (weighted) terms.
+type Terms = (Vec<PodAffinityTerm>, Vec<(i32, PodAffinityTerm)>);
+
+/// Inter-pod affinity, anti-affinity and topology spread of a pod.
+fn pod_constraints(
+    ctx: &Ctx,
+    spec: &PodSpec,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+    unsupported: &mut Option<String>,
+) -> Result<PodConstraints> {
+    let mut out = PodConstraints::default();
+    let affinity = spec.affinity.as_ref();
+    let terms = |field: &str,
+                 required: Option<&Vec<KubePodAffinityTerm>>,
+                 preferred: Option<&Vec<WeightedPodAffinityTerm>>,
+                 unsupported: &mut Option<String>|
+     -> Result<Terms> {
+        let req_field = format!("{field}.requiredDuringSchedulingIgnoredDuringExecution");
+        let hard = required
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, t)| {
+                affinity_term(
+                    ctx,
+                    &format!("{req_field}[{i}]"),
+                    t,
+                    namespace,
+                    labels,
+                    unsupported,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let pref_field = format!("{field}.preferredDuringSchedulingIgnoredDuringExecution");
+        let soft = preferred
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, w)| {
+                let f = format!("{pref_field}[{i}].podAffinityTerm");
+                affinity_term(
+                    ctx,
+                    &f,
+                    &w.pod_affinity_term,
+                    namespace,
+                    labels,
+                    unsupported,
+                )
+                .map(|t| (w.weight, t))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((hard, soft))
+    };
+    if let Some(pa) = affinity.and_then(|a| a.pod_affinity.as_ref()) {
+        let (hard, soft) = terms(
+            "spec.affinity.podAffinity",
+            pa.required_during_scheduling_ignored_during_execution
+                .as_ref(),
+            pa.preferred_during_scheduling_ignored_during_execution
+                .as_ref(),
+            unsupported,
+        )?;
+        out.affinity = hard;
+        out.preferred_affinity = soft;
+    }
+    if let Some(pa) = affinity.and_then(|a| a.pod_anti_affinity.as_ref()) {
+        let (hard, soft) = terms(
+            "spec.affinity.podAntiAffinity",
+            pa.required_during_scheduling_ignored_during_execution
+                .as_ref(),
+            pa.preferred_during_scheduling_ignored_during_execution
+                .as_ref(),
+            unsupported,
+        )?;
+        out.anti_affinity = hard;
+        out.preferred_anti_affinity = soft;
+    }
+    for (i, c) in spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        let field = format!("spec.topologySpreadConstraints[{i}]");
+        let hard = match c.when_unsatisfiable.as_str() {
+            "DoNotSchedule" => true,
+            "ScheduleAnyway" => false,
+            other => {
+                return Err(ctx.err(
+                    format!("{field}.whenUnsatisfiable"),
+                    Problem::UnknownValue {
+                        value: other.to_string(),
+                        expected: "DoNotSchedule, ScheduleAnyway",
+                    },
+                ))
+            }
+        };
+        let policy =
+            |name: &str, value: Option<&String>, default: bool| match value.map(String::as_str) {
+                None | Some("") => Ok(default),
+                Some("Honor") => Ok(true),
+                Some("Ignore") => Ok(false),
+                Some(other) => Err(ctx.err(
+                    format!("{field}.{name}"),
+                    Problem::UnknownValue {
+                        value: other.to_string(),
+                        expected: "Honor, Ignore",
+                    },
+                )),
+            };
+        if c.max_skew < 1 {
+            return Err(ctx.err(format!("{field}.maxSkew"), Problem::Missing));
+        }
+        if c.topology_key.is_empty() {
+            return Err(ctx.err(format!("{field}.topologyKey"), Problem::Missing));
+        }
+        let extra = label_keys(c.match_label_keys.as_ref(), labels, SelectorOp::In);
+        out.spread.push(SpreadConstraint {
+            max_skew: c.max_skew as u32,
+            topology_key: c.topology_key.clone(),
+            hard,
+            selector: c
+                .label_selector
+                .as_ref()
+                .map(|s| label_selector(ctx, &format!("{field}.labelSelector"), s, extra))
+                .transpose()?,
+            namespace: namespace.to_string(),
+            min_domains: c.min_domains.filter(|_| hard).map(|m| m.max(1) as u32),
+            honor_node_affinity: policy(
+                "nodeAffinityPolicy",
+                c.node_affinity_policy.as_ref(),
+                true,
+            )?,
+            honor_taints: policy("nodeTaintsPolicy", c.node_taints_policy.as_ref(), false)?,
+        });
+    }
+    Ok(out)
+}
+
+/// The first scheduling input of `spec` Caldera does not evaluate, named for the message.
+fn unsupported_input(spec: &PodSpec) -> Option<String> {
+    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        return Some("spec.resourceClaims (dynamic resource allocation)".into());
+    }
+    for v in spec.volumes.iter().flatten() {
+        if let Some(claim) = &v.persistent_volume_claim {
+            return Some(format!(
+                "volume {:?} (PersistentVolumeClaim {:?}: volume binding)",
+                v.name, claim.claim_name
+            ));
+        }
+        if v.ephemeral.is_some() {
+            return Some(format!(
+                "volume {:?} (generic ephemeral volume: volume binding)",
+                v.name
+            ));
+        }
+    }
+    None
 }

@@ -8,11 +8,12 @@ use crate::error::{Error, Result};
 use crate::intern::SpecInterner;
 use caldera_api::{PodGroup, Queue as ApiQueue, DEFAULT_QUEUE};
 use caldera_model::{
-    HostPort, Job, Node, Queue, Resources, Snapshot, Task, TaskStatus, WaitingPod,
+    HostPort, Job, LabelSelector, Namespaces, Node, PlacedPod, PlacementSpec, Queue, Resources,
+    SelectorOp, Snapshot, Task, TaskStatus, WaitingPod,
 };
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -93,6 +94,10 @@ pub struct ClusterIndex {
     priority_classes: BTreeMap<Arc<str>, PriorityClassInfo>,
     global_default_priority: Option<i32>,
     specs: SpecInterner,
+    /// Pods on nodes by label: key → value → pods (for inter-pod constraints).
+    by_label: HashMap<String, HashMap<String, BTreeSet<PodKey>>>,
+    /// Pods on nodes with required anti-affinity (they keep matching pods out of their domains).
+    anti: BTreeSet<PodKey>,
 }
 
 fn key_of(namespace: &str, name: &str) -> PodKey {
@@ -130,6 +135,20 @@ impl ClusterIndex {
         };
         self.held.remove(&key);
         if old.counts_on_node() {
+            for (k, v) in old.labels.iter() {
+                if let Some(values) = self.by_label.get_mut(k) {
+                    if let Some(set) = values.get_mut(v) {
+                        set.remove(&key);
+                        if set.is_empty() {
+                            values.remove(v);
+                        }
+                    }
+                    if values.is_empty() {
+                        self.by_label.remove(k);
+                    }
+                }
+            }
+            self.anti.remove(&key);
             if let Some(node) = &old.node {
                 if let Some(u) = self.usage.get_mut(node) {
                     u.used.sub(&old.request);
@@ -169,6 +188,17 @@ impl ClusterIndex {
     fn insert_pod(&mut self, info: PodInfo) {
         let key: PodKey = (info.namespace.clone(), info.name.clone());
         if info.counts_on_node() {
+            for (k, v) in info.labels.iter() {
+                self.by_label
+                    .entry(k.clone())
+                    .or_default()
+                    .entry(v.clone())
+                    .or_default()
+                    .insert(key.clone());
+            }
+            if !info.spec.pods.anti_affinity.is_empty() {
+                self.anti.insert(key.clone());
+            }
             if let Some(node) = &info.node {
                 let u = self.usage.entry(node.clone()).or_default();
                 u.used.add(&info.request);
@@ -200,6 +230,8 @@ impl ClusterIndex {
     pub fn reset_pods<'a>(&mut self, pods: impl IntoIterator<Item = &'a Pod>) -> Vec<Error> {
         self.pods.clear();
         self.usage.clear();
+        self.by_label.clear();
+        self.anti.clear();
         self.members.clear();
         self.group_refs.clear();
         self.held.clear();
@@ -496,7 +528,87 @@ impl ClusterIndex {
         }
         snap.queues = queues.into_values().collect();
         snap.nodes = nodes;
+        snap.pods = self.placed_pods(&snap.tasks);
         snap
+    }
+
+    /// Pods on nodes that the inter-pod constraints of pending `tasks` select, plus every pod
+    /// with required anti-affinity, found through the label index (not by scanning all pods
+    /// unless a selector has no `In`/`Exists` requirement).
+    fn placed_pods(&self, tasks: &[Task]) -> Vec<PlacedPod> {
+        let mut keys: BTreeSet<&PodKey> = self.anti.iter().collect();
+        let mut seen_specs: HashSet<*const PlacementSpec> = HashSet::new();
+        let mut seen_terms: HashSet<(LabelSelector, Namespaces)> = HashSet::new();
+        let mut all_pods = false;
+        for t in tasks.iter().filter(|t| t.schedulable_pending()) {
+            if t.spec.pods.is_empty() || !seen_specs.insert(Arc::as_ptr(&t.spec)) {
+                continue;
+            }
+            let c = &t.spec.pods;
+            let spread_ns: Vec<Namespaces> = c
+                .spread
+                .iter()
+                .map(|s| Namespaces::Only(vec![s.namespace.clone()]))
+                .collect();
+            let terms = c
+                .affinity
+                .iter()
+                .chain(&c.anti_affinity)
+                .chain(c.preferred_affinity.iter().map(|(_, t)| t))
+                .chain(c.preferred_anti_affinity.iter().map(|(_, t)| t))
+                .filter_map(|t| t.selector.as_ref().map(|s| (s, &t.namespaces)))
+                .chain(
+                    c.spread
+                        .iter()
+                        .zip(&spread_ns)
+                        .filter_map(|(s, ns)| s.selector.as_ref().map(|sel| (sel, ns))),
+                );
+            for (sel, ns) in terms {
+                if all_pods || !seen_terms.insert((sel.clone(), ns.clone())) {
+                    continue;
+                }
+                let Some(req) = sel.narrowest() else {
+                    all_pods = true;
+                    continue;
+                };
+                let Some(values) = self.by_label.get(&req.key) else {
+                    continue;
+                };
+                let sets: Vec<&BTreeSet<PodKey>> = if req.op == SelectorOp::In {
+                    req.values.iter().filter_map(|v| values.get(v)).collect()
+                } else {
+                    values.values().collect()
+                };
+                for key in sets.into_iter().flatten() {
+                    if keys.contains(key) {
+                        continue;
+                    }
+                    if let Some(p) = self.pods.get(key) {
+                        if ns.contains(&p.namespace) && sel.matches(&p.labels) {
+                            keys.insert(key);
+                        }
+                    }
+                }
+            }
+        }
+        let placed = |p: &PodInfo| {
+            let node = p.node.clone().filter(|_| p.counts_on_node())?;
+            Some(PlacedPod {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                labels: p.labels.clone(),
+                node,
+                terminating: p.terminating,
+                anti_affinity: p.spec.pods.anti_affinity.clone().into(),
+            })
+        };
+        if all_pods {
+            return self.pods.values().filter_map(placed).collect();
+        }
+        keys.into_iter()
+            .filter_map(|k| self.pods.get(k))
+            .filter_map(placed)
+            .collect()
     }
 
     fn task(&self, p: &PodInfo, job: usize) -> Task {
@@ -512,6 +624,7 @@ impl ClusterIndex {
             role: p.role.clone(),
             gated: p.gated,
             spec: p.spec.clone(),
+            labels: p.labels.clone(),
             created: p.created,
             pending_reason: p.pending_reason.clone(),
             critical: p.critical,

@@ -98,6 +98,8 @@ pub(crate) enum ArgKind {
     Number,
     /// A comma-separated list of resource names.
     ResourceList,
+    /// `true` or `false`.
+    Bool,
 }
 
 /// What Caldera does with an argument.
@@ -175,16 +177,16 @@ const BINPACK: &[ArgSpec] = &[
     },
 ];
 
-/// Volcano's predicate switches and extras. Caldera's predicates are fixed (spec §6), so
-/// all of these are accepted and reported as ignored.
+/// Volcano's predicate switches and extras. The switches of checks Caldera makes turn them
+/// off as in Volcano; the rest are accepted and reported as ignored.
 const PREDICATES: &[ArgSpec] = &[
-    ignored("predicate.NodeAffinityEnable"),
-    ignored("predicate.NodePortsEnable"),
-    ignored("predicate.TaintTolerationEnable"),
-    ignored("predicate.PodAffinityEnable"),
+    used("predicate.NodeAffinityEnable", ArgKind::Bool),
+    used("predicate.NodePortsEnable", ArgKind::Bool),
+    used("predicate.TaintTolerationEnable", ArgKind::Bool),
+    used("predicate.PodAffinityEnable", ArgKind::Bool),
     ignored("predicate.NodeVolumeLimitsEnable"),
     ignored("predicate.VolumeZoneEnable"),
-    ignored("predicate.PodTopologySpreadEnable"),
+    used("predicate.PodTopologySpreadEnable", ArgKind::Bool),
     ignored("predicate.VolumeBindingEnable"),
     ignored("predicate.DynamicResourceAllocationEnable"),
     ignored("predicate.CacheEnable"),

@@ -308,6 +308,15 @@ fn integer(entry: &Entry, min: i64) -> Checked<i64> {
     }
 }
 
+/// A switch, from a YAML boolean or the strings `true`/`false` (as Volcano reads them).
+fn switch(entry: &Entry) -> Checked<bool> {
+    match entry.value {
+        Raw::Str(text) if text.trim().eq_ignore_ascii_case("true") => Ok(true),
+        Raw::Str(text) if text.trim().eq_ignore_ascii_case("false") => Ok(false),
+        _ => boolean(entry),
+    }
+}
+
 /// A finite number, from a YAML number or a numeric string.
 fn number(entry: &Entry) -> Checked<f64> {
     let parsed = match entry.value {
@@ -696,6 +705,7 @@ impl Validator {
                 }
                 ArgUse::Used(ArgKind::Int { min }) => ArgValue::Int(integer(argument, min)?),
                 ArgUse::Used(ArgKind::Number) => ArgValue::Float(number(argument)?),
+                ArgUse::Used(ArgKind::Bool) => ArgValue::Bool(switch(argument)?),
                 ArgUse::Used(ArgKind::ResourceList) => ArgValue::List(resource_list(argument)?),
             };
             arguments.insert(argument.key.clone(), value);

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod interpod;
 pub mod job;
 pub mod node;
 pub mod plan;
@@ -17,6 +18,10 @@ pub mod snapshot;
 pub mod task;
 pub mod time;
 
+pub use interpod::{
+    LabelSelector, Labels, Namespaces, PlacedPod, PodAffinityTerm, PodConstraints,
+    SpreadConstraint, HOSTNAME,
+};
 pub use job::{Condition, Job, PodGroupPhase, PodGroupStatus, Topology};
 pub use node::Node;
 pub use plan::{

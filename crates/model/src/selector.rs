@@ -212,6 +212,11 @@ pub struct PlacementSpec {
     pub tolerations: Vec<Toleration>,
     /// Host ports of all containers.
     pub host_ports: Vec<HostPort>,
+    /// Inter-pod affinity, anti-affinity and topology spread.
+    pub pods: crate::interpod::PodConstraints,
+    /// A scheduling input Caldera does not evaluate (e.g. `spec.resourceClaims`), named for
+    /// the message: such a pod is never placed.
+    pub unsupported: Option<String>,
 }
 
 impl PlacementSpec {

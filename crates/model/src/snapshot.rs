@@ -44,6 +44,10 @@ pub struct Snapshot {
     pub queues: Vec<Queue>,
     /// Pods waiting for a PodGroup that does not exist.
     pub waiting: Vec<WaitingPod>,
+    /// Pods on nodes (any scheduler's, ours already bound included) that the inter-pod
+    /// constraints of pending members select, plus every pod with required anti-affinity.
+    /// Sorted by (namespace, name).
+    pub pods: Vec<crate::interpod::PlacedPod>,
 }
 
 impl Snapshot {
@@ -84,7 +88,18 @@ impl Snapshot {
                 let t = &self.tasks[i];
                 self.nodes[n].add_pod(&t.request, &t.spec.host_ports);
             }
+            let t = &self.tasks[i];
+            self.pods.push(crate::interpod::PlacedPod {
+                namespace: t.namespace.clone(),
+                name: t.name.clone(),
+                labels: t.labels.clone(),
+                node: b.node.clone(),
+                terminating: false,
+                anti_affinity: t.spec.pods.anti_affinity.clone().into(),
+            });
         }
+        self.pods
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         for c in &plan.pod_conditions {
             if let Some(i) = task(&c.namespace, &c.name) {
                 self.tasks[i].pending_reason = Some(Arc::new(PendingReason {

@@ -91,6 +91,8 @@ pub struct Task {
     pub gated: bool,
     /// Placement constraints; identical members share one.
     pub spec: Arc<PlacementSpec>,
+    /// `metadata.labels` (what other pods' affinity and spread terms select on).
+    pub labels: crate::interpod::Labels,
     /// `metadata.creationTimestamp`.
     pub created: Time,
     /// The current `PodScheduled=False` condition, to write only changes. Shared, since a

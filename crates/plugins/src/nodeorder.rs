@@ -1,7 +1,9 @@
-//! nodeorder: least-allocated, most-allocated, balanced allocation, preferred node affinity
-//! and PreferNoSchedule taints, each on a 0–10 scale times its weight (Volcano's argument
-//! names: `leastrequested.weight`, `mostrequested.weight`, `balancedresource.weight`,
-//! `nodeaffinity.weight`, `tainttoleration.weight`).
+//! nodeorder: least-allocated, most-allocated, balanced allocation, preferred node affinity,
+//! PreferNoSchedule taints, preferred pod affinity/anti-affinity and `ScheduleAnyway` topology
+//! spread, each on a 0–10 scale times its weight (Volcano's argument names:
+//! `leastrequested.weight`, `mostrequested.weight`, `balancedresource.weight`,
+//! `nodeaffinity.weight`, `tainttoleration.weight`, `podaffinity.weight`,
+//! `podtopologyspread.weight`).
 //!
 //! Scores use the 0–10 scale so that binpack's `× 10 × binpack.weight` (SPEC §6) keeps
 //! Volcano's balance between spreading and packing.
@@ -22,11 +24,13 @@ pub struct NodeOrder {
     balanced: f64,
     affinity: f64,
     taint: f64,
+    pod_affinity: f64,
+    spread: f64,
 }
 
 /// Builds the plugin from its weights (defaults: least 1, most 0, balanced 1, affinity 2,
-/// taint 1). Volcano's `podaffinity.weight`, `imagelocality.weight` and
-/// `podtopologyspread.weight` are accepted; those scorers do not exist in Caldera yet.
+/// taint 1, pod affinity 2, topology spread 2). Volcano's `imagelocality.weight` is accepted;
+/// that scorer does not exist in Caldera.
 pub fn build(option: &PluginOption) -> Result<Box<dyn Plugin>, String> {
     Ok(Box::new(NodeOrder {
         least: crate::weight(option, "leastrequested.weight", 1)?,
@@ -34,6 +38,8 @@ pub fn build(option: &PluginOption) -> Result<Box<dyn Plugin>, String> {
         balanced: crate::weight(option, "balancedresource.weight", 1)?,
         affinity: crate::weight(option, "nodeaffinity.weight", 2)?,
         taint: crate::weight(option, "tainttoleration.weight", 1)?,
+        pod_affinity: crate::weight(option, "podaffinity.weight", 2)?,
+        spread: crate::weight(option, "podtopologyspread.weight", 2)?,
     }))
 }
 
@@ -54,7 +60,7 @@ impl Plugin for NodeOrder {
         true
     }
 
-    fn score(&self, _state: &State, task: &Task, node: &Node) -> f64 {
+    fn score(&self, state: &State, task: &Task, node: &Node) -> f64 {
         let cpu = fraction(node.used.cpu, task.request.cpu, node.allocatable.cpu);
         let mem = fraction(
             node.used.memory,
@@ -92,6 +98,20 @@ impl Plugin for NodeOrder {
                 .filter(|t| !task.spec.tolerations.iter().any(|tol| tol.tolerates(t)))
                 .count() as f64;
             score += self.taint * (MAX_SCORE - intolerable.min(MAX_SCORE));
+        }
+        let pods = &task.spec.pods;
+        if (self.pod_affinity > 0.0 || self.spread > 0.0) && !pods.is_empty() {
+            if let Some(i) = state.node_index(&node.name) {
+                let i = i as u32;
+                if self.pod_affinity > 0.0 {
+                    let s = state.interpod.affinity_score(task, i, &state.nodes);
+                    score += self.pod_affinity * MAX_SCORE * s;
+                }
+                if self.spread > 0.0 {
+                    let s = state.interpod.spread_score(task, i, &state.nodes);
+                    score += self.spread * MAX_SCORE * s;
+                }
+            }
         }
         score
     }

@@ -1,7 +1,11 @@
 //! predicates: node selector, required node affinity, taints and tolerations, cordoned nodes,
-//! pod count and host ports.
+//! pod count, host ports, inter-pod affinity and anti-affinity (including existing pods'
+//! anti-affinity) and `DoNotSchedule` topology spread.
 //!
-//! Messages follow kube-scheduler's wording, since people and autoscalers read them.
+//! Messages follow kube-scheduler's wording, since people and autoscalers read them. Volcano's
+//! switches `predicate.NodeAffinityEnable`, `predicate.NodePortsEnable`,
+//! `predicate.TaintTolerationEnable`, `predicate.PodAffinityEnable` and
+//! `predicate.PodTopologySpreadEnable` (all default true) turn their checks off as in Volcano.
 
 use caldera_config::PluginOption;
 use caldera_model::selector::untolerated_taint;
@@ -9,13 +13,38 @@ use caldera_model::{Node, TaintEffect, Task};
 use caldera_session::plugin::{FitReason, Plugin};
 use caldera_session::state::State;
 
-/// The predicates plugin.
-#[derive(Debug, Default)]
-pub struct Predicates;
+/// The predicates plugin, with Volcano's switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Predicates {
+    node_affinity: bool,
+    node_ports: bool,
+    taints: bool,
+    pod_affinity: bool,
+    spread: bool,
+}
 
-/// Builds the plugin. Volcano's `predicate.*` switches are accepted by the config and ignored.
-pub fn build(_: &PluginOption) -> Result<Box<dyn Plugin>, String> {
-    Ok(Box::new(Predicates))
+impl Default for Predicates {
+    fn default() -> Self {
+        Predicates {
+            node_affinity: true,
+            node_ports: true,
+            taints: true,
+            pod_affinity: true,
+            spread: true,
+        }
+    }
+}
+
+/// Builds the plugin from Volcano's `predicate.*Enable` switches (default true).
+pub fn build(option: &PluginOption) -> Result<Box<dyn Plugin>, String> {
+    let on = |key: &str| option.arguments.get_bool(key).unwrap_or(true);
+    Ok(Box::new(Predicates {
+        node_affinity: on("predicate.NodeAffinityEnable"),
+        node_ports: on("predicate.NodePortsEnable"),
+        taints: on("predicate.TaintTolerationEnable"),
+        pod_affinity: on("predicate.PodAffinityEnable"),
+        spread: on("predicate.PodTopologySpreadEnable"),
+    }))
 }
 
 /// The taint kube-scheduler uses for cordoned nodes; tolerating it lets a pod onto one.
@@ -23,40 +52,53 @@ const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 
 /// The checks that depend only on the pod's spec and the node's fixed attributes.
 pub fn static_check(task: &Task, node: &Node) -> Result<(), FitReason> {
-    if node.unschedulable {
-        let tolerated = task.spec.tolerations.iter().any(|t| {
-            t.tolerates(&caldera_model::Taint {
-                key: UNSCHEDULABLE_TAINT.into(),
-                value: String::new(),
-                effect: TaintEffect::NoSchedule,
-            })
-        });
-        if !tolerated {
-            return Err("node(s) were unschedulable".into());
-        }
-    }
-    if !task.spec.matches_node(&node.name, &node.labels) {
-        return Err("node(s) didn't match Pod's node affinity/selector".into());
-    }
-    if let Some(t) = untolerated_taint(&node.taints, &task.spec.tolerations) {
-        return Err(format!(
-            "node(s) had untolerated taint {{{}: {}}}",
-            t.key, t.value
-        ));
-    }
-    Ok(())
+    Predicates::default().check_static(task, node)
 }
 
-/// The checks that depend on what is already on the node.
+impl Predicates {
+    fn check_static(&self, task: &Task, node: &Node) -> Result<(), FitReason> {
+        if node.unschedulable {
+            let tolerated = task.spec.tolerations.iter().any(|t| {
+                t.tolerates(&caldera_model::Taint {
+                    key: UNSCHEDULABLE_TAINT.into(),
+                    value: String::new(),
+                    effect: TaintEffect::NoSchedule,
+                })
+            });
+            if !tolerated {
+                return Err("node(s) were unschedulable".into());
+            }
+        }
+        if self.node_affinity && !task.spec.matches_node(&node.name, &node.labels) {
+            return Err("node(s) didn't match Pod's node affinity/selector".into());
+        }
+        if let Some(t) =
+            untolerated_taint(&node.taints, &task.spec.tolerations).filter(|_| self.taints)
+        {
+            return Err(format!(
+                "node(s) had untolerated taint {{{}: {}}}",
+                t.key, t.value
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The checks that depend on what is already on the node (not on other pods' constraints).
 pub fn dynamic_check(task: &Task, node: &Node) -> Result<(), FitReason> {
+    ports_check(task, node, true)
+}
+
+fn ports_check(task: &Task, node: &Node, ports: bool) -> Result<(), FitReason> {
     if node.pod_count >= node.max_pods {
         return Err("Too many pods".into());
     }
-    if task
-        .spec
-        .host_ports
-        .iter()
-        .any(|p| node.host_ports.iter().any(|q| p.conflicts(q)))
+    if ports
+        && task
+            .spec
+            .host_ports
+            .iter()
+            .any(|p| node.host_ports.iter().any(|q| p.conflicts(q)))
     {
         return Err("node(s) didn't have free ports for the requested pod ports".into());
     }
@@ -69,10 +111,18 @@ impl Plugin for Predicates {
     }
 
     fn filter_static(&self, task: &Task, node: &Node) -> Result<(), FitReason> {
-        static_check(task, node)
+        self.check_static(task, node)
     }
 
-    fn filter(&self, _state: &State, task: &Task, node: &Node) -> Result<(), FitReason> {
-        dynamic_check(task, node)
+    fn filter(&self, state: &State, task: &Task, node: &Node) -> Result<(), FitReason> {
+        ports_check(task, node, self.node_ports)?;
+        let interpod = &state.interpod;
+        if !(self.pod_affinity || self.spread) || (interpod.quiet() && task.spec.pods.is_empty()) {
+            return Ok(());
+        }
+        let Some(i) = state.node_index(&node.name) else {
+            return Ok(());
+        };
+        interpod.check(task, i as u32, &state.nodes, self.pod_affinity, self.spread)
     }
 }

@@ -8,7 +8,7 @@ use caldera_model::{Snapshot, TaintEffect, Time};
 use caldera_plugins::predicates::{dynamic_check, static_check};
 use caldera_plugins::scheduler;
 use caldera_session::session::Statement;
-use caldera_testkit::builders::{node, pod, podgroup, queue, Cluster, GPU};
+use caldera_testkit::builders::{node, pod, podgroup, queue, Cluster, PodBuilder, GPU};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -35,6 +35,8 @@ struct GroupSpec {
     tolerate: bool,
     zone: Option<u8>,
     min_gpus: Option<i64>,
+    /// Inter-pod constraint of the members (see `constrain`).
+    interpod: u8,
 }
 
 fn node_spec() -> impl Strategy<Value = NodeSpec> {
@@ -65,13 +67,14 @@ fn group_spec() -> impl Strategy<Value = GroupSpec> {
             prop::bool::weighted(0.3),
             prop_oneof![Just(None), (0u8..3).prop_map(Some)],
             prop_oneof![Just(None), (1i64..20).prop_map(Some)],
+            prop_oneof![Just(0u8), 1u8..8],
         ),
     )
         .prop_map(
             |(
                 (min, members, gpus, cpu),
                 (queue, priority, gated),
-                (topology, tolerate, zone, min_gpus),
+                (topology, tolerate, zone, min_gpus, interpod),
             )| {
                 GroupSpec {
                     min,
@@ -85,6 +88,7 @@ fn group_spec() -> impl Strategy<Value = GroupSpec> {
                     tolerate,
                     zone,
                     min_gpus,
+                    interpod,
                 }
             },
         )
@@ -110,6 +114,7 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
                 let mut b = node(&name)
                     .gpus(n.gpus)
                     .cpu(n.cpu)
+                    .label("kubernetes.io/hostname", &name)
                     .label("zone", &format!("z{}", n.zone));
                 if n.tainted {
                     b = b.taint("dedicated", "x", TaintEffect::NoSchedule);
@@ -119,12 +124,16 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
                 }
                 c = c.node(b);
                 if n.busy_gpus > 0 {
-                    c = c.pod(
-                        pod("other", &format!("busy-{i}"))
-                            .gpus(n.busy_gpus)
-                            .on(&name)
-                            .foreign(),
-                    );
+                    // Some running pods carry labels members select, or anti-affinity of their own.
+                    let mut busy = pod("ns", &format!("busy-{i}"))
+                        .gpus(n.busy_gpus)
+                        .on(&name)
+                        .label("group", &format!("g{}", i % 3))
+                        .foreign();
+                    if n.busy_gpus % 3 == 0 {
+                        busy = busy.anti_affinity("group", &format!("g{}", (i + 1) % 3), "zone");
+                    }
+                    c = c.pod(busy);
                 }
             }
             for (i, g) in groups.iter().enumerate() {
@@ -142,8 +151,10 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
                 }
                 c = c.group(pg);
                 let g = g.clone();
+                let group = name.clone();
                 c = c.members("ns", &name, g.members, move |p| {
-                    let mut p = p.gpus(g.gpus).cpu_milli(g.cpu_milli).created(i as i64);
+                    let p = p.gpus(g.gpus).cpu_milli(g.cpu_milli).created(i as i64);
+                    let mut p = constrain(p.label("group", &group), &group, g.interpod);
                     if g.tolerate {
                         p = p.tolerate("dedicated");
                     }
@@ -158,6 +169,22 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
             }
             c.snapshot()
         })
+}
+
+/// Inter-pod constraints by number: none, one per node, one per zone, with its own group in a
+/// zone, hard zone spread, soft zone spread, away from group g0's zone, near group g1.
+fn constrain(p: PodBuilder, group: &str, kind: u8) -> PodBuilder {
+    const HOST: &str = "kubernetes.io/hostname";
+    match kind {
+        1 => p.anti_affinity("group", group, HOST),
+        2 => p.anti_affinity("group", group, "zone"),
+        3 => p.pod_affinity("group", group, "zone"),
+        4 => p.spread(1, "zone", "group", group, true),
+        5 => p.spread(1, "zone", "group", group, false),
+        6 => p.anti_affinity("group", "g0", "zone"),
+        7 => p.pod_affinity("group", "g1", HOST),
+        _ => p,
+    }
 }
 
 fn run(s: &Snapshot) -> caldera_session::Outcome {
@@ -201,6 +228,20 @@ proptest! {
         }
         for n in &nodes {
             prop_assert!(n.used.fits_in(&n.allocatable), "{} over-committed", n.name);
+        }
+        let broken = caldera_model::interpod::check_binds(&s, &out.plan);
+        prop_assert!(broken.is_empty(), "{broken:#?}");
+    }
+
+    #[test]
+    fn sessions_back_to_back_keep_inter_pod_constraints(s in cluster()) {
+        // Bound members of one session are existing pods for the next.
+        let mut s = s;
+        for _ in 0..2 {
+            let out = run(&s);
+            let broken = caldera_model::interpod::check_binds(&s, &out.plan);
+            prop_assert!(broken.is_empty(), "{broken:#?}");
+            s.record(&out.plan);
         }
     }
 

@@ -183,6 +183,15 @@ impl Overlay {
                             t.status = TaskStatus::Binding;
                             t.node = Some(a.node.clone());
                             snap.nodes[ni].add_pod(&t.request, &t.spec.host_ports);
+                            // Counted by inter-pod constraints too, as if bound.
+                            snap.pods.push(caldera_model::PlacedPod {
+                                namespace: t.namespace.clone(),
+                                name: t.name.clone(),
+                                labels: t.labels.clone(),
+                                node: a.node.clone(),
+                                terminating: false,
+                                anti_affinity: t.spec.pods.anti_affinity.clone().into(),
+                            });
                         }
                         Err(_) => vanished.push(t.uid.clone()),
                     }
@@ -275,6 +284,7 @@ mod tests {
             role: None,
             gated: false,
             spec: Arc::new(PlacementSpec::default()),
+            labels: Default::default(),
             created: Time(0),
             pending_reason: None,
             critical: false,

@@ -33,6 +33,20 @@ pub fn attempt(
         return Attempt::Idle;
     }
     ssn.stats.attempts += 1;
+    // A scheduling input Caldera does not evaluate is never ignored: the job waits, saying so.
+    if let Some(&t) = tasks
+        .iter()
+        .find(|&&t| ssn.state.tasks[t].spec.unsupported.is_some())
+    {
+        let task = &ssn.state.tasks[t];
+        let what = task.spec.unsupported.as_deref().unwrap_or_default();
+        let msg = format!(
+            "pod {} uses {what}, which Caldera does not support yet",
+            task.key()
+        );
+        ssn.hold(job, Holdup::Fit(msg));
+        return Attempt::Held;
+    }
     if ssn.job_ready(job) {
         let tasks = ssn.order_tasks(job, tasks);
         // An extra member of a satisfied gang stays in the gang's domain: always under a
@@ -103,14 +117,18 @@ fn fail_key(ssn: &Session, job: usize, tasks: &[usize]) -> Option<crate::session
         return None;
     }
     let first = &ssn.state.tasks[tasks[0]];
-    let alike = tasks.iter().all(|&t| {
-        let t = &ssn.state.tasks[t];
-        t.request == first.request && (Arc::ptr_eq(&t.spec, &first.spec) || t.spec == first.spec)
+    let traits = ssn.state.traits[tasks[0]];
+    let alike = tasks.iter().all(|&ti| {
+        let t = &ssn.state.tasks[ti];
+        t.request == first.request
+            && (Arc::ptr_eq(&t.spec, &first.spec) || t.spec == first.spec)
+            && ssn.state.traits[ti] == traits
     });
     alike.then(|| {
         (
             first.request.clone(),
             (*first.spec).clone(),
+            traits,
             j.topology.clone(),
             ssn.state.job_queue[job],
         )
@@ -140,11 +158,31 @@ fn place_gang(
             holdup = Some(Holdup::Quota(msg));
             break;
         }
+        // A member whose constraints look at other nodes (spread, affinity over zones) is
+        // scored afresh: any placement may have changed its view of every node.
+        if ssn.state.tasks[t].spec.pods.crosses_nodes() {
+            let mut c = ssn.candidates(t, placement);
+            match ssn.pick(t, &mut c, placement) {
+                Some(node) => {
+                    ssn.allocate(&mut stmt, t, node);
+                    if let Some(key) = prefer_key {
+                        prefer_used_domain(ssn, key, node, placement);
+                    }
+                    continue;
+                }
+                None => {
+                    holdup = Some(Holdup::Fit(Session::fit_message(&c)));
+                    no_room = true;
+                    break;
+                }
+            }
+        }
         let kind = {
             let task = &ssn.state.tasks[t];
+            let traits = ssn.state.traits[t];
             kinds.iter().position(|(rep, _)| {
                 let r = &ssn.state.tasks[*rep];
-                r.request == task.request && r.spec == task.spec
+                r.request == task.request && r.spec == task.spec && ssn.state.traits[*rep] == traits
             })
         };
         let kind = match kind {
@@ -152,7 +190,11 @@ fn place_gang(
             None => {
                 let c = if placement.only.is_none() && placement.bonus.is_none() {
                     let task = &ssn.state.tasks[t];
-                    let key = (task.request.clone(), (*task.spec).clone());
+                    let key = (
+                        task.request.clone(),
+                        (*task.spec).clone(),
+                        ssn.state.traits[t],
+                    );
                     match ssn.kind_cache.remove(&key) {
                         Some(mut c) => {
                             ssn.catch_up(t, &mut c, placement);
@@ -187,7 +229,11 @@ fn place_gang(
     if keep {
         for (rep, c) in kinds {
             let task = &ssn.state.tasks[rep];
-            let key = (task.request.clone(), (*task.spec).clone());
+            let key = (
+                task.request.clone(),
+                (*task.spec).clone(),
+                ssn.state.traits[rep],
+            );
             ssn.kind_cache.insert(key, c);
         }
     }

@@ -10,6 +10,7 @@ pub mod actions;
 pub mod attempt;
 pub mod close;
 pub mod explain;
+pub mod interpod;
 pub mod plugin;
 pub mod session;
 pub mod state;

@@ -110,8 +110,9 @@ pub struct Candidates {
 
 const NO_ENTRY: u64 = u64::MAX;
 
-/// Identifies a kind of member: what it asks for and where it may go.
-pub type KindKey = (Resources, PlacementSpec);
+/// Identifies a kind of member: what it asks for, where it may go, and what other pods'
+/// constraints see of it (see [`crate::state::State::traits`]).
+pub type KindKey = (Resources, PlacementSpec, u32);
 
 /// Restricts or biases node choice during an attempt (topology).
 #[derive(Debug, Clone, Default)]
@@ -147,10 +148,11 @@ pub struct Session {
     pub kind_cache: HashMap<KindKey, Candidates>,
 }
 
-/// Identifies gangs that place alike: member request and spec, topology, queue index.
+/// Identifies gangs that place alike: member request, spec and traits, topology, queue index.
 pub type FailKey = (
     Resources,
     PlacementSpec,
+    u32,
     Option<caldera_model::Topology>,
     usize,
 );
@@ -286,6 +288,13 @@ impl Session {
         let q = self.state.job_queue[job];
         self.state.queue_allocated[q].add(&req);
         self.bump(node);
+        let touched = self.state.interpod.place(
+            task,
+            &self.state.tasks[task],
+            node as u32,
+            &self.state.nodes,
+        );
+        self.touch_nodes(&touched);
         stmt.ops.push((task, node));
         for s in &mut self.slots {
             s.plugin.on_allocate(&self.state, task);
@@ -309,6 +318,8 @@ impl Session {
             let q = self.state.job_queue[job];
             self.state.queue_allocated[q].sub(&req);
             self.bump(node);
+            let touched = self.state.interpod.unplace(task, &self.state.nodes);
+            self.touch_nodes(&touched);
         }
         if !stmt.ops.is_empty() {
             self.stats.discards += 1;

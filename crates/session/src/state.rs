@@ -1,6 +1,8 @@
 //! The session's working copy of the cluster, changed only through statements.
 
+use crate::interpod::InterPod;
 use caldera_model::{Job, Node, Queue, Resources, Snapshot, Task, Time, WaitingPod};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Why a job was not placed in this session, decided by the actions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +61,12 @@ pub struct State {
     pub used: Resources,
     /// Pods waiting for a PodGroup that does not exist.
     pub waiting: Vec<WaitingPod>,
+    /// Pods counted by inter-pod constraints, this session's placements included.
+    pub interpod: InterPod,
+    /// Per task: an id of what other pods' constraints can see of it (namespace and the label
+    /// keys any selector in the session reads). Members alike in request, spec and this id
+    /// place alike.
+    pub traits: Vec<u32>,
 }
 
 impl State {
@@ -89,7 +97,11 @@ impl State {
             used.add(&n.used);
         }
         let total = snapshot.total_allocatable();
+        let interpod = InterPod::new(&snapshot.pods, &snapshot.nodes);
+        let traits = traits(&snapshot);
         State {
+            interpod,
+            traits,
             now,
             nodes: snapshot.nodes,
             tasks: snapshot.tasks,
@@ -129,4 +141,43 @@ impl State {
 pub fn holds_node(t: &Task) -> bool {
     use caldera_model::TaskStatus::*;
     matches!(t.status, Allocated | Binding | Bound | Running)
+}
+
+/// Per task, an id of its namespace and the labels any selector in the snapshot reads (of
+/// pending members' constraints or placed pods' anti-affinity); all 0 when nothing reads labels.
+fn traits(snapshot: &Snapshot) -> Vec<u32> {
+    let mut keys: BTreeSet<&str> = BTreeSet::new();
+    let mut any = false;
+    let mut seen = std::collections::HashSet::new();
+    for t in &snapshot.tasks {
+        if !t.spec.pods.is_empty() && seen.insert(std::sync::Arc::as_ptr(&t.spec)) {
+            any = true;
+            keys.extend(t.spec.pods.label_keys());
+            for term in &t.spec.pods.anti_affinity {
+                keys.extend(term.selector.iter().flat_map(|s| s.keys()));
+            }
+        }
+    }
+    for p in &snapshot.pods {
+        for term in p.anti_affinity.iter() {
+            any = true;
+            keys.extend(term.selector.iter().flat_map(|s| s.keys()));
+        }
+    }
+    if !any {
+        return vec![0; snapshot.tasks.len()];
+    }
+    let mut ids: HashMap<(&str, BTreeMap<&str, &str>), u32> = HashMap::new();
+    snapshot
+        .tasks
+        .iter()
+        .map(|t| {
+            let projected: BTreeMap<&str, &str> = keys
+                .iter()
+                .filter_map(|k| t.labels.get(*k).map(|v| (*k, v.as_str())))
+                .collect();
+            let next = ids.len() as u32;
+            *ids.entry((&*t.namespace, projected)).or_insert(next)
+        })
+        .collect()
 }

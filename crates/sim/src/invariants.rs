@@ -213,5 +213,6 @@ pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
             ));
         }
     }
+    out.extend(caldera_model::interpod::check_binds(snapshot, plan));
     out
 }

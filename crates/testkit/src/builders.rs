@@ -92,6 +92,7 @@ pub fn pod(ns: &str, name: &str) -> PodBuilder {
         created: Time(0),
         ours: true,
         pending_reason: None,
+        labels: BTreeMap::new(),
     }
 }
 
@@ -112,6 +113,7 @@ pub struct PodBuilder {
     created: Time,
     ours: bool,
     pending_reason: Option<Arc<caldera_model::PendingReason>>,
+    labels: BTreeMap<String, String>,
 }
 
 impl PodBuilder {
@@ -243,6 +245,53 @@ impl PodBuilder {
     pub fn foreign(mut self) -> Self {
         self.ours = false;
         self
+    }
+    /// Has label `k=v`.
+    pub fn label(mut self, k: &str, v: &str) -> Self {
+        self.labels.insert(k.into(), v.into());
+        self
+    }
+    /// Required pod anti-affinity to pods (of its namespace) labelled `k=v`, over `topology`.
+    pub fn anti_affinity(mut self, k: &str, v: &str, topology: &str) -> Self {
+        let term = self.term(k, v, topology);
+        self.spec.pods.anti_affinity.push(term);
+        self
+    }
+    /// Required pod affinity to pods (of its namespace) labelled `k=v`, over `topology`.
+    pub fn pod_affinity(mut self, k: &str, v: &str, topology: &str) -> Self {
+        let term = self.term(k, v, topology);
+        self.spec.pods.affinity.push(term);
+        self
+    }
+    /// A topology spread constraint over pods labelled `k=v` (`hard`: DoNotSchedule).
+    pub fn spread(mut self, max_skew: u32, topology: &str, k: &str, v: &str, hard: bool) -> Self {
+        self.spec.pods.spread.push(caldera_model::SpreadConstraint {
+            max_skew,
+            topology_key: topology.into(),
+            hard,
+            selector: Some(Self::selector_of(k, v)),
+            namespace: self.namespace.clone(),
+            min_domains: None,
+            honor_node_affinity: true,
+            honor_taints: false,
+        });
+        self
+    }
+    fn selector_of(k: &str, v: &str) -> caldera_model::LabelSelector {
+        caldera_model::LabelSelector {
+            requirements: vec![caldera_model::Requirement {
+                key: k.into(),
+                op: SelectorOp::In,
+                values: vec![v.into()],
+            }],
+        }
+    }
+    fn term(&self, k: &str, v: &str, topology: &str) -> caldera_model::PodAffinityTerm {
+        caldera_model::PodAffinityTerm {
+            selector: Some(Self::selector_of(k, v)),
+            namespaces: caldera_model::Namespaces::Only(vec![self.namespace.clone()]),
+            topology_key: topology.into(),
+        }
     }
     /// Carries this `PodScheduled=False` condition already.
     pub fn pending_reason(mut self, reason: &str, message: &str) -> Self {
@@ -564,17 +613,35 @@ impl Cluster {
                 role: p.role.as_deref().map(Arc::from),
                 gated: p.gated,
                 spec: Arc::new(p.spec.clone()),
+                labels: Arc::new(p.labels.clone()),
                 created: p.created,
                 pending_reason: p.pending_reason.clone(),
                 critical: false,
             });
         }
+        let mut pods: Vec<caldera_model::PlacedPod> = self
+            .pods
+            .iter()
+            .filter(|p| !matches!(p.status, TaskStatus::Succeeded | TaskStatus::Failed))
+            .filter_map(|p| {
+                Some(caldera_model::PlacedPod {
+                    namespace: p.namespace.as_str().into(),
+                    name: p.name.as_str().into(),
+                    labels: Arc::new(p.labels.clone()),
+                    node: p.node.as_deref()?.into(),
+                    terminating: p.status == TaskStatus::Releasing,
+                    anti_affinity: p.spec.pods.anti_affinity.clone().into(),
+                })
+            })
+            .collect();
+        pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         Snapshot {
             nodes,
             tasks,
             jobs,
             queues,
             waiting,
+            pods,
         }
     }
 }

@@ -1,0 +1,387 @@
+//! Inter-pod constraints: label selectors over pods, pod (anti-)affinity terms, topology spread
+//! constraints, and the pods already on nodes that such constraints count.
+//!
+//! Matching follows kube-scheduler 1.36: a term matches a pod when the pod is in one of the
+//! term's namespaces and its labels satisfy the selector; a null selector matches nothing, an
+//! empty one everything. `matchLabelKeys`/`mismatchLabelKeys` are resolved into the selector
+//! when the pod is converted (as the API server does for pod affinity), so terms here are
+//! self-contained.
+
+use crate::plan::Plan;
+use crate::selector::{untolerated_taint, Requirement, SelectorOp};
+use crate::snapshot::Snapshot;
+use crate::task::Task;
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Pod labels, shared.
+pub type Labels = Arc<BTreeMap<String, String>>;
+
+/// The well-known node label that names a node; a domain of this key is one node.
+pub const HOSTNAME: &str = "kubernetes.io/hostname";
+
+/// A label selector over pods (`matchLabels` become `In` requirements). All must hold; an empty
+/// selector matches every pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LabelSelector {
+    /// Requirements (operators In, NotIn, Exists, DoesNotExist).
+    pub requirements: Vec<Requirement>,
+}
+
+impl PartialOrd for Requirement {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Requirement {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (&self.key, self.op as u8, &self.values).cmp(&(&other.key, other.op as u8, &other.values))
+    }
+}
+
+impl LabelSelector {
+    /// Whether `labels` satisfy every requirement.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.requirements
+            .iter()
+            .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
+    }
+
+    /// Label keys the selector reads.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.requirements.iter().map(|r| r.key.as_str())
+    }
+
+    /// A requirement that only pods carrying a given label can satisfy (In or Exists), to look
+    /// candidates up in a label index; `None` when every pod may match.
+    pub fn narrowest(&self) -> Option<&Requirement> {
+        self.requirements
+            .iter()
+            .filter(|r| matches!(r.op, SelectorOp::In | SelectorOp::Exists))
+            .min_by_key(|r| match r.op {
+                SelectorOp::In => r.values.len(),
+                _ => usize::MAX,
+            })
+    }
+}
+
+/// Which namespaces a term looks at.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Namespaces {
+    /// These namespaces (the pod's own when the term names none).
+    Only(Vec<String>),
+    /// Every namespace (`namespaceSelector: {}`).
+    All,
+}
+
+impl Namespaces {
+    /// Whether `ns` is included.
+    pub fn contains(&self, ns: &str) -> bool {
+        match self {
+            Namespaces::All => true,
+            Namespaces::Only(list) => list.iter().any(|n| n == ns),
+        }
+    }
+}
+
+/// A pod (anti-)affinity term.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodAffinityTerm {
+    /// `labelSelector` (with `matchLabelKeys`/`mismatchLabelKeys` merged in); `None` matches
+    /// no pod.
+    pub selector: Option<LabelSelector>,
+    /// Namespaces the selector applies to.
+    pub namespaces: Namespaces,
+    /// `topologyKey`: the node label whose value names the domain.
+    pub topology_key: String,
+}
+
+impl PodAffinityTerm {
+    /// Whether the pod in `namespace` with `labels` matches this term.
+    pub fn matches(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.namespaces.contains(namespace)
+            && self.selector.as_ref().is_some_and(|s| s.matches(labels))
+    }
+}
+
+/// A topology spread constraint.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SpreadConstraint {
+    /// `maxSkew` (≥ 1).
+    pub max_skew: u32,
+    /// `topologyKey`.
+    pub topology_key: String,
+    /// `whenUnsatisfiable: DoNotSchedule` (a filter); else `ScheduleAnyway` (a score).
+    pub hard: bool,
+    /// `labelSelector` (with `matchLabelKeys` merged in); `None` matches no pod. Counts pods in
+    /// the pod's own namespace only.
+    pub selector: Option<LabelSelector>,
+    /// The pod's namespace (spread counts only pods there).
+    pub namespace: String,
+    /// `minDomains` (hard constraints only).
+    pub min_domains: Option<u32>,
+    /// `nodeAffinityPolicy: Honor` (the default): only nodes matching the pod's node selector
+    /// and required node affinity count.
+    pub honor_node_affinity: bool,
+    /// `nodeTaintsPolicy: Honor`: only nodes whose taints the pod tolerates count (default
+    /// Ignore).
+    pub honor_taints: bool,
+}
+
+impl SpreadConstraint {
+    /// Whether the pod in `namespace` with `labels` counts toward this constraint.
+    pub fn counts(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.namespace == namespace && self.selector.as_ref().is_some_and(|s| s.matches(labels))
+    }
+}
+
+/// The inter-pod constraints of a pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct PodConstraints {
+    /// Required pod affinity: every term must be met.
+    pub affinity: Vec<PodAffinityTerm>,
+    /// Required pod anti-affinity: no term may be met.
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    /// Preferred pod affinity: (weight, term).
+    pub preferred_affinity: Vec<(i32, PodAffinityTerm)>,
+    /// Preferred pod anti-affinity: (weight, term).
+    pub preferred_anti_affinity: Vec<(i32, PodAffinityTerm)>,
+    /// Topology spread constraints.
+    pub spread: Vec<SpreadConstraint>,
+}
+
+impl PodConstraints {
+    /// Whether there is nothing to evaluate.
+    pub fn is_empty(&self) -> bool {
+        self.affinity.is_empty()
+            && self.anti_affinity.is_empty()
+            && self.preferred_affinity.is_empty()
+            && self.preferred_anti_affinity.is_empty()
+            && self.spread.is_empty()
+    }
+
+    /// Whether a node's fit (or score) can depend on pods on *other* nodes: a term over a
+    /// domain wider than one node, any spread constraint (skew compares domains), or required
+    /// affinity (whose first-pod exception looks at every node).
+    pub fn crosses_nodes(&self) -> bool {
+        !self.spread.is_empty()
+            || !self.affinity.is_empty()
+            || self
+                .affinity
+                .iter()
+                .chain(&self.anti_affinity)
+                .chain(self.preferred_affinity.iter().map(|(_, t)| t))
+                .chain(self.preferred_anti_affinity.iter().map(|(_, t)| t))
+                .any(|t| t.topology_key != HOSTNAME)
+    }
+
+    /// Every pod label key a selector of these constraints reads.
+    pub fn label_keys(&self) -> impl Iterator<Item = &str> {
+        let terms = self
+            .affinity
+            .iter()
+            .chain(&self.anti_affinity)
+            .chain(self.preferred_affinity.iter().map(|(_, t)| t))
+            .chain(self.preferred_anti_affinity.iter().map(|(_, t)| t))
+            .filter_map(|t| t.selector.as_ref());
+        terms
+            .chain(self.spread.iter().filter_map(|s| s.selector.as_ref()))
+            .flat_map(|s| s.keys())
+    }
+}
+
+/// A pod on a node that inter-pod constraints may count: any scheduler's, running or bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedPod {
+    /// Namespace.
+    pub namespace: Arc<str>,
+    /// Name.
+    pub name: Arc<str>,
+    /// Labels.
+    pub labels: Labels,
+    /// The node it is on.
+    pub node: Arc<str>,
+    /// Being deleted (spread does not count it; affinity does, as kube-scheduler).
+    pub terminating: bool,
+    /// Its required anti-affinity terms, which keep matching pods out of its domains.
+    pub anti_affinity: Arc<[PodAffinityTerm]>,
+}
+
+/// A pod on a node, as the independent inter-pod check sees it.
+struct Seen<'a> {
+    namespace: &'a str,
+    labels: &'a BTreeMap<String, String>,
+    node: usize,
+    terminating: bool,
+    anti: &'a [PodAffinityTerm],
+}
+
+/// Re-checks every bind's inter-pod constraints from scratch, in plan order (members bound
+/// earlier in the plan count as existing pods for later ones): the pod's required affinity
+/// (with kube-scheduler's first-pod exception) and anti-affinity, existing pods' required
+/// anti-affinity, and `DoNotSchedule` topology spread. A direct scan of every pod, so the
+/// session's indexes cannot hide their own mistakes.
+pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
+    let mut seen: Vec<Seen> = snapshot
+        .pods
+        .iter()
+        .filter_map(|p| {
+            Some(Seen {
+                namespace: &p.namespace,
+                labels: &p.labels,
+                node: snapshot.node_index(&p.node)?,
+                terminating: p.terminating,
+                anti: &p.anti_affinity,
+            })
+        })
+        .collect();
+    let tasks: HashMap<(&str, &str), &Task> = snapshot
+        .tasks
+        .iter()
+        .map(|t| ((&*t.namespace, &*t.name), t))
+        .collect();
+    let nodes = &snapshot.nodes;
+    let same = |key: &str, a: usize, b: usize| {
+        let (x, y) = (nodes[a].labels.get(key), nodes[b].labels.get(key));
+        x.is_some() && x == y
+    };
+    let mut out = Vec::new();
+    for bind in &plan.binds {
+        let (Some(task), Some(n)) = (
+            tasks.get(&(&*bind.namespace, &*bind.name)),
+            snapshot.node_index(&bind.node),
+        ) else {
+            continue;
+        };
+        let mut fail = |why: &str| {
+            out.push(format!(
+                "pod {}/{} bound to {}: {why}",
+                bind.namespace, bind.name, bind.node
+            ))
+        };
+        let c = &task.spec.pods;
+        let ns = &*task.namespace;
+        for p in &seen {
+            if p.anti
+                .iter()
+                .any(|t| t.matches(ns, &task.labels) && same(&t.topology_key, p.node, n))
+            {
+                fail("an existing pod's required anti-affinity forbids its domain");
+            }
+        }
+        for t in &c.anti_affinity {
+            if seen
+                .iter()
+                .any(|p| t.matches(p.namespace, p.labels) && same(&t.topology_key, p.node, n))
+            {
+                fail("its required anti-affinity matches a pod in the node's domain");
+            }
+        }
+        let met = c.affinity.iter().all(|t| {
+            seen.iter()
+                .any(|p| t.matches(p.namespace, p.labels) && same(&t.topology_key, p.node, n))
+        });
+        let first = c.affinity.iter().all(|t| {
+            t.matches(ns, &task.labels)
+                && nodes[n].labels.contains_key(&t.topology_key)
+                && !seen.iter().any(|p| t.matches(p.namespace, p.labels))
+        });
+        if !met && !first {
+            fail("its required pod affinity is not met in the node's domain");
+        }
+        for s in c.spread.iter().filter(|s| s.hard) {
+            let eligible = |i: usize| {
+                let node = &nodes[i];
+                c.spread
+                    .iter()
+                    .filter(|x| x.hard)
+                    .all(|x| node.labels.contains_key(&x.topology_key))
+                    && (!s.honor_node_affinity || task.spec.matches_node(&node.name, &node.labels))
+                    && (!s.honor_taints
+                        || untolerated_taint(&node.taints, &task.spec.tolerations).is_none())
+            };
+            let Some(here) = nodes[n].labels.get(&s.topology_key) else {
+                fail("the node lacks the spread constraint's topology key");
+                continue;
+            };
+            let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+            for i in (0..nodes.len()).filter(|&i| eligible(i)) {
+                if let Some(d) = nodes[i].labels.get(&s.topology_key) {
+                    counts.entry(d).or_insert(0);
+                }
+            }
+            for p in seen.iter().filter(|p| !p.terminating && eligible(p.node)) {
+                if s.counts(p.namespace, p.labels) {
+                    if let Some(d) = nodes[p.node].labels.get(&s.topology_key) {
+                        *counts.entry(d).or_insert(0) += 1;
+                    }
+                }
+            }
+            let mut min = counts.values().copied().min().unwrap_or(0);
+            if s.min_domains.is_some_and(|m| (counts.len() as u32) < m) {
+                min = 0;
+            }
+            let own = u32::from(s.counts(ns, &task.labels));
+            let count = counts.get(here.as_str()).copied().unwrap_or(0);
+            if count + own > min + s.max_skew {
+                fail(&format!(
+                    "topology spread over {} is skewed: {count} + {own} in {here} against a minimum of {min} (maxSkew {})",
+                    s.topology_key, s.max_skew
+                ));
+            }
+        }
+        seen.push(Seen {
+            namespace: ns,
+            labels: &task.labels,
+            node: n,
+            terminating: false,
+            anti: &c.anti_affinity,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn null_selector_matches_nothing_and_empty_matches_everything() {
+        let mut term = PodAffinityTerm {
+            selector: None,
+            namespaces: Namespaces::Only(vec!["a".into()]),
+            topology_key: HOSTNAME.into(),
+        };
+        assert!(!term.matches("a", &labels(&[("x", "1")])));
+        term.selector = Some(LabelSelector::default());
+        assert!(term.matches("a", &labels(&[])));
+        assert!(!term.matches("b", &labels(&[])), "other namespace");
+        term.namespaces = Namespaces::All;
+        assert!(term.matches("b", &labels(&[])));
+    }
+
+    #[test]
+    fn only_spread_and_wide_terms_cross_nodes() {
+        let term = |key: &str| PodAffinityTerm {
+            selector: Some(LabelSelector::default()),
+            namespaces: Namespaces::All,
+            topology_key: key.into(),
+        };
+        let mut c = PodConstraints {
+            anti_affinity: vec![term(HOSTNAME)],
+            ..Default::default()
+        };
+        assert!(!c.crosses_nodes());
+        c.anti_affinity.push(term("zone"));
+        assert!(c.crosses_nodes());
+    }
+}

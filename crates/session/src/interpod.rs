@@ -1,0 +1,541 @@
+//! The session's view of pods for inter-pod constraints: the pods already on nodes (from the
+//! snapshot) plus the members placed in this session, counted per topology domain.
+//!
+//! Counts are kept per term (keyed by the term's address inside its interned placement spec,
+//! which is stable for the session), built on first use from the pods that term selects and
+//! updated incrementally by every placement and undo, so a check is a few hash lookups rather
+//! than a scan of pods. kube-scheduler 1.36 rules: `InterPodAffinity` (required terms, the
+//! first-pod exception, existing pods' required anti-affinity) and `PodTopologySpread`
+//! (eligible nodes by `nodeAffinityPolicy`/`nodeTaintsPolicy`, domains of eligible nodes,
+//! `minDomains`, terminating pods not counted).
+
+use caldera_model::selector::untolerated_taint;
+use caldera_model::{
+    Node, PlacedPod, PodAffinityTerm, PodConstraints, SpreadConstraint, Task, HOSTNAME,
+};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// No domain: the node lacks the topology label.
+const NONE: u32 = u32::MAX;
+
+/// Nodes grouped by the value of one label.
+#[derive(Debug)]
+struct Domains {
+    /// Per node: its domain id, or [`NONE`].
+    of_node: Vec<u32>,
+    /// Per domain: its nodes.
+    nodes: Vec<Vec<u32>>,
+}
+
+/// Domains closed to a pod, per topology key.
+type Closed = Arc<Vec<(String, HashSet<u32>)>>;
+
+/// Nodes that count for a spread constraint, and the domains they make up.
+type Eligible = (Arc<Vec<bool>>, Arc<Vec<u32>>);
+
+/// A pod counted by inter-pod constraints.
+#[derive(Debug, Clone)]
+struct Counted {
+    namespace: Arc<str>,
+    labels: Arc<BTreeMap<String, String>>,
+    node: u32,
+    terminating: bool,
+    anti: Arc<[PodAffinityTerm]>,
+}
+
+/// What a counter counts (a copy of the term; counters are keyed by the term's address inside
+/// its interned placement spec, which the session's tasks keep alive and unique).
+#[derive(Debug, Clone)]
+enum Matcher {
+    /// Pods matching an affinity term (terminating ones included).
+    Term(PodAffinityTerm),
+    /// Pods matching a spread constraint (not terminating) on nodes eligible for it.
+    Spread(SpreadConstraint),
+}
+
+/// Matching pods per domain of one topology key.
+#[derive(Debug, Clone)]
+struct Counter {
+    matcher: Matcher,
+    key: String,
+    /// Only pods on these nodes count (spread); `None` = all.
+    eligible: Option<Arc<Vec<bool>>>,
+    by_domain: HashMap<u32, u32>,
+    total: u32,
+    /// Smallest count over `present` domains, cached until counts change.
+    min: Option<u32>,
+    /// Domains of eligible nodes (spread only).
+    present: Arc<Vec<u32>>,
+}
+
+/// Inter-pod accounting for one session. Reads take `&self` (lazily built counters live in
+/// `RefCell`s); placements go through [`InterPod::place`] and [`InterPod::unplace`].
+#[derive(Debug, Default, Clone)]
+pub struct InterPod {
+    pods: Vec<Counted>,
+    /// Session placements: (task index, counted pod).
+    placed: Vec<(usize, Counted)>,
+    domains: RefCell<HashMap<String, Arc<Domains>>>,
+    counters: RefCell<HashMap<usize, Counter>>,
+    /// Per (namespace, labels) of a task: the domains its match with existing pods'
+    /// anti-affinity forbids, as (key, domain ids); invalidated when anti terms come or go.
+    forbidden: RefCell<HashMap<(usize, usize), Closed>>,
+    /// How many counted pods (existing or placed) carry required anti-affinity.
+    anti_pods: usize,
+}
+
+/// Two views are equal when they count the same pods (caches aside).
+impl PartialEq for InterPod {
+    fn eq(&self, other: &Self) -> bool {
+        self.pods.len() == other.pods.len()
+            && self.anti_pods == other.anti_pods
+            && self.placed.len() == other.placed.len()
+            && self
+                .placed
+                .iter()
+                .zip(&other.placed)
+                .all(|((a, p), (b, q))| a == b && p.node == q.node)
+    }
+}
+
+/// The identity of a term: its address (see [`Matcher`]).
+fn addr<T>(t: &T) -> usize {
+    t as *const T as usize
+}
+
+impl InterPod {
+    /// Builds the view from the snapshot's placed pods (those on unknown nodes are ignored).
+    pub fn new(pods: &[PlacedPod], nodes: &[Node]) -> Self {
+        let index = |name: &str| {
+            nodes
+                .binary_search_by(|n| (*n.name).cmp(name))
+                .ok()
+                .map(|i| i as u32)
+        };
+        let pods: Vec<Counted> = pods
+            .iter()
+            .filter_map(|p| {
+                Some(Counted {
+                    namespace: p.namespace.clone(),
+                    labels: p.labels.clone(),
+                    node: index(&p.node)?,
+                    terminating: p.terminating,
+                    anti: p.anti_affinity.clone(),
+                })
+            })
+            .collect();
+        let anti_pods = pods.iter().filter(|p| !p.anti.is_empty()).count();
+        InterPod {
+            pods,
+            anti_pods,
+            ..Default::default()
+        }
+    }
+
+    /// Whether no pod carries required anti-affinity and nothing is counted: checks of
+    /// unconstrained members can be skipped.
+    pub fn quiet(&self) -> bool {
+        self.anti_pods == 0
+    }
+
+    fn domains(&self, key: &str, nodes: &[Node]) -> Arc<Domains> {
+        if let Some(d) = self.domains.borrow().get(key) {
+            return d.clone();
+        }
+        let mut ids: HashMap<&str, u32> = HashMap::new();
+        let mut d = Domains {
+            of_node: Vec::with_capacity(nodes.len()),
+            nodes: Vec::new(),
+        };
+        for (i, n) in nodes.iter().enumerate() {
+            let id = match n.labels.get(key) {
+                None => NONE,
+                Some(v) => *ids.entry(v.as_str()).or_insert_with(|| {
+                    d.nodes.push(Vec::new());
+                    (d.nodes.len() - 1) as u32
+                }),
+            };
+            if id != NONE {
+                d.nodes[id as usize].push(i as u32);
+            }
+            d.of_node.push(id);
+        }
+        let d = Arc::new(d);
+        self.domains.borrow_mut().insert(key.to_string(), d.clone());
+        d
+    }
+
+    fn matches(m: &Matcher, p: &Counted) -> bool {
+        match m {
+            Matcher::Term(t) => t.matches(&p.namespace, &p.labels),
+            Matcher::Spread(s) => !p.terminating && s.counts(&p.namespace, &p.labels),
+        }
+    }
+
+    fn all_counted(&self) -> impl Iterator<Item = &Counted> {
+        self.pods.iter().chain(self.placed.iter().map(|(_, c)| c))
+    }
+
+    /// Runs `f` on the counter for `m` over `key`, building it on first use.
+    fn with_counter<R>(
+        &self,
+        id: usize,
+        m: impl FnOnce() -> Matcher,
+        key: &str,
+        eligible: Option<Eligible>,
+        nodes: &[Node],
+        f: impl FnOnce(&mut Counter, &Domains) -> R,
+    ) -> R {
+        let d = self.domains(key, nodes);
+        let mut counters = self.counters.borrow_mut();
+        let c = counters.entry(id).or_insert_with(|| {
+            let (eligible, present) = match eligible {
+                Some((e, p)) => (Some(e), p),
+                None => (None, Arc::new(Vec::new())),
+            };
+            let mut c = Counter {
+                matcher: m(),
+                key: key.to_string(),
+                eligible,
+                by_domain: HashMap::new(),
+                total: 0,
+                min: None,
+                present,
+            };
+            for p in self.all_counted() {
+                count(&mut c, &d, p, 1);
+            }
+            c
+        });
+        f(c, &d)
+    }
+
+    /// Records `task` placed on `node`. Returns the nodes whose feasibility for others changed
+    /// beyond `node` itself (the domains of its required anti-affinity terms wider than a node).
+    pub fn place(&mut self, task: usize, t: &Task, node: u32, nodes: &[Node]) -> Vec<u32> {
+        let c = Counted {
+            namespace: t.namespace.clone(),
+            labels: t.labels.clone(),
+            node,
+            terminating: false,
+            anti: t.spec.pods.anti_affinity.clone().into(),
+        };
+        let touched = self.adjust(&c, 1, nodes);
+        self.placed.push((task, c));
+        touched
+    }
+
+    /// Undoes [`InterPod::place`] of `task`.
+    pub fn unplace(&mut self, task: usize, nodes: &[Node]) -> Vec<u32> {
+        let Some(i) = self.placed.iter().rposition(|(t, _)| *t == task) else {
+            return Vec::new();
+        };
+        let (_, c) = self.placed.remove(i);
+        self.adjust(&c, -1, nodes)
+    }
+
+    fn adjust(&mut self, p: &Counted, delta: i64, nodes: &[Node]) -> Vec<u32> {
+        let domains = self.domains.borrow().clone();
+        for c in self.counters.get_mut().values_mut() {
+            if let Some(d) = domains.get(&c.key) {
+                count(c, d, p, delta);
+            }
+        }
+        let mut touched = Vec::new();
+        if !p.anti.is_empty() {
+            if delta > 0 {
+                self.anti_pods += 1;
+            } else {
+                self.anti_pods -= 1;
+            }
+            self.forbidden.get_mut().clear();
+            for term in p.anti.iter().filter(|t| t.topology_key != HOSTNAME) {
+                let d = self.domains(&term.topology_key, nodes);
+                let id = d.of_node[p.node as usize];
+                if id != NONE {
+                    touched.extend_from_slice(&d.nodes[id as usize]);
+                }
+            }
+        }
+        touched
+    }
+
+    /// Domains that existing pods' required anti-affinity closes to `t` (kube-scheduler's
+    /// symmetric rule).
+    fn forbidden_for(&self, t: &Task, nodes: &[Node]) -> Closed {
+        let key = (
+            Arc::as_ptr(&t.labels) as *const u8 as usize,
+            Arc::as_ptr(&t.namespace) as *const u8 as usize,
+        );
+        if let Some(f) = self.forbidden.borrow().get(&key) {
+            return f.clone();
+        }
+        let mut by_key: BTreeMap<String, HashSet<u32>> = BTreeMap::new();
+        for p in self.all_counted() {
+            for term in p.anti.iter() {
+                if term.matches(&t.namespace, &t.labels) {
+                    let d = self.domains(&term.topology_key, nodes);
+                    let id = d.of_node[p.node as usize];
+                    if id != NONE {
+                        by_key
+                            .entry(term.topology_key.clone())
+                            .or_default()
+                            .insert(id);
+                    }
+                }
+            }
+        }
+        let f = Arc::new(by_key.into_iter().collect::<Vec<_>>());
+        self.forbidden.borrow_mut().insert(key, f.clone());
+        f
+    }
+
+    /// The filter: existing pods' anti-affinity, the task's required affinity and
+    /// anti-affinity, and its `DoNotSchedule` spread constraints, on node index `node`.
+    /// `affinity` and `spread` switch those checks (Volcano's `predicate.*Enable`).
+    pub fn check(
+        &self,
+        t: &Task,
+        node: u32,
+        nodes: &[Node],
+        affinity: bool,
+        spread: bool,
+    ) -> Result<(), String> {
+        if affinity && self.anti_pods > 0 {
+            for (key, closed) in self.forbidden_for(t, nodes).iter() {
+                let d = self.domains(key, nodes);
+                if closed.contains(&d.of_node[node as usize]) {
+                    return Err("node(s) didn't satisfy existing pods anti-affinity rules".into());
+                }
+            }
+        }
+        let c = &t.spec.pods;
+        if c.is_empty() {
+            return Ok(());
+        }
+        if affinity && !c.affinity.is_empty() && !self.affinity_ok(t, c, node, nodes) {
+            return Err("node(s) didn't match pod affinity rules".into());
+        }
+        for term in c.anti_affinity.iter().filter(|_| affinity) {
+            let n = self.with_counter(
+                addr(term),
+                || Matcher::Term(term.clone()),
+                &term.topology_key,
+                None,
+                nodes,
+                |c, d| domain_count(c, d, node),
+            );
+            if n.is_some_and(|n| n > 0) {
+                return Err("node(s) didn't match pod anti-affinity rules".into());
+            }
+        }
+        for s in c.spread.iter().filter(|s| spread && s.hard) {
+            if !nodes[node as usize].labels.contains_key(&s.topology_key) {
+                return Err(
+                    "node(s) didn't match pod topology spread constraints (missing required label)"
+                        .into(),
+                );
+            }
+            let eligible = self.eligible(t, s, nodes);
+            let self_match = u32::from(s.counts(&t.namespace, &t.labels));
+            let over = self.with_counter(
+                addr(s),
+                || Matcher::Spread(s.clone()),
+                &s.topology_key,
+                Some(eligible),
+                nodes,
+                |c, d| {
+                    let here = domain_count(c, d, node).unwrap_or(0);
+                    let mut min = min_count(c);
+                    if s.min_domains.is_some_and(|m| (c.present.len() as u32) < m) {
+                        min = 0;
+                    }
+                    here + self_match > min + s.max_skew
+                },
+            );
+            if over {
+                return Err("node(s) didn't match pod topology spread constraints".into());
+            }
+        }
+        Ok(())
+    }
+
+    fn affinity_ok(&self, t: &Task, c: &PodConstraints, node: u32, nodes: &[Node]) -> bool {
+        let mut all_here = true;
+        let mut none_anywhere = true;
+        for term in &c.affinity {
+            let (here, total) = self.with_counter(
+                addr(term),
+                || Matcher::Term(term.clone()),
+                &term.topology_key,
+                None,
+                nodes,
+                |c, d| (domain_count(c, d, node), c.total),
+            );
+            if total > 0 {
+                none_anywhere = false;
+            }
+            if here.is_none_or(|n| n == 0) {
+                all_here = false;
+            }
+        }
+        if all_here {
+            return true;
+        }
+        // The first pod of a group whose affinity selects itself may go anywhere the topology
+        // keys exist, as long as no pod matches any term yet.
+        none_anywhere
+            && c.affinity.iter().all(|term| {
+                term.matches(&t.namespace, &t.labels)
+                    && nodes[node as usize].labels.contains_key(&term.topology_key)
+            })
+    }
+
+    /// Nodes that count for spread constraint `s` of `t` (`nodeAffinityPolicy`,
+    /// `nodeTaintsPolicy`, and every hard constraint's key present), and their domains.
+    fn eligible(&self, t: &Task, s: &SpreadConstraint, nodes: &[Node]) -> Eligible {
+        // Built only when the counter is first made; cheap to recompute otherwise skipped.
+        if self.counters.borrow().contains_key(&addr(s)) {
+            return (Arc::new(Vec::new()), Arc::new(Vec::new()));
+        }
+        let keys: Vec<&str> = t
+            .spec
+            .pods
+            .spread
+            .iter()
+            .filter(|c| c.hard == s.hard)
+            .map(|c| c.topology_key.as_str())
+            .collect();
+        let d = self.domains(&s.topology_key, nodes);
+        let mut eligible = vec![false; nodes.len()];
+        let mut present = HashSet::new();
+        for (i, n) in nodes.iter().enumerate() {
+            let ok = keys.iter().all(|k| n.labels.contains_key(*k))
+                && (!s.honor_node_affinity || t.spec.matches_node(&n.name, &n.labels))
+                && (!s.honor_taints || untolerated_taint(&n.taints, &t.spec.tolerations).is_none());
+            if ok {
+                eligible[i] = true;
+                present.insert(d.of_node[i]);
+            }
+        }
+        present.remove(&NONE);
+        let mut present: Vec<u32> = present.into_iter().collect();
+        present.sort_unstable();
+        (Arc::new(eligible), Arc::new(present))
+    }
+
+    /// Preferred pod affinity/anti-affinity: Σ weight × matching pods in the node's domain
+    /// (anti-affinity negative), squashed into 0..=1 (0.5 = neutral).
+    pub fn affinity_score(&self, t: &Task, node: u32, nodes: &[Node]) -> f64 {
+        let c = &t.spec.pods;
+        if c.preferred_affinity.is_empty() && c.preferred_anti_affinity.is_empty() {
+            return 0.5;
+        }
+        let mut raw = 0.0;
+        let mut scale = 0.0;
+        for (sign, terms) in [
+            (1.0, &c.preferred_affinity),
+            (-1.0, &c.preferred_anti_affinity),
+        ] {
+            for (w, term) in terms {
+                let n = self.with_counter(
+                    addr(term),
+                    || Matcher::Term(term.clone()),
+                    &term.topology_key,
+                    None,
+                    nodes,
+                    |c, d| domain_count(c, d, node).unwrap_or(0),
+                );
+                raw += sign * f64::from(*w) * f64::from(n);
+                scale += f64::from(*w).abs();
+            }
+        }
+        0.5 + 0.5 * raw / (raw.abs() + scale.max(1.0))
+    }
+
+    /// `ScheduleAnyway` spread: fewer matching pods in the node's domain scores higher, each
+    /// constraint weighted by ln(domains + 2) as kube-scheduler does; in 0..=1.
+    pub fn spread_score(&self, t: &Task, node: u32, nodes: &[Node]) -> f64 {
+        let soft: Vec<&SpreadConstraint> = t.spec.pods.spread.iter().filter(|s| !s.hard).collect();
+        if soft.is_empty() {
+            return 1.0;
+        }
+        let (mut score, mut weights) = (0.0, 0.0);
+        for s in soft {
+            let eligible = self.eligible(t, s, nodes);
+            let (here, total, domains) = self.with_counter(
+                addr(s),
+                || Matcher::Spread(s.clone()),
+                &s.topology_key,
+                Some(eligible),
+                nodes,
+                |c, d| {
+                    (
+                        domain_count(c, d, node),
+                        c.total,
+                        c.present.len().max(1) as f64,
+                    )
+                },
+            );
+            let w = (domains + 2.0).ln();
+            weights += w;
+            // A node without the key, or outside the counted nodes, scores lowest.
+            let eligible_here = here.is_some()
+                && self.with_counter(
+                    addr(s),
+                    || Matcher::Spread(s.clone()),
+                    &s.topology_key,
+                    None,
+                    nodes,
+                    |c, _| c.eligible.as_ref().is_none_or(|e| e[node as usize]),
+                );
+            if eligible_here {
+                let here = f64::from(here.unwrap_or(0));
+                score += w * (1.0 - here / (f64::from(total) + 1.0));
+            }
+        }
+        score / weights
+    }
+}
+
+/// Adds `delta` for `p` to `c` if it matches and sits on a counted node.
+fn count(c: &mut Counter, d: &Domains, p: &Counted, delta: i64) {
+    if !InterPod::matches(&c.matcher, p) {
+        return;
+    }
+    if let Some(e) = &c.eligible {
+        if !e.get(p.node as usize).copied().unwrap_or(false) {
+            return;
+        }
+    }
+    let id = d.of_node[p.node as usize];
+    if id == NONE {
+        return;
+    }
+    let n = c.by_domain.entry(id).or_insert(0);
+    *n = (i64::from(*n) + delta).max(0) as u32;
+    c.total = (i64::from(c.total) + delta).max(0) as u32;
+    c.min = None;
+}
+
+/// Matching pods in `node`'s domain; `None` when the node lacks the key.
+fn domain_count(c: &Counter, d: &Domains, node: u32) -> Option<u32> {
+    let id = d.of_node[node as usize];
+    (id != NONE).then(|| c.by_domain.get(&id).copied().unwrap_or(0))
+}
+
+fn min_count(c: &mut Counter) -> u32 {
+    if let Some(m) = c.min {
+        return m;
+    }
+    let m = c
+        .present
+        .iter()
+        .map(|id| c.by_domain.get(id).copied().unwrap_or(0))
+        .min()
+        .unwrap_or(0);
+    c.min = Some(m);
+    m
+}
