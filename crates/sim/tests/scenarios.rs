@@ -53,16 +53,13 @@ scenarios! {
     enqueue_admission => "enqueue-admission.yaml",
     gang_spreads_without_topology => "gang-spreads-without-topology.yaml",
     gang_timeout => "gang-timeout.yaml",
-<<<<<<< HEAD
     gate_own_affinity => "gate-own-affinity.yaml",
     gate_seed1_partial_gang => "gate-seed1-partial-gang.yaml",
     gate_seed2_no_deadlock => "gate-seed2-no-deadlock.yaml",
     gate_stream_racing_gang => "gate-stream-racing-gang.yaml",
-=======
     interpod_affinity_zone => "interpod-affinity-zone.yaml",
     interpod_existing_anti_affinity => "interpod-existing-anti-affinity.yaml",
     interpod_one_per_node => "interpod-one-per-node.yaml",
->>>>>>> 4ba8079 (Inter-pod affinity/anti-affinity and topology spread as predicates and scores; unsupported inputs hold the pod with a message; Volcano predicate switches work)
     podgroup_arrives_late => "podgroup-arrives-late.yaml",
     predicates_basic => "predicates-basic.yaml",
     priority_first => "priority-first.yaml",
