@@ -118,6 +118,7 @@ fn snapshot_options(config: &SchedulerConfig) -> SnapshotOptions {
         scheduler_names: config.scheduler_names.clone(),
         default_gang_timeout: config.gang_schedule_timeout,
         gate: false,
+        provisioning: config.autoscaler.as_ref().map(|a| a.policy()),
     }
 }
 

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod autoscaler;
 pub mod disruption;
 pub mod kube_scheduler;
 pub mod kubelet;

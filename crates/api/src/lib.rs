@@ -9,6 +9,7 @@
 
 mod crd;
 mod podgroup;
+mod provisioning;
 mod queue;
 mod schema;
 mod string_enum;
@@ -21,6 +22,13 @@ pub use podgroup::{
     ConditionStatus, NetworkTopologyMode, NetworkTopologySpec, PodGroup, PodGroupCondition,
     PodGroupConditionType, PodGroupPhase, PodGroupSpec, PodGroupStatus, SubGroupPolicySpec,
     TopologyMode, TopologySpec,
+};
+pub use provisioning::{
+    condition as provisioning_condition, provisioning_request_crd, PodSet, ProvisioningRequest,
+    ProvisioningRequestSpec, ProvisioningRequestStatus, Reference,
+    ANNOTATION_CONSUME_PROVISIONING_REQUEST, ANNOTATION_PROVISIONING_CLASS,
+    CLASS_BEST_EFFORT_ATOMIC, CLASS_CHECK_CAPACITY, PROVISIONING_GROUP, PROVISIONING_PLURAL,
+    PROVISIONING_VERSION,
 };
 pub use queue::{
     Affinity, Cluster, DequeueStrategy, Guarantee, NodeGroupAffinity, Queue, QueueSpec, QueueState,

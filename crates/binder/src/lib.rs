@@ -439,6 +439,9 @@ impl Binder {
             // No action plans evictions or nominations yet (preempt and reclaim do, next).
             evictions: _,
             nominations: _,
+            // Autoscaler requests are written by the runtime's capacity writer, not here.
+            capacity_requests: _,
+            capacity_releases: _,
         } = plan;
 
         // The `Scheduled` event of a pod waits for its bind.

@@ -571,6 +571,11 @@ pub fn node(node: &KubeNode) -> Result<Node> {
     out.labels = meta.labels.clone().unwrap_or_default();
     out.taints = taints;
     out.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+    out.created = meta
+        .creation_timestamp
+        .as_ref()
+        .map(time)
+        .unwrap_or_default();
     out.ready = ready;
     out.max_pods = max_pods;
     Ok(out)
@@ -629,6 +634,9 @@ pub struct GroupInfo {
     pub pending_since: Option<Time>,
     /// `status` (phase absent → Pending).
     pub status: PodGroupStatus,
+    /// Annotation `scheduling.caldera.sh/provisioning-request`: `"true"` opts the gang in to
+    /// autoscaler requests, `"false"` out; absent follows the config.
+    pub autoscale: Option<bool>,
 }
 
 impl TryFrom<&PodGroup> for GroupInfo {
@@ -716,6 +724,15 @@ impl TryFrom<&PodGroup> for GroupInfo {
             topology,
             created,
             pending_since,
+            autoscale: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::provisioning::ANNOTATION_PROVISIONING_REQUEST))
+                .and_then(|v| match v.trim() {
+                    "true" => Some(true),
+                    "false" => Some(false),
+                    _ => None,
+                }),
             status: PodGroupStatus {
                 phase: match &api_status.phase {
                     None => PodGroupPhase::Pending,

@@ -6,7 +6,10 @@ use crate::convert::{
 };
 use crate::error::{Error, Result};
 use crate::intern::SpecInterner;
+use crate::provisioning::{request_info, RequestInfo};
+use caldera_api::ProvisioningRequest;
 use caldera_api::{PodGroup, Queue as ApiQueue, DEFAULT_QUEUE};
+use caldera_model::{CapacityRelease, CapacityState};
 use caldera_model::{
     HostPort, Job, LabelSelector, Namespaces, Node, PlacedPod, PlacementSpec, Queue, Resources,
     SelectorOp, Snapshot, Task, TaskStatus, WaitingPod,
@@ -34,6 +37,8 @@ pub struct SnapshotOptions {
     /// its pinned node, or bound) when it belongs to a group. A released member is a task
     /// `Binding` at the node it is held at.
     pub gate: bool,
+    /// Autoscaler requests (config `autoscaler.provisioningRequest`), when on and served.
+    pub provisioning: Option<caldera_model::ProvisioningPolicy>,
 }
 
 impl Default for SnapshotOptions {
@@ -42,6 +47,7 @@ impl Default for SnapshotOptions {
             scheduler_names: DEFAULT_SCHEDULER_NAMES.map(String::from).to_vec(),
             default_gang_timeout: None,
             gate: false,
+            provisioning: None,
         }
     }
 }
@@ -53,6 +59,7 @@ impl SnapshotOptions {
             scheduler_names: vec![caldera_api::KUBE_SCHEDULER_NAME.to_string()],
             default_gang_timeout,
             gate: true,
+            provisioning: None,
         }
     }
 
@@ -98,6 +105,7 @@ pub struct ClusterIndex {
     by_label: HashMap<String, HashMap<String, BTreeSet<PodKey>>>,
     /// Pods on nodes with required anti-affinity (they keep matching pods out of their domains).
     anti: BTreeSet<PodKey>,
+    requests: BTreeMap<PodKey, RequestInfo>,
 }
 
 fn key_of(namespace: &str, name: &str) -> PodKey {
@@ -398,6 +406,89 @@ impl ClusterIndex {
             .unwrap_or(0)
     }
 
+    // ----- autoscaler requests -----
+
+    /// Adds or replaces a ProvisioningRequest; requests Caldera did not make are ignored.
+    pub fn apply_provisioning_request(&mut self, pr: &ProvisioningRequest) {
+        let namespace = pr.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pr.metadata.name.as_deref().unwrap_or_default();
+        self.delete_provisioning_request(namespace, name);
+        if let Some(info) = request_info(pr) {
+            self.requests.insert(key_of(namespace, name), info);
+        }
+    }
+
+    /// Removes a ProvisioningRequest.
+    pub fn delete_provisioning_request(&mut self, namespace: &str, name: &str) {
+        self.requests.remove(&key_of(namespace, name));
+    }
+
+    /// Replaces every ProvisioningRequest.
+    pub fn reset_provisioning_requests<'a>(
+        &mut self,
+        requests: impl IntoIterator<Item = &'a ProvisioningRequest>,
+    ) {
+        self.requests.clear();
+        for pr in requests {
+            self.apply_provisioning_request(pr);
+        }
+    }
+
+    /// Caldera's requests, by namespace and name.
+    pub fn provisioning_requests(&self) -> impl Iterator<Item = &RequestInfo> {
+        self.requests.values()
+    }
+
+    /// Gives each job its request (the newest one made for its PodGroup, by uid); every other
+    /// request of Caldera's is stale. Then books nodes for provisioned requests.
+    fn attach_requests(&self, snap: &mut Snapshot, opts: &SnapshotOptions) {
+        let Some(policy) = &opts.provisioning else {
+            return;
+        };
+        snap.provisioning = Some(policy.clone());
+        let mut by_uid: HashMap<&str, usize> = HashMap::new();
+        for (i, job) in snap.jobs.iter().enumerate() {
+            if job.has_podgroup() {
+                by_uid.insert(&job.uid, i);
+            }
+        }
+        let mut owner: Vec<(usize, &RequestInfo)> = Vec::new();
+        for info in self.requests.values() {
+            match by_uid.get(&*info.podgroup_uid) {
+                Some(&j) if *snap.jobs[j].namespace == *info.request.namespace => {
+                    owner.push((j, info))
+                }
+                _ => snap.stale_capacity.push(CapacityRelease {
+                    namespace: info.request.namespace.clone(),
+                    name: info.request.name.clone(),
+                    why: format!("its PodGroup {} is gone", info.podgroup),
+                }),
+            }
+        }
+        // Newest attempt (then newest, then last name) wins; the others are stale.
+        owner.sort_by(|a, b| {
+            let (ra, rb) = (&a.1.request, &b.1.request);
+            a.0.cmp(&b.0)
+                .then(rb.attempt.cmp(&ra.attempt))
+                .then(rb.created.cmp(&ra.created))
+                .then(rb.name.cmp(&ra.name))
+        });
+        let mut last = None;
+        for (j, info) in owner {
+            if last == Some(j) {
+                snap.stale_capacity.push(CapacityRelease {
+                    namespace: info.request.namespace.clone(),
+                    name: info.request.name.clone(),
+                    why: format!("PodGroup {} has a newer request", snap.jobs[j].id),
+                });
+                continue;
+            }
+            last = Some(j);
+            snap.jobs[j].capacity = Some(info.request.clone());
+        }
+        book_nodes(snap);
+    }
+
     // ----- snapshot -----
 
     /// Assembles a snapshot. Nothing is re-converted: nodes get their usage from the running
@@ -529,6 +620,13 @@ impl ClusterIndex {
         snap.queues = queues.into_values().collect();
         snap.nodes = nodes;
         snap.pods = self.placed_pods(&snap.tasks);
+        if let Some(policy) = &opts.provisioning {
+            for job in &mut snap.jobs {
+                let group = self.podgroups.get(&job.id).and_then(|g| g.autoscale);
+                job.autoscale = job.has_podgroup() && group.unwrap_or(policy.all_gangs);
+            }
+        }
+        self.attach_requests(&mut snap, opts);
         snap
     }
 
@@ -651,6 +749,8 @@ impl ClusterIndex {
             pending_since: g.pending_since,
             status: Some(g.status.clone()),
             tasks: Vec::new(),
+            autoscale: false,
+            capacity: None,
         }
     }
 
@@ -676,6 +776,78 @@ impl ClusterIndex {
             pending_since: p.pending_since,
             status: None,
             tasks: Vec::new(),
+            autoscale: false,
+            capacity: None,
+        }
+    }
+}
+
+/// Books nodes for jobs whose request is provisioned: in order of provisioning (then job id),
+/// each takes Ready, schedulable nodes created since its request was, that its first pending
+/// member may go to and that nobody has booked, oldest first, until their idle resources hold
+/// the members it still lacks. An autoscaler does not say which nodes it added for which
+/// request; nodes that appeared after the request are the ones that can be its.
+fn book_nodes(snap: &mut Snapshot) {
+    let mut provisioned: Vec<usize> = (0..snap.jobs.len())
+        .filter(|&j| {
+            snap.jobs[j]
+                .capacity
+                .as_ref()
+                .is_some_and(|c| c.state == CapacityState::Provisioned)
+        })
+        .collect();
+    if provisioned.is_empty() {
+        return;
+    }
+    provisioned.sort_by_key(|&j| (snap.jobs[j].capacity.as_ref().map(|c| c.since), j));
+    let mut order: Vec<usize> = (0..snap.nodes.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (na, nb) = (&snap.nodes[a], &snap.nodes[b]);
+        na.created.cmp(&nb.created).then(na.name.cmp(&nb.name))
+    });
+    for j in provisioned {
+        let job = &snap.jobs[j];
+        let Some(since) = job.capacity.as_ref().map(|c| c.created) else {
+            continue;
+        };
+        let pending: Vec<&Task> = job
+            .tasks
+            .iter()
+            .map(|&t| &snap.tasks[t])
+            .filter(|t| t.schedulable_pending())
+            .collect();
+        let ready = job
+            .tasks
+            .iter()
+            .filter(|&&t| snap.tasks[t].status.is_ready())
+            .count() as u32;
+        let lacking = job.min_member.saturating_sub(ready).max(1) as usize;
+        let Some(first) = pending.first() else {
+            continue;
+        };
+        let mut need = Resources::new();
+        for t in pending.iter().take(lacking) {
+            need.add(&t.request);
+        }
+        let mut have = Resources::new();
+        let id = job.id.clone();
+        let spec = first.spec.clone();
+        for &n in &order {
+            if need.fits_in(&have) {
+                break;
+            }
+            let node = &snap.nodes[n];
+            let usable = node.ready
+                && !node.unschedulable
+                && node.booked_for.is_none()
+                && node.created >= since
+                && spec.matches_node(&node.name, &node.labels)
+                && caldera_model::selector::untolerated_taint(&node.taints, &spec.tolerations)
+                    .is_none();
+            if usable {
+                have.add(&node.idle());
+                snap.nodes[n].booked_for = Some(id.clone());
+            }
         }
     }
 }

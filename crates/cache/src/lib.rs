@@ -19,6 +19,7 @@ mod error;
 pub mod gate;
 mod index;
 mod intern;
+pub mod provisioning;
 
 pub use convert::{
     group_name, node, pod_request, priority_class, queue, GroupInfo, PodInfo, PodPhase,

@@ -767,3 +767,173 @@ fn incremental_index_equals_one_built_from_scratch() {
     );
     assert!(!a.jobs.is_empty());
 }
+
+mod provisioning {
+    use super::*;
+    use crate::provisioning::{build, request_info, state_of};
+    use caldera_api::ProvisioningRequest;
+    use caldera_model::{CapacityNeed, CapacityState, PodSetNeed, ProvisioningPolicy};
+    use std::sync::Arc;
+
+    fn need(podgroup: &str, uid: &str, attempt: u32) -> CapacityNeed {
+        CapacityNeed {
+            namespace: "ns".into(),
+            podgroup: podgroup.into(),
+            podgroup_uid: uid.into(),
+            name: caldera_model::request_name(podgroup, attempt).into(),
+            attempt,
+            class_name: "best-effort-atomic-scale-up.autoscaling.x-k8s.io".into(),
+            pod_sets: vec![PodSetNeed {
+                request: Resources::from_pairs([(GPU, 1)]),
+                spec: Arc::default(),
+                count: 8,
+            }],
+            pods: vec![],
+        }
+    }
+
+    fn with_conditions(mut pr: ProvisioningRequest, conditions: Value) -> ProvisioningRequest {
+        pr.metadata.creation_timestamp =
+            serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap();
+        pr.status = serde_json::from_value(json!({ "conditions": conditions })).unwrap();
+        pr
+    }
+
+    fn opts() -> SnapshotOptions {
+        SnapshotOptions {
+            provisioning: Some(ProvisioningPolicy {
+                class_name: "c".into(),
+                retry_ms: 1000,
+                booking_ms: 600_000,
+                max_wait_ms: None,
+                all_gangs: true,
+            }),
+            ..SnapshotOptions::default()
+        }
+    }
+
+    #[test]
+    fn built_requests_read_back_and_point_at_their_podgroup() {
+        let (pr, templates) = build(&need("train", "pg-train", 2));
+        assert_eq!(pr.spec.pod_sets.len(), 1);
+        assert_eq!(pr.spec.pod_sets[0].count, 8);
+        assert_eq!(
+            pr.spec.pod_sets[0].pod_template_ref.name,
+            templates[0].metadata.name.clone().unwrap()
+        );
+        let owner = &templates[0].metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("PodGroup", "pg-train")
+        );
+        let labels = pr.metadata.labels.clone().unwrap();
+        assert_eq!(labels["scheduling.caldera.sh/podgroup"], "train");
+        let info = request_info(&pr).unwrap();
+        assert_eq!(
+            (&*info.podgroup, &*info.podgroup_uid, info.request.attempt),
+            ("train", "pg-train", 2)
+        );
+        assert_eq!(info.request.state, CapacityState::Pending);
+        // Someone else's request is not Caldera's.
+        let mut foreign = pr.clone();
+        foreign.metadata.labels = None;
+        assert!(request_info(&foreign).is_none());
+    }
+
+    #[test]
+    fn failed_wins_over_provisioned_which_wins_over_accepted() {
+        let (pr, _) = build(&need("train", "pg-train", 1));
+        let c = |t: &str, at: &str| {
+            json!({"type": t, "status": "True", "reason": "R", "message": "m",
+                                          "lastTransitionTime": at})
+        };
+        let accepted = with_conditions(pr.clone(), json!([c("Accepted", "2026-01-01T00:00:01Z")]));
+        assert_eq!(state_of(&accepted, Time(0)).0, CapacityState::Accepted);
+        let provisioned = with_conditions(
+            pr.clone(),
+            json!([
+                c("Accepted", "2026-01-01T00:00:01Z"),
+                c("Provisioned", "2026-01-01T00:00:09Z")
+            ]),
+        );
+        let (state, since, message) = state_of(&provisioned, Time(0));
+        assert_eq!(
+            (state, message.as_str()),
+            (CapacityState::Provisioned, "R: m")
+        );
+        assert_eq!(since.to_rfc3339(), "2026-01-01T00:00:09Z");
+        let failed = with_conditions(
+            pr.clone(),
+            json!([
+                c("Provisioned", "2026-01-01T00:00:09Z"),
+                c("CapacityRevoked", "2026-01-01T00:00:10Z")
+            ]),
+        );
+        assert_eq!(state_of(&failed, Time(0)).0, CapacityState::Failed);
+    }
+
+    #[test]
+    fn a_job_gets_its_newest_request_and_the_rest_are_stale() {
+        let mut index = ClusterIndex::new();
+        index
+            .apply_podgroup(&mk_podgroup("ns", "train", json!({"minMember": 8})))
+            .unwrap();
+        for (group, uid, attempt) in [
+            ("train", "pg-train", 1),
+            ("train", "pg-train", 2),
+            ("gone", "pg-gone", 1),
+        ] {
+            let (pr, _) = build(&need(group, uid, attempt));
+            index.apply_provisioning_request(&with_conditions(pr, json!([])));
+        }
+        // Off: nothing attached, nothing stale.
+        let snap = snapshot(&index);
+        assert!(job(&snap, "ns/train").capacity.is_none() && snap.stale_capacity.is_empty());
+        let snap = index.snapshot(&opts());
+        assert_eq!(
+            &*job(&snap, "ns/train").capacity.as_ref().unwrap().name,
+            "train-cap-2"
+        );
+        assert!(job(&snap, "ns/train").autoscale);
+        let stale: Vec<&str> = snap.stale_capacity.iter().map(|r| &*r.name).collect();
+        assert_eq!(stale, ["gone-cap-1", "train-cap-1"]);
+    }
+
+    #[test]
+    fn provisioned_requests_book_nodes_created_after_them() {
+        let mut index = ClusterIndex::new();
+        index
+            .apply_podgroup(&mk_podgroup("ns", "train", json!({"minMember": 2})))
+            .unwrap();
+        for i in 0..2 {
+            index
+                .apply_pod(&gpu_pod("ns", &format!("t-{i}"), 4, in_group("train")))
+                .unwrap();
+        }
+        let at = |t: &str| json!({"metadata": {"creationTimestamp": t}});
+        index
+            .apply_node(&mk_node("old", 8, at("2025-12-31T00:00:00Z")))
+            .unwrap();
+        index
+            .apply_node(&mk_node("new-1", 8, at("2026-01-01T00:00:30Z")))
+            .unwrap();
+        index
+            .apply_node(&mk_node("new-2", 8, at("2026-01-01T00:00:31Z")))
+            .unwrap();
+        let (pr, _) = build(&need("train", "pg-train", 1));
+        let c = json!([{"type": "Provisioned", "status": "True", "reason": "R", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:40Z"}]);
+        index.apply_provisioning_request(&with_conditions(pr, c));
+        let snap = index.snapshot(&opts());
+        let booked: Vec<(&str, Option<&str>)> = snap
+            .nodes
+            .iter()
+            .map(|n| (&*n.name, n.booked_for.as_deref()))
+            .collect();
+        // 8 GPUs are needed: the first new node holds them; the old node is never booked.
+        assert_eq!(
+            booked,
+            [("new-1", Some("ns/train")), ("new-2", None), ("old", None)]
+        );
+    }
+}

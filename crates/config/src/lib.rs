@@ -22,6 +22,12 @@
 //! sessionDebounce: 50ms
 //! gangScheduleTimeout: 10m
 //! bindConcurrency: 64
+//! autoscaler:                               # off unless present (docs/autoscaler.md)
+//!   provisioningRequest:
+//!     className: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+//!     retry: 1m                             # back-off after a failed request, doubling
+//!     bookingTimeout: 10m                   # how long new nodes stay booked for their gang
+//!     maxWait: 1h                           # bound of a gang's wait for a live request
 //! ```
 //!
 //! [`parse`] and [`load`] check everything: action and plugin names, flag and argument
@@ -110,6 +116,9 @@ pub struct SchedulerConfig {
     pub gang_schedule_timeout: Option<Duration>,
     /// How many bind calls may be in flight at once (`bindConcurrency`; default 64; at least 1).
     pub bind_concurrency: usize,
+    /// `autoscaler.provisioningRequest`: ask cluster-autoscaler for capacity for whole gangs
+    /// (default: off).
+    pub autoscaler: Option<Box<ProvisioningRequestConfig>>,
     /// Things accepted but ignored (Volcano arguments Caldera does not use, configurations of
     /// actions that do not run, …), each a one-line message with file, line and key path.
     pub warnings: Vec<String>,
@@ -145,6 +154,53 @@ impl Default for SchedulerConfig {
         // (here and in tests/shipped.rs) parse it on every build of the test suite.
         #[allow(clippy::expect_used)]
         parse(SHIPPED_CONFIG, None).expect("the shipped config/scheduler.yaml is valid")
+    }
+}
+
+/// `autoscaler.provisioningRequest`: ProvisioningRequests for gangs that lack nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProvisioningRequestConfig {
+    /// `className`: the `provisioningClassName` of the requests (default
+    /// `best-effort-atomic-scale-up.autoscaling.x-k8s.io`).
+    pub class_name: String,
+    /// `retry`: back-off before a failed or expired request is replaced, doubling per attempt
+    /// up to 16 times (default 1m).
+    pub retry: Duration,
+    /// `bookingTimeout`: how long provisioned nodes stay booked for their gang (default 10m,
+    /// cluster-autoscaler's own booking time).
+    pub booking_timeout: Duration,
+    /// `maxWait`: the longest a gang waits while its request is live, whatever its
+    /// `scheduleTimeoutSeconds` (default 1h; `null`: no bound).
+    pub max_wait: Option<Duration>,
+    /// `allGangs`: every gang may get a request unless its PodGroup is annotated
+    /// `scheduling.caldera.sh/provisioning-request: "false"` (default true); when false, only
+    /// PodGroups annotated `"true"` do.
+    pub all_gangs: bool,
+}
+
+impl ProvisioningRequestConfig {
+    /// The settings as the scheduling core takes them.
+    pub fn policy(&self) -> caldera_model::ProvisioningPolicy {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        caldera_model::ProvisioningPolicy {
+            class_name: self.class_name.clone(),
+            retry_ms: ms(self.retry),
+            booking_ms: ms(self.booking_timeout),
+            max_wait_ms: self.max_wait.map(ms),
+            all_gangs: self.all_gangs,
+        }
+    }
+}
+
+impl Default for ProvisioningRequestConfig {
+    fn default() -> Self {
+        ProvisioningRequestConfig {
+            class_name: "best-effort-atomic-scale-up.autoscaling.x-k8s.io".into(),
+            retry: Duration::from_secs(60),
+            booking_timeout: Duration::from_secs(600),
+            max_wait: Some(Duration::from_secs(3600)),
+            all_gangs: true,
+        }
     }
 }
 

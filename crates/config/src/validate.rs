@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// Keys allowed at the top level, in the order they are listed in messages.
-const TOP_LEVEL_KEYS: [&str; 9] = [
+const TOP_LEVEL_KEYS: [&str; 10] = [
     "actions",
     "tiers",
     "configurations",
@@ -28,6 +28,7 @@ const TOP_LEVEL_KEYS: [&str; 9] = [
     "sessionDebounce",
     "gangScheduleTimeout",
     "bindConcurrency",
+    "autoscaler",
 ];
 
 /// `enableNamespaceOrder`: in Volcano up to 1.3, since removed; accepted and ignored.
@@ -465,7 +466,13 @@ impl Validator {
             None => DEFAULT_BIND_CONCURRENCY,
         };
 
+        let autoscaler = match known.get("autoscaler") {
+            Some(entry) => autoscaler(entry)?,
+            None => None,
+        };
+
         Ok(SchedulerConfig {
+            autoscaler,
             actions,
             tiers,
             configurations,
@@ -896,6 +903,94 @@ fn scheduler_names(entry: &Entry) -> Checked<Vec<String>> {
         names.push(name.to_string());
     }
     Ok(names)
+}
+
+/// Keys of `autoscaler`.
+const AUTOSCALER_KEYS: [&str; 1] = ["provisioningRequest"];
+/// Keys of `autoscaler.provisioningRequest`.
+const PROVISIONING_KEYS: [&str; 6] = [
+    "enabled",
+    "className",
+    "retry",
+    "bookingTimeout",
+    "maxWait",
+    "allGangs",
+];
+
+/// `autoscaler: {provisioningRequest: {...}}`: on when the section is there, unless
+/// `enabled: false`.
+fn autoscaler(entry: &Entry) -> Checked<Option<Box<crate::ProvisioningRequestConfig>>> {
+    if matches!(entry.value, Raw::Null) {
+        return Ok(None);
+    }
+    let mut out = None;
+    for e in mapping(
+        entry.value,
+        &entry.ptr,
+        "a mapping with the key provisioningRequest",
+    )? {
+        if e.key != "provisioningRequest" {
+            return Err(unknown_key(&e, "in autoscaler", &AUTOSCALER_KEYS));
+        }
+        if matches!(e.value, Raw::Null) {
+            out = Some(Box::default());
+            continue;
+        }
+        let mut c = crate::ProvisioningRequestConfig::default();
+        let mut enabled = true;
+        for k in mapping(e.value, &e.ptr, "a mapping of provisioningRequest settings")? {
+            match k.key.as_str() {
+                "enabled" => enabled = boolean(&k)?,
+                "allGangs" => c.all_gangs = boolean(&k)?,
+                "retry" => c.retry = duration(&k, false)?,
+                "bookingTimeout" => c.booking_timeout = duration(&k, false)?,
+                "maxWait" => {
+                    c.max_wait = match k.value {
+                        Raw::Null => None,
+                        _ => Some(duration(&k, false)?),
+                    }
+                }
+                "className" => {
+                    let Raw::Str(name) = k.value else {
+                        return Err(problem(
+                            &k.target(),
+                            format!(
+                                "expected a provisioning class name, got {}",
+                                k.value.describe()
+                            ),
+                        ));
+                    };
+                    let name = name.trim();
+                    let valid = !name.is_empty()
+                        && name.len() <= 253
+                        && name.split('.').all(|part| {
+                            !part.is_empty()
+                                && part.bytes().all(|b| {
+                                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'
+                                })
+                                && !part.starts_with('-')
+                                && !part.ends_with('-')
+                        });
+                    if !valid {
+                        return Err(problem(
+                            &k.target(),
+                            format!("{name:?} is not a valid provisioning class name (lower-case DNS subdomain, e.g. best-effort-atomic-scale-up.autoscaling.x-k8s.io)"),
+                        ));
+                    }
+                    c.class_name = name.to_string();
+                }
+                _ => {
+                    return Err(unknown_key(
+                        &k,
+                        "in autoscaler.provisioningRequest",
+                        &PROVISIONING_KEYS,
+                    ))
+                }
+            }
+        }
+        out = enabled.then(|| Box::new(c));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

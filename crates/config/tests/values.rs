@@ -156,3 +156,64 @@ fn legacy_namespace_order_flag_is_accepted() {
         ["line 5, column 5: tiers[0].plugins[0].enableNamespaceOrder: flag of Volcano 1.3 and earlier, not used by Caldera; ignored"]
     );
 }
+
+#[test]
+fn autoscaler_is_off_unless_configured() {
+    assert_eq!(ok("actions: allocate\n").autoscaler, None);
+    let off = ok("actions: allocate\nautoscaler:\n  provisioningRequest:\n    enabled: false\n");
+    assert_eq!(off.autoscaler, None);
+    let on = ok("actions: allocate\nautoscaler:\n  provisioningRequest: {}\n");
+    let a = on.autoscaler.unwrap();
+    assert_eq!(
+        a.class_name,
+        "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    );
+    assert_eq!(a.retry, Duration::from_secs(60));
+    assert_eq!(a.booking_timeout, Duration::from_secs(600));
+    assert_eq!(a.max_wait, Some(Duration::from_secs(3600)));
+    assert!(a.all_gangs);
+}
+
+#[test]
+fn autoscaler_keys_when_set() {
+    let config = ok(r#"
+actions: allocate
+autoscaler:
+  provisioningRequest:
+    className: check-capacity.autoscaling.x-k8s.io
+    retry: 30s
+    bookingTimeout: 5m
+    maxWait: null
+    allGangs: false
+"#);
+    let a = config.autoscaler.unwrap();
+    assert_eq!(a.class_name, "check-capacity.autoscaling.x-k8s.io");
+    assert_eq!(a.retry, Duration::from_secs(30));
+    assert_eq!(a.booking_timeout, Duration::from_secs(300));
+    assert_eq!(a.max_wait, None);
+    assert!(!a.all_gangs);
+    let p = a.policy();
+    assert_eq!(
+        (p.retry_ms, p.booking_ms, p.max_wait_ms),
+        (30_000, 300_000, None)
+    );
+}
+
+#[test]
+fn autoscaler_mistakes_name_the_key() {
+    let err = |text: &str| parse(text, None).unwrap_err().to_string();
+    assert!(
+        err("actions: allocate\nautoscaler:\n  provisioningRequest:\n    retrys: 1m\n")
+            .contains("autoscaler.provisioningRequest.retrys: unknown key \"retrys\"")
+    );
+    assert!(
+        err("actions: allocate\nautoscaler:\n  provisioningRequest:\n    retry: 0s\n")
+            .contains("must be longer than zero")
+    );
+    assert!(err(
+        "actions: allocate\nautoscaler:\n  provisioningRequest:\n    className: Not_Valid\n"
+    )
+    .contains("not a valid provisioning class name"));
+    assert!(err("actions: allocate\nautoscaler:\n  provisioning: {}\n")
+        .contains("unknown key \"provisioning\" in autoscaler"));
+}

@@ -156,6 +156,11 @@ pub struct Job {
     pub status: Option<PodGroupStatus>,
     /// Indices of members in [`crate::Snapshot::tasks`], in (namespace, name) order.
     pub tasks: Vec<usize>,
+    /// May ask an autoscaler for capacity (config on, not opted out by annotation; always
+    /// false for an implicit group).
+    pub autoscale: bool,
+    /// Its live (or last, if over) autoscaler request.
+    pub capacity: Option<crate::CapacityRequest>,
 }
 
 impl Job {

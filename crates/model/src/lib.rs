@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod capacity;
 pub mod interpod;
 pub mod job;
 pub mod node;
@@ -18,6 +19,10 @@ pub mod snapshot;
 pub mod task;
 pub mod time;
 
+pub use capacity::{
+    request_name, CapacityNeed, CapacityRelease, CapacityRequest, CapacityState, ConsumingPod,
+    PodSetNeed, ProvisioningPolicy,
+};
 pub use interpod::{
     LabelSelector, Labels, Namespaces, PlacedPod, PodAffinityTerm, PodConstraints,
     SpreadConstraint, HOSTNAME,

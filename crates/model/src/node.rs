@@ -28,6 +28,11 @@ pub struct Node {
     pub pod_count: i64,
     /// Host ports taken by pods on the node.
     pub host_ports: Vec<HostPort>,
+    /// Capacity held for a job that is not bound yet: the id of the job this node is booked
+    /// for. Other jobs' members do not go here; that job's members try here first.
+    pub booked_for: Option<Arc<str>>,
+    /// `metadata.creationTimestamp`.
+    pub created: crate::Time,
 }
 
 impl Node {
@@ -44,6 +49,8 @@ impl Node {
             used: Resources::new(),
             pod_count: 0,
             host_ports: Vec::new(),
+            booked_for: None,
+            created: crate::Time(0),
         }
     }
 

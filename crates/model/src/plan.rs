@@ -149,6 +149,10 @@ pub struct Plan {
     pub queues: Vec<QueueStatusUpdate>,
     /// Events.
     pub events: Vec<Event>,
+    /// Autoscaler requests to create (with their PodTemplates), and members to annotate.
+    pub capacity_requests: Vec<crate::CapacityNeed>,
+    /// Autoscaler requests to delete (with their PodTemplates).
+    pub capacity_releases: Vec<crate::CapacityRelease>,
 }
 
 impl Plan {
@@ -162,5 +166,7 @@ impl Plan {
             && self.podgroups.is_empty()
             && self.queues.is_empty()
             && self.events.is_empty()
+            && self.capacity_requests.is_empty()
+            && self.capacity_releases.is_empty()
     }
 }

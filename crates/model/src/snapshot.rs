@@ -48,6 +48,11 @@ pub struct Snapshot {
     /// constraints of pending members select, plus every pod with required anti-affinity.
     /// Sorted by (namespace, name).
     pub pods: Vec<crate::interpod::PlacedPod>,
+    /// Autoscaler requests: the settings, when on and served.
+    pub provisioning: Option<crate::ProvisioningPolicy>,
+    /// Requests no job owns any more (PodGroup gone, or a second request for one gang): to
+    /// delete.
+    pub stale_capacity: Vec<crate::CapacityRelease>,
 }
 
 impl Snapshot {

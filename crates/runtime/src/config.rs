@@ -44,11 +44,16 @@ pub(crate) fn activate(
     } else {
         names.to_vec()
     };
+    if config.autoscaler.is_some() {
+        warn!("autoscaler.provisioningRequest is set, but this build of caldera run does not create ProvisioningRequests yet; gangs wait as without it");
+    }
     Ok(Active {
         snapshot_options: SnapshotOptions {
             scheduler_names,
             default_gang_timeout: config.gang_schedule_timeout,
             gate: false,
+            // Not acted on by `caldera run` yet: the scheduler behaves as without it.
+            provisioning: None,
         },
         scheduler,
         config,

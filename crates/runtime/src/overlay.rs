@@ -271,6 +271,8 @@ mod tests {
             pending_since: None,
             status: None,
             tasks: vec![0],
+            autoscale: false,
+            capacity: None,
         });
         snap.tasks.push(Task {
             uid: "p-uid".into(),

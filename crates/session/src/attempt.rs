@@ -74,7 +74,13 @@ pub fn attempt(
         .min_member
         .saturating_sub(ssn.state.ready_count(job))
         .max(1);
-    let key = fail_key(ssn, job, &tasks);
+    // With nodes booked for some job, where a member may go depends on its job: alike gangs
+    // no longer place alike.
+    let key = if ssn.state.has_bookings {
+        None
+    } else {
+        fail_key(ssn, job, &tasks)
+    };
     if let Some(key) = &key {
         if let Some((epoch, placeable, msg)) = ssn.fail_cache.get(key) {
             // In this epoch at most `placeable` such members fit: a gang needing more fails.
@@ -87,6 +93,19 @@ pub fn attempt(
         }
     }
     let tasks = ssn.order_tasks(job, tasks);
+    // Capacity booked for this gang (nodes an autoscaler added for it) is tried first.
+    let booked = booked_nodes(ssn, job);
+    if !booked.is_empty() && ssn.state.jobs[job].topology.is_none() {
+        let mut mine = Placement {
+            only: Some(Arc::new(booked)),
+            bonus: None,
+        };
+        let saved = ssn.state.job_runs[job].holdup.clone();
+        if let Ok(n) = place_gang(ssn, job, &tasks, &mut mine, None) {
+            return Attempt::Placed(n);
+        }
+        ssn.state.job_runs[job].holdup = saved;
+    }
     let result = match ssn.state.jobs[job].topology.clone() {
         Some(topo) => place_in_topology(ssn, job, &tasks, need, &topo),
         None => place_gang(ssn, job, &tasks, &mut Placement::default(), None),
@@ -188,7 +207,8 @@ fn place_gang(
         let kind = match kind {
             Some(k) => k,
             None => {
-                let c = if placement.only.is_none() && placement.bonus.is_none() {
+                let shared = placement.only.is_none() && placement.bonus.is_none();
+                let c = if shared && !ssn.state.has_bookings {
                     let task = &ssn.state.tasks[t];
                     let key = (
                         task.request.clone(),
@@ -224,7 +244,7 @@ fn place_gang(
             }
         }
     }
-    let keep = placement.only.is_none() && placement.bonus.is_none();
+    let keep = placement.only.is_none() && placement.bonus.is_none() && !ssn.state.has_bookings;
     let ready = !stmt.is_empty() && ssn.job_ready(job);
     if keep {
         for (rep, c) in kinds {
@@ -395,4 +415,16 @@ fn anchor_domain(ssn: &Session, job: usize, key: &str) -> Option<Vec<u32>> {
         st.nodes[node].labels.get(key).cloned()
     })?;
     ssn.domains(key).remove(&value)
+}
+
+/// Nodes booked for `job`, in index order.
+fn booked_nodes(ssn: &Session, job: usize) -> Vec<u32> {
+    if !ssn.state.has_bookings {
+        return Vec::new();
+    }
+    let id = &ssn.state.jobs[job].id;
+    (0..ssn.state.nodes.len())
+        .filter(|&n| ssn.state.nodes[n].booked_for.as_ref() == Some(id))
+        .map(|n| n as u32)
+        .collect()
 }

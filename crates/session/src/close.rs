@@ -21,6 +21,12 @@ pub const NOT_ENOUGH_TASKS: &str = "NotEnoughTasks";
 pub const SCHEDULE_TIMEOUT: &str = "ScheduleTimeout";
 /// Pod failure reason after the gang timeout.
 pub const GANG_SCHEDULE_TIMEOUT: &str = "GangScheduleTimeout";
+/// PodGroup condition reason while an autoscaler request for the gang is pending, accepted or
+/// provisioned.
+pub const WAITING_FOR_CAPACITY: &str = "WaitingForCapacity";
+/// PodGroup condition reason after its autoscaler request failed or its booking expired, until
+/// the next request.
+pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
 /// How long a gang's members and its PodGroup may take to arrive before Caldera says one is
 /// missing. Pods and PodGroups come through separate watches, so for a moment a new pod's
 /// PodGroup, or a new PodGroup's pods, may not be seen yet; writing "does not exist" or
@@ -30,6 +36,8 @@ pub const ARRIVAL_GRACE_MS: i64 = 1000;
 /// What a job's members and PodGroup should say at close.
 struct Verdict {
     condition: Option<(&'static str, &'static str, String)>, // (type, reason, message)
+    /// The gang waits for nodes it could use (not for quota, not invalid).
+    short_of_nodes: bool,
     pod_reason: Option<(&'static str, String)>,
     timed_out: bool,
 }
@@ -63,8 +71,11 @@ pub fn close(ssn: &Session) -> Plan {
         });
     }
     let mut phases = vec![PodGroupPhase::Pending; st.jobs.len()];
+    plan.capacity_releases
+        .extend(st.stale_capacity.iter().cloned());
     for (ji, job) in st.jobs.iter().enumerate() {
-        let v = verdict(ssn, ji);
+        let mut v = verdict(ssn, ji);
+        capacity(ssn, ji, &mut v, &mut plan);
         // Pending members: failure on timeout, else the reason they wait.
         for &ti in &job.tasks {
             let t = &st.tasks[ti];
@@ -110,14 +121,17 @@ pub fn close(ssn: &Session) -> Plan {
             let scheduled = c.type_ == "Scheduled";
             let not_admitted =
                 matches!(st.job_runs[ji].holdup, Some(Holdup::NotAdmitted { .. })) && !scheduled;
+            let waiting_for_capacity = c.reason == WAITING_FOR_CAPACITY;
             plan.events.push(Event {
                 object: EventObject::PodGroup,
                 namespace: job.namespace.clone(),
                 name: job.name.clone(),
                 uid: job.uid.clone(),
-                warning: !scheduled && !not_admitted,
+                warning: !scheduled && !not_admitted && !waiting_for_capacity,
                 reason: if scheduled {
                     "Scheduled"
+                } else if waiting_for_capacity || c.reason == PROVISIONING_FAILED {
+                    c.reason.as_str()
                 } else {
                     "Unschedulable"
                 }
@@ -186,6 +200,7 @@ fn verdict(ssn: &Session, ji: usize) -> Verdict {
     let members = job.tasks.len();
     let ready = st.ready_count(ji);
     let none = Verdict {
+        short_of_nodes: false,
         condition: None,
         pod_reason: None,
         timed_out: false,
@@ -239,14 +254,34 @@ fn verdict(ssn: &Session, ji: usize) -> Verdict {
         job.pending_since.unwrap_or(st.now)
     };
     if let Some(secs) = job.timeout_seconds {
-        if pending > 0 && st.now.millis_since(since) >= (secs as i64).saturating_mul(1000) {
+        let waited = st.now.millis_since(since);
+        // While nodes asked of the autoscaler are coming, waiting is not in vain: the timeout
+        // does not run out, and only `maxWait` bounds the wait.
+        let live = st.provisioning.as_ref().and_then(|p| {
+            let c = job.capacity.as_ref().filter(|c| c.state.live())?;
+            Some((c, p.max_wait_ms))
+        });
+        let out = match live {
+            Some((_, Some(max))) => waited >= max.max((secs as i64).saturating_mul(1000)),
+            Some((_, None)) => false,
+            None => waited >= (secs as i64).saturating_mul(1000),
+        };
+        if pending > 0 && out {
+            let why = match live {
+                Some((c, Some(max))) => format!(
+                    "gang was not scheduled within maxWait {}s while ProvisioningRequest {}/{} was {}",
+                    max / 1000,
+                    c.namespace,
+                    c.name,
+                    c.state.as_str()
+                ),
+                _ => format!("gang was not scheduled within {secs}s"),
+            };
             return Verdict {
                 condition: Some((
                     "Unschedulable",
                     SCHEDULE_TIMEOUT,
-                    format!(
-                        "gang was not scheduled within {secs}s; {pending} pending members marked Failed"
-                    ),
+                    format!("{why}; {pending} pending members marked Failed"),
                 )),
                 timed_out: true,
                 ..none
@@ -273,7 +308,149 @@ fn verdict(ssn: &Session, ji: usize) -> Verdict {
     Verdict {
         condition: Some(("Unschedulable", NOT_ENOUGH_RESOURCES, message.clone())),
         pod_reason: Some((pod_reason, message)),
+        // Held by a lack of nodes: no node fits, or enqueue found the cluster (not a queue
+        // limit) too small for its minResources.
+        short_of_nodes: pending > 0
+            && matches!(
+                run.holdup,
+                Some(Holdup::Fit(_)) | Some(Holdup::NotAdmitted { quota: false, .. })
+            ),
         ..none
+    }
+}
+
+/// Autoscaler requests of job `ji`: asks for one when the gang is short of nodes and has none
+/// (or its last one is over and the back-off has passed), deletes one it no longer needs, and
+/// says on the PodGroup's condition where the request is.
+fn capacity(ssn: &Session, ji: usize, v: &mut Verdict, plan: &mut Plan) {
+    let st = &ssn.state;
+    let Some(policy) = &st.provisioning else {
+        return;
+    };
+    let job = &st.jobs[ji];
+    let run = &st.job_runs[ji];
+    let needs = job.autoscale && run.invalid.is_none() && v.short_of_nodes;
+    let current = job.capacity.as_ref();
+    if !needs {
+        // Kept while the session could not tell (the gang was not tried); released once the
+        // gang is placed, timed out, gone, held by its queue, or opted out.
+        let unknown = run.holdup.is_none()
+            && st.pending_tasks(ji).next().is_some()
+            && st.ready_count(ji) < job.min_member
+            && !v.timed_out
+            && job.autoscale;
+        if let (Some(c), false) = (current, unknown) {
+            let why = if v.timed_out {
+                "the gang timed out"
+            } else if st.ready_count(ji) >= job.min_member {
+                "the gang is placed"
+            } else if !job.autoscale {
+                "the PodGroup opted out"
+            } else {
+                "the gang no longer waits for nodes"
+            };
+            plan.capacity_releases.push(caldera_model::CapacityRelease {
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+                why: why.into(),
+            });
+        }
+        return;
+    }
+    let fit = v
+        .condition
+        .as_ref()
+        .map(|c| c.2.clone())
+        .unwrap_or_default();
+    let attempt = match current {
+        None => 1,
+        Some(c) if c.state.over() => {
+            let retry_at = c.since.plus_millis(policy.backoff_ms(c.attempt));
+            if st.now < retry_at {
+                let message = format!(
+                    "ProvisioningRequest {}/{} {} ({}); a new request in {}s (attempt {}); {fit}",
+                    c.namespace,
+                    c.name,
+                    c.state.as_str(),
+                    c.message,
+                    (retry_at.millis_since(st.now) + 999) / 1000,
+                    c.attempt + 1
+                );
+                v.condition = Some(("Unschedulable", PROVISIONING_FAILED, message));
+                return;
+            }
+            plan.capacity_releases.push(caldera_model::CapacityRelease {
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+                why: format!("replaced by attempt {}", c.attempt + 1),
+            });
+            c.attempt + 1
+        }
+        Some(c) => {
+            let message = format!(
+                "waiting for capacity: ProvisioningRequest {}/{} is {} (attempt {}); {fit}",
+                c.namespace,
+                c.name,
+                c.state.as_str(),
+                c.attempt
+            );
+            v.condition = Some(("Unschedulable", WAITING_FOR_CAPACITY, message));
+            return;
+        }
+    };
+    let need = capacity_need(ssn, ji, attempt, &policy.class_name);
+    let message = format!(
+        "waiting for capacity: ProvisioningRequest {}/{} created for {} pods (attempt {attempt}); {fit}",
+        need.namespace,
+        need.name,
+        need.pod_sets.iter().map(|p| p.count).sum::<u32>()
+    );
+    v.condition = Some(("Unschedulable", WAITING_FOR_CAPACITY, message));
+    plan.capacity_requests.push(need);
+}
+
+/// What to ask for: the pending members the gang lacks of `minMember`, in placement order,
+/// one pod set per distinct kind (request and placement).
+fn capacity_need(
+    ssn: &Session,
+    ji: usize,
+    attempt: u32,
+    class: &str,
+) -> caldera_model::CapacityNeed {
+    let st = &ssn.state;
+    let job = &st.jobs[ji];
+    let lacking = job.min_member.saturating_sub(st.ready_count(ji)).max(1) as usize;
+    let members = ssn.order_tasks(ji, st.pending_tasks(ji).collect());
+    let mut pod_sets: Vec<caldera_model::PodSetNeed> = Vec::new();
+    let mut pods = Vec::new();
+    for &t in members.iter().take(lacking) {
+        let t = &st.tasks[t];
+        pods.push(caldera_model::ConsumingPod {
+            namespace: t.namespace.clone(),
+            name: t.name.clone(),
+            uid: t.uid.clone(),
+        });
+        match pod_sets
+            .iter_mut()
+            .find(|p| p.request == t.request && p.spec == t.spec)
+        {
+            Some(p) => p.count += 1,
+            None => pod_sets.push(caldera_model::PodSetNeed {
+                request: t.request.clone(),
+                spec: t.spec.clone(),
+                count: 1,
+            }),
+        }
+    }
+    caldera_model::CapacityNeed {
+        namespace: job.namespace.clone(),
+        podgroup: job.name.clone(),
+        podgroup_uid: job.uid.clone(),
+        name: caldera_model::request_name(&job.name, attempt).into(),
+        attempt,
+        class_name: class.to_string(),
+        pod_sets,
+        pods,
     }
 }
 

@@ -110,6 +110,9 @@ pub struct Candidates {
 
 const NO_ENTRY: u64 = u64::MAX;
 
+/// Why a node booked for another gang was not considered.
+pub const BOOKED: &str = "node(s) were booked for another gang";
+
 /// Identifies a kind of member: what it asks for, where it may go, and what other pods'
 /// constraints see of it (see [`crate::state::State::traits`]).
 pub type KindKey = (Resources, PlacementSpec, u32);
@@ -471,6 +474,15 @@ impl Session {
                             .entry("node(s) didn't match Pod's node affinity/selector".into())
                             .or_insert(0) += 1;
                     }
+                }
+            }
+        }
+        if self.state.has_bookings {
+            let job = self.state.tasks[task].job;
+            for node in 0..n {
+                if c.in_scope[node] && self.state.booked_for_other(node, job) {
+                    c.in_scope[node] = false;
+                    *c.static_reasons.entry(BOOKED.into()).or_insert(0) += 1;
                 }
             }
         }

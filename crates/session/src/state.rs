@@ -1,7 +1,10 @@
 //! The session's working copy of the cluster, changed only through statements.
 
 use crate::interpod::InterPod;
-use caldera_model::{Job, Node, Queue, Resources, Snapshot, Task, Time, WaitingPod};
+use caldera_model::{
+    CapacityRelease, Job, Node, ProvisioningPolicy, Queue, Resources, Snapshot, Task, Time,
+    WaitingPod,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Why a job was not placed in this session, decided by the actions.
@@ -67,6 +70,13 @@ pub struct State {
     /// keys any selector in the session reads). Members alike in request, spec and this id
     /// place alike.
     pub traits: Vec<u32>,
+    /// Autoscaler requests, when on.
+    pub provisioning: Option<ProvisioningPolicy>,
+    /// Requests no job owns: deleted at close.
+    pub stale_capacity: Vec<CapacityRelease>,
+    /// Some node is booked for a job (capacity held for it); node choice then depends on the
+    /// job, not only on the member's kind.
+    pub has_bookings: bool,
 }
 
 impl State {
@@ -99,13 +109,17 @@ impl State {
         let total = snapshot.total_allocatable();
         let interpod = InterPod::new(&snapshot.pods, &snapshot.nodes);
         let traits = traits(&snapshot);
+        let mut jobs = snapshot.jobs;
+        let mut nodes = snapshot.nodes;
+        expire_bookings(&mut jobs, &mut nodes, snapshot.provisioning.as_ref(), now);
+        let has_bookings = nodes.iter().any(|n| n.booked_for.is_some());
         State {
             interpod,
             traits,
             now,
-            nodes: snapshot.nodes,
+            nodes,
             tasks: snapshot.tasks,
-            jobs: snapshot.jobs,
+            jobs,
             queues: snapshot.queues,
             job_queue,
             job_runs,
@@ -113,7 +127,18 @@ impl State {
             total,
             used,
             waiting: snapshot.waiting,
+            provisioning: snapshot.provisioning,
+            stale_capacity: snapshot.stale_capacity,
+            has_bookings,
         }
+    }
+
+    /// Whether `node` is booked for a job other than `job` (capacity held for it).
+    pub fn booked_for_other(&self, node: usize, job: usize) -> bool {
+        self.nodes[node]
+            .booked_for
+            .as_ref()
+            .is_some_and(|b| *b != self.jobs[job].id)
     }
 
     /// Members of `job` that count toward its gang: Allocated, Binding, Bound, Running,
@@ -180,4 +205,37 @@ fn traits(snapshot: &Snapshot) -> Vec<u32> {
             *ids.entry((&*t.namespace, projected)).or_insert(next)
         })
         .collect()
+}
+
+/// A provisioned request's booking lasts `bookingTimeout` from when it was provisioned; after
+/// that Caldera treats it as expired (whether or not the autoscaler has said so yet) and frees
+/// its nodes for everyone.
+fn expire_bookings(
+    jobs: &mut [Job],
+    nodes: &mut [Node],
+    policy: Option<&ProvisioningPolicy>,
+    now: Time,
+) {
+    let Some(policy) = policy else {
+        return;
+    };
+    for job in jobs.iter_mut() {
+        let Some(c) = job.capacity.as_mut() else {
+            continue;
+        };
+        let end = c.since.plus_millis(policy.booking_ms);
+        if c.state == caldera_model::CapacityState::Provisioned && now >= end {
+            c.state = caldera_model::CapacityState::BookingExpired;
+            c.since = end;
+            c.message = format!(
+                "the booking of {}s ran out before the gang was placed",
+                policy.booking_ms / 1000
+            );
+            for n in nodes.iter_mut() {
+                if n.booked_for.as_ref() == Some(&job.id) {
+                    n.booked_for = None;
+                }
+            }
+        }
+    }
 }

@@ -158,6 +158,7 @@ pub struct Simulation {
     events: Vec<RecordedEvent>,
     violations: Vec<Violation>,
     shares: BTreeMap<String, QueueShare>,
+    autoscaler: Option<caldera_actors::autoscaler::Settings>,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -185,6 +186,7 @@ impl Simulation {
                 scheduler_names: config.scheduler_names.clone(),
                 default_gang_timeout: config.gang_schedule_timeout,
                 gate: false,
+                provisioning: config.autoscaler.as_ref().map(|a| a.policy()),
             },
         };
         let mut sim = Self::with_scheduler(Box::new(scheduler), config.schedule_period, opts);
@@ -222,6 +224,41 @@ impl Simulation {
             events: Vec::new(),
             violations: Vec::new(),
             shares: BTreeMap::new(),
+            autoscaler: None,
+        }
+    }
+
+    /// Plays an autoscaler that serves ProvisioningRequests (`spec.autoscaler` of a
+    /// scenario): before every session it does what
+    /// [`caldera_actors::autoscaler::step`] says.
+    pub fn set_autoscaler(&mut self, settings: caldera_actors::autoscaler::Settings) {
+        self.autoscaler = Some(settings);
+    }
+
+    /// The autoscaler's turn at the current time.
+    fn autoscale(&mut self) {
+        let Some(settings) = &self.autoscaler else {
+            return;
+        };
+        let requests: Vec<_> = self.store.provisioning_requests().cloned().collect();
+        let templates: Vec<_> = self.store.pod_templates().cloned().collect();
+        let nodes: Vec<_> = self.store.nodes().cloned().collect();
+        let actions =
+            caldera_actors::autoscaler::step(settings, &requests, &templates, &nodes, self.now);
+        for action in actions {
+            match action {
+                caldera_actors::autoscaler::Action::AddNode(node) => {
+                    // A node built from a template that converted when the scenario loaded.
+                    let _ = self.store.apply(Object::Node(*node), self.now);
+                }
+                caldera_actors::autoscaler::Action::Condition {
+                    namespace,
+                    name,
+                    condition,
+                } => self
+                    .store
+                    .set_request_condition(&namespace, &name, condition),
+            }
         }
     }
 
@@ -358,6 +395,7 @@ impl Simulation {
         // The kubelets finish the pods whose grace period is over before the snapshot.
         self.store.kubelet(self.now);
         self.ensure_default_queue();
+        self.autoscale();
         let snapshot = self.store.snapshot(&self.opts);
         let partial_before = invariants::partial_gangs(&self.store);
         let out = match self.mode {
@@ -562,6 +600,12 @@ impl Simulation {
         for u in &plan.queues {
             self.store
                 .set_queue_status(&u.name, queue_status(&u.status));
+        }
+        for r in &plan.capacity_releases {
+            self.store.delete_capacity(&r.namespace, &r.name);
+        }
+        for need in &plan.capacity_requests {
+            self.store.create_capacity(need, now);
         }
         for e in &plan.events {
             self.events.push(RecordedEvent {

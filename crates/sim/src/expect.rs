@@ -28,6 +28,28 @@ pub struct Expect {
     /// Queue checks.
     #[serde(default)]
     pub queues: Vec<QueueExpect>,
+    /// ProvisioningRequest checks, per PodGroup.
+    #[serde(default)]
+    pub provisioning_requests: Vec<ProvisioningRequestExpect>,
+}
+
+/// What the ProvisioningRequests made for one PodGroup must look like.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProvisioningRequestExpect {
+    /// The PodGroup, `namespace/name` (`name` alone means namespace `default`).
+    pub pod_group: String,
+    /// Requests for it that exist now (0: none).
+    pub live: Option<usize>,
+    /// Requests ever created for it.
+    pub created: Option<usize>,
+    /// State of the newest live one: `Pending`, `Accepted`, `Provisioned`, `Failed`,
+    /// `BookingExpired`.
+    pub state: Option<String>,
+    /// Σ `podSets[].count` of the newest live one.
+    pub pods: Option<u32>,
+    /// Number of pod sets of the newest live one.
+    pub pod_sets: Option<usize>,
 }
 
 /// What a PodGroup must look like.
@@ -298,6 +320,10 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
         }
     }
 
+    for e in &expect.provisioning_requests {
+        check_requests(e, sim, &mut out);
+    }
+
     for e in &expect.pods {
         let what = format!("pod {}", e.name);
         let (ns, name) = split_name(&e.name);
@@ -441,4 +467,72 @@ pub fn queue_allocated(sim: &Simulation) -> BTreeMap<String, Resources> {
         }
     }
     out
+}
+
+fn check_requests(e: &ProvisioningRequestExpect, sim: &Simulation, out: &mut Checked) {
+    let store = sim.store();
+    let what = format!("provisioningRequests for {}", e.pod_group);
+    let (ns, name) = split_name(&e.pod_group);
+    let mine: Vec<_> = store
+        .provisioning_requests()
+        .filter_map(|pr| caldera_cache::provisioning::request_info(pr).map(|i| (pr, i)))
+        .filter(|(_, i)| *i.request.namespace == *ns && *i.podgroup == *name)
+        .collect();
+    if let Some(want) = e.live {
+        out.compare(
+            &format!("{what} live"),
+            &want.to_string(),
+            &mine.len().to_string(),
+        );
+    }
+    if let Some(want) = e.created {
+        let got = store.requests_created(&format!("{ns}/{name}"));
+        out.compare(
+            &format!("{what} created"),
+            &want.to_string(),
+            &got.to_string(),
+        );
+    }
+    let newest = mine
+        .iter()
+        .max_by_key(|(_, i)| (i.request.attempt, i.request.created));
+    let state = |s: caldera_model::CapacityState| match s {
+        caldera_model::CapacityState::Pending => "Pending",
+        caldera_model::CapacityState::Accepted => "Accepted",
+        caldera_model::CapacityState::Provisioned => "Provisioned",
+        caldera_model::CapacityState::Failed => "Failed",
+        caldera_model::CapacityState::BookingExpired => "BookingExpired",
+    };
+    let none = "no request".to_string();
+    if let Some(want) = &e.state {
+        let got = newest.map(|(_, i)| state(i.request.state).to_string());
+        out.compare(
+            &format!("{what} state"),
+            want,
+            got.as_ref().unwrap_or(&none),
+        );
+    }
+    if let Some(want) = e.pods {
+        let got = newest.map(|(pr, _)| {
+            pr.spec
+                .pod_sets
+                .iter()
+                .map(|s| i64::from(s.count))
+                .sum::<i64>()
+                .to_string()
+        });
+        out.compare(
+            &format!("{what} pods"),
+            &want.to_string(),
+            got.as_ref().unwrap_or(&none),
+        );
+    }
+    if let Some(want) = e.pod_sets {
+        let got = newest.map(|(pr, _)| pr.spec.pod_sets.len().to_string());
+        out.compare(
+            &format!("{what} podSets"),
+            &want.to_string(),
+            got.as_ref().unwrap_or(&none),
+        );
+    }
 }

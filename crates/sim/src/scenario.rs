@@ -47,9 +47,22 @@ struct RawSpec {
     mode: Option<String>,
     #[serde(default)]
     config: Option<String>,
+    #[serde(default)]
+    autoscaler: Option<RawAutoscaler>,
     // Steps are written `- run: 5s`: an enum as a map with one key.
     #[serde(with = "serde_yaml_ng::with::singleton_map_recursive")]
     steps: Vec<RawStep>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawAutoscaler {
+    node_templates: Vec<Value>,
+    #[serde(default)]
+    delay: Option<String>,
+    max_nodes: u32,
+    #[serde(default)]
+    booking_timeout: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -150,6 +163,8 @@ pub struct Scenario {
     pub steps: Vec<Step>,
     /// Skipped kinds in `apply` steps.
     pub notices: Vec<String>,
+    /// `spec.autoscaler`: an autoscaler serving ProvisioningRequests.
+    pub autoscaler: Option<caldera_actors::autoscaler::Settings>,
 }
 
 /// Whether `text` holds a scenario (its first document has `kind: Scenario`).
@@ -216,6 +231,10 @@ pub fn load(text: &str, file: &str) -> Result<Scenario> {
                 format!("unknown mode {other:?}; expected run or gate"),
             ))
         }
+    };
+    let autoscaler = match raw.spec.autoscaler {
+        Some(a) => Some(autoscaler(a, &origin.at("spec.autoscaler"))?),
+        None => None,
     };
     let mut notices = Vec::new();
     let mut steps = Vec::new();
@@ -284,6 +303,55 @@ pub fn load(text: &str, file: &str) -> Result<Scenario> {
         config,
         steps,
         notices,
+        autoscaler,
+    })
+}
+
+/// `spec.autoscaler`: Node templates (checked like applied Nodes), the delay from acceptance
+/// to Ready nodes (default 30s), the most nodes it adds, and the booking time (default 10m).
+fn autoscaler(raw: RawAutoscaler, at: &Origin) -> Result<caldera_actors::autoscaler::Settings> {
+    let mut templates = Vec::new();
+    for (i, v) in raw.node_templates.into_iter().enumerate() {
+        let here = at.at(&format!("nodeTemplates[{i}]"));
+        let mut m = Manifests::default();
+        manifest::parse_value(v, &here, &mut m)?;
+        for (_, o) in m.objects {
+            let Object::Node(node) = o else {
+                return Err(invalid(here, "a node template must be a Node"));
+            };
+            if node.metadata.name.as_deref().unwrap_or_default().is_empty() {
+                return Err(invalid(
+                    here.at("metadata.name"),
+                    "a node template needs a name",
+                ));
+            }
+            caldera_cache::node(&node).map_err(|e| invalid(here.clone(), e.to_string()))?;
+            templates.push(node);
+        }
+    }
+    if templates.is_empty() {
+        return Err(invalid(
+            at.at("nodeTemplates"),
+            "at least one node template is needed",
+        ));
+    }
+    let duration = |text: Option<String>, default: Duration, key: &str| -> Result<i64> {
+        let d = match text {
+            Some(t) => caldera_config::parse_duration(&t)
+                .map_err(|e| invalid(at.at(key), e.to_string()))?,
+            None => default,
+        };
+        Ok(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    };
+    Ok(caldera_actors::autoscaler::Settings {
+        templates,
+        delay_ms: duration(raw.delay, Duration::from_secs(30), "delay")?,
+        max_nodes: raw.max_nodes,
+        booking_ms: duration(
+            raw.booking_timeout,
+            Duration::from_secs(600),
+            "bookingTimeout",
+        )?,
     })
 }
 
@@ -395,7 +463,11 @@ impl fmt::Display for Outcome {
 impl Scenario {
     /// A fresh simulation with this scenario's config and mode.
     pub fn simulation(&self) -> Result<Simulation> {
-        Simulation::with_mode(&self.config, self.mode)
+        let mut sim = Simulation::with_mode(&self.config, self.mode)?;
+        if let Some(a) = &self.autoscaler {
+            sim.set_autoscaler(a.clone());
+        }
+        Ok(sim)
     }
 
     /// Runs every step on a fresh simulation with the real scheduler.

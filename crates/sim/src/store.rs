@@ -23,12 +23,15 @@
 use crate::manifest::{Kind, Object};
 use caldera_actors::disruption::{self, Eviction};
 use caldera_actors::kubelet::{self, Deletion};
-use caldera_api::{PodGroup, Queue};
+use caldera_api::{PodGroup, ProvisioningRequest, Queue};
 use caldera_cache::{ClusterIndex, SnapshotOptions};
+use caldera_model::CapacityNeed;
 use caldera_model::{Snapshot, Time};
+use k8s_openapi::api::core::v1::PodTemplate;
 use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodCondition, PodStatus};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KubeTime};
 use std::collections::BTreeMap;
 
@@ -100,6 +103,10 @@ pub struct Store {
     next_uid: u64,
     generation: u64,
     gate_admission: GateAdmission,
+    requests: BTreeMap<Key, ProvisioningRequest>,
+    pod_templates: BTreeMap<Key, PodTemplate>,
+    /// Requests ever created per PodGroup `namespace/name`.
+    requests_created: BTreeMap<String, usize>,
 }
 
 /// What the store does with Caldera's gate on pods being created.
@@ -449,7 +456,11 @@ impl Store {
             }
             Kind::PodGroup => {
                 self.index.delete_podgroup(&ns, name);
-                self.podgroups.remove(&key).is_some()
+                let gone = self.podgroups.remove(&key);
+                if let Some(uid) = gone.as_ref().and_then(|pg| pg.metadata.uid.clone()) {
+                    self.collect_garbage(&uid);
+                }
+                gone.is_some()
             }
             Kind::Pod => {
                 self.index.delete_pod(&ns, name);
@@ -461,6 +472,105 @@ impl Store {
             self.generation += 1;
         }
         existed
+    }
+
+    // ----- autoscaler requests -----
+
+    /// ProvisioningRequests, by namespace then name.
+    pub fn provisioning_requests(&self) -> impl Iterator<Item = &ProvisioningRequest> {
+        self.requests.values()
+    }
+
+    /// PodTemplates, by namespace then name.
+    pub fn pod_templates(&self) -> impl Iterator<Item = &PodTemplate> {
+        self.pod_templates.values()
+    }
+
+    /// How many requests were ever created for the PodGroup `namespace/name`.
+    pub fn requests_created(&self, podgroup: &str) -> usize {
+        self.requests_created.get(podgroup).copied().unwrap_or(0)
+    }
+
+    /// Creates the PodTemplates and the request of `need`, and annotates its members, as the
+    /// binder does. A request that exists already is left as it is (the API server's 409).
+    pub fn create_capacity(&mut self, need: &CapacityNeed, now: Time) {
+        let key = (need.namespace.to_string(), need.name.to_string());
+        if self.requests.contains_key(&key) {
+            return;
+        }
+        let (mut pr, templates) = caldera_cache::provisioning::build(need);
+        for mut t in templates {
+            self.fresh_meta(&mut t.metadata, true, now);
+            let tkey = (ns_of(&t.metadata), name_of(&t.metadata));
+            self.pod_templates.insert(tkey, t);
+        }
+        self.fresh_meta(&mut pr.metadata, true, now);
+        self.index.apply_provisioning_request(&pr);
+        self.requests.insert(key, pr);
+        *self
+            .requests_created
+            .entry(format!("{}/{}", need.namespace, need.podgroup))
+            .or_default() += 1;
+        let annotations = caldera_cache::provisioning::consume_annotations(need);
+        for p in &need.pods {
+            let key = (p.namespace.to_string(), p.name.to_string());
+            let Some(mut pod) = self.pods.get(&key).cloned() else {
+                continue;
+            };
+            if pod.metadata.uid.as_deref() != Some(&*p.uid) {
+                continue;
+            }
+            pod.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .extend(annotations.clone());
+            self.put_pod(key, pod);
+        }
+        self.generation += 1;
+    }
+
+    /// Deletes a request and the PodTemplates it refers to. Returns whether it existed.
+    pub fn delete_capacity(&mut self, namespace: &str, name: &str) -> bool {
+        let Some(pr) = self
+            .requests
+            .remove(&(namespace.to_string(), name.to_string()))
+        else {
+            return false;
+        };
+        self.index.delete_provisioning_request(namespace, name);
+        for t in caldera_cache::provisioning::template_names(&pr) {
+            self.pod_templates.remove(&(namespace.to_string(), t));
+        }
+        self.generation += 1;
+        true
+    }
+
+    /// Sets a condition on a request's status (as the autoscaler does), replacing one of the
+    /// same type.
+    pub fn set_request_condition(&mut self, namespace: &str, name: &str, condition: Condition) {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(pr) = self.requests.get_mut(&key) else {
+            return;
+        };
+        caldera_actors::autoscaler::set_condition(pr, condition);
+        self.index.apply_provisioning_request(pr);
+        self.generation += 1;
+    }
+
+    /// The garbage collector: objects owned by the deleted object `uid` go too.
+    fn collect_garbage(&mut self, uid: &str) {
+        let owned =
+            |meta: &ObjectMeta| meta.owner_references.iter().flatten().any(|o| o.uid == uid);
+        let requests: Vec<Key> = self
+            .requests
+            .iter()
+            .filter(|(_, pr)| owned(&pr.metadata))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (ns, name) in requests {
+            self.delete_capacity(&ns, &name);
+        }
+        self.pod_templates.retain(|_, t| !owned(&t.metadata));
     }
 
     /// Writes a pod and re-indexes it. The pod converted when it was stored, and the fields

@@ -49,6 +49,13 @@ macro_rules! scenarios {
 }
 
 scenarios! {
+    autoscaler_failed_request_retried => "autoscaler/failed-request-retried.yaml",
+    autoscaler_max_wait => "autoscaler/max-wait.yaml",
+    autoscaler_queue_blocked_no_request => "autoscaler/queue-blocked-no-request.yaml",
+    autoscaler_seed1_scale_up => "autoscaler/seed1-scale-up.yaml",
+    autoscaler_timeout_waits_for_nodes => "autoscaler/timeout-waits-for-nodes.yaml",
+    autoscaler_topology_one_island => "autoscaler/topology-one-island.yaml",
+    autoscaler_two_gangs_own_nodes => "autoscaler/two-gangs-own-nodes.yaml",
     binpack_keeps_nodes_whole => "binpack-keeps-nodes-whole.yaml",
     enqueue_admission => "enqueue-admission.yaml",
     gang_spreads_without_topology => "gang-spreads-without-topology.yaml",

@@ -539,6 +539,8 @@ impl Cluster {
                     failed: 0,
                 }),
                 tasks: vec![],
+                autoscale: false,
+                capacity: None,
             });
         }
         let mut waiting = Vec::new();
@@ -578,6 +580,8 @@ impl Cluster {
                         pending_since: None,
                         status: None,
                         tasks: vec![],
+                        autoscale: false,
+                        capacity: None,
                     });
                     members.push((id, p.clone()));
                 }
@@ -642,6 +646,8 @@ impl Cluster {
             queues,
             waiting,
             pods,
+            provisioning: None,
+            stale_capacity: Vec::new(),
         }
     }
 }

@@ -116,6 +116,12 @@ fn configuration_reference_names_every_action_plugin_flag_and_key() {
         "sessionDebounce",
         "gangScheduleTimeout",
         "bindConcurrency",
+        "autoscaler",
+        "className",
+        "retry",
+        "bookingTimeout",
+        "maxWait",
+        "allGangs",
     ] {
         expect("key", key);
     }
