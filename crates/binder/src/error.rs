@@ -10,6 +10,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum WriteKind {
     /// `POST pods/binding`.
     Binding,
+    /// Gate mode: `PATCH pods` (pin, gates removed) then `PATCH pods/status`
+    /// (`nominatedNodeName`).
+    Release,
     /// `PATCH pods/status` (the `PodScheduled` condition, or phase Failed).
     PodStatus,
     /// `PATCH podgroups/status`.
@@ -26,6 +29,7 @@ impl WriteKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Binding => "binding",
+            Self::Release => "release",
             Self::PodStatus => "pod_status",
             Self::PodGroupStatus => "podgroup_status",
             Self::QueueStatus => "queue_status",
@@ -54,6 +58,17 @@ pub enum Error {
         /// `namespace/name` of the pod.
         pod: String,
         /// Target node.
+        node: String,
+        /// What kube said.
+        #[source]
+        source: kube::Error,
+    },
+    /// Gate mode: releasing a gated member failed.
+    #[error("releasing pod {pod} to node {node}: {source}")]
+    Release {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// The node it is pinned to.
         node: String,
         /// What kube said.
         #[source]
@@ -88,6 +103,7 @@ impl Error {
     pub fn kube(&self) -> &kube::Error {
         match self {
             Error::Bind { source, .. }
+            | Error::Release { source, .. }
             | Error::Status { source, .. }
             | Error::Event { source, .. } => source,
         }

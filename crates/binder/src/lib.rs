@@ -35,6 +35,7 @@ pub use writes::Reporter;
 
 use caldera_model::{Bind, Event, EventObject, Plan, QueueStatus, Snapshot, Time};
 use kube::Client;
+use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -87,6 +88,10 @@ pub struct Options {
     pub reporter: Reporter,
     /// Retries.
     pub retry: RetryPolicy,
+    /// Gate mode (`caldera gate`): a planned bind is carried out as a release — one merge
+    /// patch of the pod adding the pin to its required node affinity and removing its gates,
+    /// then `pods/status` with `nominatedNodeName` — and kube-scheduler binds.
+    pub release: bool,
 }
 
 impl Default for Options {
@@ -102,6 +107,7 @@ impl Default for Options {
                 instance: "caldera".into(),
             },
             retry: RetryPolicy::default(),
+            release: false,
         }
     }
 }
@@ -224,6 +230,7 @@ impl Report {
 #[derive(Debug, Clone)]
 struct RetryEntry {
     bind: Bind,
+    release: Option<Value>,
     created: Option<Time>,
     event: Option<Event>,
     round: u32,
@@ -234,6 +241,8 @@ struct RetryEntry {
 #[derive(Debug, Clone)]
 struct BindJob {
     bind: Bind,
+    /// Gate mode: the release patch (see [`Options::release`]).
+    release: Option<Value>,
     created: Option<Time>,
     event: Option<Event>,
     round: u32,
@@ -409,9 +418,11 @@ impl Binder {
             .chain(plan.pod_conditions.iter().map(|c| &*c.uid))
             .collect();
         let mut created: HashMap<Arc<str>, Time> = HashMap::new();
+        let mut specs: HashMap<Arc<str>, &caldera_model::PlacementSpec> = HashMap::new();
         let mut unschedulable: HashSet<Arc<str>> = HashSet::new();
         for t in snapshot.tasks.iter().filter(|t| wanted.contains(&*t.uid)) {
             created.insert(t.uid.clone(), t.created);
+            specs.insert(t.uid.clone(), &t.spec);
             if t.pending_reason.is_some() {
                 unschedulable.insert(t.uid.clone());
             }
@@ -467,6 +478,7 @@ impl Binder {
                 if inner.observer.still_wanted(&r.bind) {
                     bind_jobs.push(BindJob {
                         bind: r.bind,
+                        release: r.release,
                         created: r.created,
                         event: r.event,
                         round: r.round,
@@ -475,8 +487,23 @@ impl Binder {
             }
         }
         for b in binds {
-            let event = scheduled.remove(&(b.namespace.clone(), b.name.clone()));
+            let mut event = scheduled.remove(&(b.namespace.clone(), b.name.clone()));
+            let release = inner.options.release.then(|| {
+                let spec = specs.get(&b.uid).copied().cloned().unwrap_or_default();
+                writes::release_patch(&spec, &b.uid, &b.node)
+            });
+            if release.is_some() {
+                // kube-scheduler reports the bind; Caldera reports the release.
+                if let Some(e) = event.as_mut() {
+                    e.reason = "Released".into();
+                    e.message = format!(
+                        "Gang fits whole: gate {} lifted, pinned to {} and nominated there for kube-scheduler",
+                        writes::GANG_GATE, b.node
+                    );
+                }
+            }
             bind_jobs.push(BindJob {
+                release,
                 created: created.get(&b.uid).copied(),
                 bind: b,
                 event,
@@ -639,17 +666,27 @@ async fn bind_task(
             report.dropped += 1;
             return report;
         }
-        obs.request(WriteKind::Binding);
+        let kind = if job.release.is_some() {
+            WriteKind::Release
+        } else {
+            WriteKind::Binding
+        };
+        obs.request(kind);
         let now_in_flight = inner.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         inner
             .max_in_flight
             .fetch_max(now_in_flight, Ordering::SeqCst);
-        let result = writes::bind(&inner.client, b).await;
+        let result = match &job.release {
+            Some(patch) => {
+                writes::release(&inner.client, b, patch, &inner.options.field_manager).await
+            }
+            None => writes::bind(&inner.client, b).await,
+        };
         inner.in_flight.fetch_sub(1, Ordering::SeqCst);
         match result {
             Ok(()) => break Ok(()),
             Err(e) => {
-                obs.failed_attempt(WriteKind::Binding, &e);
+                obs.failed_attempt(kind, &e);
                 if e.is_settled() || !e.is_retryable() {
                     break Err(e);
                 }
@@ -697,6 +734,7 @@ async fn bind_task(
                 report.deferred += 1;
                 lock(&inner.retries).push(RetryEntry {
                     bind: job.bind.clone(),
+                    release: job.release.clone(),
                     created: job.created,
                     event: job.event.clone(),
                     round,

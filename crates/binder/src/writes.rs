@@ -58,6 +58,30 @@ pub async fn bind(client: &Client, b: &Bind) -> Result<()> {
         })
 }
 
+pub use caldera_cache::gate::{nomination_patch, release_patch};
+/// The gate gate mode lifts.
+pub const GANG_GATE: &str = caldera_api::GANG_GATE;
+
+/// Gate mode's release of a member: `PATCH pods/{name}` with [`release_patch`] (the pin in
+/// every required node-affinity term, no gates, the uid), then `PATCH pods/{name}/status`
+/// with [`nomination_patch`]. Sent again after a failure, both are the same patches.
+pub async fn release(client: &Client, b: &Bind, patch: &Value, field_manager: &str) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &b.namespace);
+    let params = patch_params(field_manager);
+    let failed = |source| Error::Release {
+        pod: format!("{}/{}", b.namespace, b.name),
+        node: b.node.to_string(),
+        source,
+    };
+    api.patch(&b.name, &params, &Patch::Merge(patch))
+        .await
+        .map_err(failed)?;
+    api.patch_status(&b.name, &params, &Patch::Merge(&nomination_patch(&b.node)))
+        .await
+        .map(|_| ())
+        .map_err(failed)
+}
+
 fn patch_params(field_manager: &str) -> PatchParams {
     PatchParams {
         field_manager: Some(field_manager.to_string()),

@@ -37,6 +37,10 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// Run the scheduler against a Kubernetes API server (until SIGTERM/SIGINT).
     Run(run::RunArgs),
+    /// Gate mode, beside kube-scheduler: release gangs held by the gate
+    /// scheduling.caldera.sh/gang only when they fit whole, each member pinned to its node
+    /// (docs/gate-mode.md). Same config, flags, leader election and endpoints as `run`.
+    Gate(run::GateArgs),
     /// Write the live cluster as manifests that `simulate -f` and `explain -f` accept.
     Snapshot(snapshot::SnapshotArgs),
 }
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Run(args) => run::run(args),
+        Command::Gate(args) => run::gate(args),
         Command::Snapshot(args) => snapshot::run(args),
     };
     match result {

@@ -85,8 +85,42 @@ pub async fn client(
     Ok(kube::Client::try_from(config).map_err(|e| format!("building the API client: {e}"))?)
 }
 
+/// Arguments of `caldera gate`: those of `caldera run`, plus the release timeout.
+#[derive(Debug, clap::Args)]
+pub struct GateArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// How long kube-scheduler may take to bind a released member before Caldera reports it
+    /// (a Warning event on the pod and its PodGroup, and `caldera_released_unbound`).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub release_timeout: std::time::Duration,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    caldera_config::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// The Lease gate mode elects its leader on (`caldera run` uses `caldera`), so the two modes
+/// can run side by side, each serving its own pods.
+pub const GATE_LEASE: &str = "caldera-gate";
+
 /// Runs `caldera run`.
 pub fn run(args: RunArgs) -> CommandResult {
+    serve(args, None)
+}
+
+/// Runs `caldera gate`: the same process as `caldera run`, releasing gated gangs to
+/// kube-scheduler instead of binding.
+pub fn gate(args: GateArgs) -> CommandResult {
+    serve(
+        args.run,
+        Some(caldera_runtime::GateOptions {
+            release_timeout: args.release_timeout,
+        }),
+    )
+}
+
+fn serve(args: RunArgs, gate: Option<caldera_runtime::GateOptions>) -> CommandResult {
     init_logging(args.log_format);
     // An invalid config is reported before anything else, with its line and key.
     let config = match &args.config {
@@ -100,16 +134,21 @@ pub fn run(args: RunArgs) -> CommandResult {
         config,
         scheduler_names: args.scheduler_names.clone(),
         leader_election: args.leader_elect.then(|| {
-            LeaderElection::new(
+            let mut le = LeaderElection::new(
                 args.lease_namespace
                     .clone()
                     .unwrap_or_else(caldera_runtime::default_lease_namespace),
-            )
+            );
+            if gate.is_some() {
+                le.name = GATE_LEASE.to_string();
+            }
+            le
         }),
         metrics_addr: Some(args.metrics_addr),
         kube_api_qps: args.kube_api_qps,
         kube_api_burst: args.kube_api_burst,
         bind_concurrency: args.bind_concurrency.map(|n| n as usize),
+        gate,
         ..Options::default()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -231,7 +231,8 @@ impl Cluster {
         }
         let new = self.index.pod(&ns, &name);
         if let Some(p) = new {
-            if p.status() != TaskStatus::Pending {
+            // Bound, or released and held at its node (gate mode): the watch shows it now.
+            if p.status() != TaskStatus::Pending || p.held.is_some() {
                 self.overlay.forget_bind(&p.uid);
             }
         }

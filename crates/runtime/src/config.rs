@@ -32,29 +32,34 @@ pub(crate) struct Active {
 }
 
 /// Builds the scheduler for `config`; `names` (from `--scheduler-name`) override the config's
-/// `schedulerNames` when not empty.
+/// `schedulerNames` when not empty. In gate mode the names are kube-scheduler's profiles
+/// whose gated pods Caldera releases (default `default-scheduler`), never the config's.
 pub(crate) fn activate(
     config: SchedulerConfig,
     names: &[String],
     generation: u64,
+    gate: bool,
 ) -> Result<Active, Error> {
     let scheduler = caldera_plugins::scheduler(&config).map_err(Error::Scheduler)?;
-    let scheduler_names = if names.is_empty() {
-        config.scheduler_names.clone()
+    let mut snapshot_options = if gate {
+        SnapshotOptions::gate(config.gang_schedule_timeout)
     } else {
-        names.to_vec()
-    };
-    if config.autoscaler.is_some() {
-        warn!("autoscaler.provisioningRequest is set, but this build of caldera run does not create ProvisioningRequests yet; gangs wait as without it");
-    }
-    Ok(Active {
-        snapshot_options: SnapshotOptions {
-            scheduler_names,
+        SnapshotOptions {
+            scheduler_names: config.scheduler_names.clone(),
             default_gang_timeout: config.gang_schedule_timeout,
             gate: false,
             // Not acted on by `caldera run` yet: the scheduler behaves as without it.
             provisioning: None,
-        },
+        }
+    };
+    if !names.is_empty() {
+        snapshot_options.scheduler_names = names.to_vec();
+    }
+    if config.autoscaler.is_some() {
+        warn!("autoscaler.provisioningRequest is set, but this build of caldera run does not create ProvisioningRequests yet; gangs wait as without it");
+    }
+    Ok(Active {
+        snapshot_options,
         scheduler,
         config,
         generation,
@@ -84,6 +89,7 @@ pub(crate) async fn watch_file(
     path: PathBuf,
     mut last_text: String,
     names: Vec<String>,
+    gate: bool,
     interval: Duration,
     stop: CancellationToken,
 ) {
@@ -113,7 +119,7 @@ pub(crate) async fn watch_file(
         let generation = shared.active().generation + 1;
         let parsed = caldera_config::parse(&last_text, Some(&path))
             .map_err(Error::Config)
-            .and_then(|config| activate(config, &names, generation));
+            .and_then(|config| activate(config, &names, generation, gate));
         match parsed {
             Ok(active) => {
                 for w in &active.config.warnings {

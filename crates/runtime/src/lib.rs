@@ -107,6 +107,23 @@ pub struct Options {
     pub retry: RetryPolicy,
     /// This replica's identity (default: the pod or host name plus a random suffix).
     pub identity: Option<String>,
+    /// `caldera gate` instead of `caldera run`: release gated gangs to kube-scheduler.
+    pub gate: Option<GateOptions>,
+}
+
+/// What `caldera gate` adds to the options of `caldera run`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateOptions {
+    /// How long a released member may stay unbound before it is reported (60s).
+    pub release_timeout: Duration,
+}
+
+impl Default for GateOptions {
+    fn default() -> Self {
+        GateOptions {
+            release_timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 /// The namespace of the Lease: `POD_NAMESPACE`, else `caldera-system`.
@@ -131,6 +148,7 @@ impl Default for Options {
             shutdown_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
             identity: None,
+            gate: None,
         }
     }
 }
@@ -173,6 +191,8 @@ pub(crate) struct Shared {
     leader: channel::Receiver<bool>,
     last_session: Mutex<Option<Instant>>,
     sessions: AtomicU64,
+    /// `caldera gate`.
+    pub(crate) gate: Option<GateOptions>,
 }
 
 impl Shared {
@@ -269,6 +289,12 @@ impl Observer for RuntimeObserver {
     }
 
     fn bound(&self, bind: &Bind, latency: Option<Duration>) {
+        if self.shared.active().snapshot_options.gate {
+            // Released, not bound: kube-scheduler binds; the gate loop follows it.
+            self.shared.metrics.pods_released.inc();
+            self.shared.lock_cluster().overlay.bind_accepted(&bind.uid);
+            return;
+        }
         self.shared.metrics.pods_bound.inc();
         if let Some(l) = latency {
             self.shared
@@ -325,7 +351,8 @@ impl Runtime {
         for w in &config.warnings {
             warn!("{w}");
         }
-        let active = config::activate(config, &options.scheduler_names, 0)?;
+        let gate = options.gate.is_some();
+        let active = config::activate(config, &options.scheduler_names, 0, gate)?;
         let listener = match options.metrics_addr {
             Some(addr) => Some(
                 tokio::net::TcpListener::bind(addr)
@@ -350,6 +377,7 @@ impl Runtime {
             leader: leader_rx.clone(),
             last_session: Mutex::new(None),
             sessions: AtomicU64::new(0),
+            gate: options.gate.clone(),
         });
         let binder = Binder::new(
             client.clone(),
@@ -364,6 +392,7 @@ impl Runtime {
                     instance: identity.clone(),
                 },
                 retry: options.retry.clone(),
+                release: gate,
             },
             Arc::new(RuntimeObserver {
                 shared: shared.clone(),
@@ -381,6 +410,7 @@ impl Runtime {
                 path.clone(),
                 text,
                 options.scheduler_names.clone(),
+                gate,
                 options.config_poll_interval,
                 stop_rest.clone(),
             )));

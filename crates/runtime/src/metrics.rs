@@ -5,13 +5,15 @@
 //! | `caldera_session_duration_seconds` | histogram | |
 //! | `caldera_action_duration_seconds` | histogram | `action` |
 //! | `caldera_pods_bound_total` | counter | |
+//! | `caldera_pods_released_total` | counter | (gate mode) |
+//! | `caldera_released_unbound` | gauge | (gate mode, past the release timeout) |
 //! | `caldera_bind_errors_total` | counter | `code` (HTTP status, or `transport`) |
 //! | `caldera_pending_gangs` | gauge | |
 //! | `caldera_queue_deserved` | gauge | `queue`, `resource` (cpu in cores, memory in bytes) |
 //! | `caldera_queue_allocated` | gauge | `queue`, `resource` |
 //! | `caldera_queue_share` | gauge | `queue` (max over resources of allocated/deserved) |
 //! | `caldera_pod_schedule_latency_seconds` | histogram | (pod creation → bind) |
-//! | `caldera_api_writes_total` | counter | `kind` (`binding`, `pod_status`, `podgroup_status`, `queue_status`, `event`, `lease`, `queue`) |
+//! | `caldera_api_writes_total` | counter | `kind` (`binding`, `pod_status`, `podgroup_status`, `queue_status`, `event`, `lease`, `queue`, `release`) |
 //! | `caldera_leader` | gauge | (1 while this replica holds the lease) |
 
 use caldera_model::{Resources, CPU};
@@ -45,6 +47,8 @@ pub struct Metrics {
     pub(crate) session_duration: Histogram,
     pub(crate) action_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pub(crate) pods_bound: Counter,
+    pub(crate) pods_released: Counter,
+    pub(crate) released_unbound: Gauge,
     pub(crate) bind_errors: Family<Labels, Counter>,
     pub(crate) pending_gangs: Gauge,
     pub(crate) queue_deserved: Family<Labels, FloatGauge>,
@@ -79,6 +83,8 @@ impl Metrics {
             duration_histogram as fn() -> Histogram,
         );
         let pods_bound = Counter::default();
+        let pods_released = Counter::default();
+        let released_unbound = Gauge::default();
         let bind_errors = Family::<Labels, Counter>::default();
         let pending_gangs = Gauge::default();
         let queue_deserved = Family::<Labels, FloatGauge>::default();
@@ -98,6 +104,16 @@ impl Metrics {
             action_duration.clone(),
         );
         registry.register("caldera_pods_bound", "Pods bound", pods_bound.clone());
+        registry.register(
+            "caldera_pods_released",
+            "Gate mode: gated members released to kube-scheduler (pinned, gate lifted, nominated)",
+            pods_released.clone(),
+        );
+        registry.register(
+            "caldera_released_unbound",
+            "Gate mode: released members kube-scheduler has not bound within the release timeout",
+            released_unbound.clone(),
+        );
         registry.register(
             "caldera_bind_errors",
             "Failed bind attempts, by HTTP status",
@@ -143,6 +159,8 @@ impl Metrics {
             session_duration,
             action_duration,
             pods_bound,
+            pods_released,
+            released_unbound,
             bind_errors,
             pending_gangs,
             queue_deserved,

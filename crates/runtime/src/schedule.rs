@@ -12,6 +12,7 @@ use caldera_model::{Event, EventObject, PendingReason, Plan, Snapshot, Time};
 use caldera_session::{Outcome, Scheduler};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::Client;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -65,6 +66,9 @@ struct LoopState {
     idle: bool,
     /// The `default` queue exists (or was created) in this term.
     default_queue: bool,
+    /// Gate mode: members released in this term, when, and whether their overrun was
+    /// reported.
+    released: HashMap<Arc<str>, (Instant, bool)>,
 }
 
 pub(crate) async fn run(
@@ -226,6 +230,11 @@ async fn session(
 
     let mut plan = timed.outcome.plan;
     plan.events.extend(invalid.iter().filter_map(invalid_event));
+    if let Some(gate) = &shared.gate {
+        let overdue = follow_releases(state, &snapshot, &plan, gate.release_timeout);
+        m.released_unbound.set(overdue.count as i64);
+        plan.events.extend(overdue.events);
+    }
     let gangs = {
         let mut jobs: Vec<&str> = plan.binds.iter().map(|b| &*b.job).collect();
         jobs.dedup();
@@ -260,6 +269,96 @@ async fn session(
     }
     record_in_flight(shared, &plan);
     binder.dispatch(plan, &snapshot, now);
+}
+
+/// What [`follow_releases`] found.
+struct Overdue {
+    /// Released members still unbound past the timeout.
+    count: usize,
+    /// Warnings for the ones newly past it, on each pod and once per PodGroup.
+    events: Vec<Event>,
+}
+
+/// Gate mode: remembers this plan's releases, forgets members that are bound or gone, and
+/// reports members kube-scheduler has not bound `timeout` after their release, with the
+/// reason kube-scheduler gave in their `PodScheduled` condition. Nothing is deleted or gated
+/// again: kube-scheduler keeps trying, and the members keep their nomination.
+fn follow_releases(
+    state: &mut LoopState,
+    snapshot: &Snapshot,
+    plan: &Plan,
+    timeout: Duration,
+) -> Overdue {
+    let now = Instant::now();
+    let held: HashMap<&str, &caldera_model::Task> = snapshot
+        .tasks
+        .iter()
+        .filter(|t| t.status == caldera_model::TaskStatus::Binding)
+        .map(|t| (&*t.uid, t))
+        .collect();
+    state.released.retain(|uid, _| held.contains_key(&**uid));
+    for b in &plan.binds {
+        state.released.entry(b.uid.clone()).or_insert((now, false));
+    }
+    let mut count = 0;
+    let mut events = Vec::new();
+    let mut per_job: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
+    for (uid, (since, reported)) in state.released.iter_mut() {
+        let Some(t) = held.get(&**uid) else { continue };
+        if now.duration_since(*since) < timeout {
+            continue;
+        }
+        count += 1;
+        if std::mem::replace(reported, true) {
+            continue;
+        }
+        let why = t
+            .pending_reason
+            .as_ref()
+            .map(|r| format!("{}: {}", r.reason, r.message))
+            .unwrap_or_else(|| "kube-scheduler has not said why".to_string());
+        let node = t.node.as_deref().unwrap_or("?");
+        events.push(Event {
+            object: EventObject::Pod,
+            namespace: t.namespace.clone(),
+            name: t.name.clone(),
+            uid: t.uid.clone(),
+            warning: true,
+            reason: "NotBoundAfterRelease".into(),
+            message: format!(
+                "released to {node} {}s ago and still not bound by kube-scheduler ({why})",
+                timeout.as_secs()
+            ),
+        });
+        per_job
+            .entry(t.job)
+            .or_default()
+            .push(format!("{}/{} on {node}: {why}", t.namespace, t.name));
+    }
+    for (j, mut members) in per_job {
+        let Some(job) = snapshot.jobs.get(j) else {
+            continue;
+        };
+        if job.status.is_none() {
+            continue; // a lone pod: its own event says it
+        }
+        members.sort();
+        events.push(Event {
+            object: EventObject::PodGroup,
+            namespace: job.namespace.clone(),
+            name: job.name.clone(),
+            uid: job.uid.clone(),
+            warning: true,
+            reason: "NotBoundAfterRelease".into(),
+            message: format!(
+                "{} released member(s) not bound by kube-scheduler within {}s: {}",
+                members.len(),
+                timeout.as_secs(),
+                members.join("; ")
+            ),
+        });
+    }
+    Overdue { count, events }
 }
 
 /// Puts the plan's binds and status writes into the overlay before they are sent, so the

@@ -63,7 +63,12 @@ pub const SECTION: &str = "API calls `caldera run` makes";
 /// The body of the section titled [`SECTION`], up to the next heading of the same or a higher
 /// level; `None` if there is no such section.
 pub fn section(markdown: &str) -> Option<String> {
-    let wanted = normalize_heading(SECTION);
+    section_titled(markdown, SECTION)
+}
+
+/// The body of the section titled `title` (as [`section`]).
+pub fn section_titled(markdown: &str, title: &str) -> Option<String> {
+    let wanted = normalize_heading(title);
     let mut level = None;
     let mut body = Vec::new();
     for line in markdown.lines() {

@@ -3,13 +3,14 @@
 use crate::manifests::{read, root};
 use std::collections::BTreeSet;
 
-const DOCS: [&str; 6] = [
+const DOCS: [&str; 7] = [
     "docs/install.md",
     "docs/migrating.md",
     "docs/configuration.md",
     "docs/metrics.md",
     "docs/troubleshooting.md",
     "docs/autoscaler.md",
+    "docs/gate-mode.md",
 ];
 
 /// The string literals that directly follow (after white space) each occurrence of `marker`

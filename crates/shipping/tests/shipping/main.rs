@@ -9,5 +9,6 @@ mod deploy;
 mod dockerfile;
 mod docs;
 mod examples;
+mod gate;
 mod manifests;
 mod rbac;

@@ -241,6 +241,14 @@ pub fn check_typed(document: &Document) -> Result<(), String> {
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
             typed::<rbac::v1::RoleBinding>(d).map(drop)
         }
+        ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy") => {
+            typed::<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy>(d)
+                .map(drop)
+        }
+        ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding") => {
+            typed::<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicyBinding>(d)
+                .map(drop)
+        }
         ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
             typed::<CustomResourceDefinition>(d).map(drop)
         }

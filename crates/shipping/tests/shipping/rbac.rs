@@ -34,7 +34,7 @@ fn expand(rules: Option<&Vec<PolicyRule>>, scope: &Scope, out: &mut BTreeSet<Cal
 
 /// What the ServiceAccount `caldera run` uses may do, through every binding in deploy/.
 /// Panics on a role nobody binds, and on a binding to a role deploy/ does not define.
-fn granted(documents: &[Document], account: (&str, &str)) -> BTreeSet<Call> {
+pub(crate) fn granted(documents: &[Document], account: (&str, &str)) -> BTreeSet<Call> {
     let cluster_roles: Vec<ClusterRole> = all_of(documents, "ClusterRole")
         .into_iter()
         .map(|d| typed(d).unwrap_or_else(|e| panic!("{e}")))
@@ -130,7 +130,7 @@ fn documented_calls(lease_namespace: &str) -> BTreeSet<Call> {
     })
 }
 
-fn show(calls: &BTreeSet<Call>) -> String {
+pub(crate) fn show(calls: &BTreeSet<Call>) -> String {
     if calls.is_empty() {
         return "\n  (none)".to_string();
     }

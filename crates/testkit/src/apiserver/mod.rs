@@ -190,6 +190,7 @@
 
 mod admission;
 mod counters;
+pub mod kube_scheduler;
 mod patch;
 mod resources;
 mod selector;
@@ -347,6 +348,16 @@ impl ApiServer {
     /// A snapshot of the request counters.
     pub fn request_counts(&self) -> RequestCounts {
         lock(&self.app.counts).clone()
+    }
+
+    /// Starts kube-scheduler beside the server (the model in `caldera_actors`): a cycle every
+    /// `period` over the stored pods of `default-scheduler`, binding through `pods/binding`'s
+    /// own code. Gate mode's tests run against it; it stops when the handle is dropped.
+    pub fn start_kube_scheduler(
+        &self,
+        period: std::time::Duration,
+    ) -> kube_scheduler::KubeScheduler {
+        kube_scheduler::start(self.app.clone(), period)
     }
 
     /// Sets every request counter back to zero.

@@ -1597,6 +1597,12 @@ impl Store {
         self.lock().modify(id, namespace, name, f)
     }
 
+    /// `POST pods/{name}/binding` with `binding`, as a scheduler sends it (uid and
+    /// resourceVersion preconditions, gated or bound pods refused).
+    pub fn bind(&self, namespace: &str, name: &str, binding: &Value) -> Result<Value, ApiError> {
+        self.lock().bind(namespace, Some(name), binding, false)
+    }
+
     /// Removes an object at once, bypassing graceful deletion (what the kubelet's final delete
     /// of a terminated pod amounts to). Returns the last state, as sent in the DELETED event.
     pub fn remove(&self, resource: &str, namespace: &str, name: &str) -> Result<Value, ApiError> {

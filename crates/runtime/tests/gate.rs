@@ -1,0 +1,211 @@
+//! `caldera gate` in-process against the API stand-in and its kube-scheduler loop: gangs are
+//! released whole (pin in every required term, gate lifted, nomination) and kube-scheduler
+//! binds them; a gang that does not fit stays gated; released members kube-scheduler does
+//! not bind are reported after the release timeout.
+
+mod common;
+
+use caldera_runtime::{GateOptions, Options, Runtime};
+use caldera_testkit::apiserver::{ApiServer, Verb};
+use common::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn gate_options(timeout: Duration) -> Options {
+    Options {
+        gate: Some(GateOptions {
+            release_timeout: timeout,
+        }),
+        ..options()
+    }
+}
+
+/// A gang member as gate mode's admission policy leaves it: `default-scheduler`, gated.
+fn gated_pod(ns: &str, name: &str, group: &str, gpus: u32, affinity: Option<Value>) -> Value {
+    let mut p = pod(ns, name, Some(group), gpus);
+    p["spec"]["schedulerName"] = json!("default-scheduler");
+    p["spec"]["schedulingGates"] = json!([{"name": caldera_api::GANG_GATE}]);
+    if let Some(a) = affinity {
+        p["spec"]["affinity"] = a;
+    }
+    p
+}
+
+fn create_gated_gang(
+    server: &ApiServer,
+    name: &str,
+    members: u32,
+    gpus: u32,
+    affinity: Option<Value>,
+) {
+    server
+        .store()
+        .create("podgroups", podgroup("ml", name, members))
+        .unwrap();
+    for i in 0..members {
+        server
+            .store()
+            .create(
+                "pods",
+                gated_pod("ml", &format!("{name}-{i}"), name, gpus, affinity.clone()),
+            )
+            .unwrap();
+    }
+}
+
+fn pod_json(server: &ApiServer, name: &str) -> Value {
+    server.store().get("pods", "ml", name).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_that_fits_is_released_pinned_and_bound_by_kube_scheduler() {
+    init_logs();
+    let server = ApiServer::start().await.unwrap();
+    create_nodes(&server, 2, 4);
+    let zone = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n0", "n1"]}]},
+        {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}
+    ]}}});
+    create_gated_gang(&server, "train", 8, 1, Some(zone));
+    let _kube_scheduler = server.start_kube_scheduler(Duration::from_millis(50));
+    let handle = Runtime::start(
+        gate_options(Duration::from_secs(60)),
+        server.kube_client().unwrap(),
+    )
+    .await
+    .unwrap();
+    eventually(10, "all 8 members bound by kube-scheduler", || {
+        bound(&server, "ml", "train", 8) == 8
+    })
+    .await;
+    for i in 0..8 {
+        let p = pod_json(&server, &format!("train-{i}"));
+        let node = p["spec"]["nodeName"].as_str().unwrap().to_string();
+        assert!(p["spec"]["schedulingGates"].is_null(), "{p}");
+        let terms = p["spec"]["affinity"]["nodeAffinity"]
+            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(terms.len(), 2, "the pod's own terms are kept");
+        for t in &terms {
+            assert!(!t["matchExpressions"].as_array().unwrap().is_empty(), "{t}");
+            assert_eq!(
+                t["matchFields"],
+                json!([{"key": "metadata.name", "operator": "In", "values": [node]}]),
+                "the pin is in every term"
+            );
+        }
+    }
+    // kube-scheduler may bind a member before its nomination is written: wait for all 8.
+    eventually(10, "every release done, nomination included", || {
+        handle
+            .metrics_text()
+            .contains("caldera_pods_released_total 8")
+    })
+    .await;
+    let counts = server.request_counts();
+    assert_eq!(
+        counts.get(Verb::Create, "pods", "binding"),
+        0,
+        "Caldera binds nothing itself"
+    );
+    assert_eq!(
+        counts.get(Verb::Patch, "pods", ""),
+        8,
+        "one release patch per member"
+    );
+    assert!(
+        counts.get(Verb::Patch, "pods", "status") >= 8,
+        "nominations"
+    );
+    let metrics = handle.metrics_text();
+    assert!(metrics.contains("caldera_pods_bound_total 0"), "{metrics}");
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_that_does_not_fit_stays_gated() {
+    init_logs();
+    let server = ApiServer::start().await.unwrap();
+    create_nodes(&server, 2, 4);
+    create_gated_gang(&server, "big", 12, 1, None);
+    let _kube_scheduler = server.start_kube_scheduler(Duration::from_millis(50));
+    let handle = Runtime::start(
+        gate_options(Duration::from_secs(60)),
+        server.kube_client().unwrap(),
+    )
+    .await
+    .unwrap();
+    eventually(10, "the PodGroup says why", || {
+        pod_json(&server, "big-0")["status"]["conditions"][0]["reason"] == "Unschedulable"
+            && server.store().get("podgroups", "ml", "big").unwrap()["status"]["conditions"][0]
+                ["reason"]
+                == "NotEnoughResources"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 0..12 {
+        let p = pod_json(&server, &format!("big-{i}"));
+        assert_eq!(
+            p["spec"]["schedulingGates"][0]["name"],
+            caldera_api::GANG_GATE,
+            "{p}"
+        );
+        assert!(p["spec"]["nodeName"].is_null());
+    }
+    assert_eq!(server.request_counts().get(Verb::Patch, "pods", ""), 0);
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_members_not_bound_in_time_are_reported_never_regated() {
+    init_logs();
+    let server = ApiServer::start().await.unwrap();
+    create_nodes(&server, 1, 4);
+    create_gated_gang(&server, "slow", 4, 1, None);
+    // No kube-scheduler: nothing binds the released members.
+    let handle = Runtime::start(
+        gate_options(Duration::from_millis(500)),
+        server.kube_client().unwrap(),
+    )
+    .await
+    .unwrap();
+    eventually(10, "a warning on the PodGroup", || {
+        server
+            .store()
+            .list("events.events.k8s.io")
+            .iter()
+            .any(|e| e["reason"] == "NotBoundAfterRelease" && e["regarding"]["kind"] == "PodGroup")
+    })
+    .await;
+    let pod_warnings = server
+        .store()
+        .list("events.events.k8s.io")
+        .iter()
+        .filter(|e| e["reason"] == "NotBoundAfterRelease" && e["regarding"]["kind"] == "Pod")
+        .count();
+    assert_eq!(pod_warnings, 4);
+    for i in 0..4 {
+        let p = pod_json(&server, &format!("slow-{i}"));
+        assert!(
+            p["spec"]["schedulingGates"].is_null(),
+            "never gated again: {p}"
+        );
+        assert_eq!(p["status"]["nominatedNodeName"], "n0");
+        assert!(p["metadata"]["deletionTimestamp"].is_null());
+    }
+    let metrics = handle.metrics_text();
+    assert!(metrics.contains("caldera_released_unbound 4"), "{metrics}");
+    // Reported once, not every session.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let again = server
+        .store()
+        .list("events.events.k8s.io")
+        .iter()
+        .filter(|e| e["reason"] == "NotBoundAfterRelease")
+        .count();
+    assert_eq!(again, 5);
+    handle.shutdown().await;
+}
