@@ -181,7 +181,10 @@ impl Simulation {
         let scheduler =
             caldera_plugins::scheduler(config).map_err(|e| Error::Scheduler(e.to_string()))?;
         let opts = match mode {
-            Mode::Gate => SnapshotOptions::gate(config.gang_schedule_timeout),
+            Mode::Gate => SnapshotOptions {
+                provisioning: config.autoscaler.as_ref().map(|a| a.policy()),
+                ..SnapshotOptions::gate(config.gang_schedule_timeout)
+            },
             Mode::Run | Mode::KubeScheduler => SnapshotOptions {
                 scheduler_names: config.scheduler_names.clone(),
                 default_gang_timeout: config.gang_schedule_timeout,
