@@ -41,6 +41,7 @@ use crate::objects::{
     add_label, has_status_subresource, is_empty_patch, is_subset, merge_diff, to_json, ObjectKey,
     RUN_LABEL,
 };
+use crate::roles::autoscaler::Autoscaler;
 use crate::roles::kubelet::{wall_clock, Kubelets};
 use crate::roles::node_lifecycle;
 use crate::view::{check_invariants, LiveObjects, NewBind, View};
@@ -159,6 +160,8 @@ pub struct LiveRun {
     created: HashSet<String>,
     check_invariants: bool,
     kubelets: Kubelets,
+    /// Played when the scenario has `spec.autoscaler`.
+    autoscaler: Option<Autoscaler>,
 }
 
 impl std::fmt::Debug for LiveRun {
@@ -206,8 +209,13 @@ impl LiveRun {
         options: DriverOptions,
     ) -> Result<LiveRun> {
         let kubelets = Kubelets::new(client.clone(), &options.run_id);
+        let autoscaler = scenario.autoscaler.clone().map(|settings| {
+            let labels = BTreeMap::from([(RUN_LABEL.to_string(), options.run_id.clone())]);
+            Autoscaler::new(settings, labels)
+        });
         let mut run = LiveRun {
             kubelets,
+            autoscaler,
             client,
             scenario,
             options,
@@ -222,6 +230,10 @@ impl LiveRun {
             check_invariants: true,
         };
         install_crds(&run.client, run.options.wait_timeout, run.options.poll).await?;
+        if run.autoscaler.is_some() {
+            install_provisioning_crd(&run.client, run.options.wait_timeout, run.options.poll)
+                .await?;
+        }
         if run.options.remove_leftovers {
             let selector = format!("{RUN_LABEL},{RUN_LABEL}!={}", run.options.run_id);
             let removed = run.delete_labelled(&selector).await?;
@@ -663,6 +675,9 @@ impl LiveRun {
         let end = Instant::now() + d;
         loop {
             self.kubelets.finish_terminations().await?;
+            if let Some(a) = &self.autoscaler {
+                a.turn(&self.client, self.options.wait_timeout).await?;
+            }
             let now = Instant::now();
             if now >= end {
                 return Ok(());
@@ -678,7 +693,10 @@ impl LiveRun {
         let deadline = Instant::now() + self.options.settle;
         loop {
             self.kubelets.finish_terminations().await?;
-            let objects = LiveObjects::read(&self.client).await?;
+            let mut objects = LiveObjects::read(&self.client).await?;
+            if let Some(a) = &self.autoscaler {
+                objects.requests_created = a.seen_counts();
+            }
             // A view is not `Send` (its store holds a boxed scheduler): keep it off the awaits.
             let checked = View::new(&self.scenario.config, &objects).check(e);
             if checked.failures.is_empty() || Instant::now() >= deadline {
@@ -926,8 +944,62 @@ pub fn failure(report: &StepReport) -> StepFailure {
 /// Installs the PodGroup and Queue CRDs if missing and waits until they are established and
 /// their resources served. An existing CRD is left as it is.
 pub async fn install_crds(client: &Client, timeout: Duration, poll: Duration) -> Result<()> {
+    install(client, caldera_api::crds(), timeout, poll).await?;
+    for kind in [Kind::PodGroup, Kind::Queue] {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match crate::objects::api(client, kind, None)
+                .list(&ListParams::default().limit(1))
+                .await
+            {
+                Ok(_) => break,
+                Err(e) if status_code(&e) == Some(404) && Instant::now() < deadline => {
+                    tokio::time::sleep(poll).await;
+                }
+                Err(e) => return Err(Error::api("list", format!("{kind}s"), e)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Installs the ProvisioningRequest CRD (cluster-autoscaler's, as `caldera_api` describes it)
+/// if missing, and waits until ProvisioningRequests are served. An existing CRD (a cluster's
+/// own autoscaler installed it) is left as it is.
+pub async fn install_provisioning_crd(
+    client: &Client,
+    timeout: Duration,
+    poll: Duration,
+) -> Result<()> {
+    install(
+        client,
+        vec![caldera_api::provisioning_request_crd()],
+        timeout,
+        poll,
+    )
+    .await?;
+    let api: Api<caldera_api::ProvisioningRequest> = Api::all(client.clone());
+    let deadline = Instant::now() + timeout;
+    loop {
+        match api.list(&ListParams::default().limit(1)).await {
+            Ok(_) => return Ok(()),
+            Err(e) if status_code(&e) == Some(404) && Instant::now() < deadline => {
+                tokio::time::sleep(poll).await;
+            }
+            Err(e) => return Err(Error::api("list", "ProvisioningRequests", e)),
+        }
+    }
+}
+
+/// Creates each CRD that is missing and waits until it is established.
+async fn install(
+    client: &Client,
+    crds: Vec<CustomResourceDefinition>,
+    timeout: Duration,
+    poll: Duration,
+) -> Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in caldera_api::crds() {
+    for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let what = format!("CustomResourceDefinition {name}");
         let existing = api
@@ -965,21 +1037,6 @@ pub async fn install_crds(client: &Client, timeout: Duration, poll: Duration) ->
                 });
             }
             tokio::time::sleep(poll).await;
-        }
-    }
-    for kind in [Kind::PodGroup, Kind::Queue] {
-        let deadline = Instant::now() + timeout;
-        loop {
-            match crate::objects::api(client, kind, None)
-                .list(&ListParams::default().limit(1))
-                .await
-            {
-                Ok(_) => break,
-                Err(e) if status_code(&e) == Some(404) && Instant::now() < deadline => {
-                    tokio::time::sleep(poll).await;
-                }
-                Err(e) => return Err(Error::api("list", format!("{kind}s"), e)),
-            }
         }
     }
     Ok(())

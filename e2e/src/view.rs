@@ -9,7 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::objects::{api, ObjectKey};
-use caldera_api::{PodGroup, Queue};
+use caldera_api::{PodGroup, ProvisioningRequest, Queue};
 use caldera_cache::SnapshotOptions;
 use caldera_config::SchedulerConfig;
 use caldera_model::{Bind, Plan};
@@ -38,6 +38,10 @@ pub struct LiveObjects {
     pub podgroups: Vec<serde_json::Value>,
     /// Pods, all namespaces.
     pub pods: Vec<Pod>,
+    /// ProvisioningRequests, all namespaces (none when the API does not serve them).
+    pub provisioning_requests: Vec<ProvisioningRequest>,
+    /// Requests ever created per PodGroup `namespace/name`, as the autoscaler saw them.
+    pub requests_created: BTreeMap<String, usize>,
 }
 
 async fn list_typed<K>(api: Api<K>, what: &str) -> Result<Vec<K>>
@@ -75,6 +79,15 @@ impl LiveObjects {
             nodes: list_typed(Api::all(client.clone()), "nodes").await?,
             podgroups: list_json(client, Kind::PodGroup).await?,
             pods: list_typed(Api::all(client.clone()), "pods").await?,
+            provisioning_requests: match Api::<ProvisioningRequest>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+            {
+                Ok(l) => l.items,
+                Err(e) if crate::error::status_code(&e) == Some(404) => Vec::new(),
+                Err(e) => return Err(Error::api("list", "provisioningrequests", e)),
+            },
+            requests_created: BTreeMap::new(),
         })
     }
 
@@ -186,6 +199,11 @@ impl View {
             }
             add(Object::Pod(pod), &mut skipped);
         }
+        for pr in &objects.provisioning_requests {
+            sim.store_mut().insert_request(pr.clone());
+        }
+        sim.store_mut()
+            .set_requests_created(objects.requests_created.clone());
         View { sim, skipped }
     }
 

@@ -9,7 +9,7 @@ use crate::intern::SpecInterner;
 use crate::provisioning::{request_info, RequestInfo};
 use caldera_api::ProvisioningRequest;
 use caldera_api::{PodGroup, Queue as ApiQueue, DEFAULT_QUEUE};
-use caldera_model::{CapacityRelease, CapacityState};
+use caldera_model::CapacityRelease;
 use caldera_model::{
     HostPort, Job, LabelSelector, Namespaces, Node, PlacedPod, PlacementSpec, Queue, Resources,
     SelectorOp, Snapshot, Task, TaskStatus, WaitingPod,
@@ -461,6 +461,7 @@ impl ClusterIndex {
                 _ => snap.stale_capacity.push(CapacityRelease {
                     namespace: info.request.namespace.clone(),
                     name: info.request.name.clone(),
+                    pod_sets: info.request.pod_sets,
                     why: format!("its PodGroup {} is gone", info.podgroup),
                 }),
             }
@@ -479,6 +480,7 @@ impl ClusterIndex {
                 snap.stale_capacity.push(CapacityRelease {
                     namespace: info.request.namespace.clone(),
                     name: info.request.name.clone(),
+                    pod_sets: info.request.pod_sets,
                     why: format!("PodGroup {} has a newer request", snap.jobs[j].id),
                 });
                 continue;
@@ -782,7 +784,10 @@ impl ClusterIndex {
     }
 }
 
-/// Books nodes for jobs whose request is provisioned: in order of provisioning (then job id),
+/// Books nodes for jobs whose request is live (accepted or provisioned): an autoscaler adds
+/// the nodes before it marks the request provisioned, so nodes appear while it is only
+/// accepted and must already be the gang's. In order of the request's state change (then job
+/// id),
 /// each takes Ready, schedulable nodes created since its request was, that its first pending
 /// member may go to and that nobody has booked, oldest first, until their idle resources hold
 /// the members it still lacks. An autoscaler does not say which nodes it added for which
@@ -793,7 +798,7 @@ fn book_nodes(snap: &mut Snapshot) {
             snap.jobs[j]
                 .capacity
                 .as_ref()
-                .is_some_and(|c| c.state == CapacityState::Provisioned)
+                .is_some_and(|c| c.state.live())
         })
         .collect();
     if provisioned.is_empty() {

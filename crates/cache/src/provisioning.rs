@@ -84,6 +84,7 @@ pub fn request_info(pr: &ProvisioningRequest) -> Option<RequestInfo> {
             state,
             since,
             message,
+            pod_sets: u32::try_from(pr.spec.pod_sets.len()).unwrap_or(u32::MAX),
         },
     })
 }

@@ -68,6 +68,8 @@ pub struct CapacityRequest {
     pub since: Time,
     /// The autoscaler's message for the state, if any.
     pub message: String,
+    /// Number of its pod sets (its PodTemplates are `<name>-0`, `<name>-1`, ...).
+    pub pod_sets: u32,
 }
 
 /// Settings of autoscaler requests (config `autoscaler.provisioningRequest`). Absent from a
@@ -104,6 +106,8 @@ pub struct CapacityRelease {
     pub namespace: Arc<str>,
     /// Request name.
     pub name: Arc<str>,
+    /// Number of its pod sets, whose PodTemplates go with it.
+    pub pod_sets: u32,
     /// Why, for logs.
     pub why: String,
 }

@@ -92,6 +92,10 @@ pub(crate) struct Cluster {
     /// Queue `(uid, generation, state)`.
     queues: HashMap<String, (String, Option<i64>, Option<String>)>,
     invalid: BTreeMap<(Watched, String), Invalid>,
+    /// The API server serves ProvisioningRequests (checked once at start).
+    pub provisioning_served: bool,
+    /// Caldera's ProvisioningRequests have been listed.
+    pub provisioning_synced: bool,
 }
 
 fn pod_key(namespace: &str, name: &str) -> String {

@@ -48,16 +48,14 @@ pub(crate) fn activate(
             scheduler_names: config.scheduler_names.clone(),
             default_gang_timeout: config.gang_schedule_timeout,
             gate: false,
-            // Not acted on by `caldera run` yet: the scheduler behaves as without it.
             provisioning: None,
         }
     };
     if !names.is_empty() {
         snapshot_options.scheduler_names = names.to_vec();
     }
-    if config.autoscaler.is_some() {
-        warn!("autoscaler.provisioningRequest is set, but this build of caldera run does not create ProvisioningRequests yet; gangs wait as without it");
-    }
+    // Used only while the API server serves ProvisioningRequests (see `capacity`).
+    snapshot_options.provisioning = config.autoscaler.as_ref().map(|a| a.policy());
     Ok(Active {
         snapshot_options,
         scheduler,

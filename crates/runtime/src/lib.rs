@@ -24,11 +24,15 @@
 //!   change that may let something be placed. Its plan goes to the `caldera-binder`; binds
 //!   in flight stay "assumed" on their nodes in an overlay until the watch shows them, so the
 //!   next session does not place them twice.
+//! - **ProvisioningRequests** (when the API server serves them): Caldera's own are watched
+//!   by label, and a plan's autoscaler requests are written by the `capacity` module's idempotent
+//!   writes (docs/autoscaler.md).
 //! - **The config file** is polled every second; a valid change is used by the next session.
 //! - **HTTP** on `--metrics-addr`: `/healthz`, `/readyz`, `/metrics`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod capacity;
 mod cluster;
 mod config;
 mod http;
@@ -404,6 +408,17 @@ impl Runtime {
         let stop_lease = CancellationToken::new();
         let stop_rest = CancellationToken::new();
         let mut tasks = watch::spawn_all(shared.clone(), client.clone(), stop_rest.clone());
+        // ProvisioningRequests belong to cluster-autoscaler's CRD: watched only when served.
+        if capacity::served(&client).await {
+            shared.lock_cluster().provisioning_served = true;
+            tasks.push(tokio::spawn(capacity::watch(
+                shared.clone(),
+                client.clone(),
+                stop_rest.clone(),
+            )));
+        } else if shared.active().config.autoscaler.is_some() {
+            warn!("autoscaler.provisioningRequest is set, but the API server does not serve autoscaling.x-k8s.io/v1 provisioningrequests (is cluster-autoscaler's CRD installed?); gangs wait for nodes as without it");
+        }
         if let (ConfigSource::File(path), Some(text)) = (&options.config, text) {
             tasks.push(tokio::spawn(config::watch_file(
                 shared.clone(),

@@ -145,7 +145,7 @@ pub(crate) async fn run(
             binder.resume();
         }
         let started = Instant::now();
-        session(&shared, &binder, &leader, &mut state).await;
+        session(&shared, &binder, &client, &leader, &mut state).await;
         next_periodic = started + shared.active().config.schedule_period;
     }
 }
@@ -195,6 +195,7 @@ fn invalid_event(i: &Invalid) -> Option<Event> {
 async fn session(
     shared: &Arc<Shared>,
     binder: &Binder,
+    client: &Client,
     leader: &watch::Receiver<bool>,
     state: &mut LoopState,
 ) {
@@ -202,7 +203,17 @@ async fn session(
     let now = wall_clock();
     let (snapshot, invalid) = {
         let mut cluster = shared.lock_cluster();
-        let mut snap = cluster.index.snapshot(&active.snapshot_options);
+        // Autoscaler requests only once the API serves them and the existing ones are known.
+        let provisioning = cluster.provisioning_served && cluster.provisioning_synced;
+        let mut snap = if provisioning || active.snapshot_options.provisioning.is_none() {
+            cluster.index.snapshot(&active.snapshot_options)
+        } else {
+            let options = caldera_cache::SnapshotOptions {
+                provisioning: None,
+                ..active.snapshot_options.clone()
+            };
+            cluster.index.snapshot(&options)
+        };
         cluster.overlay.apply(&mut snap);
         (snap, cluster.take_unreported())
     };
@@ -268,6 +279,16 @@ async fn session(
         return;
     }
     record_in_flight(shared, &plan);
+    let releases = std::mem::take(&mut plan.capacity_releases);
+    let needs = std::mem::take(&mut plan.capacity_requests);
+    if !releases.is_empty() || !needs.is_empty() {
+        tokio::spawn(crate::capacity::carry_out(
+            shared.clone(),
+            client.clone(),
+            releases,
+            needs,
+        ));
+    }
     binder.dispatch(plan, &snapshot, now);
 }
 

@@ -526,3 +526,97 @@ async fn a_gang_that_times_out_has_its_pending_members_failed() {
     assert_eq!(bound(&server, "ml", "late", 8), 0);
     handle.shutdown().await;
 }
+
+fn autoscaling_options() -> Options {
+    let mut config = fast_config();
+    config.autoscaler = Some(Box::default());
+    Options {
+        config: ConfigSource::Fixed(config),
+        ..options()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_provisioning_request_crd_a_gang_waits_as_before() {
+    let server = ApiServer::start().await.unwrap();
+    create_nodes(&server, 1, 4);
+    create_gang(&server, "ml", "big", 8, 1);
+    let handle = start(autoscaling_options(), server.kube_client().unwrap()).await;
+    eventually(10, "PodGroup says NotEnoughResources", || {
+        let pg = server.store().get("podgroups", "ml", "big").unwrap();
+        pg["status"]["conditions"][0]["reason"] == "NotEnoughResources"
+    })
+    .await;
+    let sessions = handle.sessions();
+    eventually(5, "three more sessions", || {
+        handle.sessions() >= sessions + 3
+    })
+    .await;
+    assert_eq!(server.store().count("podtemplates"), 0);
+    let pod = server.store().get("pods", "ml", "big-0").unwrap();
+    assert!(pod["metadata"]["annotations"]
+        .get("autoscaling.x-k8s.io/consume-provisioning-request")
+        .is_none());
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_crd_a_gang_short_of_nodes_gets_one_request_found_again_after_a_restart() {
+    let server = ApiServer::start().await.unwrap();
+    let crd = serde_json::to_value(caldera_api::provisioning_request_crd()).unwrap();
+    server
+        .store()
+        .create("customresourcedefinitions", crd)
+        .unwrap();
+    create_nodes(&server, 1, 4);
+    create_gang(&server, "ml", "big", 8, 1);
+    let handle = start(autoscaling_options(), server.kube_client().unwrap()).await;
+    eventually(10, "a ProvisioningRequest for the gang", || {
+        server.store().count("provisioningrequests") == 1
+    })
+    .await;
+    let pr = server
+        .store()
+        .get("provisioningrequests", "ml", "big-cap-1")
+        .unwrap();
+    assert_eq!(pr["spec"]["podSets"][0]["count"], 8);
+    assert_eq!(
+        pr["spec"]["provisioningClassName"],
+        "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    );
+    assert!(server
+        .store()
+        .get("podtemplates", "ml", "big-cap-1-0")
+        .is_some());
+    eventually(5, "members annotated to consume it", || {
+        (0..8).all(|i| {
+            let pod = server
+                .store()
+                .get("pods", "ml", &format!("big-{i}"))
+                .unwrap();
+            pod["metadata"]["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"]
+                == "big-cap-1"
+        })
+    })
+    .await;
+    eventually(5, "PodGroup says WaitingForCapacity", || {
+        let pg = server.store().get("podgroups", "ml", "big").unwrap();
+        pg["status"]["conditions"][0]["reason"] == "WaitingForCapacity"
+    })
+    .await;
+    // A restarted scheduler finds the request by its label and makes no second one.
+    handle.shutdown().await;
+    let again = start(autoscaling_options(), server.kube_client().unwrap()).await;
+    let sessions = again.sessions();
+    eventually(5, "three sessions", || again.sessions() >= sessions + 3).await;
+    assert_eq!(server.store().count("provisioningrequests"), 1);
+    // Capacity frees up: the gang is placed without the autoscaler, and its request goes.
+    server.store().create("nodes", node("big-a", 8)).unwrap();
+    eventually(10, "the gang bound", || bound(&server, "ml", "big", 8) == 8).await;
+    eventually(10, "the request and its PodTemplate deleted", || {
+        server.store().count("provisioningrequests") == 0
+            && server.store().count("podtemplates") == 0
+    })
+    .await;
+    again.shutdown().await;
+}

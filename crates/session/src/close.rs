@@ -352,6 +352,7 @@ fn capacity(ssn: &Session, ji: usize, v: &mut Verdict, plan: &mut Plan) {
             plan.capacity_releases.push(caldera_model::CapacityRelease {
                 namespace: c.namespace.clone(),
                 name: c.name.clone(),
+                pod_sets: c.pod_sets,
                 why: why.into(),
             });
         }
@@ -382,6 +383,7 @@ fn capacity(ssn: &Session, ji: usize, v: &mut Verdict, plan: &mut Plan) {
             plan.capacity_releases.push(caldera_model::CapacityRelease {
                 namespace: c.namespace.clone(),
                 name: c.name.clone(),
+                pod_sets: c.pod_sets,
                 why: format!("replaced by attempt {}", c.attempt + 1),
             });
             c.attempt + 1

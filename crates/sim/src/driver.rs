@@ -270,6 +270,11 @@ impl Simulation {
         &self.store
     }
 
+    /// The objects, to load a view of a live cluster (no session runs on it).
+    pub fn store_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
+
     /// The virtual clock.
     pub fn now(&self) -> Time {
         self.now

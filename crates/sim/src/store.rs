@@ -529,6 +529,20 @@ impl Store {
         self.generation += 1;
     }
 
+    /// Stores a request as it is (a live cluster's, read back), without counting a creation.
+    pub fn insert_request(&mut self, pr: ProvisioningRequest) {
+        let key = (ns_of(&pr.metadata), name_of(&pr.metadata));
+        self.index.apply_provisioning_request(&pr);
+        self.requests.insert(key, pr);
+        self.generation += 1;
+    }
+
+    /// Sets how many requests were created per PodGroup `namespace/name` (a live cluster's,
+    /// as an observer counted them).
+    pub fn set_requests_created(&mut self, created: BTreeMap<String, usize>) {
+        self.requests_created = created;
+    }
+
     /// Deletes a request and the PodTemplates it refers to. Returns whether it existed.
     pub fn delete_capacity(&mut self, namespace: &str, name: &str) -> bool {
         let Some(pr) = self

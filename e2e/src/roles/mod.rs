@@ -2,9 +2,12 @@
 //! them: one module per role, each a thin layer of API calls over the shared rules in
 //! `caldera_actors`.
 //!
+//! - [`autoscaler`]: cluster-autoscaler serving ProvisioningRequests (new Nodes, request
+//!   conditions).
 //! - [`node_lifecycle`]: the node lifecycle controller's readiness taint.
 //! - [`kubelet`]: pod phases (`markRunning`/`markSucceeded`) and the end of a graceful
 //!   deletion.
 
+pub mod autoscaler;
 pub mod kubelet;
 pub mod node_lifecycle;

@@ -53,11 +53,6 @@ async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
             "gate mode: the live driver does not start caldera gate yet",
         ));
     }
-    if scenario.autoscaler.is_some() {
-        return Ok(Completion::ignored_with(
-            "spec.autoscaler: the live driver does not play an autoscaler yet",
-        ));
-    }
     if target.is_real() {
         if let Some(why) = unfit_for_real_server(&scenario) {
             return Ok(Completion::ignored_with(why));

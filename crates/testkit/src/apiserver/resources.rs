@@ -60,7 +60,13 @@ pub(crate) struct ResourceDef {
     pub verbs: &'static [&'static str],
     pub subresources: &'static [SubresourceDef],
     pub flavor: Flavor,
+    /// Served only once its CustomResourceDefinition (`<plural>.<group>`) exists, as for any
+    /// resource kube-apiserver does not build in.
+    pub requires_crd: bool,
 }
+
+/// Which resources are served right now (CRD-backed ones only once their CRD exists).
+pub(crate) type Served<'a> = &'a dyn Fn(&ResourceDef) -> bool;
 
 impl ResourceDef {
     pub fn api_version(&self) -> String {
@@ -151,6 +157,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
             status_sub("Pod"),
         ],
         flavor: Flavor::Pod,
+        requires_crd: false,
     },
     ResourceDef {
         group: "",
@@ -164,6 +171,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         verbs: FULL,
         subresources: &[status_sub("Node")],
         flavor: Flavor::Node,
+        requires_crd: false,
     },
     ResourceDef {
         group: "",
@@ -179,6 +187,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         ],
         subresources: &[status_sub("Namespace")],
         flavor: Flavor::Namespace,
+        requires_crd: false,
     },
     ResourceDef {
         group: "",
@@ -192,6 +201,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         verbs: FULL,
         subresources: &[],
         flavor: Flavor::CoreEvent,
+        requires_crd: false,
     },
     ResourceDef {
         group: "",
@@ -205,6 +215,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         verbs: &["create"],
         subresources: &[],
         flavor: Flavor::Binding,
+        requires_crd: false,
     },
     ResourceDef {
         group: "events.k8s.io",
@@ -218,6 +229,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         verbs: FULL,
         subresources: &[],
         flavor: Flavor::EventV1,
+        requires_crd: false,
     },
     ResourceDef {
         group: "coordination.k8s.io",
@@ -231,6 +243,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         verbs: FULL,
         subresources: &[],
         flavor: Flavor::Lease,
+        requires_crd: false,
     },
     ResourceDef {
         group: "node.k8s.io",
@@ -244,6 +257,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         verbs: FULL,
         subresources: &[],
         flavor: Flavor::RuntimeClass,
+        requires_crd: false,
     },
     ResourceDef {
         group: "scheduling.k8s.io",
@@ -257,6 +271,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         verbs: FULL,
         subresources: &[],
         flavor: Flavor::PriorityClass,
+        requires_crd: false,
     },
     ResourceDef {
         group: "apiextensions.k8s.io",
@@ -270,6 +285,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         verbs: FULL,
         subresources: &[status_sub("CustomResourceDefinition")],
         flavor: Flavor::Crd,
+        requires_crd: false,
     },
     ResourceDef {
         group: "scheduling.volcano.sh",
@@ -283,6 +299,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         verbs: FULL,
         subresources: &[status_sub("PodGroup")],
         flavor: Flavor::Custom,
+        requires_crd: false,
     },
     ResourceDef {
         group: "scheduling.volcano.sh",
@@ -296,6 +313,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         verbs: FULL,
         subresources: &[status_sub("Queue")],
         flavor: Flavor::Custom,
+        requires_crd: false,
     },
     ResourceDef {
         group: "policy",
@@ -309,6 +327,36 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         verbs: FULL,
         subresources: &[status_sub("PodDisruptionBudget")],
         flavor: Flavor::Budget,
+        requires_crd: false,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        plural: "podtemplates",
+        singular: "podtemplate",
+        kind: "PodTemplate",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::Lease,
+        requires_crd: false,
+    },
+    // cluster-autoscaler's CRD: served only when installed (see `requires_crd`).
+    ResourceDef {
+        group: "autoscaling.x-k8s.io",
+        version: "v1",
+        plural: "provisioningrequests",
+        singular: "provisioningrequest",
+        kind: "ProvisioningRequest",
+        namespaced: true,
+        short_names: &["provreq", "provreqs"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[status_sub("ProvisioningRequest")],
+        flavor: Flavor::Custom,
+        requires_crd: true,
     },
 ];
 
@@ -328,10 +376,15 @@ pub(crate) const PRIORITY_CLASSES: ResourceId = 8;
 pub(crate) const BUDGETS: ResourceId = 12;
 
 /// Finds the resource served at `/{group}/{version}/{plural}`.
-pub(crate) fn find_served(group: &str, version: &str, plural: &str) -> Option<ResourceId> {
+pub(crate) fn find_served(
+    group: &str,
+    version: &str,
+    plural: &str,
+    served: Served,
+) -> Option<ResourceId> {
     RESOURCES
         .iter()
-        .position(|d| d.group == group && d.version == version && d.plural == plural)
+        .position(|d| d.group == group && d.version == version && d.plural == plural && served(d))
 }
 
 /// Resolves what a test names a resource by: plural (`pods`), singular, kind (`Pod`, any case),
@@ -349,9 +402,9 @@ pub(crate) fn resolve(name: &str) -> Option<ResourceId> {
     })
 }
 
-fn group_versions() -> Vec<(&'static str, &'static str)> {
+fn group_versions(served: Served) -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&'static str, &'static str)> = Vec::new();
-    for d in RESOURCES {
+    for d in RESOURCES.iter().filter(|d| served(d)) {
         if !d.group.is_empty() && !out.contains(&(d.group, d.version)) {
             out.push((d.group, d.version));
         }
@@ -386,16 +439,16 @@ fn group_doc(group: &str, version: &str) -> Value {
     json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
 }
 
-pub(crate) fn api_group_list() -> Value {
-    let groups: Vec<Value> = group_versions()
+pub(crate) fn api_group_list(served: Served) -> Value {
+    let groups: Vec<Value> = group_versions(served)
         .into_iter()
         .map(|(g, v)| group_doc(g, v))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-pub(crate) fn api_group(group: &str) -> Option<Value> {
-    group_versions()
+pub(crate) fn api_group(group: &str, served: Served) -> Option<Value> {
+    group_versions(served)
         .into_iter()
         .find(|(g, _)| *g == group)
         .map(|(g, v)| {
@@ -409,11 +462,11 @@ pub(crate) fn api_group(group: &str) -> Option<Value> {
 }
 
 /// `APIResourceList` for one group/version, or `None` when nothing is served there.
-pub(crate) fn api_resource_list(group: &str, version: &str) -> Option<Value> {
+pub(crate) fn api_resource_list(group: &str, version: &str, served: Served) -> Option<Value> {
     let mut resources = Vec::new();
     for d in RESOURCES
         .iter()
-        .filter(|d| d.group == group && d.version == version)
+        .filter(|d| d.group == group && d.version == version && served(d))
     {
         let mut r = json!({
             "name": d.plural,
@@ -502,10 +555,10 @@ fn resource_discovery_v2(d: &ResourceDef) -> Value {
     r
 }
 
-fn group_discovery_v2(group: &str, version: &str) -> Value {
+fn group_discovery_v2(group: &str, version: &str, served: Served) -> Value {
     let resources: Vec<Value> = RESOURCES
         .iter()
-        .filter(|d| d.group == group && d.version == version)
+        .filter(|d| d.group == group && d.version == version && served(d))
         .map(resource_discovery_v2)
         .collect();
     let metadata = if group.is_empty() {
@@ -520,13 +573,13 @@ fn group_discovery_v2(group: &str, version: &str) -> Value {
 }
 
 /// Aggregated discovery (`apidiscovery.k8s.io/v2`) for `/api` (core) or `/apis` (all groups).
-pub(crate) fn aggregated_discovery(core: bool) -> Value {
+pub(crate) fn aggregated_discovery(core: bool, served: Served) -> Value {
     let items: Vec<Value> = if core {
-        vec![group_discovery_v2("", "v1")]
+        vec![group_discovery_v2("", "v1", served)]
     } else {
-        group_versions()
+        group_versions(served)
             .into_iter()
-            .map(|(g, v)| group_discovery_v2(g, v))
+            .map(|(g, v)| group_discovery_v2(g, v, served))
             .collect()
     };
     json!({
@@ -569,7 +622,8 @@ mod tests {
 
     #[test]
     fn discovery_lists_subresources_and_short_names() {
-        let list = api_resource_list("scheduling.volcano.sh", "v1beta1").unwrap_or_default();
+        let list =
+            api_resource_list("scheduling.volcano.sh", "v1beta1", &|_| true).unwrap_or_default();
         let names: Vec<&str> = list["resources"]
             .as_array()
             .into_iter()
@@ -582,6 +636,6 @@ mod tests {
         );
         assert_eq!(list["resources"][0]["shortNames"][0], "pg");
         assert_eq!(list["resources"][2]["namespaced"], false);
-        assert!(api_resource_list("apps", "v1").is_none());
+        assert!(api_resource_list("apps", "v1", &|_| true).is_none());
     }
 }

@@ -110,7 +110,17 @@ enum Route {
     NotFound,
 }
 
-fn route(path: &str) -> Route {
+/// Whether `d` is served now: built-in resources always, CRD-backed ones once their
+/// CustomResourceDefinition exists.
+fn served(app: &App, d: &ResourceDef) -> bool {
+    !d.requires_crd
+        || app
+            .store
+            .get("customresourcedefinitions", "", &d.qualified())
+            .is_some()
+}
+
+fn route(path: &str, served: resources::Served) -> Route {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let (group, version, rest) = match segments.as_slice() {
         [] => return Route::Root,
@@ -119,14 +129,14 @@ fn route(path: &str) -> Route {
         ["api"] => return Route::CoreVersions,
         ["apis"] => return Route::Groups,
         ["api", "v1"] => {
-            return resources::api_resource_list("", "v1")
+            return resources::api_resource_list("", "v1", served)
                 .map_or(Route::NotFound, Route::ResourceList)
         }
         ["apis", group] => {
-            return resources::api_group(group).map_or(Route::NotFound, Route::Group)
+            return resources::api_group(group, served).map_or(Route::NotFound, Route::Group)
         }
         ["apis", group, version] => {
-            return resources::api_resource_list(group, version)
+            return resources::api_resource_list(group, version, served)
                 .map_or(Route::NotFound, Route::ResourceList)
         }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
@@ -151,7 +161,7 @@ fn route(path: &str) -> Route {
         [plural, name, sub] => (*plural, Some(name.to_string()), Some(sub.to_string())),
         _ => return Route::NotFound,
     };
-    let Some(id) = resources::find_served(group, version, plural) else {
+    let Some(id) = resources::find_served(group, version, plural, served) else {
         return Route::NotFound;
     };
     let d = def(id);
@@ -187,7 +197,8 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let query: Query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
         .into_owned()
         .collect();
-    let target = match route(parts.uri.path()) {
+    let served = |d: &ResourceDef| served(&app, d);
+    let target = match route(parts.uri.path(), &served) {
         Route::Resource(target) => target,
         other => {
             lock(&app.counts).record_non_resource();
@@ -249,7 +260,9 @@ fn wants_aggregated(headers: &HeaderMap) -> bool {
 
 fn non_resource(app: &App, route: Route, headers: &HeaderMap) -> Response {
     let aggregated = |core: bool| {
-        let bytes = serde_json::to_vec(&resources::aggregated_discovery(core)).unwrap_or_default();
+        let served = |d: &ResourceDef| served(app, d);
+        let bytes =
+            serde_json::to_vec(&resources::aggregated_discovery(core, &served)).unwrap_or_default();
         (
             StatusCode::OK,
             [(
@@ -270,7 +283,10 @@ fn non_resource(app: &App, route: Route, headers: &HeaderMap) -> Response {
         Route::CoreVersions if wants_aggregated(headers) => aggregated(true),
         Route::CoreVersions => json_response(200, &resources::api_versions(&app.address)),
         Route::Groups if wants_aggregated(headers) => aggregated(false),
-        Route::Groups => json_response(200, &resources::api_group_list()),
+        Route::Groups => json_response(
+            200,
+            &resources::api_group_list(&|d: &ResourceDef| served(app, d)),
+        ),
         Route::Group(doc) | Route::ResourceList(doc) => json_response(200, &doc),
         Route::Resource(_) | Route::NotFound => error_response(&ApiError::path_not_found()),
     }
@@ -860,7 +876,7 @@ mod tests {
 
     /// `plural ns name sub`, `-` for absent parts.
     fn target(path: &str) -> Option<String> {
-        match route(path) {
+        match route(path, &|_| true) {
             Route::Resource(t) => Some(format!(
                 "{} {} {} {}",
                 def(t.id).plural,
@@ -904,7 +920,7 @@ mod tests {
             Some("pods ns - -")
         );
         assert!(matches!(
-            route("/apis/scheduling.volcano.sh/v1beta1"),
+            route("/apis/scheduling.volcano.sh/v1beta1", &|_| true),
             Route::ResourceList(_)
         ));
     }
