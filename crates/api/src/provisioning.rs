@@ -119,5 +119,16 @@ impl ProvisioningRequest {
 /// and fields, for test clusters and the API stand-in (real clusters install the autoscaler's
 /// own).
 pub fn provisioning_request_crd() -> CustomResourceDefinition {
-    ProvisioningRequest::crd()
+    let mut crd = ProvisioningRequest::crd();
+    // A structural schema, as kube-apiserver requires of a CRD.
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|v| v.open_api_v3_schema.as_mut())
+        {
+            crate::schema::normalize(schema);
+        }
+    }
+    crd
 }

@@ -24,6 +24,8 @@ pub const GANG_SCHEDULE_TIMEOUT: &str = "GangScheduleTimeout";
 /// PodGroup condition reason while an autoscaler request for the gang is pending, accepted or
 /// provisioned.
 pub const WAITING_FOR_CAPACITY: &str = "WaitingForCapacity";
+/// At most this many pod sets in one ProvisioningRequest (its CRD's `maxItems`).
+pub const MAX_POD_SETS: usize = 32;
 /// PodGroup condition reason after its autoscaler request failed or its booking expired, until
 /// the next request.
 pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
@@ -401,6 +403,15 @@ fn capacity(ssn: &Session, ji: usize, v: &mut Verdict, plan: &mut Plan) {
         }
     };
     let need = capacity_need(ssn, ji, attempt, &policy.class_name);
+    if need.pod_sets.len() > MAX_POD_SETS {
+        // The API refuses such a request; say why instead of asking every session.
+        let message = format!(
+            "no ProvisioningRequest: the gang's members come in {} shapes and a request holds at most {MAX_POD_SETS}; {fit}",
+            need.pod_sets.len()
+        );
+        v.condition = Some(("Unschedulable", NOT_ENOUGH_RESOURCES, message));
+        return;
+    }
     let message = format!(
         "waiting for capacity: ProvisioningRequest {}/{} created for {} pods (attempt {attempt}); {fit}",
         need.namespace,
