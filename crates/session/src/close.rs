@@ -370,14 +370,16 @@ fn capacity(ssn: &Session, ji: usize, v: &mut Verdict, plan: &mut Plan) {
         Some(c) if c.state.over() => {
             let retry_at = c.since.plus_millis(policy.backoff_ms(c.attempt));
             if st.now < retry_at {
+                // A fixed time, not a countdown: the condition (and its event) changes only
+                // when something happens.
                 let message = format!(
-                    "ProvisioningRequest {}/{} {} ({}); a new request in {}s (attempt {}); {fit}",
+                    "ProvisioningRequest {}/{} {} ({}); attempt {} at {}; {fit}",
                     c.namespace,
                     c.name,
                     c.state.as_str(),
                     c.message,
-                    (retry_at.millis_since(st.now) + 999) / 1000,
-                    c.attempt + 1
+                    c.attempt + 1,
+                    retry_at.to_rfc3339()
                 );
                 v.condition = Some(("Unschedulable", PROVISIONING_FAILED, message));
                 return;

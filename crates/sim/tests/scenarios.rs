@@ -101,3 +101,21 @@ fn bundled_example_is_the_seed1_scenario_and_passes() {
     let (outcome, _) = scenario.run().unwrap();
     assert!(outcome.passed(), "{outcome}");
 }
+
+/// A failed ProvisioningRequest is reported once per attempt: the condition waiting for the
+/// retry does not change (and so writes no event) every session.
+#[test]
+fn a_failed_request_is_reported_once_per_attempt() {
+    let path = scenarios_dir().join("autoscaler/failed-request-retried.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let scenario = caldera_sim::scenario::load(&text, "failed-request-retried.yaml").unwrap();
+    let (outcome, sim) = scenario.run().unwrap();
+    assert!(outcome.passed(), "\n{outcome}");
+    let failed: Vec<_> = sim
+        .events()
+        .iter()
+        .filter(|e| e.event.reason == "ProvisioningFailed")
+        .collect();
+    assert_eq!(failed.len(), 2, "{failed:#?}");
+    assert!(failed.iter().all(|e| e.event.warning));
+}
