@@ -7,7 +7,8 @@
 //! ```
 //!
 //! The stand-in runs as a bare control plane (no node lifecycle controller, no namespaces made
-//! on first write) until interrupted.
+//! on first write) with its model of kube-scheduler beside it (for the gate-mode scenarios,
+//! as a real cluster would run kube-scheduler), until interrupted.
 
 use caldera_e2e::cluster::stand_in_options;
 use caldera_testkit::apiserver::ApiServer;
@@ -36,8 +37,9 @@ async fn main() -> ExitCode {
         eprintln!("writing {path}: {e}");
         return ExitCode::FAILURE;
     }
+    let _kube_scheduler = server.start_kube_scheduler(std::time::Duration::from_millis(100));
     eprintln!(
-        "API stand-in at {}; kubeconfig in {path}; Ctrl-C stops it",
+        "API stand-in at {} with kube-scheduler; kubeconfig in {path}; Ctrl-C stops it",
         server.url()
     );
     let _ = tokio::signal::ctrl_c().await;

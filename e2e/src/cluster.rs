@@ -215,9 +215,19 @@ pub async fn delete_lease(client: &Client, namespace: &str, name: &str) -> Resul
 pub async fn run_scenario(cluster: &Cluster, scenario: Scenario) -> Result<Outcome> {
     let run_id = new_run_id(&scenario.name);
     let config = scenario.config.clone();
+    let gate = scenario.mode == caldera_sim::Mode::Gate;
     let client = cluster.client();
     let mut run = LiveRun::prepare(client.clone(), scenario, DriverOptions::new(&run_id)).await?;
-    let (options, lease) = scenario_scheduler(cluster, config, &run_id);
+    let (mut options, lease) = scenario_scheduler(cluster, config, &run_id);
+    if gate {
+        // `caldera gate` beside kube-scheduler: the stand-in's model of it, or the real one
+        // of the cluster the suite points at (e2e/README.md).
+        options.gate = Some(caldera_runtime::GateOptions::default());
+    }
+    let _kube_scheduler = gate
+        .then(|| cluster.stand_in_server())
+        .flatten()
+        .map(|server| server.start_kube_scheduler(Duration::from_millis(100)));
     let mut handle: Option<RunningHandle> = None;
     let result = run
         .run_to_end(async || {

@@ -507,6 +507,11 @@ impl LiveRun {
     /// patched instead.
     async fn create(&mut self, key: &ObjectKey, manifest: &Value) -> Result<Result<Value, String>> {
         let api = key.api(&self.client);
+        let mut manifest = manifest.clone();
+        if key.kind == Kind::Pod && self.scenario.mode == caldera_sim::Mode::Gate {
+            crate::roles::gate_admission::admit(&mut manifest);
+        }
+        let manifest = &manifest;
         let object = dynamic(key, manifest)?;
         let deadline = Instant::now() + self.options.wait_timeout;
         loop {

@@ -132,6 +132,7 @@ fn snapshot_options(config: &SchedulerConfig) -> SnapshotOptions {
         default_gang_timeout: config.gang_schedule_timeout,
         gate: false,
         provisioning: config.autoscaler.as_ref().map(|a| a.policy()),
+        predict: None,
     }
 }
 

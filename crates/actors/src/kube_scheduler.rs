@@ -126,13 +126,7 @@ pub fn schedule<'a>(
             });
         }
     }
-    queue.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then(a.info.created.cmp(&b.info.created))
-            .then_with(|| a.info.namespace.cmp(&b.info.namespace))
-            .then_with(|| a.info.name.cmp(&b.info.name))
-    });
+    queue.sort_by(|a, b| queue_order((&a.info, a.priority), (&b.info, b.priority)));
 
     let mut cycle = Cycle::default();
     for c in queue {
@@ -194,6 +188,42 @@ pub fn schedule<'a>(
         }
     }
     cycle
+}
+
+/// kube-scheduler's active queue order: higher priority, then older, then namespace/name.
+fn queue_order(a: (&PodInfo, i32), b: (&PodInfo, i32)) -> std::cmp::Ordering {
+    b.1.cmp(&a.1)
+        .then(a.0.created.cmp(&b.0.created))
+        .then_with(|| a.0.namespace.cmp(&b.0.namespace))
+        .then_with(|| a.0.name.cmp(&b.0.name))
+}
+
+/// What kube-scheduler is about to do with the pods it has pending: places each of `pending`
+/// (a pod and its priority), in queue order, on the feasible node it would choose among
+/// `nodes` — model nodes whose `used` already counts bound and held (nominated) pods — and
+/// adds it there. Gate mode runs it on every snapshot (`SnapshotOptions::predict`), so
+/// Caldera never releases a gang into room that kube-scheduler's own queue is about to take:
+/// without it, a node that frees up would be raced for by the gang's release and by the
+/// ordinary pods already waiting for it, and a member pinned to a node filled in between
+/// could leave its gang partial.
+pub fn predict(nodes: &mut [Node], pending: &[(&PodInfo, i32)]) {
+    let mut order: Vec<(&PodInfo, i32)> = pending.to_vec();
+    order.sort_by(|a, b| queue_order(*a, *b));
+    let none = Resources::new();
+    for (info, _) in order {
+        let mut best: Option<(i64, usize)> = None;
+        for (i, node) in nodes.iter().enumerate() {
+            if fits(info, node, &none).is_ok() {
+                let score = least_allocated(&info.request, node);
+                if best.is_none_or(|(s, _)| score > s) {
+                    best = Some((score, i));
+                }
+            }
+        }
+        if let Some((_, i)) = best {
+            nodes[i].add_pod(&info.request, &info.spec.host_ports);
+        }
+    }
 }
 
 /// kube-scheduler's summary: `0/N nodes are available: 2 Insufficient cpu, 1 node(s) ...`.

@@ -88,9 +88,9 @@ pub struct Options {
     pub reporter: Reporter,
     /// Retries.
     pub retry: RetryPolicy,
-    /// Gate mode (`caldera gate`): a planned bind is carried out as a release — one merge
-    /// patch of the pod adding the pin to its required node affinity and removing its gates,
-    /// then `pods/status` with `nominatedNodeName` — and kube-scheduler binds.
+    /// Gate mode (`caldera gate`): a planned bind is carried out as a release —
+    /// `pods/status` with `nominatedNodeName`, then one merge patch of the pod adding the pin
+    /// to its required node affinity and removing its gates — and kube-scheduler binds.
     pub release: bool,
 }
 

@@ -62,9 +62,12 @@ pub use caldera_cache::gate::{nomination_patch, release_patch};
 /// The gate gate mode lifts.
 pub const GANG_GATE: &str = caldera_api::GANG_GATE;
 
-/// Gate mode's release of a member: `PATCH pods/{name}` with [`release_patch`] (the pin in
-/// every required node-affinity term, no gates, the uid), then `PATCH pods/{name}/status`
-/// with [`nomination_patch`]. Sent again after a failure, both are the same patches.
+/// Gate mode's release of a member: `PATCH pods/{name}/status` with [`nomination_patch`]
+/// while the pod is still gated, then `PATCH pods/{name}` with [`release_patch`] (the pin in
+/// every required node-affinity term, no gates, the uid). Nominating first means the member
+/// enters kube-scheduler's queue already nominated: there is no moment where it is ungated
+/// and its node's capacity is free for other pods of its priority. Sent again after a
+/// failure, both are the same patches.
 pub async fn release(client: &Client, b: &Bind, patch: &Value, field_manager: &str) -> Result<()> {
     let api: Api<Pod> = Api::namespaced(client.clone(), &b.namespace);
     let params = patch_params(field_manager);
@@ -73,10 +76,10 @@ pub async fn release(client: &Client, b: &Bind, patch: &Value, field_manager: &s
         node: b.node.to_string(),
         source,
     };
-    api.patch(&b.name, &params, &Patch::Merge(patch))
+    api.patch_status(&b.name, &params, &Patch::Merge(&nomination_patch(&b.node)))
         .await
         .map_err(failed)?;
-    api.patch_status(&b.name, &params, &Patch::Merge(&nomination_patch(&b.node)))
+    api.patch(&b.name, &params, &Patch::Merge(patch))
         .await
         .map(|_| ())
         .map_err(failed)

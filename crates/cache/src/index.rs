@@ -39,6 +39,30 @@ pub struct SnapshotOptions {
     pub gate: bool,
     /// Autoscaler requests (config `autoscaler.provisioningRequest`), when on and served.
     pub provisioning: Option<caldera_model::ProvisioningPolicy>,
+    /// Gate mode: the model of kube-scheduler (`caldera_actors::kube_scheduler::predict`),
+    /// run over the pending, ungated pods of `scheduler_names` that Caldera does not serve,
+    /// so the room they are about to take counts as used.
+    pub predict: Option<Predictor>,
+}
+
+/// Places pending pods `(pod, priority)` on `nodes` as kube-scheduler would, adding each to
+/// its node (see [`SnapshotOptions::predict`]). There is one model of kube-scheduler, so any
+/// two predictors compare equal (function addresses say nothing).
+#[derive(Clone, Copy)]
+pub struct Predictor(pub fn(&mut [Node], &[(&PodInfo, i32)]));
+
+impl PartialEq for Predictor {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Predictor {}
+
+impl std::fmt::Debug for Predictor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Predictor")
+    }
 }
 
 impl Default for SnapshotOptions {
@@ -48,6 +72,7 @@ impl Default for SnapshotOptions {
             default_gang_timeout: None,
             gate: false,
             provisioning: None,
+            predict: None,
         }
     }
 }
@@ -60,6 +85,7 @@ impl SnapshotOptions {
             default_gang_timeout,
             gate: true,
             provisioning: None,
+            predict: None,
         }
     }
 
@@ -534,6 +560,23 @@ impl ClusterIndex {
             }
             if let Ok(i) = nodes.binary_search_by(|n| n.name.cmp(node)) {
                 nodes[i].add_pod(&p.request, &p.spec.host_ports);
+            }
+        }
+        if let (true, Some(predict)) = (opts.gate, opts.predict) {
+            let pending: Vec<(&PodInfo, i32)> = names
+                .iter()
+                .flat_map(|n| self.members.get(*n).into_iter().flatten())
+                .flat_map(|(_, keys)| keys.iter().filter_map(|k| self.pods.get(k)))
+                .filter(|p| {
+                    !opts.serves(p)
+                        && p.status() == TaskStatus::Pending
+                        && !p.gated
+                        && p.held.is_none()
+                })
+                .map(|p| (p, self.priority(p.spec_priority, p.priority_class.as_ref())))
+                .collect();
+            if !pending.is_empty() {
+                (predict.0)(&mut nodes, &pending);
             }
         }
         let mut by_job: BTreeMap<&Arc<str>, Vec<&PodInfo>> = BTreeMap::new();

@@ -26,7 +26,7 @@ pub use convert::{
     PriorityClassInfo,
 };
 pub use error::{Error, ObjectKind, Problem, Result};
-pub use index::{ClusterIndex, SnapshotOptions, DEFAULT_SCHEDULER_NAMES};
+pub use index::{ClusterIndex, Predictor, SnapshotOptions, DEFAULT_SCHEDULER_NAMES};
 
 #[cfg(test)]
 mod tests;

@@ -42,13 +42,19 @@ pub(crate) fn activate(
 ) -> Result<Active, Error> {
     let scheduler = caldera_plugins::scheduler(&config).map_err(Error::Scheduler)?;
     let mut snapshot_options = if gate {
-        SnapshotOptions::gate(config.gang_schedule_timeout)
+        SnapshotOptions {
+            predict: Some(caldera_cache::Predictor(
+                caldera_actors::kube_scheduler::predict,
+            )),
+            ..SnapshotOptions::gate(config.gang_schedule_timeout)
+        }
     } else {
         SnapshotOptions {
             scheduler_names: config.scheduler_names.clone(),
             default_gang_timeout: config.gang_schedule_timeout,
             gate: false,
             provisioning: None,
+            predict: None,
         }
     };
     if !names.is_empty() {

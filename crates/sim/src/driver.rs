@@ -183,6 +183,9 @@ impl Simulation {
         let opts = match mode {
             Mode::Gate => SnapshotOptions {
                 provisioning: config.autoscaler.as_ref().map(|a| a.policy()),
+                predict: Some(caldera_cache::Predictor(
+                    caldera_actors::kube_scheduler::predict,
+                )),
                 ..SnapshotOptions::gate(config.gang_schedule_timeout)
             },
             Mode::Run | Mode::KubeScheduler => SnapshotOptions {
@@ -190,6 +193,7 @@ impl Simulation {
                 default_gang_timeout: config.gang_schedule_timeout,
                 gate: false,
                 provisioning: config.autoscaler.as_ref().map(|a| a.policy()),
+                predict: None,
             },
         };
         let mut sim = Self::with_scheduler(Box::new(scheduler), config.schedule_period, opts);

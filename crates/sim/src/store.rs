@@ -630,7 +630,8 @@ impl Store {
 
     /// Releases a gated member to `node`, as `caldera gate` does: one update adding the pin to
     /// every required node-affinity term and removing the gate [`caldera_api::GANG_GATE`],
-    /// then `status.nominatedNodeName`.
+    /// with `status.nominatedNodeName` set first (the order matters only to a live
+    /// kube-scheduler; here the three changes land at once).
     pub fn release(
         &mut self,
         namespace: &str,

@@ -5,9 +5,11 @@
 //! - [`autoscaler`]: cluster-autoscaler serving ProvisioningRequests (new Nodes, request
 //!   conditions).
 //! - [`node_lifecycle`]: the node lifecycle controller's readiness taint.
+//! - [`gate_admission`]: gate mode's admission policy (the gate on grouped pods).
 //! - [`kubelet`]: pod phases (`markRunning`/`markSucceeded`) and the end of a graceful
 //!   deletion.
 
 pub mod autoscaler;
+pub mod gate_admission;
 pub mod kubelet;
 pub mod node_lifecycle;

@@ -46,13 +46,6 @@ fn unfit_for_real_server(scenario: &Scenario) -> Option<String> {
 
 async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
     let scenario = load(&file)?;
-    if scenario.mode == caldera_sim::Mode::Gate {
-        // Not wired yet: the live driver starts `caldera run`; gate mode needs `caldera gate`
-        // beside kube-scheduler (the stand-in's loop, or a real one). Issue #13.
-        return Ok(Completion::ignored_with(
-            "gate mode: the live driver does not start caldera gate yet",
-        ));
-    }
     if target.is_real() {
         if let Some(why) = unfit_for_real_server(&scenario) {
             return Ok(Completion::ignored_with(why));
