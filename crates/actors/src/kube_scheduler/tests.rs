@@ -186,3 +186,28 @@ fn other_schedulers_gated_and_finished_pods_are_left_alone() {
     });
     assert_eq!(run(&nodes, &[caldera, gated, done]), Cycle::default());
 }
+
+#[test]
+fn predict_takes_the_room_the_queue_is_about_to_use() {
+    let info = |p: &Pod| PodInfo::try_from(p).unwrap();
+    let mut nodes: Vec<Node> = [node("a", 8), node("b", 2)]
+        .iter()
+        .map(|n| caldera_cache::node(n).unwrap())
+        .collect();
+    let low = with(pod("low", 4, 1), |p| {
+        p.spec.as_mut().unwrap().priority = Some(0)
+    });
+    let high = with(pod("high", 2, 9), |p| {
+        p.spec.as_mut().unwrap().priority = Some(5)
+    });
+    let (low, high) = (info(&low), info(&high));
+    predict(&mut nodes, &[(&low, 0), (&high, 5)]);
+    // Higher priority first: `high` (2 GPUs) goes to the least allocated node by cpu and
+    // memory, a tie broken by name (a); then `low` (4) fits only on a.
+    assert_eq!(nodes[0].used.get("nvidia.com/gpu"), 6);
+    assert_eq!(nodes[1].used.get("nvidia.com/gpu"), 0);
+    // A pod that fits nowhere takes nothing.
+    let huge = info(&pod("huge", 16, 1));
+    predict(&mut nodes, &[(&huge, 0)]);
+    assert_eq!(nodes[0].used.get("nvidia.com/gpu"), 6);
+}
