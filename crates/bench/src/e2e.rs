@@ -15,6 +15,18 @@
 //!    runtime's binder. Its rate is what the API server allows a binder at those limits.
 //!
 //! `ratio` = `bind_rate` / `raw_bind_rate`.
+//!
+//! With `backlog`, the gangs are created before the runtime starts (as after an outage or a
+//! deploy), and the window runs from the runtime's caches being synced to the last bind;
+//! `synced_to_first_bind_seconds` is then how long a fresh scheduler takes to start binding.
+//!
+//! What else is measured: the writes between the first and the last bind seen (the binds
+//! should be nearly all of them: events and statuses follow behind), when the last event and
+//! the last write of any kind were seen, and at the end the bench reads back what the plans
+//! must have written — every PodGroup `Running` with `Scheduled=True`, a `Scheduled` event
+//! for every pod (counting the `series.count` of folded ones) unless `podScheduledEvents` is
+//! off, a `Scheduled` event for every PodGroup, the Queue's `running` count — and lists what
+//! is missing.
 
 use crate::live::{self, Backend, Counts, Error, Kind, Result, SET_LABEL};
 use caldera_binder::TokenBucket;
@@ -55,6 +67,10 @@ pub struct E2eOptions {
     pub settle: Duration,
     /// Give up waiting for binds (or for the caches to sync) after this long.
     pub timeout: Duration,
+    /// Create the gangs before the runtime starts; the window starts at caches synced.
+    pub backlog: bool,
+    /// `podScheduledEvents` of the runtime's config.
+    pub pod_scheduled_events: bool,
 }
 
 impl Default for E2eOptions {
@@ -68,6 +84,8 @@ impl Default for E2eOptions {
             kube_api_burst: 2000,
             settle: Duration::from_secs(2),
             timeout: Duration::from_secs(600),
+            backlog: false,
+            pod_scheduled_events: true,
         }
     }
 }
@@ -93,11 +111,21 @@ pub struct E2eResult {
     pub kube_api_qps: f64,
     /// Client-side burst.
     pub kube_api_burst: u32,
-    /// Time to create all the gangs (the window starts with the first pod).
+    /// Whether the gangs were created before the runtime started.
+    pub backlog: bool,
+    /// `podScheduledEvents` of the runtime's config.
+    pub pod_scheduled_events: bool,
+    /// Time to create all the gangs (without `backlog`, the window starts with the first pod).
     pub creation_seconds: f64,
-    /// First pod created → first bind seen.
+    /// With `backlog`: runtime started → every watched kind listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_to_synced_seconds: Option<f64>,
+    /// With `backlog`: caches synced → first bind seen (target ≤ 0.5 s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub synced_to_first_bind_seconds: Option<f64>,
+    /// Window start (first pod created; with `backlog`, caches synced) → first bind seen.
     pub first_create_to_first_bind_seconds: f64,
-    /// First pod created → last bind seen.
+    /// Window start → last bind seen.
     pub first_create_to_last_bind_seconds: f64,
     /// pods / first_create_to_last_bind_seconds.
     pub bind_rate: f64,
@@ -118,6 +146,32 @@ pub struct E2eResult {
     pub api_writes_per_bound_pod: f64,
     /// The same, counting only until the last bind was seen.
     pub api_writes_per_bound_pod_until_last_bind: f64,
+    /// Writes of the runtime from the first bind seen to the last, per pod bound in between
+    /// (target ≤ 1.1: binds, and little else).
+    pub bind_window_writes_per_bound_pod: f64,
+    /// Those writes that were not binds.
+    pub bind_window_other_writes: u64,
+    /// Last bind seen → last event written (0 if none came after).
+    pub events_done_seconds: f64,
+    /// Window start → last write of any kind.
+    pub all_written_seconds: f64,
+    /// Event objects the runtime created.
+    pub events_written: u64,
+    /// Events of the plans they stand for (more when folded).
+    pub events_represented: u64,
+    /// Events folded into another (the event queue was over its bound).
+    pub events_folded: u64,
+    /// Events dropped (the event queue's hard cap).
+    pub events_dropped: u64,
+    /// Status writes replaced by a newer one to the same object before they were sent.
+    pub status_coalesced: u64,
+    /// Status writes and events sent under the token share while binds were queued.
+    pub share_writes: u64,
+    /// Whether every event and status the plans asked for is there at the end.
+    pub plan_writes_present: bool,
+    /// What is missing (at most 20 lines).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_writes: Vec<String>,
     /// The writes by kind (`verb resource[.group][/subresource]`), until settled.
     pub writes: BTreeMap<String, u64>,
     /// `stand-in` (the server's counters) or `client` (a counting layer in the runtime's
@@ -202,31 +256,6 @@ async fn measure(opts: &E2eOptions, backend: &Backend, ns: &str, run: &str) -> R
     })
     .await?;
 
-    // The runtime, synced and through its first session.
-    let options = Options {
-        config: ConfigSource::Fixed(config),
-        scheduler_names: vec![SCHEDULER.to_string()],
-        leader_election: None,
-        metrics_addr: None,
-        kube_api_qps: opts.kube_api_qps,
-        kube_api_burst: opts.kube_api_burst,
-        bind_concurrency: Some(concurrency),
-        ..Options::default()
-    };
-    let handle = Runtime::start(options, backend.counted_client()?).await?;
-    live::poll(
-        opts.timeout,
-        Duration::from_millis(10),
-        "the runtime's caches to sync and its first session",
-        || handle.is_synced() && handle.sessions() > 0,
-    )
-    .await?;
-    // Whatever the first sessions write (the Queue `default`, its status) is not the gangs'.
-    let _ = live::settle(backend, Duration::from_millis(300), Duration::from_secs(10)).await;
-
-    // Caldera: create the gangs, wait for the last bind, then for the writes to settle.
-    let sessions_before = handle.sessions();
-    let before = backend.counts();
     let mut objects = Vec::with_capacity(opts.gangs);
     for g in 0..opts.gangs {
         let name = format!("gang-{g:05}");
@@ -243,9 +272,94 @@ async fn measure(opts: &E2eOptions, backend: &Backend, ns: &str, run: &str) -> R
             .collect();
         objects.push((live::podgroup(ns, &name, opts.gang_size), members));
     }
-    let started = Instant::now();
-    create_gangs(backend, objects).await?;
-    let creation_seconds = started.elapsed().as_secs_f64();
+
+    let mut config = config;
+    config.pod_scheduled_events = opts.pod_scheduled_events;
+    let options = Options {
+        config: ConfigSource::Fixed(config),
+        scheduler_names: vec![SCHEDULER.to_string()],
+        leader_election: None,
+        metrics_addr: None,
+        kube_api_qps: opts.kube_api_qps,
+        kube_api_burst: opts.kube_api_burst,
+        bind_concurrency: Some(concurrency),
+        ..Options::default()
+    };
+    let first_bind = |progress: &mut tokio::sync::watch::Receiver<live::BindProgress>| {
+        let mut progress = progress.clone();
+        async move {
+            let p = live::wait_progress(&mut progress, opts.timeout, "the first bind", |p| {
+                p.bound >= 1
+            })
+            .await?;
+            Ok::<_, Error>((p, backend.counts()))
+        }
+    };
+    let (handle, before, started, creation_seconds, synced, at_first, sessions_before) = if opts
+        .backlog
+    {
+        // The gangs first; then a fresh runtime, timed from its start.
+        let created_at = Instant::now();
+        create_gangs(backend, objects).await?;
+        let creation_seconds = created_at.elapsed().as_secs_f64();
+        let before = backend.counts();
+        let launched = Instant::now();
+        let handle = Runtime::start(options, backend.counted_client()?).await?;
+        let waiting = first_bind(&mut progress);
+        let synced = async {
+            live::poll(
+                opts.timeout,
+                Duration::from_millis(2),
+                "the runtime's caches to sync",
+                || handle.is_synced(),
+            )
+            .await?;
+            Ok::<_, Error>(Instant::now())
+        };
+        let (synced, at_first) = tokio::try_join!(synced, waiting)?;
+        let start_to_synced = (synced - launched).as_secs_f64();
+        (
+            handle,
+            before,
+            synced,
+            creation_seconds,
+            Some(start_to_synced),
+            at_first,
+            0,
+        )
+    } else {
+        // The runtime, synced and through its first session.
+        let handle = Runtime::start(options, backend.counted_client()?).await?;
+        live::poll(
+            opts.timeout,
+            Duration::from_millis(10),
+            "the runtime's caches to sync and its first session",
+            || handle.is_synced() && handle.sessions() > 0,
+        )
+        .await?;
+        // Whatever the first sessions write (the Queue `default`, its status) is not the gangs'.
+        let _ = live::settle(backend, Duration::from_millis(300), Duration::from_secs(10)).await;
+        let sessions_before = handle.sessions();
+        let before = backend.counts();
+        let started = Instant::now();
+        let waiting = first_bind(&mut progress);
+        let creating = async {
+            create_gangs(backend, objects).await?;
+            Ok::<_, Error>(started.elapsed().as_secs_f64())
+        };
+        let (creation_seconds, at_first) = tokio::try_join!(creating, waiting)?;
+        (
+            handle,
+            before,
+            started,
+            creation_seconds,
+            None,
+            at_first,
+            sessions_before,
+        )
+    };
+
+    // Caldera: wait for the last bind, then for the writes to settle.
     let seen = live::wait_progress(&mut progress, opts.timeout, "every pod to be bound", |p| {
         p.bound >= pods
     })
@@ -254,12 +368,33 @@ async fn measure(opts: &E2eOptions, backend: &Backend, ns: &str, run: &str) -> R
     let settled = live::settle(backend, opts.settle, opts.settle * 10 + opts.timeout / 10).await;
     let sessions = handle.sessions() - sessions_before;
     let max_binds_in_flight = handle.binder().max_in_flight();
+    let stats = handle.binder().stats();
     handle.shutdown().await;
     watch_task.abort();
-    let first = seen.first.map_or(0.0, |t| (t - started).as_secs_f64());
-    let last = seen.last.map_or(0.0, |t| (t - started).as_secs_f64());
-    let window = settled.since(&before);
+    let missing = check_plan_writes(backend, ns, opts).await?;
+    let first = seen
+        .first
+        .map_or(0.0, |t| t.saturating_duration_since(started).as_secs_f64());
+    let last = seen
+        .last
+        .map_or(0.0, |t| t.saturating_duration_since(started).as_secs_f64());
+    let window = settled.counts.since(&before);
     let until_last = at_last_bind.since(&before);
+    let (first_progress, at_first_bind) = at_first;
+    let bind_window = at_last_bind.since(&at_first_bind);
+    let bind_window_binds = bind_window
+        .writes_by_kind()
+        .get("create pods/binding")
+        .copied()
+        .unwrap_or(0);
+    let bound_in_window = seen.bound.saturating_sub(first_progress.bound);
+    let last_bind = seen.last.unwrap_or(started);
+    let events_done = settled.last_of("events").map_or(0.0, |t| {
+        t.saturating_duration_since(last_bind).as_secs_f64()
+    });
+    let all_written = settled
+        .last_write
+        .map_or(last, |t| t.saturating_duration_since(started).as_secs_f64());
 
     // Raw: a fresh set of pods, each with a node decided beforehand, bound by a plain client.
     let raw_objects: Vec<Value> = (0..pods)
@@ -294,7 +429,11 @@ async fn measure(opts: &E2eOptions, backend: &Backend, ns: &str, run: &str) -> R
         bind_concurrency: concurrency,
         kube_api_qps: opts.kube_api_qps,
         kube_api_burst: opts.kube_api_burst,
+        backlog: opts.backlog,
+        pod_scheduled_events: opts.pod_scheduled_events,
         creation_seconds,
+        start_to_synced_seconds: synced,
+        synced_to_first_bind_seconds: opts.backlog.then_some(first),
         first_create_to_first_bind_seconds: first,
         first_create_to_last_bind_seconds: last,
         bind_rate,
@@ -306,12 +445,132 @@ async fn measure(opts: &E2eOptions, backend: &Backend, ns: &str, run: &str) -> R
         api_requests_per_bound_pod: per_pod(&window, Counts::total, seen.bound),
         api_writes_per_bound_pod: per_pod(&window, Counts::writes, seen.bound),
         api_writes_per_bound_pod_until_last_bind: per_pod(&until_last, Counts::writes, seen.bound),
+        bind_window_writes_per_bound_pod: per_pod(&bind_window, Counts::writes, bound_in_window),
+        bind_window_other_writes: bind_window.writes().saturating_sub(bind_window_binds),
+        events_done_seconds: events_done,
+        all_written_seconds: all_written,
+        events_written: stats.events_written,
+        events_represented: stats.events_represented,
+        events_folded: stats.events_folded,
+        events_dropped: stats.events_dropped,
+        status_coalesced: stats.status_coalesced,
+        share_writes: stats.share_writes,
+        plan_writes_present: missing.is_empty(),
+        missing_writes: missing,
         writes: window.writes_by_kind(),
         counts_source: backend.counts_source().to_string(),
         sessions,
         max_binds_in_flight,
         cleanup_errors: Vec::new(),
     })
+}
+
+/// What the plans must have written, read back: every PodGroup `Running` with
+/// `Scheduled=True` and its `Scheduled` event, every pod's `Scheduled` event (unless
+/// `podScheduledEvents` is off; a folded event counts `series.count`), and the Queue's
+/// `running` count. Returns what is missing, at most 20 lines.
+async fn check_plan_writes(backend: &Backend, ns: &str, opts: &E2eOptions) -> Result<Vec<String>> {
+    use k8s_openapi::api::events::v1::Event as KubeEvent;
+    use kube::api::{Api, DynamicObject, ListParams};
+    let client = backend.client()?;
+    let kube_err = |what: &'static str| {
+        move |source| Error::Kube {
+            what: what.to_string(),
+            source,
+        }
+    };
+    let events: Api<KubeEvent> = Api::namespaced(client.clone(), ns);
+    let events = events
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err("listing the events"))?
+        .items;
+    let podgroups: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &Kind::PodGroup.api_resource());
+    let podgroups = podgroups
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err("listing the PodGroups"))?
+        .items;
+    let queue = live::get_queue(&client, caldera_api::DEFAULT_QUEUE)
+        .await
+        .map_err(kube_err("reading the Queue default"))?;
+
+    // Events the plans asked for, per gang: pod `Scheduled` (counted) and PodGroup `Scheduled`.
+    let mut pod_scheduled: BTreeMap<String, u64> = BTreeMap::new();
+    let mut group_scheduled: BTreeMap<String, u64> = BTreeMap::new();
+    for e in &events {
+        if e.reason.as_deref() != Some("Scheduled") {
+            continue;
+        }
+        let Some(about) = e.regarding.as_ref() else {
+            continue;
+        };
+        let name = about.name.clone().unwrap_or_default();
+        let count = e
+            .series
+            .as_ref()
+            .map_or(1, |s| u64::try_from(s.count).unwrap_or(0));
+        match about.kind.as_deref() {
+            Some("Pod") => {
+                let gang = name.rsplit_once('-').map_or(name.as_str(), |(g, _)| g);
+                *pod_scheduled.entry(gang.to_string()).or_default() += count;
+            }
+            Some("PodGroup") => *group_scheduled.entry(name).or_default() += count,
+            _ => {}
+        }
+    }
+    let mut missing = Vec::new();
+    let mut found = 0usize;
+    for pg in &podgroups {
+        let name = pg.metadata.name.clone().unwrap_or_default();
+        if !name.starts_with("gang-") {
+            continue;
+        }
+        found += 1;
+        let status = &pg.data["status"];
+        let scheduled = status["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Scheduled" && c["status"] == "True")
+        });
+        if status["phase"] != "Running" || !scheduled {
+            missing.push(format!(
+                "PodGroup {name}: phase {} and Scheduled=True wanted, got {status}",
+                status["phase"]
+            ));
+        }
+        if group_scheduled.get(&name).copied().unwrap_or(0) == 0 {
+            missing.push(format!("PodGroup {name}: no Scheduled event"));
+        }
+        let pods = pod_scheduled.get(&name).copied().unwrap_or(0);
+        if opts.pod_scheduled_events && pods != opts.gang_size as u64 {
+            missing.push(format!(
+                "PodGroup {name}: {pods} pod Scheduled events, {} wanted",
+                opts.gang_size
+            ));
+        }
+        if !opts.pod_scheduled_events && pods != 0 {
+            missing.push(format!(
+                "PodGroup {name}: {pods} pod Scheduled events with podScheduledEvents off"
+            ));
+        }
+    }
+    if found != opts.gangs {
+        missing.push(format!("{found} PodGroups found, {} created", opts.gangs));
+    }
+    let running = queue["status"]["running"].as_u64().unwrap_or(0);
+    if running < opts.gangs as u64 {
+        missing.push(format!(
+            "Queue default: status.running {running}, at least {} wanted",
+            opts.gangs
+        ));
+    }
+    let total = missing.len();
+    missing.truncate(20);
+    if total > 20 {
+        missing.push(format!("… and {} more", total - 20));
+    }
+    Ok(missing)
 }
 
 fn per_pod(c: &Counts, f: fn(&Counts) -> u64, pods: usize) -> f64 {

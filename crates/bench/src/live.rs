@@ -322,7 +322,8 @@ impl Kind {
         }
     }
 
-    fn api_resource(self) -> ApiResource {
+    /// The API resource of the kind.
+    pub fn api_resource(self) -> ApiResource {
         match self {
             Kind::Node => ApiResource::erase::<Node>(&()),
             Kind::Pod => ApiResource::erase::<Pod>(&()),
@@ -496,6 +497,17 @@ async fn create_one(client: &Client, kind: Kind, o: Value) -> Result<Value> {
     serde_json::to_value(created).map_err(|e| Error::Other(format!("{what}: {e}")))
 }
 
+/// The Queue `name` as JSON.
+pub async fn get_queue(client: &Client, name: &str) -> Result<Value, kube::Error> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("scheduling.volcano.sh", "v1beta1", "Queue"),
+        "queues",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let q = api.get(name).await?;
+    Ok(serde_json::to_value(q).unwrap_or(Value::Null))
+}
+
 /// On a cluster: checks that the PodGroup CRD is served and creates namespace `ns`. Nothing
 /// to do on the stand-in (it serves PodGroups and creates namespaces on first use).
 pub async fn prepare_namespace(backend: &Backend, ns: &str, run: &str) -> Result<()> {
@@ -664,20 +676,54 @@ pub async fn poll(
     Ok(())
 }
 
+/// What [`settle`] saw: the counts at the end, and when writes of each kind were last seen
+/// (to within the 10 ms it polls at).
+#[derive(Debug, Clone)]
+pub struct Settled {
+    /// The counts once quiet.
+    pub counts: Counts,
+    /// When the last write of any kind was seen (`None`: none after the call).
+    pub last_write: Option<Instant>,
+    /// When the last write of each kind was seen.
+    pub last_by_kind: BTreeMap<String, Instant>,
+}
+
+impl Settled {
+    /// When the last write of a kind whose name contains `part` was seen.
+    pub fn last_of(&self, part: &str) -> Option<Instant> {
+        self.last_by_kind
+            .iter()
+            .filter(|(k, _)| k.contains(part))
+            .map(|(_, t)| *t)
+            .max()
+    }
+}
+
 /// Waits until no write request has been counted for `quiet` (at most `max`), and returns the
-/// counts then.
-pub async fn settle(backend: &Backend, quiet: Duration, max: Duration) -> Counts {
+/// counts then, with when each kind of write was last seen.
+pub async fn settle(backend: &Backend, quiet: Duration, max: Duration) -> Settled {
     let deadline = Instant::now() + max;
     let mut last = backend.counts();
     let mut since = Instant::now();
+    let mut settled = Settled {
+        counts: last.clone(),
+        last_write: None,
+        last_by_kind: BTreeMap::new(),
+    };
     loop {
-        tokio::time::sleep(Duration::from_millis(50).min(quiet)).await;
+        tokio::time::sleep(Duration::from_millis(10).min(quiet)).await;
         let now = backend.counts();
         if now.writes() != last.writes() {
+            let at = Instant::now();
+            for kind in now.since(&last).writes_by_kind().into_keys() {
+                settled.last_by_kind.insert(kind, at);
+            }
+            settled.last_write = Some(at);
             last = now;
-            since = Instant::now();
+            since = at;
         } else if since.elapsed() >= quiet || Instant::now() >= deadline {
-            return now;
+            settled.counts = now;
+            return settled;
         }
     }
 }

@@ -23,7 +23,29 @@ pub enum WriteKind {
     Event,
 }
 
+/// How urgent a kind of write is: acts go first; reports and events follow behind them (see
+/// the crate docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Class {
+    /// Changes what runs where (binds): sent at once, in plan order.
+    Act,
+    /// What users and controllers read about an object (its status): one write per object,
+    /// the newest, once no act is queued (or under the token share).
+    Report,
+    /// Events: bounded and folded, behind the acts like reports.
+    Event,
+}
+
 impl WriteKind {
+    /// The class of this kind of write.
+    pub fn class(self) -> Class {
+        match self {
+            Self::Binding | Self::Release => Class::Act,
+            Self::PodStatus | Self::PodGroupStatus | Self::QueueStatus => Class::Report,
+            Self::Event => Class::Event,
+        }
+    }
+
     /// A short label for logs and metrics: `binding`, `pod_status`, `podgroup_status`,
     /// `queue_status`, `event`.
     pub fn as_str(self) -> &'static str {

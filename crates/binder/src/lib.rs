@@ -1,50 +1,76 @@
-//! Carries a plan out against the Kubernetes API.
+//! Carries a plan out against the Kubernetes API: **binds first; everything users only read
+//! follows behind, coalesced, and nothing is lost.**
 //!
-//! A session's [`Plan`] holds only changes; the [`Binder`] writes exactly what it says:
+//! A session's [`Plan`] holds only changes. [`Binder::dispatch`] sorts each write into one of
+//! three [`Class`]es, and that order is the binder's structure:
 //!
-//! - **Binds** through the `pods/binding` subresource, with the pod's uid as a precondition, at
-//!   most `bind_concurrency` at a time. Binds are started in plan order, and a plan lists a
-//!   committed gang's binds together, so a gang's binds are issued back to back. `409
-//!   Conflict` and `404 NotFound` mean the pod is already bound or gone: the watch settles
-//!   it, nothing is retried. Other failures are retried with exponential backoff a few times;
-//!   a bind that still fails goes to the **retry list**, which is dispatched before anything
-//!   else in the next [`Binder::dispatch`] (so before any new gang of its queue). The caller
-//!   keeps such a member "assumed" on its node meanwhile, so its gang is not broken.
-//! - **Status**: the `PodScheduled` condition and gang-timeout failures through `pods/status`
-//!   (strategic merge patch), PodGroup and Queue status through their `status` subresource
-//!   (merge patch of `status`). Merge patches carry no resourceVersion, so they never
-//!   conflict.
-//! - **Events** in `events.k8s.io/v1`. The `Scheduled` event of a bound pod is sent only once
-//!   its bind succeeded.
+//! 1. **Acts** ([`Class::Act`], `acts.rs`): writes that change what runs where — binds through
+//!    `pods/binding`, with the pod's uid as a precondition, at most `bind_concurrency` at a
+//!    time, started in plan order (a committed gang's binds are adjacent, so they go back to
+//!    back). `409`/`404` mean the pod is already bound or gone: the watch settles it. Other
+//!    failures are retried with backoff; a bind that still fails goes to the **retry list**,
+//!    dispatched before anything else next time (the caller keeps the member "assumed"
+//!    meanwhile). Every act holds a ticket from dispatch until answered.
+//! 2. **Reports** ([`Class::Report`], `reports.rs`): status writes users and controllers read —
+//!    the `PodScheduled` condition and gang-timeout failures (`pods/status`, strategic merge),
+//!    PodGroup and Queue status (`status` subresource, merge patch: no resourceVersion, never
+//!    a conflict). They wait, **one per object**: a newer write to an object replaces the
+//!    waiting one (a PodGroup's status is written once, with its final state), and writes to
+//!    one object are sent one at a time, newest last.
+//! 3. **Events** ([`Class::Event`], `events.rs`): `events.k8s.io/v1`, in a bounded queue that
+//!    folds same-reason events of one PodGroup into one Event with `series.count` under load,
+//!    and drops (counted) only past a hard cap. A bound pod's `Scheduled` event is queued once
+//!    its bind succeeded.
 //!
-//! Every bind and status write first takes a token from a client-side [`TokenBucket`]
-//! (`--kube-api-qps`, `--kube-api-burst`). Events take theirs from a second bucket of the same
-//! size, as kube-scheduler's event broadcaster has its own client: a burst of events never
-//! delays a bind. What happens to each write is reported to an [`Observer`] (the
-//! runtime keeps its overlay of in-flight work and its metrics there).
+//! Reports and events are sent (`follow.rs`) only while no act is queued or in flight and none
+//! has been for [`Follow::report_quiet`]; while acts are queued they get at most
+//! [`Follow::report_share`] of the QPS, so a backlog of binds goes through at the rate the
+//! API server can bind, and what follows is still never starved. Nothing is dropped on the
+//! way except by leadership loss ([`Binder::pause`]: the next leader recomputes statuses from
+//! the cluster) or the events' hard cap.
+//!
+//! Binds and status writes take a token from a client-side [`TokenBucket`]
+//! (`--kube-api-qps`, `--kube-api-burst`); events take theirs from a second bucket of the same
+//! size, as kube-scheduler's event broadcaster has its own client. What happens to each write
+//! is reported to an [`Observer`] (the runtime keeps its overlay of in-flight work and its
+//! metrics there).
+//!
+//! **Adding a kind of write**: give it a [`WriteKind`] and its [`Class`] in
+//! [`WriteKind::class`], its request in `writes.rs`, and then either an `Act` variant in
+//! `acts.rs` (it holds an act ticket; anything that must precede a bind, such as a PVC
+//! pre-bind, is a step of that bind's act) or a `StatusWrite` variant in `reports.rs` (with the
+//! object it coalesces on). Then sort it in [`Binder::dispatch`]; the plan is destructured
+//! there field by field, so a new field of [`Plan`] does not compile until it is sorted.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod acts;
 mod error;
+mod events;
+mod follow;
 pub mod limiter;
+mod reports;
 pub mod writes;
 
-pub use error::{Error, Result, WriteKind};
+pub use error::{Class, Error, Result, WriteKind};
+pub use events::Group;
 pub use limiter::TokenBucket;
 pub use writes::Reporter;
 
+use acts::{Act, ActTicket, BindJob, RetryEntry};
 use caldera_model::{Bind, Event, EventObject, Plan, QueueStatus, Snapshot, Time};
+use events::{EventQueue, Pushed, QueuedEvent};
+use follow::Gate;
 use kube::Client;
-use serde_json::Value;
+use reports::{ReportQueue, StatusWrite, Waiting};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, warn};
+use tracing::debug;
 
 /// How failed writes are retried.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +108,8 @@ pub struct Options {
     pub qps: f64,
     /// Burst of the rate limit (`--kube-api-burst`).
     pub burst: u32,
+    /// How status writes and events follow the binds.
+    pub follow: Follow,
     /// `fieldManager` of the patches.
     pub field_manager: String,
     /// Who the events say reported them.
@@ -90,7 +118,8 @@ pub struct Options {
     pub retry: RetryPolicy,
     /// Gate mode (`caldera gate`): a planned bind is carried out as a release —
     /// `pods/status` with `nominatedNodeName`, then one merge patch of the pod adding the pin
-    /// to its required node affinity and removing its gates — and kube-scheduler binds.
+    /// to its required node affinity and removing its gates — and kube-scheduler binds. A
+    /// release is an act, like the bind it stands for.
     pub release: bool,
 }
 
@@ -101,6 +130,7 @@ impl Default for Options {
             write_concurrency: 64,
             qps: 1000.0,
             burst: 2000,
+            follow: Follow::default(),
             field_manager: "caldera".into(),
             reporter: Reporter {
                 controller: "caldera".into(),
@@ -184,6 +214,10 @@ pub trait Observer: Send + Sync {
     /// A status patch was given up (failed, or cancelled); the next session may write it
     /// again.
     fn write_dropped(&self, _target: &Target) {}
+    /// An event was folded into a queued one (the queue is over its soft cap).
+    fn event_folded(&self) {}
+    /// An event was dropped (the queue is at its hard cap and nothing to fold it into).
+    fn event_dropped(&self) {}
 }
 
 /// An [`Observer`] that does nothing.
@@ -192,85 +226,104 @@ pub struct NoObserver;
 
 impl Observer for NoObserver {}
 
-/// What one [`Binder::dispatch`] did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Report {
-    /// Pods bound.
-    pub bound: usize,
-    /// Binds answered 404/409.
-    pub settled: usize,
-    /// Binds put on the retry list.
-    pub deferred: usize,
-    /// Binds given up.
-    pub dropped: usize,
-    /// Status patches that succeeded.
-    pub written: usize,
-    /// Status patches given up.
-    pub write_failures: usize,
-    /// Events recorded.
-    pub events: usize,
-    /// Events that could not be recorded.
-    pub event_failures: usize,
+/// How status writes and events follow behind the binds (see the crate docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Follow {
+    /// The share of the QPS that status writes and events may use while binds are queued
+    /// (0: none, they wait until the binds are done). With no rate limit, the share is of
+    /// 1000 QPS.
+    pub report_share: f64,
+    /// Status writes and events wait until no bind has been queued for this long.
+    pub report_quiet: Duration,
+    /// Queued events beyond which events of one reason on one PodGroup are folded into one
+    /// (client-go's broadcaster queues 1000).
+    pub event_queue: usize,
+    /// Queued events beyond which an event with nothing to fold into is dropped.
+    pub event_queue_max: usize,
 }
 
-impl Report {
-    fn add(&mut self, other: &Report) {
-        self.bound += other.bound;
-        self.settled += other.settled;
-        self.deferred += other.deferred;
-        self.dropped += other.dropped;
-        self.written += other.written;
-        self.write_failures += other.write_failures;
-        self.events += other.events;
-        self.event_failures += other.event_failures;
+impl Default for Follow {
+    fn default() -> Self {
+        Follow {
+            report_share: 0.02,
+            report_quiet: Duration::from_millis(100),
+            event_queue: 1000,
+            event_queue_max: 10_000,
+        }
     }
 }
 
-/// A bind waiting for its next round.
-#[derive(Debug, Clone)]
-struct RetryEntry {
-    bind: Bind,
-    release: Option<Value>,
-    created: Option<Time>,
-    event: Option<Event>,
-    round: u32,
-    due: Instant,
+/// What the binder has done so far (counters since it was built).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Pods bound.
+    pub bound: u64,
+    /// Status writes that succeeded.
+    pub status_written: u64,
+    /// Status writes replaced by a newer one to the same object before they were sent.
+    pub status_coalesced: u64,
+    /// Status writes given up (failed, or cancelled by leadership loss).
+    pub status_failed: u64,
+    /// Event objects created.
+    pub events_written: u64,
+    /// Events of the plans those objects stand for (more than `events_written` when folded).
+    pub events_represented: u64,
+    /// Events folded into another queued one.
+    pub events_folded: u64,
+    /// Events dropped at the queue's hard cap.
+    pub events_dropped: u64,
+    /// Events not recorded (the server refused, or leadership was lost).
+    pub events_failed: u64,
+    /// Status writes and events sent under the token share while binds were queued.
+    pub share_writes: u64,
 }
 
-/// A bind to carry out, with what goes with it.
-#[derive(Debug, Clone)]
-struct BindJob {
-    bind: Bind,
-    /// Gate mode: the release patch (see [`Options::release`]).
-    release: Option<Value>,
-    created: Option<Time>,
-    event: Option<Event>,
-    round: u32,
+#[derive(Debug, Default)]
+struct Counters {
+    bound: AtomicU64,
+    status_written: AtomicU64,
+    status_coalesced: AtomicU64,
+    status_failed: AtomicU64,
+    events_written: AtomicU64,
+    events_represented: AtomicU64,
+    events_folded: AtomicU64,
+    events_dropped: AtomicU64,
+    events_failed: AtomicU64,
+    share_writes: AtomicU64,
 }
 
-/// The newest write generation to one object, and the lock that keeps its writes in order.
-type WriteOrder = (u64, Arc<tokio::sync::Mutex<()>>);
-
-/// A status write to carry out.
-#[derive(Debug, Clone)]
-enum StatusJob {
-    Condition(caldera_model::PodConditionUpdate, bool),
-    Failure(caldera_model::PodFailure),
-    PodGroup(caldera_model::PodGroupStatusUpdate),
-    Queue(caldera_model::QueueStatusUpdate, Option<QueueStatus>),
-    Event(Event),
+impl Counters {
+    fn get(&self) -> Stats {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Stats {
+            bound: g(&self.bound),
+            status_written: g(&self.status_written),
+            status_coalesced: g(&self.status_coalesced),
+            status_failed: g(&self.status_failed),
+            events_written: g(&self.events_written),
+            events_represented: g(&self.events_represented),
+            events_folded: g(&self.events_folded),
+            events_dropped: g(&self.events_dropped),
+            events_failed: g(&self.events_failed),
+            share_writes: g(&self.share_writes),
+        }
+    }
 }
 
 struct Inner {
     client: Client,
     options: Options,
     limiter: TokenBucket,
-    /// Events only (see the module docs).
+    /// Events only (see the crate docs).
     event_limiter: TokenBucket,
-    /// Per status-write target: the generation of the newest write dispatched, and a lock
-    /// that keeps writes to one object in order.
-    write_order: Mutex<HashMap<(WriteKind, String), WriteOrder>>,
-    write_generation: AtomicU64,
+    /// Reports and events while acts are queued (`None`: no share).
+    share: Option<TokenBucket>,
+    gate: Arc<Gate>,
+    reports: Mutex<ReportQueue>,
+    events: Mutex<EventQueue>,
+    /// Wakes the pump (new reports or events, acts done, a write slot free).
+    wake: Arc<Notify>,
+    pump_started: AtomicBool,
     bind_slots: Arc<Semaphore>,
     write_slots: Arc<Semaphore>,
     observer: Arc<dyn Observer>,
@@ -280,6 +333,14 @@ struct Inner {
     tracker: TaskTracker,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    stats: Counters,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The pump holds only a weak reference: woken, it finds the binder gone and ends.
+        self.wake.notify_one();
+    }
 }
 
 /// Carries plans out; cheap to clone (clones share everything).
@@ -299,7 +360,8 @@ impl std::fmt::Debug for Binder {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The guarded values (a list of retries) stay consistent at every await-free step.
+    // Every guarded value (queues, a list of retries, an instant) stays consistent at every
+    // await-free step.
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -324,13 +386,26 @@ impl Binder {
     pub fn new(client: Client, options: Options, observer: Arc<dyn Observer>) -> Self {
         let limiter = TokenBucket::new(options.qps, options.burst);
         let event_limiter = TokenBucket::new(options.qps, options.burst);
+        let base_qps = if options.qps.is_finite() && options.qps > 0.0 {
+            options.qps
+        } else {
+            1000.0
+        };
+        let follow = &options.follow;
+        let share = (follow.report_share.is_finite() && follow.report_share > 0.0)
+            .then(|| TokenBucket::new(base_qps * follow.report_share.min(1.0), 1));
+        let wake = Arc::new(Notify::new());
         Binder {
             inner: Arc::new(Inner {
                 client,
                 limiter,
                 event_limiter,
-                write_order: Mutex::new(HashMap::new()),
-                write_generation: AtomicU64::new(0),
+                share,
+                gate: Arc::new(Gate::new(wake.clone())),
+                reports: Mutex::new(ReportQueue::default()),
+                events: Mutex::new(EventQueue::new(follow.event_queue, follow.event_queue_max)),
+                wake,
+                pump_started: AtomicBool::new(false),
                 bind_slots: Arc::new(Semaphore::new(options.bind_concurrency.max(1))),
                 write_slots: Arc::new(Semaphore::new(options.write_concurrency.max(1))),
                 options,
@@ -341,6 +416,7 @@ impl Binder {
                 tracker: TaskTracker::new(),
                 in_flight: AtomicUsize::new(0),
                 max_in_flight: AtomicUsize::new(0),
+                stats: Counters::default(),
             }),
         }
     }
@@ -356,16 +432,35 @@ impl Binder {
     }
 
     /// Stops at once: requests not yet sent are dropped (their binds reported
-    /// [`Dropped::Cancelled`]), the retry list is emptied, and [`Binder::dispatch`] does nothing
-    /// until [`Binder::resume`]. Requests already sent finish. Used when leadership is lost.
+    /// [`Dropped::Cancelled`], their status writes [`Observer::write_dropped`]), the retry
+    /// list and the event queue are emptied, and [`Binder::dispatch`] does nothing until
+    /// [`Binder::resume`]. Requests already sent finish. Used when leadership is lost.
     pub fn pause(&self) {
-        self.inner.active.store(false, Ordering::SeqCst);
-        self.inner.epoch.fetch_add(1, Ordering::SeqCst);
-        let dropped: Vec<RetryEntry> = std::mem::take(&mut *lock(&self.inner.retries));
+        let inner = &self.inner;
+        inner.active.store(false, Ordering::SeqCst);
+        inner.epoch.fetch_add(1, Ordering::SeqCst);
+        let dropped: Vec<RetryEntry> = std::mem::take(&mut *lock(&inner.retries));
         for r in dropped {
-            self.inner
-                .observer
-                .bind_dropped(&r.bind, Dropped::Cancelled);
+            inner.observer.bind_dropped(&r.job.bind, Dropped::Cancelled);
+        }
+        let targets = lock(&inner.reports).clear();
+        inner
+            .stats
+            .status_failed
+            .fetch_add(targets.len() as u64, Ordering::Relaxed);
+        for t in &targets {
+            inner.observer.write_dropped(t);
+        }
+        let events = lock(&inner.events).clear();
+        inner
+            .stats
+            .events_failed
+            .fetch_add(events, Ordering::Relaxed);
+        if !targets.is_empty() || events > 0 {
+            debug!(
+                status_writes = targets.len(),
+                events, "paused: waiting writes dropped; the next leader recomputes statuses"
+            );
         }
     }
 
@@ -373,6 +468,7 @@ impl Binder {
     pub fn resume(&self) {
         self.inner.epoch.fetch_add(1, Ordering::SeqCst);
         self.inner.active.store(true, Ordering::SeqCst);
+        self.inner.wake.notify_one();
     }
 
     /// Binds waiting on the retry list.
@@ -390,8 +486,23 @@ impl Binder {
         self.inner.max_in_flight.load(Ordering::SeqCst)
     }
 
-    /// Waits until every dispatched write has finished, at most `timeout`. Returns whether
-    /// everything finished.
+    /// Acts (binds) queued or in flight.
+    pub fn acts_pending(&self) -> usize {
+        self.inner.gate.acts()
+    }
+
+    /// Status writes and events waiting behind the acts.
+    pub fn followers_waiting(&self) -> usize {
+        lock(&self.inner.reports).len() + lock(&self.inner.events).len()
+    }
+
+    /// What the binder has done so far.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats.get()
+    }
+
+    /// Waits until every dispatched write has been sent and answered (status writes and
+    /// events included), at most `timeout`. Returns whether everything finished.
     pub async fn drain(&self, timeout: Duration) -> bool {
         let tracker = &self.inner.tracker;
         tracker.close();
@@ -400,14 +511,15 @@ impl Binder {
         done
     }
 
-    /// Starts carrying out `plan`, decided on `snapshot` at `now`, and returns at once; the
-    /// handle resolves to what was done. Due retry-list binds go first, then the plan's binds
-    /// in plan order; status patches and events run alongside. Does nothing while paused.
-    pub fn dispatch(&self, plan: Plan, snapshot: &Snapshot, now: Time) -> JoinHandle<Report> {
+    /// Starts carrying out `plan`, decided on `snapshot` at `now`, and returns at once. Due
+    /// retry-list binds go first, then the plan's binds in plan order; its status writes and
+    /// events are queued behind them (see the crate docs). Does nothing while paused.
+    pub fn dispatch(&self, plan: Plan, snapshot: &Snapshot, now: Time) {
         let inner = self.inner.clone();
         if !self.is_active() {
-            return tokio::spawn(async { Report::default() });
+            return;
         }
+        self.ensure_pump();
         let epoch = inner.epoch.load(Ordering::SeqCst);
 
         // What the plan needs from the snapshot, taken now while we have it.
@@ -439,6 +551,7 @@ impl Binder {
             .iter()
             .map(|q| (&*q.name, q.status.as_ref()))
             .collect();
+        let groups = Groups::build(snapshot, &plan.events);
 
         let Plan {
             binds,
@@ -448,25 +561,18 @@ impl Binder {
             queues,
             events,
             // No action plans evictions or nominations yet (preempt and reclaim do, next).
+            // When they are written here: an eviction is an act (it frees what a waiting
+            // gang needs); a nomination (`status.nominatedNodeName`) is a report.
             evictions: _,
             nominations: _,
-            // Autoscaler requests are written by the runtime's capacity writer, not here.
+            // Autoscaler requests are written by the runtime's capacity writer, not here (as
+            // acts, should they move here).
             capacity_requests: _,
             capacity_releases: _,
         } = plan;
 
-        // The `Scheduled` event of a pod waits for its bind.
-        let mut scheduled: HashMap<(Arc<str>, Arc<str>), Event> = HashMap::new();
-        let mut other_events = Vec::new();
-        for e in events {
-            if e.object == EventObject::Pod && e.reason == "Scheduled" {
-                scheduled.insert((e.namespace.clone(), e.name.clone()), e);
-            } else {
-                other_events.push(e);
-            }
-        }
-
-        let mut bind_jobs: Vec<BindJob> = Vec::new();
+        // Acts first: their tickets are out before any report of this plan is queued.
+        let mut acts: Vec<(Act, ActTicket)> = Vec::new();
         {
             let now_instant = Instant::now();
             let mut retries = lock(&inner.retries);
@@ -475,15 +581,19 @@ impl Binder {
             *retries = later;
             drop(retries);
             for r in due {
-                if inner.observer.still_wanted(&r.bind) {
-                    bind_jobs.push(BindJob {
-                        bind: r.bind,
-                        release: r.release,
-                        created: r.created,
-                        event: r.event,
-                        round: r.round,
-                    });
+                if inner.observer.still_wanted(&r.job.bind) {
+                    acts.push((Act::Bind(r.job), ActTicket::new(&inner.gate)));
                 }
+            }
+        }
+        // The `Scheduled` event of a pod waits for its bind.
+        let mut scheduled: HashMap<(Arc<str>, Arc<str>), Event> = HashMap::new();
+        let mut other_events = Vec::new();
+        for e in events {
+            if e.object == EventObject::Pod && e.reason == "Scheduled" {
+                scheduled.insert((e.namespace.clone(), e.name.clone()), e);
+            } else {
+                other_events.push(e);
             }
         }
         for b in binds {
@@ -502,50 +612,153 @@ impl Binder {
                     );
                 }
             }
-            bind_jobs.push(BindJob {
-                release,
+            let event = event.map(|e| {
+                let g = groups.of(&e);
+                (e, g)
+            });
+            let job = BindJob {
                 created: created.get(&b.uid).copied(),
                 bind: b,
+                release,
                 event,
                 round: 0,
-            });
+            };
+            acts.push((Act::Bind(job), ActTicket::new(&inner.gate)));
         }
         // A `Scheduled` event without a bind (should not happen) is still recorded.
         other_events.extend(scheduled.into_values());
 
-        let mut status_jobs: Vec<StatusJob> = Vec::new();
+        // A pod about to be bound no longer wants its waiting `PodScheduled=False`: sent after
+        // the bind, it would undo the `PodScheduled=True` the server sets.
+        let superseded: Vec<Waiting> = {
+            let mut reports = lock(&inner.reports);
+            acts.iter()
+                .filter_map(|(act, _)| match act {
+                    Act::Bind(job) => {
+                        let b = &job.bind;
+                        reports
+                            .cancel(&(WriteKind::PodStatus, format!("{}/{}", b.namespace, b.name)))
+                    }
+                })
+                .collect()
+        };
+        for w in superseded {
+            inner.stats.status_coalesced.fetch_add(1, Ordering::Relaxed);
+            inner.observer.write_dropped(&w.write.target().0);
+        }
+
+        // Reports, one per object.
+        let mut status: Vec<StatusWrite> = Vec::new();
         for c in pod_conditions {
             let keep = unschedulable.contains(&c.uid);
-            status_jobs.push(StatusJob::Condition(c, keep));
+            status.push(StatusWrite::Condition(c, keep));
         }
-        status_jobs.extend(pod_failures.into_iter().map(StatusJob::Failure));
-        status_jobs.extend(podgroups.into_iter().map(StatusJob::PodGroup));
+        status.extend(pod_failures.into_iter().map(StatusWrite::Failure));
+        status.extend(podgroups.into_iter().map(StatusWrite::PodGroup));
         for q in queues {
             let old = old_queues.get(&*q.name).copied().flatten().cloned();
-            status_jobs.push(StatusJob::Queue(q, old));
+            status.push(StatusWrite::Queue(q, old));
         }
-        status_jobs.extend(other_events.into_iter().map(StatusJob::Event));
-        // Generations in dispatch order: a newer write to an object supersedes an older one
-        // not yet sent, and writes to one object are sent one at a time, in order.
-        let status_jobs: Vec<(StatusJob, u64)> = status_jobs
-            .into_iter()
-            .map(|job| {
-                let generation = match target_of(&job) {
-                    Some((target, kind)) => inner.newest_write(kind, target.key()),
-                    None => 0,
-                };
-                (job, generation)
-            })
-            .collect();
+        if !status.is_empty() {
+            let mut reports = lock(&inner.reports);
+            for write in status {
+                let replaced = reports.push(Waiting {
+                    write,
+                    now,
+                    _pending: Some(inner.tracker.token()),
+                });
+                if replaced {
+                    inner.stats.status_coalesced.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        // Events.
+        for e in other_events {
+            let g = groups.of(&e);
+            inner.queue_event(QueuedEvent::new(e, "Scheduling", g), epoch);
+        }
+        inner.wake.notify_one();
 
-        let tracker = inner.tracker.clone();
-        tracker.spawn(async move {
-            let binds = tokio::spawn(run_binds(inner.clone(), bind_jobs, epoch));
-            let writes = tokio::spawn(run_writes(inner.clone(), status_jobs, epoch, now));
-            let mut report = binds.await.unwrap_or_default();
-            report.add(&writes.await.unwrap_or_default());
-            report
+        if !acts.is_empty() {
+            let tracker = inner.tracker.clone();
+            tracker.spawn(acts::run(inner, acts, epoch));
+        }
+    }
+
+    fn ensure_pump(&self) {
+        let inner = &self.inner;
+        if !inner.pump_started.swap(true, Ordering::SeqCst) {
+            tokio::spawn(follow::pump(Arc::downgrade(inner), inner.wake.clone()));
+        }
+    }
+}
+
+/// The PodGroup of each object the plan's events are about.
+struct Groups {
+    by_pod: HashMap<(Arc<str>, Arc<str>), Arc<Group>>,
+    by_podgroup: HashMap<(Arc<str>, Arc<str>), Arc<Group>>,
+}
+
+impl Groups {
+    fn of_job(j: &caldera_model::Job) -> Option<Arc<Group>> {
+        j.has_podgroup().then(|| {
+            Arc::new(Group {
+                namespace: j.namespace.clone(),
+                name: j.name.clone(),
+                uid: j.uid.clone(),
+            })
         })
+    }
+
+    fn build(snapshot: &Snapshot, events: &[Event]) -> Groups {
+        let mut groups = Groups {
+            by_pod: HashMap::new(),
+            by_podgroup: HashMap::new(),
+        };
+        if events.is_empty() {
+            return groups;
+        }
+        let pods: HashSet<(&str, &str)> = events
+            .iter()
+            .filter(|e| e.object == EventObject::Pod)
+            .map(|e| (&*e.namespace, &*e.name))
+            .collect();
+        let mut per_job: Vec<Option<Option<Arc<Group>>>> = vec![None; snapshot.jobs.len()];
+        for t in &snapshot.tasks {
+            if !pods.contains(&(&*t.namespace, &*t.name)) {
+                continue;
+            }
+            let Some(j) = snapshot.jobs.get(t.job) else {
+                continue;
+            };
+            let g = per_job[t.job]
+                .get_or_insert_with(|| Self::of_job(j))
+                .clone();
+            if let Some(g) = g {
+                groups
+                    .by_pod
+                    .insert((t.namespace.clone(), t.name.clone()), g);
+            }
+        }
+        for e in events.iter().filter(|e| e.object == EventObject::PodGroup) {
+            groups.by_podgroup.insert(
+                (e.namespace.clone(), e.name.clone()),
+                Arc::new(Group {
+                    namespace: e.namespace.clone(),
+                    name: e.name.clone(),
+                    uid: e.uid.clone(),
+                }),
+            );
+        }
+        groups
+    }
+
+    fn of(&self, e: &Event) -> Option<Arc<Group>> {
+        let key = (e.namespace.clone(), e.name.clone());
+        match e.object {
+            EventObject::Pod => self.by_pod.get(&key).cloned(),
+            EventObject::PodGroup => self.by_podgroup.get(&key).cloned(),
+        }
     }
 }
 
@@ -554,335 +767,23 @@ impl Inner {
         self.active.load(Ordering::SeqCst) && self.epoch.load(Ordering::SeqCst) == epoch
     }
 
-    /// Records a new newest write to `key` and returns its generation.
-    fn newest_write(&self, kind: WriteKind, key: String) -> u64 {
-        let generation = self.write_generation.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut order = lock(&self.write_order);
-        let entry = order
-            .entry((kind, key))
-            .or_insert_with(|| (0, Arc::new(tokio::sync::Mutex::new(()))));
-        entry.0 = generation;
-        generation
-    }
-
-    /// The lock of `key`'s writes, and whether `generation` is still the newest.
-    fn write_slot(
-        &self,
-        kind: WriteKind,
-        key: &str,
-        generation: u64,
-    ) -> (Arc<tokio::sync::Mutex<()>>, bool) {
-        let order = lock(&self.write_order);
-        match order.get(&(kind, key.to_string())) {
-            Some((newest, slot)) => (slot.clone(), *newest == generation),
-            None => (Arc::new(tokio::sync::Mutex::new(())), true),
-        }
-    }
-
-    /// Whether `generation` is still the newest write to `key`; forgets the key if so and
-    /// `done`.
-    fn still_newest(&self, kind: WriteKind, key: &str, generation: u64, done: bool) -> bool {
-        let mut order = lock(&self.write_order);
-        let k = (kind, key.to_string());
-        let newest = order.get(&k).is_some_and(|(g, _)| *g == generation);
-        if newest && done {
-            order.remove(&k);
-        }
-        newest
-    }
-}
-
-/// What a status job writes to, and its kind; `None` for events.
-fn target_of(job: &StatusJob) -> Option<(Target, WriteKind)> {
-    Some(match job {
-        StatusJob::Condition(c, _) => (
-            Target::Pod {
-                namespace: c.namespace.clone(),
-                name: c.name.clone(),
-            },
-            WriteKind::PodStatus,
-        ),
-        StatusJob::Failure(f) => (
-            Target::Pod {
-                namespace: f.namespace.clone(),
-                name: f.name.clone(),
-            },
-            WriteKind::PodStatus,
-        ),
-        StatusJob::PodGroup(u) => (
-            Target::PodGroup {
-                namespace: u.namespace.clone(),
-                name: u.name.clone(),
-            },
-            WriteKind::PodGroupStatus,
-        ),
-        StatusJob::Queue(u, _) => (
-            Target::Queue {
-                name: u.name.clone(),
-            },
-            WriteKind::QueueStatus,
-        ),
-        StatusJob::Event(_) => return None,
-    })
-}
-
-/// Starts the binds in order: each waits for a slot before the next is started, so the
-/// slots (a fair semaphore) are handed out in plan order across concurrent dispatches too.
-async fn run_binds(inner: Arc<Inner>, jobs: Vec<BindJob>, epoch: u64) -> Report {
-    let mut set = JoinSet::new();
-    for job in jobs {
-        let Ok(permit) = inner.bind_slots.clone().acquire_owned().await else {
-            break;
-        };
-        set.spawn(bind_task(inner.clone(), job, permit, epoch));
-    }
-    let mut report = Report::default();
-    while let Some(r) = set.join_next().await {
-        report.add(&r.unwrap_or_default());
-    }
-    report
-}
-
-async fn bind_task(
-    inner: Arc<Inner>,
-    job: BindJob,
-    permit: OwnedSemaphorePermit,
-    epoch: u64,
-) -> Report {
-    let mut report = Report::default();
-    let policy = &inner.options.retry;
-    let obs = &inner.observer;
-    let b = &job.bind;
-    let mut failures = 0u32;
-    let outcome = loop {
-        if !inner.current(epoch) {
-            obs.bind_dropped(b, Dropped::Cancelled);
-            report.dropped += 1;
-            return report;
-        }
-        inner.limiter.acquire().await;
-        if !inner.current(epoch) {
-            obs.bind_dropped(b, Dropped::Cancelled);
-            report.dropped += 1;
-            return report;
-        }
-        let kind = if job.release.is_some() {
-            WriteKind::Release
-        } else {
-            WriteKind::Binding
-        };
-        obs.request(kind);
-        let now_in_flight = inner.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        inner
-            .max_in_flight
-            .fetch_max(now_in_flight, Ordering::SeqCst);
-        let result = match &job.release {
-            Some(patch) => {
-                writes::release(&inner.client, b, patch, &inner.options.field_manager).await
-            }
-            None => writes::bind(&inner.client, b).await,
-        };
-        inner.in_flight.fetch_sub(1, Ordering::SeqCst);
-        match result {
-            Ok(()) => break Ok(()),
-            Err(e) => {
-                obs.failed_attempt(kind, &e);
-                if e.is_settled() || !e.is_retryable() {
-                    break Err(e);
-                }
-                failures += 1;
-                if failures >= policy.attempts.max(1) {
-                    break Err(e);
-                }
-                debug!(error = %e, attempt = failures, "bind failed; retrying");
-                tokio::time::sleep(backoff(policy, failures)).await;
-            }
-        }
-    };
-    drop(permit);
-    match outcome {
-        Ok(()) => {
-            let latency = job.created.and_then(|c| {
-                let ms = wall_clock().millis_since(c);
-                (ms >= 0).then(|| Duration::from_millis(ms as u64))
-            });
-            obs.bound(b, latency);
-            report.bound += 1;
-            if let Some(e) = &job.event {
-                record_event(&inner, e, "Binding", epoch, &mut report).await;
-            }
-        }
-        Err(e) if e.is_settled() => {
-            debug!(error = %e, "bind settled by the server; the watch will show the pod");
-            obs.bind_settled(b, &e);
-            report.settled += 1;
-        }
-        Err(e) if !e.is_retryable() => {
-            warn!(error = %e, "bind rejected; the member will be placed again");
-            obs.bind_dropped(b, Dropped::Rejected);
-            report.dropped += 1;
-        }
-        Err(e) => {
-            let round = job.round + 1;
-            if round > policy.rounds || !inner.current(epoch) {
-                warn!(error = %e, rounds = job.round, "bind keeps failing; giving up");
-                obs.bind_dropped(b, Dropped::Exhausted);
-                report.dropped += 1;
-            } else {
-                warn!(error = %e, round, "bind failed; on the retry list");
-                obs.bind_deferred(b, &e);
-                report.deferred += 1;
-                lock(&inner.retries).push(RetryEntry {
-                    bind: job.bind.clone(),
-                    release: job.release.clone(),
-                    created: job.created,
-                    event: job.event.clone(),
-                    round,
-                    due: Instant::now() + backoff(policy, policy.attempts + round),
-                });
-            }
-        }
-    }
-    report
-}
-
-async fn run_writes(
-    inner: Arc<Inner>,
-    jobs: Vec<(StatusJob, u64)>,
-    epoch: u64,
-    now: Time,
-) -> Report {
-    let mut set = JoinSet::new();
-    for (job, generation) in jobs {
-        let Ok(permit) = inner.write_slots.clone().acquire_owned().await else {
-            break;
-        };
-        let inner = inner.clone();
-        set.spawn(async move {
-            let mut report = Report::default();
-            match job {
-                StatusJob::Event(e) => {
-                    drop(permit);
-                    record_event(&inner, &e, "Scheduling", epoch, &mut report).await;
-                }
-                job => {
-                    write_status(&inner, job, generation, epoch, now, &mut report).await;
-                    drop(permit);
-                }
-            }
-            report
-        });
-    }
-    let mut report = Report::default();
-    while let Some(r) = set.join_next().await {
-        report.add(&r.unwrap_or_default());
-    }
-    report
-}
-
-async fn write_status(
-    inner: &Inner,
-    job: StatusJob,
-    generation: u64,
-    epoch: u64,
-    now: Time,
-    report: &mut Report,
-) {
-    let fm = inner.options.field_manager.as_str();
-    let client = &inner.client;
-    let Some((target, kind)) = target_of(&job) else {
-        return;
-    };
-    let key = target.key();
-    // One write at a time per object, newest last; a write superseded before it is sent is
-    // skipped (the newer one says everything it would have).
-    let (slot, newest) = inner.write_slot(kind, &key, generation);
-    if !newest {
-        return;
-    }
-    let _in_order = slot.lock().await;
-    if !inner.still_newest(kind, &key, generation, false) {
-        return;
-    }
-    let policy = &inner.options.retry;
-    let mut failures = 0u32;
-    loop {
-        if !inner.current(epoch) {
-            if inner.still_newest(kind, &key, generation, true) {
-                inner.observer.write_dropped(&target);
-            }
-            report.write_failures += 1;
+    /// Queues an event behind the acts (folded or dropped when the queue is over its caps).
+    fn queue_event(&self, mut e: QueuedEvent, epoch: u64) {
+        if !self.current(epoch) {
+            self.stats.events_failed.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        inner.limiter.acquire().await;
-        inner.observer.request(kind);
-        let result = match &job {
-            StatusJob::Condition(c, keep) => writes::pod_condition(client, fm, c, now, *keep).await,
-            StatusJob::Failure(f) => writes::pod_failure(client, fm, f, now).await,
-            StatusJob::PodGroup(u) => {
-                writes::podgroup_status(client, fm, &u.namespace, &u.name, &u.status).await
+        e._pending = Some(self.tracker.token());
+        let pushed = lock(&self.events).push(e);
+        match pushed {
+            Pushed::Queued => self.wake.notify_one(),
+            Pushed::Folded => {
+                self.stats.events_folded.fetch_add(1, Ordering::Relaxed);
+                self.observer.event_folded();
             }
-            StatusJob::Queue(u, old) => {
-                writes::queue_status(client, fm, &u.name, &u.status, old.as_ref()).await
-            }
-            StatusJob::Event(_) => return,
-        };
-        match result {
-            Ok(rv) => {
-                debug!(kind = %kind, object = %key, resource_version = ?rv, "status written");
-                report.written += 1;
-                // A newer write to the object was dispatched meanwhile: it reports instead, so
-                // the runtime's overlay matches the newest content with its resourceVersion.
-                if inner.still_newest(kind, &key, generation, true) {
-                    inner.observer.written(&target, rv.as_deref());
-                }
-                return;
-            }
-            Err(e) => {
-                inner.observer.failed_attempt(kind, &e);
-                failures += 1;
-                if !e.is_retryable() || failures >= policy.attempts.max(1) {
-                    if e.is_settled() {
-                        debug!(error = %e, "status write target is gone");
-                    } else {
-                        warn!(error = %e, "status write failed; the next session may retry");
-                    }
-                    if inner.still_newest(kind, &key, generation, true) {
-                        inner.observer.write_dropped(&target);
-                    }
-                    report.write_failures += 1;
-                    return;
-                }
-                tokio::time::sleep(backoff(policy, failures)).await;
-            }
-        }
-    }
-}
-
-async fn record_event(inner: &Inner, e: &Event, action: &str, epoch: u64, report: &mut Report) {
-    let policy = &inner.options.retry;
-    let mut failures = 0u32;
-    loop {
-        if !inner.current(epoch) {
-            report.event_failures += 1;
-            return;
-        }
-        inner.event_limiter.acquire().await;
-        inner.observer.request(WriteKind::Event);
-        match writes::event(&inner.client, &inner.options.reporter, e, action).await {
-            Ok(()) => {
-                report.events += 1;
-                return;
-            }
-            Err(err) => {
-                inner.observer.failed_attempt(WriteKind::Event, &err);
-                failures += 1;
-                if !err.is_retryable() || failures >= policy.attempts.max(1) {
-                    debug!(error = %err, "event not recorded");
-                    report.event_failures += 1;
-                    return;
-                }
-                tokio::time::sleep(backoff(policy, failures)).await;
+            Pushed::Dropped => {
+                self.stats.events_dropped.fetch_add(1, Ordering::Relaxed);
+                self.observer.event_dropped();
             }
         }
     }

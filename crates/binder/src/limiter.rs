@@ -52,27 +52,66 @@ impl TokenBucket {
         }
     }
 
+    /// Takes a token if one is there now, without waiting or reserving one ahead: `false`
+    /// leaves the bucket as it was (except for its refill).
+    pub fn try_acquire(&self) -> bool {
+        if self.is_unlimited() {
+            return true;
+        }
+        let mut st = self.lock();
+        st.refill(self.qps, self.burst);
+        if st.tokens >= 1.0 {
+            st.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// How long until [`TokenBucket::try_acquire`] can succeed (zero: now).
+    pub fn until_available(&self) -> Duration {
+        if self.is_unlimited() {
+            return Duration::ZERO;
+        }
+        let mut st = self.lock();
+        st.refill(self.qps, self.burst);
+        if st.tokens >= 1.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((1.0 - st.tokens) / self.qps)
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A poisoned lock only means another caller panicked between two float updates; the
+        // state is still a usable number of tokens.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Takes a token now and says how long to wait before using it (`None`: use it now).
     fn reserve(&self) -> Option<Duration> {
         if self.is_unlimited() {
             return None;
         }
-        // A poisoned lock only means another caller panicked between two float updates; the
-        // state is still a usable number of tokens.
-        let mut st = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        let elapsed = now.saturating_duration_since(st.last).as_secs_f64();
-        st.last = now;
-        st.tokens = (st.tokens + elapsed * self.qps).min(self.burst);
+        let mut st = self.lock();
+        st.refill(self.qps, self.burst);
         st.tokens -= 1.0;
         if st.tokens >= 0.0 {
             None
         } else {
             Some(Duration::from_secs_f64(-st.tokens / self.qps))
         }
+    }
+}
+
+impl State {
+    fn refill(&mut self, qps: f64, burst: f64) {
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + elapsed * qps).min(burst);
     }
 }
 
@@ -100,6 +139,16 @@ mod tests {
             (0.99..1.01).contains(&took),
             "10 more at 10 qps take 1s, took {took}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn try_acquire_never_borrows_ahead() {
+        let bucket = TokenBucket::new(2.0, 1);
+        assert!(bucket.try_acquire());
+        assert!(!bucket.try_acquire(), "the one token is taken");
+        assert_eq!(bucket.until_available(), Duration::from_millis(500));
+        tokio::time::advance(Duration::from_millis(500)).await;
+        assert!(bucket.try_acquire());
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,12 +4,12 @@
 //! `API calls caldera run makes` section of ARCHITECTURE.md lists them for RBAC.
 
 use crate::error::{Error, Result, WriteKind};
+use crate::events::QueuedEvent;
 use caldera_model::{
-    Bind, Event, EventObject, PodConditionUpdate, PodFailure, PodGroupStatus, QueueStatus,
-    Resources, Time,
+    Bind, EventObject, PodConditionUpdate, PodFailure, PodGroupStatus, QueueStatus, Resources, Time,
 };
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
-use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::api::events::v1::{Event as KubeEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
@@ -312,35 +312,55 @@ pub struct Reporter {
     pub instance: String,
 }
 
-/// The `events.k8s.io/v1` Event for `e`. `action` is `Binding` for the `Scheduled` event of a
-/// bound pod and `Scheduling` otherwise.
-pub fn event_object(reporter: &Reporter, e: &Event, action: &str) -> KubeEvent {
-    let (api_version, kind) = match e.object {
-        EventObject::Pod => ("v1", "Pod"),
-        EventObject::PodGroup => ("scheduling.volcano.sh/v1beta1", "PodGroup"),
-    };
+/// The `events.k8s.io/v1` Event for a queued event: `action` is `Binding` for the `Scheduled`
+/// event of a bound pod and `Scheduling` otherwise. An entry that stands for several events
+/// (folded under load, see `events.rs`) carries `series.count` and names its PodGroup as
+/// `related`.
+pub(crate) fn event_object(reporter: &Reporter, q: &QueuedEvent) -> KubeEvent {
+    let e = &q.event;
+    let (api_version, kind) = event_kind(e.object);
     let now = Timestamp::now();
     let unique =
         (now.as_nanosecond() as u64).wrapping_add(EVENT_COUNTER.fetch_add(1, Ordering::Relaxed));
     let name = format!("{}.{unique:x}", truncate(&e.name, 200));
+    let folded = q.count > 1;
+    let related = q
+        .group
+        .as_ref()
+        .filter(|_| folded && e.object == EventObject::Pod);
     KubeEvent {
         metadata: ObjectMeta {
             name: Some(name),
             namespace: Some(e.namespace.to_string()),
             ..ObjectMeta::default()
         },
-        event_time: Some(MicroTime(now)),
-        action: Some(action.to_string()),
+        event_time: Some(MicroTime(q.first_seen)),
+        series: folded.then(|| EventSeries {
+            count: i32::try_from(q.count).unwrap_or(i32::MAX),
+            last_observed_time: MicroTime(q.last_seen),
+        }),
+        action: Some(q.action.to_string()),
         reason: Some(e.reason.clone()),
-        note: Some(truncate(&e.message, MAX_NOTE)),
+        note: Some(truncate(&q.note(), MAX_NOTE)),
         type_: Some(if e.warning { "Warning" } else { "Normal" }.to_string()),
         regarding: Some(ObjectReference {
             api_version: Some(api_version.to_string()),
             kind: Some(kind.to_string()),
             namespace: Some(e.namespace.to_string()),
             name: Some(e.name.to_string()),
-            uid: Some(e.uid.to_string()).filter(|u| !u.is_empty() && !u.contains('/')),
+            uid: real_uid(&e.uid),
             ..ObjectReference::default()
+        }),
+        related: related.map(|g| {
+            let (api_version, kind) = event_kind(EventObject::PodGroup);
+            ObjectReference {
+                api_version: Some(api_version.to_string()),
+                kind: Some(kind.to_string()),
+                namespace: Some(g.namespace.to_string()),
+                name: Some(g.name.to_string()),
+                uid: real_uid(&g.uid),
+                ..ObjectReference::default()
+            }
         }),
         reporting_controller: Some(truncate(&reporter.controller, 128)),
         reporting_instance: Some(truncate(&reporter.instance, 128)),
@@ -348,10 +368,23 @@ pub fn event_object(reporter: &Reporter, e: &Event, action: &str) -> KubeEvent {
     }
 }
 
+fn event_kind(object: EventObject) -> (&'static str, &'static str) {
+    match object {
+        EventObject::Pod => ("v1", "Pod"),
+        EventObject::PodGroup => ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+    }
+}
+
+/// The cache stands `namespace/name` in for a missing uid; that is not sent.
+fn real_uid(uid: &str) -> Option<String> {
+    Some(uid.to_string()).filter(|u| !u.is_empty() && !u.contains('/'))
+}
+
 /// `POST /apis/events.k8s.io/v1/namespaces/{ns}/events`.
-pub async fn event(client: &Client, reporter: &Reporter, e: &Event, action: &str) -> Result<()> {
+pub(crate) async fn event(client: &Client, reporter: &Reporter, q: &QueuedEvent) -> Result<()> {
+    let e = &q.event;
     let api: Api<KubeEvent> = Api::namespaced(client.clone(), &e.namespace);
-    api.create(&PostParams::default(), &event_object(reporter, e, action))
+    api.create(&PostParams::default(), &event_object(reporter, q))
         .await
         .map(|_| ())
         .map_err(|source| Error::Event {
@@ -364,7 +397,7 @@ pub async fn event(client: &Client, reporter: &Reporter, e: &Event, action: &str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use caldera_model::{Condition, PodGroupPhase};
+    use caldera_model::{Condition, Event, PodGroupPhase};
 
     #[test]
     fn queue_patch_nulls_dropped_resources_and_keeps_state() {
@@ -450,8 +483,9 @@ mod tests {
             reason: "Unschedulable".into(),
             message: "é".repeat(600),
         };
-        let ev = event_object(&reporter, &e, "Scheduling");
+        let ev = event_object(&reporter, &QueuedEvent::new(e, "Scheduling", None));
         assert!(ev.note.as_ref().unwrap().len() <= MAX_NOTE);
+        assert!(ev.series.is_none());
         assert_eq!(ev.type_.as_deref(), Some("Warning"));
         let regarding = ev.regarding.unwrap();
         assert_eq!(regarding.kind.as_deref(), Some("PodGroup"));

@@ -28,6 +28,7 @@
 //!     retry: 1m                             # back-off after a failed request, doubling
 //!     bookingTimeout: 10m                   # how long new nodes stay booked for their gang
 //!     maxWait: 1h                           # bound of a gang's wait for a live request
+//! podScheduledEvents: true
 //! ```
 //!
 //! [`parse`] and [`load`] check everything: action and plugin names, flag and argument
@@ -119,6 +120,10 @@ pub struct SchedulerConfig {
     /// `autoscaler.provisioningRequest`: ask cluster-autoscaler for capacity for whole gangs
     /// (default: off).
     pub autoscaler: Option<Box<ProvisioningRequestConfig>>,
+    /// Whether each bound pod gets its `Scheduled` event ("Successfully assigned ns/pod to
+    /// node", what `kubectl describe pod` shows) (`podScheduledEvents`; default true). Off, a
+    /// gang's binds cost one write per pod; the PodGroup's own `Scheduled` event stays.
+    pub pod_scheduled_events: bool,
     /// Things accepted but ignored (Volcano arguments Caldera does not use, configurations of
     /// actions that do not run, …), each a one-line message with file, line and key path.
     pub warnings: Vec<String>,

@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// Keys allowed at the top level, in the order they are listed in messages.
-const TOP_LEVEL_KEYS: [&str; 10] = [
+const TOP_LEVEL_KEYS: [&str; 11] = [
     "actions",
     "tiers",
     "configurations",
@@ -29,6 +29,7 @@ const TOP_LEVEL_KEYS: [&str; 10] = [
     "gangScheduleTimeout",
     "bindConcurrency",
     "autoscaler",
+    "podScheduledEvents",
 ];
 
 /// `enableNamespaceOrder`: in Volcano up to 1.3, since removed; accepted and ignored.
@@ -465,6 +466,10 @@ impl Validator {
             })?,
             None => DEFAULT_BIND_CONCURRENCY,
         };
+        let pod_scheduled_events = match known.get("podScheduledEvents") {
+            Some(entry) => boolean(entry)?,
+            None => true,
+        };
 
         let autoscaler = match known.get("autoscaler") {
             Some(entry) => autoscaler(entry)?,
@@ -481,6 +486,7 @@ impl Validator {
             session_debounce,
             gang_schedule_timeout,
             bind_concurrency,
+            pod_scheduled_events,
             warnings: Vec::new(),
         })
     }

@@ -142,6 +142,11 @@ fn bad_configs_name_file_line_column_and_key() {
             "bad.yaml:2:18: bindConcurrency: expected an integer of at least 1, got -4".into(),
         ),
         (
+            "podScheduledEvents not a boolean",
+            "actions: enqueue\npodScheduledEvents: \"no\"\n",
+            "bad.yaml:2:21: podScheduledEvents: expected true or false, got \"no\"".into(),
+        ),
+        (
             "bindConcurrency not an integer",
             "actions: enqueue\nbindConcurrency: 2.5\n",
             "bad.yaml:2:18: bindConcurrency: expected an integer, got 2.5".into(),
@@ -154,7 +159,7 @@ fn bad_configs_name_file_line_column_and_key() {
         (
             "unknown top-level key",
             "actions: enqueue\nschedulerName: [caldera]\n",
-            "bad.yaml:2:1: schedulerName: unknown key \"schedulerName\" at the top level (did you mean \"schedulerNames\"?); known keys: actions, tiers, configurations, metrics, schedulerNames, schedulePeriod, sessionDebounce, gangScheduleTimeout, bindConcurrency, autoscaler".into(),
+            "bad.yaml:2:1: schedulerName: unknown key \"schedulerName\" at the top level (did you mean \"schedulerNames\"?); known keys: actions, tiers, configurations, metrics, schedulerNames, schedulePeriod, sessionDebounce, gangScheduleTimeout, bindConcurrency, autoscaler, podScheduledEvents".into(),
         ),
         (
             "overcommit factor at the top level",

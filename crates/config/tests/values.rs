@@ -19,6 +19,7 @@ fn caldera_keys_default_when_absent() {
     assert_eq!(config.session_debounce, Duration::from_millis(50));
     assert_eq!(config.gang_schedule_timeout, None);
     assert_eq!(config.bind_concurrency, 64);
+    assert!(config.pod_scheduled_events);
     assert!(config.warnings.is_empty());
 }
 
@@ -31,6 +32,7 @@ schedulePeriod: 1m30s
 sessionDebounce: 0
 gangScheduleTimeout: 10m
 bindConcurrency: "8"
+podScheduledEvents: false
 "#);
     assert_eq!(config.actions, [Action::Backfill, Action::Allocate]);
     assert!(config.runs(Action::Allocate) && !config.runs(Action::Enqueue));
@@ -39,6 +41,7 @@ bindConcurrency: "8"
     assert_eq!(config.session_debounce, Duration::ZERO);
     assert_eq!(config.gang_schedule_timeout, Some(Duration::from_secs(600)));
     assert_eq!(config.bind_concurrency, 8);
+    assert!(!config.pod_scheduled_events);
 }
 
 #[test]

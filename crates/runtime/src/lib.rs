@@ -43,7 +43,7 @@ mod overlay;
 mod schedule;
 mod watch;
 
-pub use caldera_binder::RetryPolicy;
+pub use caldera_binder::{Follow, RetryPolicy};
 pub use cluster::{Invalid, Watched};
 pub use config::ConfigSource;
 pub use leader::LeaderElection;
@@ -109,6 +109,8 @@ pub struct Options {
     pub shutdown_timeout: Duration,
     /// How failed binds and writes are retried.
     pub retry: RetryPolicy,
+    /// How status writes and events follow behind the binds.
+    pub follow: Follow,
     /// This replica's identity (default: the pod or host name plus a random suffix).
     pub identity: Option<String>,
     /// `caldera gate` instead of `caldera run`: release gated gangs to kube-scheduler.
@@ -151,6 +153,7 @@ impl Default for Options {
             config_poll_interval: Duration::from_secs(1),
             shutdown_timeout: Duration::from_secs(10),
             retry: RetryPolicy::default(),
+            follow: Follow::default(),
             identity: None,
             gate: None,
         }
@@ -340,6 +343,14 @@ impl Observer for RuntimeObserver {
             .overlay
             .write_failed(&target_key(target));
     }
+
+    fn event_folded(&self) {
+        self.shared.metrics.events_folded.inc();
+    }
+
+    fn event_dropped(&self) {
+        self.shared.metrics.events_dropped.inc();
+    }
 }
 
 /// Starts runtimes.
@@ -397,6 +408,7 @@ impl Runtime {
                 },
                 retry: options.retry.clone(),
                 release: gate,
+                follow: options.follow.clone(),
             },
             Arc::new(RuntimeObserver {
                 shared: shared.clone(),

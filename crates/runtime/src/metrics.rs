@@ -15,6 +15,8 @@
 //! | `caldera_pod_schedule_latency_seconds` | histogram | (pod creation → bind) |
 //! | `caldera_api_writes_total` | counter | `kind` (`binding`, `pod_status`, `podgroup_status`, `queue_status`, `event`, `lease`, `queue`, `release`) |
 //! | `caldera_leader` | gauge | (1 while this replica holds the lease) |
+//! | `caldera_events_folded_total` | counter | (events folded into a queued one of the same reason and PodGroup: the event queue was over 1000) |
+//! | `caldera_events_dropped_total` | counter | (events dropped: the queue was at its hard cap of 10,000 with nothing to fold into) |
 
 use caldera_model::{Resources, CPU};
 use caldera_session::QueueReport;
@@ -57,6 +59,8 @@ pub struct Metrics {
     pub(crate) schedule_latency: Histogram,
     pub(crate) api_writes: Family<Labels, Counter>,
     pub(crate) leader: Gauge,
+    pub(crate) events_folded: Counter,
+    pub(crate) events_dropped: Counter,
 }
 
 impl Default for Metrics {
@@ -93,6 +97,8 @@ impl Metrics {
         let schedule_latency = latency_histogram();
         let api_writes = Family::<Labels, Counter>::default();
         let leader = Gauge::default();
+        let events_folded = Counter::default();
+        let events_dropped = Counter::default();
         registry.register(
             "caldera_session_duration_seconds",
             "Time from snapshot to plan, per session",
@@ -154,6 +160,16 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             leader.clone(),
         );
+        registry.register(
+            "caldera_events_folded",
+            "Events folded into a queued event of the same reason on the same PodGroup (the event queue was over its bound)",
+            events_folded.clone(),
+        );
+        registry.register(
+            "caldera_events_dropped",
+            "Events dropped because the event queue was full and nothing could be folded",
+            events_dropped.clone(),
+        );
         Metrics {
             registry,
             session_duration,
@@ -169,6 +185,8 @@ impl Metrics {
             schedule_latency,
             api_writes,
             leader,
+            events_folded,
+            events_dropped,
         }
     }
 
@@ -267,6 +285,8 @@ mod tests {
             "caldera_session_duration_seconds_count 1",
             "caldera_leader 0",
             "caldera_pending_gangs 0",
+            "caldera_events_dropped_total 0",
+            "caldera_events_folded_total 0",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }

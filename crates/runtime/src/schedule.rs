@@ -240,6 +240,10 @@ async fn session(
     shared.session_done();
 
     let mut plan = timed.outcome.plan;
+    if !active.config.pod_scheduled_events {
+        plan.events
+            .retain(|e| !(e.object == EventObject::Pod && e.reason == "Scheduled"));
+    }
     plan.events.extend(invalid.iter().filter_map(invalid_event));
     if let Some(gate) = &shared.gate {
         let overdue = follow_releases(state, &snapshot, &plan, gate.release_timeout);

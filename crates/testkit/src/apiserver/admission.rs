@@ -561,6 +561,67 @@ pub(crate) fn established_crd_status(crd: &Value) -> Value {
 }
 
 /// RFC 1123 subdomain (most object names) or label (namespaces).
+/// kube-apiserver's strict checks of an Event created through `events.k8s.io/v1`
+/// (`ValidateEventCreate`): `eventTime`, `reportingController`, `reportingInstance`, `action`
+/// and `reason` are required, `type` is `Normal` or `Warning`, `note` is at most 1 kB, the
+/// legacy `count`/`firstTimestamp`/`lastTimestamp` are unset, and a `series` has a `count` of at
+/// least 2 and a `lastObservedTime`.
+pub(crate) fn validate_v1_event(event: &Value) -> Vec<(String, String)> {
+    let mut errors = Vec::new();
+    let set = |field: &str| event[field].as_str().is_some_and(|s| !s.is_empty());
+    for field in [
+        "eventTime",
+        "reportingController",
+        "reportingInstance",
+        "action",
+        "reason",
+    ] {
+        if !set(field) {
+            errors.push((field.to_string(), "Required value".to_string()));
+        }
+    }
+    if !matches!(event["type"].as_str(), Some("Normal" | "Warning")) {
+        errors.push((
+            "type".into(),
+            format!(
+                "Unsupported value: {}: supported values: \"Normal\", \"Warning\"",
+                event["type"]
+            ),
+        ));
+    }
+    if event["note"].as_str().is_some_and(|n| n.len() > 1024) {
+        errors.push((
+            "note".into(),
+            "Too long: may not be more than 1024 bytes".into(),
+        ));
+    }
+    for legacy in [
+        "deprecatedCount",
+        "deprecatedFirstTimestamp",
+        "deprecatedLastTimestamp",
+    ] {
+        if !event[legacy].is_null() && event[legacy] != 0 {
+            errors.push((legacy.into(), "Invalid value: needs to be unset".into()));
+        }
+    }
+    let series = &event["series"];
+    if !series.is_null() {
+        if series["count"].as_i64().is_none_or(|c| c < 2) {
+            errors.push((
+                "series.count".into(),
+                "Invalid value: should be at least 2".into(),
+            ));
+        }
+        if series["lastObservedTime"]
+            .as_str()
+            .is_none_or(|t| t.is_empty())
+        {
+            errors.push(("series.lastObservedTime".into(), "Required value".into()));
+        }
+    }
+    errors
+}
+
 pub(crate) fn name_problem(name: &str, label_only: bool) -> Option<String> {
     let limit = if label_only { 63 } else { 253 };
     let valid_part = |p: &str| {
@@ -726,6 +787,27 @@ mod tests {
             Some(vec![term(zone, json!(null))]),
         );
         assert_eq!(validate_pod_spec_update(&ungated, &released).len(), 1);
+    }
+
+    #[test]
+    fn v1_events_are_validated_like_the_api_server_does() {
+        let ok = json!({"eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "c",
+            "reportingInstance": "i", "action": "Binding", "reason": "Scheduled", "type": "Normal",
+            "note": "n", "series": {"count": 3, "lastObservedTime": "2026-01-01T00:00:01.000000Z"}});
+        assert!(
+            validate_v1_event(&ok).is_empty(),
+            "{:?}",
+            validate_v1_event(&ok)
+        );
+        let mut bad = ok.clone();
+        bad["series"]["count"] = json!(1);
+        bad["type"] = json!("Info");
+        bad.as_object_mut().unwrap().remove("eventTime");
+        let fields: Vec<String> = validate_v1_event(&bad)
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect();
+        assert_eq!(fields, ["eventTime", "type", "series.count"]);
     }
 
     #[test]

@@ -299,6 +299,7 @@ impl ApiServer {
         let app = Arc::new(App {
             store,
             counts: Mutex::new(RequestCounts::default()),
+            write_log: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
             bookmark_interval: options.bookmark_interval,
             address: addr.to_string(),
@@ -360,9 +361,16 @@ impl ApiServer {
         kube_scheduler::start(self.app.clone(), period)
     }
 
-    /// Sets every request counter back to zero.
+    /// Sets every request counter back to zero (and empties the write log).
     pub fn reset_request_counts(&self) {
         *lock(&self.app.counts) = RequestCounts::default();
+        lock(&self.app.write_log).clear();
+    }
+
+    /// Every write request so far (create, update, patch, delete), in the order they
+    /// arrived: to check what was sent between two others (say, the first and the last bind).
+    pub fn write_log(&self) -> Vec<RequestKey> {
+        lock(&self.app.write_log).clone()
     }
 
     /// Makes the next `times` requests with this verb on this resource (`"*"` for any,

@@ -34,6 +34,8 @@ const AGGREGATED_CONTENT_TYPE: &str =
 pub(crate) struct App {
     pub store: Store,
     pub counts: Mutex<RequestCounts>,
+    /// Every write request, in the order it arrived.
+    pub write_log: Mutex<Vec<RequestKey>>,
     pub faults: Mutex<Vec<Fault>>,
     pub bookmark_interval: Duration,
     pub address: String,
@@ -412,6 +414,9 @@ fn serve_resource(
         subresource: target.sub.clone().unwrap_or_default(),
     };
     lock(&app.counts).record(key.clone());
+    if verb.is_write() {
+        lock(&app.write_log).push(key.clone());
+    }
     if let Some(code) = take_fault(&mut lock(&app.faults), &key) {
         return Err(ApiError::new(
             code,

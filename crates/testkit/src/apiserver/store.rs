@@ -664,6 +664,12 @@ impl State {
         obj: &mut Value,
     ) -> Result<(), ApiError> {
         let d = def(id);
+        if d.group == "events.k8s.io" {
+            let errors = admission::validate_v1_event(obj);
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(d, name, &errors));
+            }
+        }
         match d.flavor {
             Flavor::Pod => {
                 admission::default_pod(obj);

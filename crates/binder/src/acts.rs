@@ -1,0 +1,176 @@
+//! Acts (the [`crate::Class::Act`] class): writes that change what runs where, sent at once and
+//! ahead of everything else. Today: binds (in gate mode, releases to kube-scheduler).
+//!
+//! Every act holds an [`ActTicket`] from the moment its plan is dispatched until it is
+//! answered (or given up); while any ticket is out, reports and events wait (see `follow.rs`).
+//! To add a kind of act (an eviction, a ProvisioningRequest, a write that must precede a bind
+//! such as a PVC pre-bind): a variant of [`Act`], its request in `writes.rs`, its outcome
+//! hooks on [`crate::Observer`], and a ticket taken in [`crate::Binder::dispatch`] before any
+//! report of the same plan is queued.
+
+use crate::events::{Group, QueuedEvent};
+use crate::follow::Gate;
+use crate::{backoff, lock, wall_clock, writes, Dropped, Inner, WriteKind};
+use caldera_model::{Bind, Event, Time};
+use serde_json::Value;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+/// Held by an act from dispatch until answered; while any is held, reports and events wait.
+#[derive(Debug)]
+pub(crate) struct ActTicket {
+    gate: Arc<Gate>,
+}
+
+impl ActTicket {
+    pub fn new(gate: &Arc<Gate>) -> Self {
+        gate.act_started();
+        ActTicket { gate: gate.clone() }
+    }
+}
+
+impl Drop for ActTicket {
+    fn drop(&mut self) {
+        self.gate.act_done();
+    }
+}
+
+/// An act to carry out.
+#[derive(Debug)]
+pub(crate) enum Act {
+    /// `POST pods/binding`, then the pod's `Scheduled` event (queued behind).
+    Bind(BindJob),
+}
+
+/// A bind to carry out, with what goes with it.
+#[derive(Debug, Clone)]
+pub(crate) struct BindJob {
+    pub bind: Bind,
+    /// Gate mode: the release patch (see [`crate::Options::release`]).
+    pub release: Option<Value>,
+    pub created: Option<Time>,
+    /// The pod's `Scheduled` event, and its PodGroup (for folding).
+    pub event: Option<(Event, Option<Arc<Group>>)>,
+    pub round: u32,
+}
+
+/// A bind waiting for its next round.
+#[derive(Debug, Clone)]
+pub(crate) struct RetryEntry {
+    pub job: BindJob,
+    pub due: Instant,
+}
+
+/// Starts the acts in order: each waits for a slot before the next is started, so the slots
+/// (a fair semaphore) are handed out in plan order across concurrent dispatches too.
+pub(crate) async fn run(inner: Arc<Inner>, acts: Vec<(Act, ActTicket)>, epoch: u64) {
+    let mut set = JoinSet::new();
+    for (act, ticket) in acts {
+        let Ok(permit) = inner.bind_slots.clone().acquire_owned().await else {
+            break;
+        };
+        match act {
+            Act::Bind(job) => {
+                set.spawn(bind_task(inner.clone(), job, permit, ticket, epoch));
+            }
+        }
+    }
+    while set.join_next().await.is_some() {}
+}
+
+async fn bind_task(
+    inner: Arc<Inner>,
+    job: BindJob,
+    permit: OwnedSemaphorePermit,
+    ticket: ActTicket,
+    epoch: u64,
+) {
+    let policy = &inner.options.retry;
+    let obs = &inner.observer;
+    let b = &job.bind;
+    let mut failures = 0u32;
+    let outcome = loop {
+        if !inner.current(epoch) {
+            obs.bind_dropped(b, Dropped::Cancelled);
+            return;
+        }
+        inner.limiter.acquire().await;
+        if !inner.current(epoch) {
+            obs.bind_dropped(b, Dropped::Cancelled);
+            return;
+        }
+        let kind = if job.release.is_some() {
+            WriteKind::Release
+        } else {
+            WriteKind::Binding
+        };
+        obs.request(kind);
+        let now_in_flight = inner.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        inner
+            .max_in_flight
+            .fetch_max(now_in_flight, Ordering::SeqCst);
+        let result = match &job.release {
+            Some(patch) => {
+                writes::release(&inner.client, b, patch, &inner.options.field_manager).await
+            }
+            None => writes::bind(&inner.client, b).await,
+        };
+        inner.in_flight.fetch_sub(1, Ordering::SeqCst);
+        match result {
+            Ok(()) => break Ok(()),
+            Err(e) => {
+                obs.failed_attempt(kind, &e);
+                if e.is_settled() || !e.is_retryable() {
+                    break Err(e);
+                }
+                failures += 1;
+                if failures >= policy.attempts.max(1) {
+                    break Err(e);
+                }
+                debug!(error = %e, attempt = failures, "bind failed; retrying");
+                tokio::time::sleep(backoff(policy, failures)).await;
+            }
+        }
+    };
+    drop(permit);
+    match outcome {
+        Ok(()) => {
+            let latency = job.created.and_then(|c| {
+                let ms = wall_clock().millis_since(c);
+                (ms >= 0).then(|| std::time::Duration::from_millis(ms as u64))
+            });
+            obs.bound(b, latency);
+            inner.stats.bound.fetch_add(1, Ordering::Relaxed);
+            if let Some((e, group)) = job.event {
+                inner.queue_event(QueuedEvent::new(e, "Binding", group), epoch);
+            }
+        }
+        Err(e) if e.is_settled() => {
+            debug!(error = %e, "bind settled by the server; the watch will show the pod");
+            obs.bind_settled(b, &e);
+        }
+        Err(e) if !e.is_retryable() => {
+            warn!(error = %e, "bind rejected; the member will be placed again");
+            obs.bind_dropped(b, Dropped::Rejected);
+        }
+        Err(e) => {
+            let round = job.round + 1;
+            if round > policy.rounds || !inner.current(epoch) {
+                warn!(error = %e, rounds = job.round, "bind keeps failing; giving up");
+                obs.bind_dropped(b, Dropped::Exhausted);
+            } else {
+                warn!(error = %e, round, "bind failed; on the retry list");
+                obs.bind_deferred(b, &e);
+                lock(&inner.retries).push(RetryEntry {
+                    job: BindJob { round, ..job },
+                    due: Instant::now() + backoff(policy, policy.attempts + round),
+                });
+            }
+        }
+    }
+    drop(ticket);
+}

@@ -1,0 +1,248 @@
+//! What follows behind the acts: one pump task sends the waiting reports (status writes) and
+//! events once no act is queued or in flight, and has not been for `report_quiet` (the next
+//! session's binds are usually on their way by then). While acts are queued, a report or event
+//! goes only when it gets a token from the share bucket (`report_share` of the QPS), so they
+//! are never starved by an endless stream of binds. Reports go before events; both take their
+//! usual tokens too (reports from the main bucket, events from the events' own).
+
+use crate::events::QueuedEvent;
+use crate::reports::{ReportKey, Waiting};
+use crate::{backoff, lock, writes, Inner, WriteKind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::{Notify, OwnedSemaphorePermit};
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+/// Whether acts are queued or in flight, and since when none are.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    acts: AtomicUsize,
+    idle_since: Mutex<Instant>,
+    wake: Arc<Notify>,
+}
+
+impl Gate {
+    pub fn new(wake: Arc<Notify>) -> Self {
+        Gate {
+            acts: AtomicUsize::new(0),
+            idle_since: Mutex::new(Instant::now()),
+            wake,
+        }
+    }
+
+    pub fn act_started(&self) {
+        self.acts.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn act_done(&self) {
+        if self.acts.fetch_sub(1, Ordering::SeqCst) == 1 {
+            *lock(&self.idle_since) = Instant::now();
+            self.wake.notify_one();
+        }
+    }
+
+    /// Acts queued or in flight.
+    pub fn acts(&self) -> usize {
+        self.acts.load(Ordering::SeqCst)
+    }
+
+    /// `None` while acts are out; otherwise how long until the gate opens (zero: open).
+    fn opens_in(&self, quiet: Duration) -> Option<Duration> {
+        if self.acts() > 0 {
+            return None;
+        }
+        let since = *lock(&self.idle_since);
+        Some(quiet.saturating_sub(since.elapsed()))
+    }
+}
+
+/// What the pump sends next.
+enum Next {
+    Report(ReportKey, Box<Waiting>),
+    Event(Box<QueuedEvent>),
+}
+
+enum Step {
+    Send(Next, u64),
+    /// Nothing to send now; look again when woken or after this long (`None`: when woken).
+    Wait(Option<Duration>),
+}
+
+impl Inner {
+    fn next_follower(&self) -> Step {
+        if !self.active.load(Ordering::SeqCst) {
+            return Step::Wait(None);
+        }
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let mut reports = lock(&self.reports);
+        let mut events = lock(&self.events);
+        if !reports.has_ready() && events.is_empty() {
+            return Step::Wait(None);
+        }
+        let wait = match self.gate.opens_in(self.options.follow.report_quiet) {
+            Some(d) if d.is_zero() => None,
+            Some(d) => Some(d),
+            None => Some(Duration::MAX),
+        };
+        if let Some(d) = wait {
+            let shared = self.share.as_ref().is_some_and(|s| s.try_acquire());
+            if !shared {
+                let refill = self
+                    .share
+                    .as_ref()
+                    .map_or(Duration::MAX, |s| s.until_available());
+                let d = d.min(refill);
+                return Step::Wait((d != Duration::MAX).then_some(d));
+            }
+            self.stats.share_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        let next = match reports.take() {
+            Some((key, w)) => Next::Report(key, Box::new(w)),
+            None => match events.pop() {
+                Some(e) => Next::Event(Box::new(e)),
+                None => return Step::Wait(None),
+            },
+        };
+        Step::Send(next, epoch)
+    }
+}
+
+/// The pump: runs until the binder is dropped.
+pub(crate) async fn pump(binder: Weak<Inner>, wake: Arc<Notify>) {
+    loop {
+        let Some(slots) = binder.upgrade().map(|i| i.write_slots.clone()) else {
+            return;
+        };
+        let Ok(permit) = slots.acquire_owned().await else {
+            return;
+        };
+        loop {
+            let Some(inner) = binder.upgrade() else {
+                return;
+            };
+            match inner.next_follower() {
+                Step::Send(next, epoch) => {
+                    tokio::spawn(send(inner, next, epoch, permit));
+                    break;
+                }
+                Step::Wait(d) => {
+                    drop(inner);
+                    match d {
+                        Some(d) => {
+                            tokio::select! {
+                                _ = wake.notified() => {}
+                                _ = tokio::time::sleep(d) => {}
+                            }
+                        }
+                        None => wake.notified().await,
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn send(inner: Arc<Inner>, next: Next, epoch: u64, permit: OwnedSemaphorePermit) {
+    match next {
+        Next::Report(key, w) => send_report(&inner, key, *w, epoch).await,
+        Next::Event(e) => send_event(&inner, *e, epoch).await,
+    }
+    drop(permit);
+    inner.wake.notify_one();
+}
+
+async fn send_report(inner: &Inner, key: ReportKey, w: Waiting, epoch: u64) {
+    let (target, kind) = w.write.target();
+    let policy = &inner.options.retry;
+    let mut failures = 0u32;
+    let outcome = loop {
+        if !inner.current(epoch) {
+            break None;
+        }
+        inner.limiter.acquire().await;
+        inner.observer.request(kind);
+        match w
+            .write
+            .send(&inner.client, &inner.options.field_manager, w.now)
+            .await
+        {
+            Ok(rv) => break Some(rv),
+            Err(e) => {
+                inner.observer.failed_attempt(kind, &e);
+                failures += 1;
+                if !e.is_retryable() || failures >= policy.attempts.max(1) {
+                    if e.is_settled() {
+                        debug!(error = %e, "status write target is gone");
+                    } else {
+                        warn!(error = %e, "status write failed; the next session may retry");
+                    }
+                    break None;
+                }
+                tokio::time::sleep(backoff(policy, failures)).await;
+            }
+        }
+    };
+    // A newer write to the object waits meanwhile: it reports instead, so the runtime's
+    // overlay matches the newest content with its resourceVersion.
+    let newest = {
+        let mut reports = lock(&inner.reports);
+        reports.done(&key);
+        !reports.is_waiting(&key)
+    };
+    match outcome {
+        Some(rv) => {
+            debug!(kind = %kind, object = %key.1, resource_version = ?rv, "status written");
+            inner.stats.status_written.fetch_add(1, Ordering::Relaxed);
+            if newest {
+                inner.observer.written(&target, rv.as_deref());
+            }
+        }
+        None => {
+            inner.stats.status_failed.fetch_add(1, Ordering::Relaxed);
+            if newest {
+                inner.observer.write_dropped(&target);
+            }
+        }
+    }
+}
+
+async fn send_event(inner: &Inner, e: QueuedEvent, epoch: u64) {
+    let policy = &inner.options.retry;
+    let mut failures = 0u32;
+    loop {
+        if !inner.current(epoch) {
+            inner
+                .stats
+                .events_failed
+                .fetch_add(u64::from(e.count), Ordering::Relaxed);
+            return;
+        }
+        inner.event_limiter.acquire().await;
+        inner.observer.request(WriteKind::Event);
+        match writes::event(&inner.client, &inner.options.reporter, &e).await {
+            Ok(()) => {
+                inner.stats.events_written.fetch_add(1, Ordering::Relaxed);
+                inner
+                    .stats
+                    .events_represented
+                    .fetch_add(u64::from(e.count), Ordering::Relaxed);
+                return;
+            }
+            Err(err) => {
+                inner.observer.failed_attempt(WriteKind::Event, &err);
+                failures += 1;
+                if !err.is_retryable() || failures >= policy.attempts.max(1) {
+                    debug!(error = %err, "event not recorded");
+                    inner
+                        .stats
+                        .events_failed
+                        .fetch_add(u64::from(e.count), Ordering::Relaxed);
+                    return;
+                }
+                tokio::time::sleep(backoff(policy, failures)).await;
+            }
+        }
+    }
+}

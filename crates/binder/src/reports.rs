@@ -1,0 +1,259 @@
+//! Status writes (the [`crate::Class::Report`] class): what users and controllers read about an
+//! object, coalesced per object while it waits.
+//!
+//! Each [`StatusWrite`] names the object it writes ([`StatusWrite::target`]); the
+//! [`ReportQueue`] holds at most one write per target. A newer write to a target replaces the
+//! one waiting (it says everything the older one would have: a PodGroup's status is written
+//! once, with its final state), and keeps the older one's place in line. Writes to one target
+//! are sent one at a time: a write that arrives while the previous one is in flight waits for
+//! it, so the newest always lands last.
+//!
+//! To add a kind of status write: a variant here, its target and request in
+//! [`StatusWrite::target`] and [`StatusWrite::send`] (the request itself in `writes.rs`), and a
+//! [`WriteKind`] for its metric label.
+
+use crate::error::{Result, WriteKind};
+use crate::{writes, Target};
+use caldera_model::{
+    PodConditionUpdate, PodFailure, PodGroupStatusUpdate, QueueStatus, QueueStatusUpdate, Time,
+};
+use kube::Client;
+use std::collections::{HashMap, HashSet, VecDeque};
+use tokio_util::task::task_tracker::TaskTrackerToken;
+
+/// A status write.
+#[derive(Debug, Clone)]
+pub(crate) enum StatusWrite {
+    /// `PodScheduled=False`; `true`: the pod already says so (its transition time stays).
+    Condition(PodConditionUpdate, bool),
+    /// Phase Failed (gang timeout).
+    Failure(PodFailure),
+    /// A PodGroup's status.
+    PodGroup(PodGroupStatusUpdate),
+    /// A Queue's status, with the status it had (for the merge patch).
+    Queue(QueueStatusUpdate, Option<QueueStatus>),
+}
+
+/// `(kind, key)`: what coalesces.
+pub(crate) type ReportKey = (WriteKind, String);
+
+impl StatusWrite {
+    /// The object written, and the kind of write.
+    pub fn target(&self) -> (Target, WriteKind) {
+        match self {
+            StatusWrite::Condition(c, _) => (
+                Target::Pod {
+                    namespace: c.namespace.clone(),
+                    name: c.name.clone(),
+                },
+                WriteKind::PodStatus,
+            ),
+            StatusWrite::Failure(f) => (
+                Target::Pod {
+                    namespace: f.namespace.clone(),
+                    name: f.name.clone(),
+                },
+                WriteKind::PodStatus,
+            ),
+            StatusWrite::PodGroup(u) => (
+                Target::PodGroup {
+                    namespace: u.namespace.clone(),
+                    name: u.name.clone(),
+                },
+                WriteKind::PodGroupStatus,
+            ),
+            StatusWrite::Queue(u, _) => (
+                Target::Queue {
+                    name: u.name.clone(),
+                },
+                WriteKind::QueueStatus,
+            ),
+        }
+    }
+
+    /// Sends it; the object's new resourceVersion.
+    pub async fn send(
+        &self,
+        client: &Client,
+        field_manager: &str,
+        now: Time,
+    ) -> Result<Option<String>> {
+        let fm = field_manager;
+        match self {
+            StatusWrite::Condition(c, keep) => {
+                writes::pod_condition(client, fm, c, now, *keep).await
+            }
+            StatusWrite::Failure(f) => writes::pod_failure(client, fm, f, now).await,
+            StatusWrite::PodGroup(u) => {
+                writes::podgroup_status(client, fm, &u.namespace, &u.name, &u.status).await
+            }
+            StatusWrite::Queue(u, old) => {
+                writes::queue_status(client, fm, &u.name, &u.status, old.as_ref()).await
+            }
+        }
+    }
+}
+
+/// A write waiting in the [`ReportQueue`].
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    pub write: StatusWrite,
+    /// The plan's time (transition times are written with it).
+    pub now: Time,
+    /// Keeps [`crate::Binder::drain`] waiting until the write is sent or given up.
+    pub _pending: Option<TaskTrackerToken>,
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct ReportQueue {
+    /// Targets in the order their (oldest still waiting) write arrived.
+    order: VecDeque<ReportKey>,
+    waiting: HashMap<ReportKey, Waiting>,
+    in_flight: HashSet<ReportKey>,
+}
+
+impl ReportQueue {
+    /// Queues `w`; `true` when it replaced a waiting write to the same target.
+    pub fn push(&mut self, w: Waiting) -> bool {
+        let (target, kind) = w.write.target();
+        let key = (kind, target.key());
+        match self.waiting.insert(key.clone(), w) {
+            Some(_) => true,
+            None => {
+                self.order.push_back(key);
+                false
+            }
+        }
+    }
+
+    /// Drops the write waiting for `key`, if any (a bind of the pod makes its waiting
+    /// `PodScheduled=False` wrong: the server sets `PodScheduled=True` when it binds).
+    pub fn cancel(&mut self, key: &ReportKey) -> Option<Waiting> {
+        let w = self.waiting.remove(key)?;
+        self.order.retain(|k| k != key);
+        Some(w)
+    }
+
+    /// Writes waiting (not counting those in flight).
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Whether a write to `key` waits.
+    pub fn is_waiting(&self, key: &ReportKey) -> bool {
+        self.waiting.contains_key(key)
+    }
+
+    /// The oldest waiting write whose target has no write in flight; it is in flight from now
+    /// until [`ReportQueue::done`].
+    pub fn take(&mut self) -> Option<(ReportKey, Waiting)> {
+        let i = self
+            .order
+            .iter()
+            .position(|k| !self.in_flight.contains(k))?;
+        let key = self.order.remove(i)?;
+        let w = self.waiting.remove(&key)?;
+        self.in_flight.insert(key.clone());
+        Some((key, w))
+    }
+
+    /// Whether a write could be taken now.
+    pub fn has_ready(&self) -> bool {
+        self.order.iter().any(|k| !self.in_flight.contains(k))
+    }
+
+    /// The write to `key` taken last is answered (or given up).
+    pub fn done(&mut self, key: &ReportKey) {
+        self.in_flight.remove(key);
+    }
+
+    /// Empties the queue (writes in flight finish on their own), returning the targets of the
+    /// writes dropped.
+    pub fn clear(&mut self) -> Vec<Target> {
+        self.order.clear();
+        self.waiting
+            .drain()
+            .map(|(_, w)| w.write.target().0)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caldera_model::{PodGroupPhase, PodGroupStatus};
+
+    fn pg(name: &str, phase: PodGroupPhase) -> Waiting {
+        Waiting {
+            write: StatusWrite::PodGroup(PodGroupStatusUpdate {
+                namespace: "ns".into(),
+                name: name.into(),
+                status: PodGroupStatus {
+                    phase,
+                    conditions: Vec::new(),
+                    running: 0,
+                    succeeded: 0,
+                    failed: 0,
+                },
+            }),
+            now: Time(0),
+            _pending: None,
+        }
+    }
+
+    fn phase(w: &Waiting) -> Option<PodGroupPhase> {
+        match &w.write {
+            StatusWrite::PodGroup(u) => Some(u.status.phase),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_newer_write_replaces_the_waiting_one_in_its_place() {
+        let mut q = ReportQueue::default();
+        assert!(!q.push(pg("a", PodGroupPhase::Pending)));
+        assert!(!q.push(pg("b", PodGroupPhase::Pending)));
+        assert!(q.push(pg("a", PodGroupPhase::Running)));
+        assert_eq!(q.len(), 2);
+        let (key, first) = q.take().unwrap();
+        assert_eq!(key.1, "ns/a");
+        assert_eq!(
+            phase(&first),
+            Some(PodGroupPhase::Running),
+            "only the final state"
+        );
+        assert_eq!(q.take().map(|(k, _)| k.1), Some("ns/b".to_string()));
+        assert!(q.take().is_none());
+    }
+
+    #[test]
+    fn a_cancelled_write_is_gone() {
+        let mut q = ReportQueue::default();
+        q.push(pg("a", PodGroupPhase::Pending));
+        q.push(pg("b", PodGroupPhase::Pending));
+        let key = (WriteKind::PodGroupStatus, "ns/a".to_string());
+        assert!(q.cancel(&key).is_some());
+        assert!(q.cancel(&key).is_none());
+        assert_eq!(q.take().map(|(k, _)| k.1), Some("ns/b".to_string()));
+        assert!(q.take().is_none());
+    }
+
+    #[test]
+    fn a_target_with_a_write_in_flight_waits_for_it() {
+        let mut q = ReportQueue::default();
+        q.push(pg("a", PodGroupPhase::Inqueue));
+        let (key, _) = q.take().unwrap();
+        q.push(pg("a", PodGroupPhase::Running));
+        assert!(!q.has_ready());
+        assert!(
+            q.take().is_none(),
+            "a's newer write waits for the one in flight"
+        );
+        q.done(&key);
+        assert_eq!(
+            q.take().map(|(_, w)| phase(&w)),
+            Some(Some(PodGroupPhase::Running))
+        );
+    }
+}
