@@ -180,13 +180,17 @@ async fn released_members_not_bound_in_time_are_reported_never_regated() {
             .any(|e| e["reason"] == "NotBoundAfterRelease" && e["regarding"]["kind"] == "PodGroup")
     })
     .await;
-    let pod_warnings = server
-        .store()
-        .list("events.events.k8s.io")
-        .iter()
-        .filter(|e| e["reason"] == "NotBoundAfterRelease" && e["regarding"]["kind"] == "Pod")
-        .count();
-    assert_eq!(pod_warnings, 4);
+    // The events of one session are sent together, not in order: wait for the members' too.
+    let pod_warnings = || {
+        server
+            .store()
+            .list("events.events.k8s.io")
+            .iter()
+            .filter(|e| e["reason"] == "NotBoundAfterRelease" && e["regarding"]["kind"] == "Pod")
+            .count()
+    };
+    eventually(5, "a warning on each member", || pod_warnings() >= 4).await;
+    assert_eq!(pod_warnings(), 4);
     for i in 0..4 {
         let p = pod_json(&server, &format!("slow-{i}"));
         assert!(
