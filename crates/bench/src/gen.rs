@@ -67,7 +67,8 @@ fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
 /// A Ready GPU node.
 pub fn node(name: &str, rack: usize) -> Node {
     from_json(json!({
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "rack": format!("rack-{rack}")}},
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "rack": format!("rack-{rack}"),
+                     "topology.kubernetes.io/zone": format!("zone-{}", rack % 3)}},
         "status": {
             "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"},
             "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"},
@@ -253,4 +254,53 @@ pub fn pending_gangs(
         made += size;
         g += 1;
     }
+}
+
+/// Gives every fifth pending gang of `ns` (20%) an inter-pod constraint, alternating required
+/// anti-affinity on `kubernetes.io/hostname` among its members (one per node) and a
+/// `DoNotSchedule` zone spread (maxSkew 1). Returns how many gangs were constrained.
+pub fn constrain_gangs(o: &mut Objects, ns: &str) -> usize {
+    let mut constrained = std::collections::BTreeSet::new();
+    for p in o.pods.iter_mut() {
+        if p.metadata.namespace.as_deref() != Some(ns) {
+            continue;
+        }
+        let Some(group) = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("scheduling.k8s.io/group-name"))
+            .cloned()
+        else {
+            continue;
+        };
+        let Some(index) = group
+            .strip_prefix("gang-")
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        if index % 5 != 0 {
+            continue;
+        }
+        constrained.insert(index);
+        p.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("gang".into(), group.clone());
+        let selector = json!({"matchLabels": {"gang": group}});
+        let Some(spec) = p.spec.as_mut() else {
+            continue;
+        };
+        if index % 10 == 0 {
+            spec.affinity = Some(from_json(json!({"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]}})));
+        } else {
+            spec.topology_spread_constraints = Some(from_json(json!([{
+                "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}])));
+        }
+    }
+    constrained.len()
 }

@@ -33,6 +33,13 @@ pub struct SessionResult {
     pub backlog_writes: usize,
     /// Gangs in that backlog.
     pub backlog_gangs: usize,
+    /// The same cluster and workload with 20% of the pending gangs constrained (required
+    /// anti-affinity on hostname, or a DoNotSchedule zone spread): members placed.
+    pub constrained_placements: u64,
+    /// Session time of that run.
+    pub constrained_session_seconds: f64,
+    /// constrained_placements / constrained_session_seconds.
+    pub constrained_placements_per_second: f64,
     /// Peak resident set size so far.
     pub peak_rss_bytes: u64,
 }
@@ -85,6 +92,18 @@ pub fn run(
     let outcome = scheduler.run_owned(snapshot, now);
     let session_seconds = t.elapsed().as_secs_f64();
     let placements = outcome.stats.placements;
+    drop((idx, outcome));
+
+    // The same workload with a fifth of the gangs constrained.
+    let mut objects = gen::cluster(&shape);
+    gen::constrain_gangs(&mut objects, "pending");
+    let idx = index_of(&objects);
+    drop(objects);
+    let snapshot = idx.snapshot(&opts);
+    let t = Instant::now();
+    let outcome = scheduler.run_owned(snapshot, now);
+    let constrained_session_seconds = t.elapsed().as_secs_f64();
+    let constrained_placements = outcome.stats.placements;
     drop((idx, outcome));
 
     // Backlog: every GPU taken, then gangs that cannot fit.
@@ -145,6 +164,10 @@ pub fn run(
         backlog_first_session_seconds,
         backlog_writes,
         backlog_gangs,
+        constrained_placements,
+        constrained_session_seconds,
+        constrained_placements_per_second: constrained_placements as f64
+            / constrained_session_seconds.max(1e-9),
         peak_rss_bytes: crate::peak_rss_bytes(),
     }
 }

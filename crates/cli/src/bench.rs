@@ -172,7 +172,7 @@ pub fn run(args: BenchArgs) -> CommandResult {
                 Format::Table => {
                     writeln!(
                         out,
-                        "{:>7} {:>8} {:>8} {:>10} {:>10} {:>10} {:>12} {:>12} {:>9}",
+                        "{:>7} {:>8} {:>8} {:>10} {:>10} {:>10} {:>12} {:>14} {:>12} {:>9}",
                         "nodes",
                         "running",
                         "pending",
@@ -180,13 +180,14 @@ pub fn run(args: BenchArgs) -> CommandResult {
                         "session",
                         "placed",
                         "placed/s",
+                        "constrained/s",
                         "backlog",
                         "peakRSS"
                     )?;
                     for r in &results {
                         writeln!(
                             out,
-                            "{:>7} {:>8} {:>8} {:>9.3}s {:>9.3}s {:>10} {:>12.0} {:>11.3}s {:>8}M",
+                            "{:>7} {:>8} {:>8} {:>9.3}s {:>9.3}s {:>10} {:>12.0} {:>14.0} {:>11.3}s {:>8}M",
                             r.nodes,
                             r.running_pods,
                             r.pending_pods,
@@ -194,6 +195,7 @@ pub fn run(args: BenchArgs) -> CommandResult {
                             r.session_seconds,
                             r.placements,
                             r.placements_per_second,
+                            r.constrained_placements_per_second,
                             r.backlog_session_seconds,
                             r.peak_rss_bytes >> 20
                         )?;

@@ -177,6 +177,19 @@ impl PodConstraints {
                 .any(|t| t.topology_key != HOSTNAME)
     }
 
+    /// Whether only the *fit* (not the score) looks across nodes: [`Self::crosses_nodes`], and
+    /// every preference is per node (no `ScheduleAnyway` spread, no preferred term over a wider
+    /// domain). Such members can be scored once and checked when a node is picked.
+    pub fn verdict_only_crosses_nodes(&self) -> bool {
+        self.crosses_nodes()
+            && self.spread.iter().all(|s| s.hard)
+            && self
+                .preferred_affinity
+                .iter()
+                .chain(&self.preferred_anti_affinity)
+                .all(|(_, t)| t.topology_key == HOSTNAME)
+    }
+
     /// Every pod label key a selector of these constraints reads.
     pub fn label_keys(&self) -> impl Iterator<Item = &str> {
         let terms = self

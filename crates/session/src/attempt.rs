@@ -179,7 +179,8 @@ fn place_gang(
         }
         // A member whose constraints look at other nodes (spread, affinity over zones) is
         // scored afresh: any placement may have changed its view of every node.
-        if ssn.state.tasks[t].spec.pods.crosses_nodes() {
+        let pods = &ssn.state.tasks[t].spec.pods;
+        if pods.crosses_nodes() && !pods.verdict_only_crosses_nodes() {
             let mut c = ssn.candidates(t, placement);
             match ssn.pick(t, &mut c, placement) {
                 Some(node) => {
@@ -207,8 +208,10 @@ fn place_gang(
         let kind = match kind {
             Some(k) => k,
             None => {
+                // Kinds checked at pick time are kept only within the attempt.
+                let keep = !ssn.state.tasks[t].spec.pods.crosses_nodes();
                 let shared = placement.only.is_none() && placement.bonus.is_none();
-                let c = if shared && !ssn.state.has_bookings {
+                let c = if keep && shared && !ssn.state.has_bookings {
                     let task = &ssn.state.tasks[t];
                     let key = (
                         task.request.clone(),
@@ -247,7 +250,10 @@ fn place_gang(
     let keep = placement.only.is_none() && placement.bonus.is_none() && !ssn.state.has_bookings;
     let ready = !stmt.is_empty() && ssn.job_ready(job);
     if keep {
-        for (rep, c) in kinds {
+        for (rep, c) in kinds
+            .into_iter()
+            .filter(|(rep, _)| !ssn.state.tasks[*rep].spec.pods.crosses_nodes())
+        {
             let task = &ssn.state.tasks[rep];
             let key = (
                 task.request.clone(),

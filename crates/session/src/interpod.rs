@@ -13,7 +13,7 @@ use caldera_model::selector::untolerated_taint;
 use caldera_model::{
     Node, PlacedPod, PodAffinityTerm, PodConstraints, SpreadConstraint, Task, HOSTNAME,
 };
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -84,6 +84,9 @@ pub struct InterPod {
     forbidden: RefCell<HashMap<(usize, usize), Closed>>,
     /// How many counted pods (existing or placed) carry required anti-affinity.
     anti_pods: usize,
+    /// While set, [`InterPod::check`] passes everything: the session checks the constraints
+    /// when it picks a node instead (members whose verdict depends on other nodes).
+    deferred: Cell<bool>,
 }
 
 /// Two views are equal when they count the same pods (caches aside).
@@ -132,6 +135,11 @@ impl InterPod {
             anti_pods,
             ..Default::default()
         }
+    }
+
+    /// Defers (or stops deferring) constraint checks to pick time (see the field).
+    pub fn defer(&self, on: bool) {
+        self.deferred.set(on);
     }
 
     /// Whether no pod carries required anti-affinity and nothing is counted: checks of
@@ -303,6 +311,9 @@ impl InterPod {
         affinity: bool,
         spread: bool,
     ) -> Result<(), String> {
+        if self.deferred.get() {
+            return Ok(());
+        }
         if affinity && self.anti_pods > 0 {
             for (key, closed) in self.forbidden_for(t, nodes).iter() {
                 let d = self.domains(key, nodes);

@@ -106,6 +106,9 @@ pub struct Candidates {
     considered: u32,
     /// How much of the session's change log this kind has seen.
     seen: usize,
+    /// Inter-pod constraints are checked when a node is picked, not when it is scored (see
+    /// [`Session::candidates`]).
+    deferred: bool,
 }
 
 const NO_ENTRY: u64 = u64::MAX;
@@ -422,7 +425,10 @@ impl Session {
     fn evaluate(&self, task: usize, node: u32, c: &mut Candidates, placement: &Placement) {
         let t = &self.state.tasks[task];
         let n = node as usize;
-        match self.fits(t, n) {
+        self.state.interpod.defer(c.deferred);
+        let fit = self.fits(t, n);
+        self.state.interpod.defer(false);
+        match fit {
             Ok(()) => {
                 let version = self.node_version[n];
                 c.heap.push(Entry {
@@ -452,6 +458,10 @@ impl Session {
             static_reasons: BTreeMap::new(),
             considered: 0,
             seen: self.change_log.len(),
+            deferred: self.state.tasks[task]
+                .spec
+                .pods
+                .verdict_only_crosses_nodes(),
         };
         match &placement.only {
             None => {
@@ -514,18 +524,38 @@ impl Session {
         cands: &mut Candidates,
         placement: &Placement,
     ) -> Option<usize> {
+        let mut parked = Vec::new();
+        let mut found = None;
         while let Some(e) = cands.heap.pop() {
             let node = e.node as usize;
             if cands.latest[node] != e.version {
                 continue; // superseded by a newer entry, or the node was dropped
             }
             if e.version == self.node_version[node] {
+                if cands.deferred {
+                    // Scored without its inter-pod constraints, which depend on other nodes:
+                    // check them now; a node failing them waits aside for later members.
+                    if let Err(reasons) = self.fits(&self.state.tasks[task], node) {
+                        parked.push((e, reasons));
+                        continue;
+                    }
+                }
                 cands.latest[node] = NO_ENTRY;
-                return Some(node);
+                found = Some(node);
+                break;
             }
             self.evaluate(task, e.node, cands, placement);
         }
-        None
+        for (e, reasons) in parked {
+            if found.is_some() {
+                cands.heap.push(e);
+            } else {
+                // Nothing fits: these nodes' reasons go into the fit message.
+                cands.latest[e.node as usize] = NO_ENTRY;
+                cands.dropped.insert(e.node, reasons);
+            }
+        }
+        found
     }
 
     /// After placing on `node`, puts it back among `cands` if another member still fits.
