@@ -91,7 +91,8 @@ pub struct GateArgs {
     #[command(flatten)]
     pub run: RunArgs,
     /// How long kube-scheduler may take to bind a released member before Caldera reports it
-    /// (a Warning event on the pod and its PodGroup, and `caldera_released_unbound`).
+    /// (a Warning event on the pod and its PodGroup, the PodGroup condition `Unschedulable`
+    /// reason `NotBoundAfterRelease` until bound, and `caldera_released_unbound`).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub release_timeout: std::time::Duration,
 }

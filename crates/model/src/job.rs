@@ -87,12 +87,16 @@ pub struct PodGroupStatus {
 
 impl PodGroupStatus {
     /// Since when the gang has been valid and waiting: the transition time of a True
-    /// `Unschedulable` condition that is not `NotEnoughTasks` (see [`Job::pending_since`]).
+    /// `Unschedulable` condition that is not `NotEnoughTasks`, nor gate mode's
+    /// `NotBoundAfterRelease` (the gang was placed; see [`Job::pending_since`]).
     pub fn pending_since(&self) -> Option<Time> {
         self.conditions
             .iter()
             .find(|c| {
-                c.type_ == "Unschedulable" && c.status == "True" && c.reason != "NotEnoughTasks"
+                c.type_ == "Unschedulable"
+                    && c.status == "True"
+                    && c.reason != "NotEnoughTasks"
+                    && c.reason != "NotBoundAfterRelease"
             })
             .map(|c| c.last_transition)
     }
@@ -182,5 +186,37 @@ impl Job {
         self.status
             .as_ref()
             .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(reason: &str) -> PodGroupStatus {
+        PodGroupStatus {
+            phase: PodGroupPhase::Running,
+            conditions: vec![Condition {
+                type_: "Unschedulable".into(),
+                status: "True".into(),
+                reason: reason.into(),
+                message: String::new(),
+                last_transition: Time(5_000),
+            }],
+            running: 0,
+            succeeded: 0,
+            failed: 0,
+        }
+    }
+
+    #[test]
+    fn a_gang_waits_only_when_valid_and_not_placed() {
+        assert_eq!(
+            status("NotEnoughResources").pending_since(),
+            Some(Time(5_000))
+        );
+        assert_eq!(status("NotEnoughTasks").pending_since(), None);
+        // Gate mode: the gang was placed; its members wait for kube-scheduler, not for room.
+        assert_eq!(status("NotBoundAfterRelease").pending_since(), None);
     }
 }

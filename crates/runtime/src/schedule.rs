@@ -8,11 +8,14 @@ use crate::cluster::{Invalid, Watched};
 use crate::overlay::{Kind, Written};
 use crate::{wall_clock, Shared};
 use caldera_binder::Binder;
-use caldera_model::{Event, EventObject, PendingReason, Plan, Snapshot, Time};
+use caldera_model::{
+    Condition, Event, EventObject, PendingReason, Plan, PodGroupStatusUpdate, Snapshot, Time,
+};
+use caldera_session::close::NOT_BOUND_AFTER_RELEASE;
 use caldera_session::{Outcome, Scheduler};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::Client;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -249,6 +252,13 @@ async fn session(
         let overdue = follow_releases(state, &snapshot, &plan, gate.release_timeout);
         m.released_unbound.set(overdue.count as i64);
         plan.events.extend(overdue.events);
+        report_stuck_podgroups(
+            &mut plan,
+            &snapshot,
+            &overdue.stuck,
+            gate.release_timeout,
+            now,
+        );
     }
     let gangs = {
         let mut jobs: Vec<&str> = plan.binds.iter().map(|b| &*b.job).collect();
@@ -300,8 +310,10 @@ async fn session(
 struct Overdue {
     /// Released members still unbound past the timeout.
     count: usize,
-    /// Warnings for the ones newly past it, on each pod and once per PodGroup.
+    /// Warnings for the ones newly past it, on each pod.
     events: Vec<Event>,
+    /// Every member past the timeout, by job: `namespace/name on node: reason`, sorted.
+    stuck: BTreeMap<usize, Vec<String>>,
 }
 
 /// Gate mode: remembers this plan's releases, forgets members that are bound or gone, and
@@ -327,63 +339,139 @@ fn follow_releases(
     }
     let mut count = 0;
     let mut events = Vec::new();
-    let mut per_job: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
+    let mut stuck: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for (uid, (since, reported)) in state.released.iter_mut() {
         let Some(t) = held.get(&**uid) else { continue };
         if now.duration_since(*since) < timeout {
             continue;
         }
         count += 1;
-        if std::mem::replace(reported, true) {
-            continue;
-        }
         let why = t
             .pending_reason
             .as_ref()
             .map(|r| format!("{}: {}", r.reason, r.message))
             .unwrap_or_else(|| "kube-scheduler has not said why".to_string());
         let node = t.node.as_deref().unwrap_or("?");
+        stuck
+            .entry(t.job)
+            .or_default()
+            .push(format!("{}/{} on {node}: {why}", t.namespace, t.name));
+        if std::mem::replace(reported, true) {
+            continue;
+        }
         events.push(Event {
             object: EventObject::Pod,
             namespace: t.namespace.clone(),
             name: t.name.clone(),
             uid: t.uid.clone(),
             warning: true,
-            reason: "NotBoundAfterRelease".into(),
+            reason: NOT_BOUND_AFTER_RELEASE.into(),
             message: format!(
                 "released to {node} {}s ago and still not bound by kube-scheduler ({why})",
                 timeout.as_secs()
             ),
         });
-        per_job
-            .entry(t.job)
-            .or_default()
-            .push(format!("{}/{} on {node}: {why}", t.namespace, t.name));
     }
-    for (j, mut members) in per_job {
+    for members in stuck.values_mut() {
+        members.sort();
+    }
+    Overdue {
+        count,
+        events,
+        stuck,
+    }
+}
+
+/// At most this many stuck members are named in the PodGroup condition.
+const STUCK_NAMED: usize = 5;
+
+/// Gate mode: the PodGroup of a gang with members stuck past the release timeout says so in
+/// its one Caldera condition, `Unschedulable` with reason `NotBoundAfterRelease` and
+/// kube-scheduler's reasons, in place of the `Scheduled` the session gave it (its members
+/// are placed, as far as Caldera is concerned). Only changes are written: the plan's update
+/// is dropped when the PodGroup already says exactly this, and the Warning event goes with
+/// a change of the condition. Once the members are bound (or gone) the session's `Scheduled`
+/// comes back by itself.
+fn report_stuck_podgroups(
+    plan: &mut Plan,
+    snapshot: &Snapshot,
+    stuck: &BTreeMap<usize, Vec<String>>,
+    timeout: Duration,
+    now: Time,
+) {
+    for (&j, members) in stuck {
         let Some(job) = snapshot.jobs.get(j) else {
             continue;
         };
-        if job.status.is_none() {
+        let Some(old) = &job.status else {
             continue; // a lone pod: its own event says it
+        };
+        let at = plan
+            .podgroups
+            .iter()
+            .position(|u| u.namespace == job.namespace && u.name == job.name);
+        let mut status = match at {
+            Some(i) => plan.podgroups[i].status.clone(),
+            None => old.clone(),
+        };
+        let mut named = members
+            .iter()
+            .take(STUCK_NAMED)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ");
+        if members.len() > STUCK_NAMED {
+            named.push_str(&format!("; and {} more", members.len() - STUCK_NAMED));
         }
-        members.sort();
-        events.push(Event {
-            object: EventObject::PodGroup,
-            namespace: job.namespace.clone(),
-            name: job.name.clone(),
-            uid: job.uid.clone(),
-            warning: true,
-            reason: "NotBoundAfterRelease".into(),
-            message: format!(
-                "{} released member(s) not bound by kube-scheduler within {}s: {}",
-                members.len(),
-                timeout.as_secs(),
-                members.join("; ")
-            ),
+        let message = format!(
+            "{} released member(s) not bound by kube-scheduler within {}s: {named}",
+            members.len(),
+            timeout.as_secs()
+        );
+        let before = old.conditions.first();
+        let last_transition = before
+            .filter(|c| c.type_ == "Unschedulable" && c.reason == NOT_BOUND_AFTER_RELEASE)
+            .map(|c| c.last_transition)
+            .unwrap_or(now);
+        status.conditions = vec![Condition {
+            type_: "Unschedulable".into(),
+            status: "True".into(),
+            reason: NOT_BOUND_AFTER_RELEASE.into(),
+            message,
+            last_transition,
+        }];
+        // The session's event for this PodGroup's condition (`Scheduled`) no longer holds.
+        plan.events.retain(|e| {
+            !(e.object == EventObject::PodGroup
+                && e.namespace == job.namespace
+                && e.name == job.name
+                && e.reason == "Scheduled")
         });
+        let changed = !before.is_some_and(|c| c.same_content(&status.conditions[0]));
+        if changed {
+            plan.events.push(Event {
+                object: EventObject::PodGroup,
+                namespace: job.namespace.clone(),
+                name: job.name.clone(),
+                uid: job.uid.clone(),
+                warning: true,
+                reason: NOT_BOUND_AFTER_RELEASE.into(),
+                message: status.conditions[0].message.clone(),
+            });
+        }
+        match at {
+            Some(i) if old.same_content(&status) => {
+                plan.podgroups.remove(i);
+            }
+            Some(i) => plan.podgroups[i].status = status,
+            None if old.same_content(&status) => {}
+            None => plan.podgroups.push(PodGroupStatusUpdate {
+                namespace: job.namespace.clone(),
+                name: job.name.clone(),
+                status,
+            }),
+        }
     }
-    Overdue { count, events }
 }
 
 /// Puts the plan's binds and status writes into the overlay before they are sent, so the

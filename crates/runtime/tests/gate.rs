@@ -159,19 +159,43 @@ async fn a_gang_that_does_not_fit_stays_gated() {
     handle.shutdown().await;
 }
 
+const KUBE_SCHEDULER_SAYS: &str =
+    "0/1 nodes are available: 1 node(s) had untolerated taint {example.com/maintenance: }.";
+
+fn podgroup_condition(server: &ApiServer, name: &str) -> Value {
+    server.store().get("podgroups", "ml", name).unwrap()["status"]["conditions"][0].clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn released_members_not_bound_in_time_are_reported_never_regated() {
     init_logs();
     let server = ApiServer::start().await.unwrap();
     create_nodes(&server, 1, 4);
     create_gated_gang(&server, "slow", 4, 1, None);
-    // No kube-scheduler: nothing binds the released members.
+    // No kube-scheduler at first: nothing binds the released members.
     let handle = Runtime::start(
-        gate_options(Duration::from_millis(500)),
+        gate_options(Duration::from_secs(2)),
         server.kube_client().unwrap(),
     )
     .await
     .unwrap();
+    eventually(10, "the gang released", || {
+        (0..4).all(|i| pod_json(&server, &format!("slow-{i}"))["spec"]["schedulingGates"].is_null())
+    })
+    .await;
+    // What kube-scheduler writes on a pod it cannot place.
+    for i in 0..4 {
+        server
+            .store()
+            .modify("pods", "ml", &format!("slow-{i}"), |p| {
+                p["status"]["conditions"] = json!([{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": KUBE_SCHEDULER_SAYS,
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"
+                }]);
+            })
+            .unwrap();
+    }
     eventually(10, "a warning on the PodGroup", || {
         server
             .store()
@@ -180,6 +204,18 @@ async fn released_members_not_bound_in_time_are_reported_never_regated() {
             .any(|e| e["reason"] == "NotBoundAfterRelease" && e["regarding"]["kind"] == "PodGroup")
     })
     .await;
+    let condition = podgroup_condition(&server, "slow");
+    assert_eq!(condition["type"], "Unschedulable", "{condition}");
+    assert_eq!(condition["status"], "True", "{condition}");
+    assert_eq!(condition["reason"], "NotBoundAfterRelease", "{condition}");
+    let message = condition["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("4 released member(s) not bound by kube-scheduler within 2s")
+            && message.contains(&format!(
+                "ml/slow-0 on n0: Unschedulable: {KUBE_SCHEDULER_SAYS}"
+            )),
+        "kube-scheduler's own reason: {message}"
+    );
     // The events of one session are sent together, not in order: wait for the members' too.
     let pod_warnings = || {
         server
@@ -202,8 +238,11 @@ async fn released_members_not_bound_in_time_are_reported_never_regated() {
     }
     let metrics = handle.metrics_text();
     assert!(metrics.contains("caldera_released_unbound 4"), "{metrics}");
-    // Reported once, not every session.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Reported once, not every session: no more events, no more PodGroup writes.
+    let writes = server
+        .request_counts()
+        .get(Verb::Patch, "podgroups", "status");
+    tokio::time::sleep(Duration::from_millis(600)).await;
     let again = server
         .store()
         .list("events.events.k8s.io")
@@ -211,5 +250,23 @@ async fn released_members_not_bound_in_time_are_reported_never_regated() {
         .filter(|e| e["reason"] == "NotBoundAfterRelease")
         .count();
     assert_eq!(again, 5);
+    assert_eq!(
+        server
+            .request_counts()
+            .get(Verb::Patch, "podgroups", "status"),
+        writes,
+        "steady state writes nothing"
+    );
+    // kube-scheduler comes back and binds them: the condition clears.
+    let _kube_scheduler = server.start_kube_scheduler(Duration::from_millis(50));
+    eventually(10, "bound, and the PodGroup says Scheduled again", || {
+        bound(&server, "ml", "slow", 4) == 4
+            && podgroup_condition(&server, "slow")["type"] == "Scheduled"
+    })
+    .await;
+    eventually(10, "nothing unbound any more", || {
+        handle.metrics_text().contains("caldera_released_unbound 0")
+    })
+    .await;
     handle.shutdown().await;
 }

@@ -29,6 +29,10 @@ pub const MAX_POD_SETS: usize = 32;
 /// PodGroup condition reason after its autoscaler request failed or its booking expired, until
 /// the next request.
 pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
+/// PodGroup condition reason (type `Unschedulable`) in gate mode while a released member is
+/// not bound by kube-scheduler past the release timeout; written by `caldera gate`'s runtime,
+/// which follows releases in time, and replaced by `Scheduled` once the members are bound.
+pub const NOT_BOUND_AFTER_RELEASE: &str = "NotBoundAfterRelease";
 /// How long a gang's members and its PodGroup may take to arrive before Caldera says one is
 /// missing. Pods and PodGroups come through separate watches, so for a moment a new pod's
 /// PodGroup, or a new PodGroup's pods, may not be seen yet; writing "does not exist" or
@@ -516,8 +520,11 @@ fn podgroup_status(ssn: &Session, ji: usize, v: &Verdict, now: Time) -> PodGroup
         let old = job.status.as_ref().and_then(|s| s.conditions.first());
         // The transition time moves when the condition's type or status changes, and when a
         // gang starts waiting for resources after waiting for members or timing out: that is
-        // when its timeout starts counting.
-        let resets = |r: &str| r == NOT_ENOUGH_TASKS || r == SCHEDULE_TIMEOUT;
+        // when its timeout starts counting (not while its released members waited for
+        // kube-scheduler: a gang placed once does not carry that wait into a new timeout).
+        let resets = |r: &str| {
+            r == NOT_ENOUGH_TASKS || r == SCHEDULE_TIMEOUT || r == NOT_BOUND_AFTER_RELEASE
+        };
         let keep = old.filter(|o| {
             o.type_ == *type_ && o.status == "True" && (!resets(&o.reason) || resets(reason))
         });
