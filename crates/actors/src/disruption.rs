@@ -22,8 +22,8 @@
 //! delete the pod gets `DisruptionTarget=True` reason `EvictionByEvictionAPI`.
 
 use crate::kubelet::is_ready;
-use crate::labels;
 use crate::time::{from_kube, to_kube};
+use caldera_cache::labels;
 use caldera_model::Time;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};

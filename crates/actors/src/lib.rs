@@ -18,5 +18,4 @@ pub mod autoscaler;
 pub mod disruption;
 pub mod kube_scheduler;
 pub mod kubelet;
-pub mod labels;
 pub mod time;

@@ -21,6 +21,10 @@ pub enum WriteKind {
     QueueStatus,
     /// `POST events` (`events.k8s.io/v1`).
     Event,
+    /// `POST pods/eviction` (`policy/v1` Eviction).
+    Eviction,
+    /// `PATCH pods/status` setting or clearing `nominatedNodeName`.
+    Nomination,
 }
 
 /// How urgent a kind of write is: acts go first; reports and events follow behind them (see
@@ -47,7 +51,7 @@ impl WriteKind {
     }
 
     /// A short label for logs and metrics: `binding`, `pod_status`, `podgroup_status`,
-    /// `queue_status`, `event`.
+    /// `queue_status`, `event`, `eviction`, `nomination`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Binding => "binding",
@@ -56,6 +60,8 @@ impl WriteKind {
             Self::PodGroupStatus => "podgroup_status",
             Self::QueueStatus => "queue_status",
             Self::Event => "event",
+            Self::Eviction => "eviction",
+            Self::Nomination => "nomination",
         }
     }
 }

@@ -172,6 +172,14 @@ async fn send_report(inner: &Inner, key: ReportKey, w: Waiting, epoch: u64) {
             Err(e) => {
                 inner.observer.failed_attempt(kind, &e);
                 failures += 1;
+                // An eviction a PodDisruptionBudget refuses (429) is left alone: the victim
+                // stays, its preemptor's nomination no longer fits, and the next session plans
+                // again.
+                let refused = kind == WriteKind::Eviction && e.code() == Some(429);
+                if refused {
+                    debug!(error = %e, "eviction refused by a PodDisruptionBudget");
+                    break None;
+                }
                 if !e.is_retryable() || failures >= policy.attempts.max(1) {
                     if e.is_settled() {
                         debug!(error = %e, "status write target is gone");

@@ -560,11 +560,8 @@ impl Binder {
             podgroups,
             queues,
             events,
-            // No action plans evictions or nominations yet (preempt and reclaim do, next).
-            // When they are written here: an eviction is an act (it frees what a waiting
-            // gang needs); a nomination (`status.nominatedNodeName`) is a report.
-            evictions: _,
-            nominations: _,
+            evictions,
+            nominations,
             // Autoscaler requests are written by the runtime's capacity writer, not here (as
             // acts, should they move here).
             capacity_requests: _,
@@ -649,6 +646,9 @@ impl Binder {
 
         // Reports, one per object.
         let mut status: Vec<StatusWrite> = Vec::new();
+        // Evictions first: victims terminate for their grace period, so the sooner the better.
+        status.extend(evictions.into_iter().map(StatusWrite::Eviction));
+        status.extend(nominations.into_iter().map(StatusWrite::Nomination));
         for c in pod_conditions {
             let keep = unschedulable.contains(&c.uid);
             status.push(StatusWrite::Condition(c, keep));

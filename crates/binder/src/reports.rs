@@ -32,6 +32,10 @@ pub(crate) enum StatusWrite {
     PodGroup(PodGroupStatusUpdate),
     /// A Queue's status, with the status it had (for the merge patch).
     Queue(QueueStatusUpdate, Option<QueueStatus>),
+    /// `pods/eviction` of a victim (a 429 from a PodDisruptionBudget is not retried).
+    Eviction(caldera_model::Eviction),
+    /// A preemptor's `status.nominatedNodeName`, set or cleared.
+    Nomination(caldera_model::Nomination),
 }
 
 /// `(kind, key)`: what coalesces.
@@ -68,6 +72,20 @@ impl StatusWrite {
                 },
                 WriteKind::QueueStatus,
             ),
+            StatusWrite::Eviction(e) => (
+                Target::Pod {
+                    namespace: e.namespace.clone(),
+                    name: e.name.clone(),
+                },
+                WriteKind::Eviction,
+            ),
+            StatusWrite::Nomination(n) => (
+                Target::Pod {
+                    namespace: n.namespace.clone(),
+                    name: n.name.clone(),
+                },
+                WriteKind::Nomination,
+            ),
         }
     }
 
@@ -90,6 +108,8 @@ impl StatusWrite {
             StatusWrite::Queue(u, old) => {
                 writes::queue_status(client, fm, &u.name, &u.status, old.as_ref()).await
             }
+            StatusWrite::Eviction(e) => writes::evict(client, e).await,
+            StatusWrite::Nomination(n) => writes::nominate(client, fm, n).await,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The API calls, one function each: a bind, the status patches, an event.
+//! The API calls, one function each: a bind, the status patches, an eviction, a nomination,
+//! an event.
 //!
 //! Every body is built here so that its shape can be read in one place; the
 //! `API calls caldera run makes` section of ARCHITECTURE.md lists them for RBAC.
@@ -6,14 +7,16 @@
 use crate::error::{Error, Result, WriteKind};
 use crate::events::QueuedEvent;
 use caldera_model::{
-    Bind, EventObject, PodConditionUpdate, PodFailure, PodGroupStatus, QueueStatus, Resources, Time,
+    Bind, EventObject, Eviction, Nomination, PodConditionUpdate, PodFailure, PodGroupStatus,
+    QueueStatus, Resources, Time,
 };
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::{Event as KubeEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, EvictParams, GroupVersionKind, Patch,
+    PatchParams, PostParams, Preconditions,
 };
 use kube::Client;
 use serde_json::{json, Map, Value};
@@ -136,6 +139,60 @@ pub async fn pod_condition(
     .map_err(|source| Error::Status {
         kind: WriteKind::PodStatus,
         object: format!("{}/{}", c.namespace, c.name),
+        source,
+    })
+}
+
+/// `POST pods/{name}/eviction` (`policy/v1`), with the pod's uid as precondition so a pod
+/// re-created under the same name is never evicted. The API server checks the pod's
+/// PodDisruptionBudgets: 429 means a budget refused it.
+pub async fn evict(client: &Client, e: &Eviction) -> Result<Option<String>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &e.namespace);
+    let params = EvictParams {
+        delete_options: Some(DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(e.uid.to_string()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        }),
+        ..EvictParams::default()
+    };
+    api.evict(&e.name, &params)
+        .await
+        .map(|_| None)
+        .map_err(|source| Error::Status {
+            kind: WriteKind::Eviction,
+            object: format!("{}/{}", e.namespace, e.name),
+            source,
+        })
+}
+
+/// The merge patch setting (or, with `None`, clearing) `status.nominatedNodeName`.
+pub fn nomination_patch(n: &Nomination) -> Value {
+    json!({
+        "metadata": { "uid": &*n.uid },
+        "status": { "nominatedNodeName": n.node.as_deref() },
+    })
+}
+
+/// `PATCH pods/{name}/status` writing the nomination, as kube-scheduler does after preempting.
+pub async fn nominate(
+    client: &Client,
+    field_manager: &str,
+    n: &Nomination,
+) -> Result<Option<String>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &n.namespace);
+    api.patch_status(
+        &n.name,
+        &patch_params(field_manager),
+        &Patch::Merge(nomination_patch(n)),
+    )
+    .await
+    .map(|p| resource_version(&p.metadata))
+    .map_err(|source| Error::Status {
+        kind: WriteKind::Nomination,
+        object: format!("{}/{}", n.namespace, n.name),
         source,
     })
 }

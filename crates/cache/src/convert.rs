@@ -276,8 +276,15 @@ pub struct PodInfo {
     pub pending_reason: Option<Arc<PendingReason>>,
     /// When `PodScheduled` became False.
     pub pending_since: Option<Time>,
-    /// In kube-system or of a system-critical PriorityClass.
+    /// In kube-system, of a system-critical PriorityClass, or a mirror (static) pod: never
+    /// a victim.
     pub critical: bool,
+    /// `spec.preemptionPolicy: Never`.
+    pub never_preempts: bool,
+    /// `status.startTime`.
+    pub started: Option<Time>,
+    /// `metadata.labels` (PodDisruptionBudget selectors read them).
+    pub labels: Arc<BTreeMap<String, String>>,
 }
 
 impl PodInfo {
@@ -308,6 +315,9 @@ impl PodInfo {
         format!("{}/{}", self.namespace, self.name)
     }
 }
+
+/// The annotation the kubelet puts on the API mirror of a static pod.
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 impl TryFrom<&Pod> for PodInfo {
     type Error = Error;
@@ -393,7 +403,15 @@ impl TryFrom<&Pod> for PodInfo {
                 .and_then(|c| c.last_transition_time.as_ref())
                 .map(time),
             critical: namespace == KUBE_SYSTEM
-                || priority_class.is_some_and(|c| CRITICAL_CLASSES.contains(&c)),
+                || priority_class.is_some_and(|c| CRITICAL_CLASSES.contains(&c))
+                || annotation(MIRROR_ANNOTATION).is_some(),
+            never_preempts: spec.preemption_policy.as_deref() == Some("Never"),
+            started: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(time),
+            labels: Arc::new(meta.labels.clone().unwrap_or_default()),
         })
     }
 }

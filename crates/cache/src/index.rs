@@ -11,11 +11,13 @@ use caldera_api::ProvisioningRequest;
 use caldera_api::{PodGroup, Queue as ApiQueue, DEFAULT_QUEUE};
 use caldera_model::CapacityRelease;
 use caldera_model::{
-    HostPort, Job, LabelSelector, Namespaces, Node, PlacedPod, PlacementSpec, Queue, Resources,
+    Budget, HostPort, Job, LabelSelector, Namespaces, Node, PlacedPod, PlacementSpec, Queue, Resources,
     SelectorOp, Snapshot, Task, TaskStatus, WaitingPod,
 };
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as KubeLabelSelector;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,6 +134,8 @@ pub struct ClusterIndex {
     /// Pods on nodes with required anti-affinity (they keep matching pods out of their domains).
     anti: BTreeSet<PodKey>,
     requests: BTreeMap<PodKey, RequestInfo>,
+    /// PodDisruptionBudgets by (namespace, name): selector and `status.disruptionsAllowed`.
+    budgets: BTreeMap<PodKey, (KubeLabelSelector, u32)>,
 }
 
 fn key_of(namespace: &str, name: &str) -> PodKey {
@@ -373,6 +377,78 @@ impl ClusterIndex {
             .into_iter()
             .filter_map(|q| self.apply_queue(q).err())
             .collect()
+    }
+
+    // ----- pod disruption budgets -----
+
+    /// Adds or replaces a PodDisruptionBudget (its selector and `disruptionsAllowed`).
+    pub fn apply_budget(&mut self, pdb: &PodDisruptionBudget) {
+        let namespace = pdb.metadata.namespace.as_deref().unwrap_or("default");
+        let Some(name) = pdb.metadata.name.as_deref() else {
+            return;
+        };
+        let key = key_of(namespace, name);
+        // A budget without a selector covers nothing.
+        let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.clone()) else {
+            self.budgets.remove(&key);
+            return;
+        };
+        let allowed = pdb
+            .status
+            .as_ref()
+            .and_then(|s| s.disruptions_allowed)
+            .unwrap_or(0)
+            .max(0) as u32;
+        self.budgets.insert(key, (selector, allowed));
+    }
+
+    /// Removes a PodDisruptionBudget.
+    pub fn delete_budget(&mut self, namespace: &str, name: &str) {
+        self.budgets.remove(&key_of(namespace, name));
+    }
+
+    /// Replaces every PodDisruptionBudget.
+    pub fn reset_budgets<'a>(
+        &mut self,
+        budgets: impl IntoIterator<Item = &'a PodDisruptionBudget>,
+    ) {
+        self.budgets.clear();
+        for b in budgets {
+            self.apply_budget(b);
+        }
+    }
+
+    /// The budget the eviction API will judge a running pod by: the one budget whose selector
+    /// (not empty: the eviction API lets none match) matches its labels, or a budget allowing
+    /// nothing when several do (the API refuses those evictions).
+    fn budget_of(&self, p: &PodInfo, budgets: &mut Vec<Budget>) -> Option<u32> {
+        if p.phase != convert::PodPhase::Running || p.terminating {
+            return None;
+        }
+        let ns = p.namespace.clone();
+        let range = (ns.clone(), Arc::from(""))..;
+        let matching: Vec<(&PodKey, u32)> = self
+            .budgets
+            .range(range)
+            .take_while(|(k, _)| k.0 == ns)
+            .filter(|(_, (sel, _))| {
+                !crate::labels::is_empty(sel) && crate::labels::matches(sel, Some(&p.labels))
+            })
+            .map(|(k, (_, allowed))| (k, *allowed))
+            .collect();
+        let (id, allowed): (Arc<str>, u32) = match matching.as_slice() {
+            [] => return None,
+            [(k, allowed)] => (format!("{}/{}", k.0, k.1).into(), *allowed),
+            _ => (format!("{ns}/(several budgets)").into(), 0),
+        };
+        let index = match budgets.iter().position(|b| b.id == id) {
+            Some(i) => i,
+            None => {
+                budgets.push(Budget { id, allowed });
+                budgets.len() - 1
+            }
+        };
+        Some(index as u32)
     }
 
     // ----- priority classes -----
@@ -636,6 +712,13 @@ impl ClusterIndex {
             for p in pods {
                 job.tasks.push(snap.tasks.len());
                 let mut task = self.task(p, job_index);
+                if !self.budgets.is_empty() {
+                    task.budget = self.budget_of(p, &mut snap.budgets);
+                }
+                if !opts.gate && task.status == TaskStatus::Pending {
+                    // Our own nominated members: capacity is held for them in the session.
+                    task.nominated = p.held.clone().filter(|_| p.node.is_none());
+                }
                 if opts.gate {
                     task.gated = p.other_gates;
                     if task.status == TaskStatus::Pending && !p.gang_gate {
@@ -771,6 +854,10 @@ impl ClusterIndex {
             created: p.created,
             pending_reason: p.pending_reason.clone(),
             critical: p.critical,
+            nominated: None,
+            never_preempts: p.never_preempts,
+            started: p.started.unwrap_or(p.created),
+            budget: None,
         }
     }
 

@@ -19,6 +19,7 @@ mod error;
 pub mod gate;
 mod index;
 mod intern;
+pub mod labels;
 pub mod provisioning;
 
 pub use convert::{

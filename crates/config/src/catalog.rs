@@ -18,7 +18,7 @@ pub(crate) enum ActionName {
 }
 
 /// Volcano actions Caldera does not implement yet.
-pub(crate) const UNIMPLEMENTED_ACTIONS: [&str; 3] = ["preempt", "reclaim", "shuffle"];
+pub(crate) const UNIMPLEMENTED_ACTIONS: [&str; 1] = ["shuffle"];
 
 pub(crate) fn action(name: &str) -> ActionName {
     if let Some(action) = Action::ALL.into_iter().find(|action| action.name() == name) {

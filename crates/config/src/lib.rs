@@ -216,8 +216,8 @@ pub struct Tier {
     pub plugins: Vec<PluginOption>,
 }
 
-/// An action Caldera implements. Volcano's `preempt`, `reclaim` and `shuffle` are rejected
-/// with a message saying they are not implemented yet.
+/// An action Caldera implements. Volcano's `shuffle` is rejected with a message saying it is
+/// not implemented yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Action {
     /// Admit pending jobs whose minimum resources fit (spec §5.1).
@@ -226,11 +226,21 @@ pub enum Action {
     Allocate,
     /// Place best-effort tasks (spec §5.3).
     Backfill,
+    /// Evict lower-priority units in the same queue for a starving job (spec §5.4).
+    Preempt,
+    /// Evict units of over-share reclaimable queues for a queue below its share (spec §5.4).
+    Reclaim,
 }
 
 impl Action {
     /// Every implemented action.
-    pub const ALL: [Action; 3] = [Action::Enqueue, Action::Allocate, Action::Backfill];
+    pub const ALL: [Action; 5] = [
+        Action::Enqueue,
+        Action::Allocate,
+        Action::Backfill,
+        Action::Preempt,
+        Action::Reclaim,
+    ];
 
     /// The name used in `actions`.
     pub const fn name(self) -> &'static str {
@@ -238,6 +248,8 @@ impl Action {
             Action::Enqueue => "enqueue",
             Action::Allocate => "allocate",
             Action::Backfill => "backfill",
+            Action::Preempt => "preempt",
+            Action::Reclaim => "reclaim",
         }
     }
 }

@@ -539,7 +539,7 @@ impl Validator {
                 ActionName::Unknown => {
                     let hint = did_you_mean(name, &catalog::all_action_names());
                     return Err(at_name(format!(
-                        "unknown action {name:?}{hint}; known actions: {implemented} (Volcano's {} are not implemented yet)",
+                        "unknown action {name:?}{hint}; known actions: {implemented} (Volcano's {} is not implemented yet)",
                         catalog::UNIMPLEMENTED_ACTIONS.join(", ")
                     )));
                 }

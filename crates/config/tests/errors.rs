@@ -34,12 +34,12 @@ fn bad_configs_name_file_line_column_and_key() {
         (
             "unknown action",
             "actions: \"enqueue, alocate, backfill\"\n",
-            "bad.yaml:1:20: actions: unknown action \"alocate\" (did you mean \"allocate\"?); known actions: enqueue, allocate, backfill (Volcano's preempt, reclaim, shuffle are not implemented yet)".into(),
+            "bad.yaml:1:20: actions: unknown action \"alocate\" (did you mean \"allocate\"?); known actions: enqueue, allocate, backfill, preempt, reclaim (Volcano's shuffle is not implemented yet)".into(),
         ),
         (
             "unimplemented action",
-            "actions: \"enqueue, allocate, preempt\"\n",
-            "bad.yaml:1:30: actions: action \"preempt\" is a Volcano action that Caldera does not implement yet; implemented actions: enqueue, allocate, backfill".into(),
+            "actions: \"enqueue, allocate, shuffle\"\n",
+            "bad.yaml:1:30: actions: action \"shuffle\" is a Volcano action that Caldera does not implement yet; implemented actions: enqueue, allocate, backfill, preempt, reclaim".into(),
         ),
         (
             "action listed twice",

@@ -39,6 +39,6 @@ pub use resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 pub use selector::{
     HostPort, PlacementSpec, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, Toleration,
 };
-pub use snapshot::{Snapshot, WaitingPod};
+pub use snapshot::{Budget, Snapshot, WaitingPod};
 pub use task::{PendingReason, Task, TaskStatus};
 pub use time::Time;

@@ -53,6 +53,18 @@ pub struct Snapshot {
     /// Requests no job owns any more (PodGroup gone, or a second request for one gang): to
     /// delete.
     pub stale_capacity: Vec<crate::CapacityRelease>,
+    /// PodDisruptionBudgets that cover members of our jobs.
+    pub budgets: Vec<Budget>,
+}
+
+/// A PodDisruptionBudget, as far as choosing victims needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budget {
+    /// `namespace/name`.
+    pub id: Arc<str>,
+    /// `status.disruptionsAllowed` (0 for a pod covered by several budgets: the eviction API
+    /// refuses those).
+    pub allowed: u32,
 }
 
 impl Snapshot {

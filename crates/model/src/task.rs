@@ -98,8 +98,19 @@ pub struct Task {
     /// The current `PodScheduled=False` condition, to write only changes. Shared, since a
     /// snapshot is assembled every session.
     pub pending_reason: Option<Arc<PendingReason>>,
-    /// kube-system or system-critical: never a victim (conformance).
+    /// kube-system, system-critical or a mirror (static) pod: never a victim (conformance).
     pub critical: bool,
+    /// A pending member's `status.nominatedNodeName`: capacity is held for it there (see
+    /// `caldera_session::reserve`).
+    pub nominated: Option<Arc<str>>,
+    /// `spec.preemptionPolicy: Never`: waits in priority order but never evicts anyone.
+    pub never_preempts: bool,
+    /// When it started (`status.startTime`, else its creation): the most recently started
+    /// victims lose the least work.
+    pub started: Time,
+    /// Index in [`crate::Snapshot::budgets`] of the PodDisruptionBudget the eviction API will
+    /// judge it by (only for running pods: the API ignores budgets for pods not running).
+    pub budget: Option<u32>,
 }
 
 impl Task {

@@ -12,6 +12,7 @@ use caldera_api::{PodGroup, Queue as ApiQueue};
 use caldera_cache::{ClusterIndex, PodInfo};
 use caldera_model::{Node, TaskStatus};
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{DynamicObject, TypeMeta};
 use kube::ResourceExt;
@@ -31,16 +32,19 @@ pub enum Watched {
     Queues,
     /// PriorityClasses.
     PriorityClasses,
+    /// PodDisruptionBudgets (victims are chosen within their `disruptionsAllowed`).
+    Budgets,
 }
 
 impl Watched {
     /// Every watched kind.
-    pub const ALL: [Watched; 5] = [
+    pub const ALL: [Watched; 6] = [
         Watched::Pods,
         Watched::Nodes,
         Watched::PodGroups,
         Watched::Queues,
         Watched::PriorityClasses,
+        Watched::Budgets,
     ];
 
     /// Plural resource name.
@@ -51,6 +55,7 @@ impl Watched {
             Watched::PodGroups => "podgroups",
             Watched::Queues => "queues",
             Watched::PriorityClasses => "priorityclasses",
+            Watched::Budgets => "poddisruptionbudgets",
         }
     }
 }
@@ -476,6 +481,26 @@ impl Cluster {
             pcs.iter().map(|p| p.name_any()),
         );
         self.synced.insert(Watched::PriorityClasses, true);
+    }
+}
+
+impl Cluster {
+    // ----- pod disruption budgets -----
+
+    pub fn apply_budget(&mut self, pdb: &PodDisruptionBudget) -> bool {
+        self.index.apply_budget(pdb);
+        true
+    }
+
+    pub fn delete_budget(&mut self, pdb: &PodDisruptionBudget) -> bool {
+        let namespace = pdb.metadata.namespace.as_deref().unwrap_or("default");
+        self.index.delete_budget(namespace, &pdb.name_any());
+        true
+    }
+
+    pub fn reset_budgets(&mut self, pdbs: &[PodDisruptionBudget]) {
+        self.index.reset_budgets(pdbs.iter());
+        self.synced.insert(Watched::Budgets, true);
     }
 }
 

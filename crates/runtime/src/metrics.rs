@@ -17,6 +17,8 @@
 //! | `caldera_leader` | gauge | (1 while this replica holds the lease) |
 //! | `caldera_events_folded_total` | counter | (events folded into a queued one of the same reason and PodGroup: the event queue was over 1000) |
 //! | `caldera_events_dropped_total` | counter | (events dropped: the queue was at its hard cap of 10,000 with nothing to fold into) |
+//! | `caldera_preemption_victims_total` | counter | `action` (`preempt`, `reclaim`): pods chosen as victims |
+//! | `caldera_preemption_attempts_total` | counter | `result` (`evicted`, `no_victims`): victim searches |
 
 use caldera_model::{Resources, CPU};
 use caldera_session::QueueReport;
@@ -61,6 +63,8 @@ pub struct Metrics {
     pub(crate) leader: Gauge,
     pub(crate) events_folded: Counter,
     pub(crate) events_dropped: Counter,
+    pub(crate) preemption_victims: Family<Labels, Counter>,
+    pub(crate) preemption_attempts: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -99,6 +103,18 @@ impl Metrics {
         let leader = Gauge::default();
         let events_folded = Counter::default();
         let events_dropped = Counter::default();
+        let preemption_victims = Family::<Labels, Counter>::default();
+        let preemption_attempts = Family::<Labels, Counter>::default();
+        registry.register(
+            "caldera_preemption_victims",
+            "Pods chosen as victims by preempt and reclaim, by action",
+            preemption_victims.clone(),
+        );
+        registry.register(
+            "caldera_preemption_attempts",
+            "Victim searches for starving gangs, by result",
+            preemption_attempts.clone(),
+        );
         registry.register(
             "caldera_session_duration_seconds",
             "Time from snapshot to plan, per session",
@@ -187,6 +203,22 @@ impl Metrics {
             leader,
             events_folded,
             events_dropped,
+            preemption_victims,
+            preemption_attempts,
+        }
+    }
+
+    /// Counts a session's preemption decisions.
+    pub fn preemptions(&self, stats: &caldera_session::session::Stats) {
+        for (action, n) in &stats.victims {
+            self.preemption_victims
+                .get_or_create(&vec![("action", action.to_string())])
+                .inc_by(*n);
+        }
+        for (result, n) in &stats.preemption_attempts {
+            self.preemption_attempts
+                .get_or_create(&vec![("result", result.to_string())])
+                .inc_by(*n);
         }
     }
 

@@ -66,6 +66,11 @@ struct PendingWrite {
 pub(crate) struct Overlay {
     assumed: HashMap<Arc<str>, Assumed>,
     writes: HashMap<ObjKey, PendingWrite>,
+    /// Evictions sent, by pod `namespace/name`: the victim counts as terminating until the
+    /// watch shows it so (or the eviction fails).
+    evicting: HashMap<String, Instant>,
+    /// Nominations sent, by pod `namespace/name`: the node (or `None`: cleared).
+    nominating: HashMap<String, (Option<Arc<str>>, Instant)>,
 }
 
 impl Overlay {
@@ -137,6 +142,20 @@ impl Overlay {
 
     pub fn write_failed(&mut self, key: &ObjKey) {
         self.writes.remove(key);
+        if key.0 == Kind::Pod {
+            self.evicting.remove(&key.1);
+            self.nominating.remove(&key.1);
+        }
+    }
+
+    /// An eviction of pod `key` (`namespace/name`) is about to be sent.
+    pub fn evicting(&mut self, key: String) {
+        self.evicting.insert(key, Instant::now());
+    }
+
+    /// A nomination of pod `key` (`namespace/name`) is about to be sent.
+    pub fn nominating(&mut self, key: String, node: Option<Arc<str>>) {
+        self.nominating.insert(key, (node, Instant::now()));
     }
 
     /// The watch delivered `key` at `rv`.
@@ -159,6 +178,8 @@ impl Overlay {
     pub fn clear(&mut self) {
         self.assumed.clear();
         self.writes.clear();
+        self.evicting.clear();
+        self.nominating.clear();
     }
 
     /// Drops confirmed entries the watch has not caught up with for too long.
@@ -168,6 +189,9 @@ impl Overlay {
             .retain(|_, a| !stale(a.bound_at, CONFIRMED_TTL) && !stale(a.settled_at, SETTLED_TTL));
         self.writes
             .retain(|_, w| !stale(w.confirmed_at, CONFIRMED_TTL));
+        self.evicting.retain(|_, t| t.elapsed() <= CONFIRMED_TTL);
+        self.nominating
+            .retain(|_, (_, t)| t.elapsed() <= CONFIRMED_TTL);
     }
 
     /// Lays the overlay over `snap`. Assumed members whose node has vanished are forgotten
@@ -194,6 +218,24 @@ impl Overlay {
                             });
                         }
                         Err(_) => vanished.push(t.uid.clone()),
+                    }
+                }
+            }
+            if !self.evicting.is_empty() || !self.nominating.is_empty() {
+                let key = format!("{}/{}", t.namespace, t.name);
+                if self.evicting.contains_key(&key) {
+                    if matches!(t.status, TaskStatus::Bound | TaskStatus::Running) {
+                        t.status = TaskStatus::Releasing;
+                    } else {
+                        // The watch shows it terminating, finished or gone.
+                        self.evicting.remove(&key);
+                    }
+                }
+                if let Some((node, _)) = self.nominating.get(&key) {
+                    if t.status != TaskStatus::Pending || t.nominated == *node {
+                        self.nominating.remove(&key);
+                    } else {
+                        t.nominated = node.clone();
                     }
                 }
             }
@@ -290,6 +332,10 @@ mod tests {
             created: Time(0),
             pending_reason: None,
             critical: false,
+            nominated: None,
+            never_preempts: false,
+            started: Time(0),
+            budget: None,
         });
         snap
     }

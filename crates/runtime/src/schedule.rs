@@ -240,6 +240,9 @@ async fn session(
     m.session(took, &timed.actions);
     m.pending_gangs.set(timed.pending_gangs as i64);
     m.queues(&timed.outcome.queues);
+    if *leader.borrow() {
+        m.preemptions(&timed.outcome.stats);
+    }
     shared.session_done();
 
     let mut plan = timed.outcome.plan;
@@ -481,6 +484,12 @@ fn record_in_flight(shared: &Shared, plan: &Plan) {
     let overlay = &mut cluster.overlay;
     for b in &plan.binds {
         overlay.assume(b.uid.clone(), b.node.clone());
+    }
+    for e in &plan.evictions {
+        overlay.evicting(format!("{}/{}", e.namespace, e.name));
+    }
+    for n in &plan.nominations {
+        overlay.nominating(format!("{}/{}", n.namespace, n.name), n.node.clone());
     }
     for c in &plan.pod_conditions {
         overlay.write_started(

@@ -7,6 +7,7 @@ use crate::cluster::{Cluster, Watched};
 use crate::Shared;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
@@ -90,7 +91,7 @@ fn volcano(kind: &str, plural: &str) -> ApiResource {
     )
 }
 
-/// Spawns the five watches.
+/// Spawns the six watches.
 pub(crate) fn spawn_all(
     shared: Arc<Shared>,
     client: Client,
@@ -142,13 +143,24 @@ pub(crate) fn spawn_all(
             stop.clone(),
         )),
         tokio::spawn(run(
-            shared,
-            Api::<PriorityClass>::all(client),
+            shared.clone(),
+            Api::<PriorityClass>::all(client.clone()),
             Handler {
                 kind: Watched::PriorityClasses,
                 apply: |c, p, _| c.apply_priority_class(p),
                 delete: Cluster::delete_priority_class,
                 reset: Cluster::reset_priority_classes,
+            },
+            stop.clone(),
+        )),
+        tokio::spawn(run(
+            shared,
+            Api::<PodDisruptionBudget>::all(client),
+            Handler {
+                kind: Watched::Budgets,
+                apply: |c, p, _| c.apply_budget(p),
+                delete: Cluster::delete_budget,
+                reset: Cluster::reset_budgets,
             },
             stop,
         )),

@@ -19,7 +19,46 @@ pub enum Attempt {
 /// Tries `job` once: if its gang is not yet satisfied, places members until it is and commits
 /// them together, or undoes them all; if it is satisfied, places one more member on its own.
 /// Only members for which `wanted` holds are tried.
+/// Room held for the job's own tasks (see [`crate::reserve`]) is theirs during the attempt.
 pub fn attempt(
+    ssn: &mut Session,
+    job: usize,
+    wanted: &dyn Fn(&caldera_model::Task) -> bool,
+) -> Attempt {
+    if ssn.reservations.is_empty() {
+        return attempt_inner(ssn, job, wanted);
+    }
+    let had = crate::reserve::release(ssn, job);
+    let result = attempt_inner(ssn, job, wanted);
+    if had {
+        crate::reserve::restore(ssn, job);
+    }
+    result
+}
+
+/// Where `job`'s gang would go now (members and nodes), without placing it: the same search
+/// as an attempt, every placement undone. `None` when it does not fit. The failure cache is
+/// neither read nor written (the caller changes the cluster between probes).
+pub fn probe(ssn: &mut Session, job: usize) -> Option<Vec<(usize, usize)>> {
+    let tasks: Vec<usize> = ssn.state.pending_tasks(job).collect();
+    if tasks.is_empty() || ssn.job_ready(job) {
+        return None;
+    }
+    let need = ssn.state.jobs[job]
+        .min_member
+        .saturating_sub(ssn.state.ready_count(job))
+        .max(1);
+    let tasks = ssn.order_tasks(job, tasks);
+    let saved = ssn.state.job_runs[job].holdup.clone();
+    let result = match ssn.state.jobs[job].topology.clone() {
+        Some(topo) => place_in_topology(ssn, job, &tasks, need, &topo, true),
+        None => place_gang(ssn, job, &tasks, &mut Placement::default(), None, true),
+    };
+    ssn.state.job_runs[job].holdup = saved;
+    result.ok().map(|_| std::mem::take(&mut ssn.probed))
+}
+
+fn attempt_inner(
     ssn: &mut Session,
     job: usize,
     wanted: &dyn Fn(&caldera_model::Task) -> bool,
@@ -60,14 +99,21 @@ pub fn attempt(
                 only: Some(Arc::new(nodes)),
                 bonus: None,
             };
-            let placed = place_gang(ssn, job, &tasks[..1], &mut inside, None);
+            let placed = place_gang(ssn, job, &tasks[..1], &mut inside, None, false);
             if placed.is_ok() || topo.required {
                 return placed.map(Attempt::Placed).unwrap_or(Attempt::Held);
             }
         }
-        return place_gang(ssn, job, &tasks[..1], &mut Placement::default(), None)
-            .map(Attempt::Placed)
-            .unwrap_or(Attempt::Held);
+        return place_gang(
+            ssn,
+            job,
+            &tasks[..1],
+            &mut Placement::default(),
+            None,
+            false,
+        )
+        .map(Attempt::Placed)
+        .unwrap_or(Attempt::Held);
     }
     let j = &ssn.state.jobs[job];
     let need = j
@@ -107,8 +153,8 @@ pub fn attempt(
         ssn.state.job_runs[job].holdup = saved;
     }
     let result = match ssn.state.jobs[job].topology.clone() {
-        Some(topo) => place_in_topology(ssn, job, &tasks, need, &topo),
-        None => place_gang(ssn, job, &tasks, &mut Placement::default(), None),
+        Some(topo) => place_in_topology(ssn, job, &tasks, need, &topo, false),
+        None => place_gang(ssn, job, &tasks, &mut Placement::default(), None, false),
     };
     match result {
         Ok(n) => Attempt::Placed(n),
@@ -156,13 +202,15 @@ fn fail_key(ssn: &Session, job: usize, tasks: &[usize]) -> Option<crate::session
 
 /// Places members of `tasks` in order until the job is ready, inside one statement; commits on
 /// success, discards otherwise (recording the holdup). `prefer_key` (preferred topology) makes
-/// nodes in domains already used by the statement score higher.
+/// nodes in domains already used by the statement score higher. `dry`: a probe; a gang that
+/// fits is recorded in `ssn.probed` and undone instead of committed.
 fn place_gang(
     ssn: &mut Session,
     job: usize,
     tasks: &[usize],
     placement: &mut Placement,
     prefer_key: Option<&str>,
+    dry: bool,
 ) -> Result<usize, Option<u32>> {
     let mut stmt = Statement::new();
     // Kinds of member met in this attempt, by a representative task, with their candidates.
@@ -263,7 +311,12 @@ fn place_gang(
             ssn.kind_cache.insert(key, c);
         }
     }
-    if ready {
+    if ready && dry {
+        let n = stmt.len();
+        ssn.probed = stmt.ops().to_vec();
+        ssn.discard(stmt);
+        Ok(n)
+    } else if ready {
         let n = stmt.len();
         ssn.commit(stmt);
         ssn.clear_hold(job);
@@ -318,6 +371,7 @@ fn place_in_topology(
     tasks: &[usize],
     need: u32,
     topo: &Topology,
+    dry: bool,
 ) -> Result<usize, Option<u32>> {
     let domains = ssn.domains(&topo.key);
     // Members already placed fix the domain: the rest join them there (required), or try
@@ -328,7 +382,7 @@ fn place_in_topology(
             bonus: None,
         };
         let saved = ssn.state.job_runs[job].holdup.clone();
-        match place_gang(ssn, job, tasks, &mut inside, None) {
+        match place_gang(ssn, job, tasks, &mut inside, None, dry) {
             Ok(n) => return Ok(n),
             // Depends on where this gang's members are: nothing to remember for others.
             Err(_) if topo.required => return Err(None),
@@ -361,7 +415,7 @@ fn place_in_topology(
             bonus: None,
         };
         let saved = ssn.state.job_runs[job].holdup.clone();
-        if let Ok(n) = place_gang(ssn, job, tasks, &mut placement, None) {
+        if let Ok(n) = place_gang(ssn, job, tasks, &mut placement, None, dry) {
             return Ok(n);
         }
         if matches!(ssn.state.job_runs[job].holdup, Some(Holdup::Quota(_))) {
@@ -406,7 +460,7 @@ fn place_in_topology(
         only: None,
         bonus: Some(Arc::new(bonus)),
     };
-    place_gang(ssn, job, tasks, &mut placement, Some(&topo.key))
+    place_gang(ssn, job, tasks, &mut placement, Some(&topo.key), dry)
 }
 
 /// The nodes of the `key` domain where a member of `job` already holds a node, if any.

@@ -3,9 +3,9 @@
 use crate::session::Session;
 use crate::state::{holds_node, Holdup};
 use caldera_model::{
-    Bind, Condition, Event, EventObject, Job, PendingReason, Plan, PodConditionUpdate, PodFailure,
-    PodGroupPhase, PodGroupStatus, PodGroupStatusUpdate, QueueStatus, QueueStatusUpdate,
-    TaskStatus, Time,
+    Bind, Condition, Event, EventObject, Eviction, Job, Nomination, PendingReason, Plan,
+    PodConditionUpdate, PodFailure, PodGroupPhase, PodGroupStatus, PodGroupStatusUpdate,
+    QueueStatus, QueueStatusUpdate, TaskStatus, Time,
 };
 use std::sync::Arc;
 
@@ -17,6 +17,8 @@ pub const UNSCHEDULABLE: &str = "Unschedulable";
 pub const NOT_ENOUGH_RESOURCES: &str = "NotEnoughResources";
 /// PodGroup condition reason when too few members exist.
 pub const NOT_ENOUGH_TASKS: &str = "NotEnoughTasks";
+/// PodGroup condition reason while a preemptor waits for its victims to terminate.
+pub const PREEMPTING: &str = "Preempting";
 /// PodGroup condition reason after the gang timeout.
 pub const SCHEDULE_TIMEOUT: &str = "ScheduleTimeout";
 /// Pod failure reason after the gang timeout.
@@ -165,8 +167,88 @@ pub fn close(ssn: &Session) -> Plan {
             &message,
         );
     }
+    preemptions(ssn, &mut plan);
     queue_statuses(ssn, &phases, &mut plan);
     plan
+}
+
+/// Evictions decided by preempt and reclaim, their `Preempted` events (on each victim pod
+/// and, once, on its PodGroup), and the nominations to write.
+fn preemptions(ssn: &Session, plan: &mut Plan) {
+    let st = &ssn.state;
+    for p in &ssn.preemptions {
+        let job = &st.jobs[p.job];
+        let mut nodes: Vec<&str> = p
+            .placement
+            .iter()
+            .map(|&(_, n)| &*st.nodes[n].name)
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let by = match p.action {
+            "reclaim" => format!("reclaimed for queue {} by {}", job.queue, job.id),
+            _ => format!("preempted by {} (priority {})", job.id, job.priority),
+        };
+        let mut told: Vec<usize> = Vec::new();
+        for &v in &p.victims {
+            let t = &st.tasks[v];
+            let Some(node) = t.node.clone() else { continue };
+            let victim_job = &st.jobs[t.job];
+            plan.evictions.push(Eviction {
+                namespace: t.namespace.clone(),
+                name: t.name.clone(),
+                uid: t.uid.clone(),
+                node: node.clone(),
+                job: victim_job.id.clone(),
+                preemptor: job.id.clone(),
+                action: p.action,
+            });
+            plan.events.push(Event {
+                object: EventObject::Pod,
+                namespace: t.namespace.clone(),
+                name: t.name.clone(),
+                uid: t.uid.clone(),
+                warning: false,
+                reason: "Preempted".into(),
+                message: format!(
+                    "Evicted from node {node}: {by}, which will run on node(s) {}",
+                    nodes.join(", ")
+                ),
+            });
+            if victim_job.has_podgroup() && !told.contains(&t.job) {
+                told.push(t.job);
+                let count = p
+                    .victims
+                    .iter()
+                    .filter(|&&x| st.tasks[x].job == t.job)
+                    .count();
+                plan.events.push(Event {
+                    object: EventObject::PodGroup,
+                    namespace: victim_job.namespace.clone(),
+                    name: victim_job.name.clone(),
+                    uid: victim_job.uid.clone(),
+                    warning: true,
+                    reason: "Preempted".into(),
+                    message: format!(
+                        "{count} member(s) evicted: {by}, which will run on node(s) {}",
+                        nodes.join(", ")
+                    ),
+                });
+            }
+        }
+    }
+    for (task, node) in &ssn.nominations {
+        let t = &st.tasks[*task];
+        if t.nominated.as_deref() == node.as_deref() || t.status != TaskStatus::Pending {
+            continue;
+        }
+        plan.nominations.push(Nomination {
+            namespace: t.namespace.clone(),
+            name: t.name.clone(),
+            uid: t.uid.clone(),
+            node: node.clone(),
+        });
+    }
 }
 
 /// Plans a pending pod's `PodScheduled=False` condition and its `FailedScheduling` event,
@@ -296,6 +378,25 @@ fn verdict(ssn: &Session, ji: usize) -> Verdict {
     }
     let unready = job.min_member.saturating_sub(ready);
     let prefix = format!("{unready}/{members} members in gang unschedulable");
+    if !ssn.reservations.is_empty() && crate::reserve::waiting(ssn, ji) {
+        let mut nodes: Vec<&str> = ssn
+            .reservations
+            .iter()
+            .filter(|r| st.tasks[r.task].job == ji)
+            .map(|r| &*st.nodes[r.node].name)
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let message = format!(
+            "{prefix}: waiting for preempted pods to terminate; room is held on node(s) {}",
+            nodes.join(", ")
+        );
+        return Verdict {
+            condition: Some(("Unschedulable", PREEMPTING, message.clone())),
+            pod_reason: Some((UNSCHEDULABLE, message)),
+            ..none
+        };
+    }
     let (pod_reason, why) = match &run.holdup {
         Some(Holdup::NotAdmitted { quota, message }) => (
             if *quota {

@@ -9,13 +9,15 @@
 pub mod actions;
 pub mod attempt;
 pub mod close;
+pub mod evict;
 pub mod explain;
 pub mod interpod;
 pub mod plugin;
+pub mod reserve;
 pub mod session;
 pub mod state;
 
-use actions::{Action, Allocate, Backfill, Enqueue};
+use actions::{Action, Allocate, Backfill, Enqueue, Preempt, Reclaim};
 use caldera_config::{Hook, PluginOption, SchedulerConfig};
 use caldera_model::{Plan, Resources, Snapshot, Time};
 use plugin::{Hooks, Plugin};
@@ -107,6 +109,8 @@ pub fn action(name: &str) -> Option<Arc<dyn Action>> {
         "enqueue" => Some(Arc::new(Enqueue)),
         "allocate" => Some(Arc::new(Allocate)),
         "backfill" => Some(Arc::new(Backfill)),
+        "preempt" => Some(Arc::new(Preempt)),
+        "reclaim" => Some(Arc::new(Reclaim)),
         _ => None,
     }
 }
@@ -138,6 +142,7 @@ pub struct Outcome {
 pub struct Scheduler {
     plugins: Vec<(PluginOption, PluginFactory, Hooks)>,
     actions: Vec<Arc<dyn Action>>,
+    eviction: evict::Switches,
 }
 
 fn hooks_of(option: &PluginOption) -> Hooks {
@@ -178,7 +183,21 @@ impl Scheduler {
             actions
                 .push(action(name).ok_or_else(|| SessionError::UnknownAction(name.to_string()))?);
         }
-        Ok(Scheduler { plugins, actions })
+        // Volcano's per-plugin switches: victims are chosen only while some plugin keeps
+        // `enablePreemptable` (preempt) or `enableReclaimable` (reclaim) on, and a plugin that
+        // turns `enablePreemptive` off stops queues from reclaiming.
+        let options = || config.tiers.iter().flat_map(|t| t.plugins.iter());
+        let named = |name: &str| actions.iter().any(|a| a.name() == name);
+        let eviction = evict::Switches {
+            preempt: named("preempt") && options().any(|o| o.enabled(Hook::Preemptable)),
+            reclaim: named("reclaim") && options().any(|o| o.enabled(Hook::Reclaimable)),
+            preemptive: options().all(|o| o.enabled(Hook::Preemptive)),
+        };
+        Ok(Scheduler {
+            plugins,
+            actions,
+            eviction,
+        })
     }
 
     /// Opens a session on `snapshot` at `now`, without running any action. For tests and
@@ -201,6 +220,7 @@ impl Scheduler {
             })
             .collect();
         let mut ssn = Session::new(State::new(snapshot, now), slots);
+        ssn.eviction = self.eviction;
         let has_enqueue = self.actions.iter().any(|a| a.name() == "enqueue");
         for j in 0..ssn.state.jobs.len() {
             let invalid = ssn.job_invalid(j);
@@ -210,6 +230,7 @@ impl Scheduler {
             // Without an enqueue action every job competes at once.
             run.admitted = phase != caldera_model::PodGroupPhase::Pending || !has_enqueue;
         }
+        reserve::open(&mut ssn);
         ssn
     }
 

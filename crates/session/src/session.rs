@@ -29,6 +29,10 @@ pub struct Stats {
     pub discards: u64,
     /// Jobs admitted by enqueue.
     pub admitted: u64,
+    /// Pods chosen as victims, by action (`preempt`, `reclaim`).
+    pub victims: BTreeMap<&'static str, u64>,
+    /// Preemption attempts, by result (`evicted`, `no_victims`).
+    pub preemption_attempts: BTreeMap<&'static str, u64>,
 }
 
 /// Nodes that pass the static filters for one placement spec.
@@ -58,6 +62,11 @@ impl Statement {
     /// Whether it holds no placement.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+
+    /// Its placements: (task, node), in order.
+    pub fn ops(&self) -> &[(usize, usize)] {
+        &self.ops
     }
 }
 
@@ -152,6 +161,16 @@ pub struct Session {
     change_log: Vec<u32>,
     /// Candidates per kind of member, kept across attempts (no topology restriction only).
     pub kind_cache: HashMap<KindKey, Candidates>,
+    /// Capacity held for pending tasks (see [`crate::reserve`]).
+    pub reservations: Vec<crate::reserve::Reservation>,
+    /// `nominatedNodeName` writes: (task, node or `None` to clear).
+    pub nominations: Vec<(usize, Option<Arc<str>>)>,
+    /// Preemptions and reclaims decided in this session (see [`crate::evict`]).
+    pub preemptions: Vec<crate::evict::Preemption>,
+    /// What may evict: `preempt` and `reclaim` switches from the config.
+    pub eviction: crate::evict::Switches,
+    /// The placements of the last successful [`crate::attempt::probe`].
+    pub probed: Vec<(usize, usize)>,
 }
 
 /// Identifies gangs that place alike: member request, spec and traits, topology, queue index.
@@ -179,6 +198,11 @@ impl Session {
             version_counter: 0,
             change_log: Vec::new(),
             kind_cache: HashMap::new(),
+            reservations: Vec::new(),
+            nominations: Vec::new(),
+            preemptions: Vec::new(),
+            eviction: crate::evict::Switches::default(),
+            probed: Vec::new(),
         };
         for slot in &mut s.slots {
             slot.plugin.on_open(&s.state);
@@ -259,6 +283,11 @@ impl Session {
         for s in &mut self.slots {
             s.plugin.on_enqueue(&self.state, job);
         }
+    }
+
+    /// The queue's deserved share, if a plugin computes one (proportion).
+    pub fn deserved(&self, queue: usize) -> Option<Resources> {
+        self.slots.iter().find_map(|s| s.plugin.deserved(queue))
     }
 
     /// Any plugin says overused ⇒ overused.

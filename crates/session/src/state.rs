@@ -77,6 +77,10 @@ pub struct State {
     /// Some node is booked for a job (capacity held for it); node choice then depends on the
     /// job, not only on the member's kind.
     pub has_bookings: bool,
+    /// PodDisruptionBudgets covering our members.
+    pub budgets: Vec<caldera_model::Budget>,
+    /// Disruptions each budget still allows in this session (evictions decided here count).
+    pub budget_left: Vec<u32>,
 }
 
 impl State {
@@ -130,6 +134,8 @@ impl State {
             provisioning: snapshot.provisioning,
             stale_capacity: snapshot.stale_capacity,
             has_bookings,
+            budget_left: snapshot.budgets.iter().map(|b| b.allowed).collect(),
+            budgets: snapshot.budgets,
         }
     }
 

@@ -362,6 +362,7 @@ impl Store {
                         o.status = None;
                     }
                 }
+                self.index.apply_budget(&o);
                 replace(&mut self.budgets, key, o)
             }
         };
@@ -393,6 +394,7 @@ impl Store {
             });
             if !same {
                 pdb.status = Some(status);
+                self.index.apply_budget(pdb);
                 changed = true;
             }
         }
@@ -466,7 +468,10 @@ impl Store {
                 self.index.delete_pod(&ns, name);
                 self.pods.remove(&key).is_some()
             }
-            Kind::PodDisruptionBudget => self.budgets.remove(&key).is_some(),
+            Kind::PodDisruptionBudget => {
+                self.index.delete_budget(&ns, name);
+                self.budgets.remove(&key).is_some()
+            }
         };
         if existed {
             self.generation += 1;
@@ -804,6 +809,7 @@ impl Store {
             Eviction::Charge(i) => {
                 if let Some(pdb) = budgets.get(i).and_then(|k| self.budgets.get_mut(k)) {
                     disruption::charge(pdb, name, now);
+                    self.index.apply_budget(pdb);
                 }
             }
             Eviction::Refused { cause } => return Err(EvictError::Refused(cause)),

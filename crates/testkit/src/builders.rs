@@ -621,6 +621,10 @@ impl Cluster {
                 created: p.created,
                 pending_reason: p.pending_reason.clone(),
                 critical: false,
+                nominated: None,
+                never_preempts: false,
+                started: p.created,
+                budget: None,
             });
         }
         let mut pods: Vec<caldera_model::PlacedPod> = self
@@ -648,6 +652,7 @@ impl Cluster {
             pods,
             provisioning: None,
             stale_capacity: Vec::new(),
+            budgets: Vec::new(),
         }
     }
 }

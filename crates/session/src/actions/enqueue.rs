@@ -31,6 +31,13 @@ impl Action for Enqueue {
                 continue;
             };
             match ssn.enqueueable(job) {
+                // A full cluster does not keep out a job that can run by evicting: preempt or
+                // reclaim will find its victims (Volcano's "never enqueued, never preempts").
+                Verdict::Reject { quota: false, .. }
+                    if crate::evict::could_run_by_evicting(ssn, job) =>
+                {
+                    ssn.admit(job)
+                }
                 Verdict::Reject { quota, message } => {
                     ssn.hold(job, Holdup::NotAdmitted { quota, message });
                 }

@@ -5,10 +5,12 @@ use crate::session::Session;
 mod allocate;
 mod backfill;
 mod enqueue;
+mod preempt;
 
 pub use allocate::Allocate;
 pub use backfill::Backfill;
 pub use enqueue::Enqueue;
+pub use preempt::{Preempt, Reclaim};
 
 /// One step of a session.
 pub trait Action: std::fmt::Debug + Send + Sync {
