@@ -283,8 +283,6 @@ pub struct PodInfo {
     pub never_preempts: bool,
     /// `status.startTime`.
     pub started: Option<Time>,
-    /// `metadata.labels` (PodDisruptionBudget selectors read them).
-    pub labels: Arc<BTreeMap<String, String>>,
 }
 
 impl PodInfo {
@@ -411,7 +409,6 @@ impl TryFrom<&Pod> for PodInfo {
                 .as_ref()
                 .and_then(|s| s.start_time.as_ref())
                 .map(time),
-            labels: Arc::new(meta.labels.clone().unwrap_or_default()),
         })
     }
 }

@@ -122,7 +122,8 @@ fn attempt_inner(
         .max(1);
     // With nodes booked for some job, where a member may go depends on its job: alike gangs
     // no longer place alike.
-    let key = if ssn.state.has_bookings {
+    // Room held for the job's own members (a nomination) makes it differ from alike gangs too.
+    let key = if ssn.state.has_bookings || crate::reserve::waiting(ssn, job) {
         None
     } else {
         fail_key(ssn, job, &tasks)
@@ -147,7 +148,7 @@ fn attempt_inner(
             bonus: None,
         };
         let saved = ssn.state.job_runs[job].holdup.clone();
-        if let Ok(n) = place_gang(ssn, job, &tasks, &mut mine, None) {
+        if let Ok(n) = place_gang(ssn, job, &tasks, &mut mine, None, false) {
             return Attempt::Placed(n);
         }
         ssn.state.job_runs[job].holdup = saved;

@@ -424,7 +424,9 @@ fn search(ssn: &mut Session, job: usize, mode: Mode, need: &Resources) -> bool {
         }
         return false;
     };
-    // Pruning: give back every unit the gang fits without, most expensive first.
+    // Pruning: give back every unit the gang fits without, most expensive first — unless
+    // that would leave a victim gang with 0 < members < minMember (a surplus member given
+    // back while the rest of its gang goes).
     let mut k = chosen.len();
     while k > 0 && chosen.len() > 1 {
         k -= 1;
@@ -433,7 +435,13 @@ fn search(ssn: &mut Session, job: usize, mode: Mode, need: &Resources) -> bool {
         for &(t, prev) in taken.iter().rev() {
             give_back(ssn, t, prev);
         }
-        match probe(ssn, job) {
+        let victim = units[chosen[k].0].job;
+        let fits = if gang_whole_or_enough(ssn, victim) {
+            probe(ssn, job)
+        } else {
+            None
+        };
+        match fits {
             Some(p) => {
                 placement = p;
                 chosen.remove(k);
@@ -447,6 +455,12 @@ fn search(ssn: &mut Session, job: usize, mode: Mode, need: &Resources) -> bool {
     }
     commit(ssn, job, mode, &units, chosen, placement);
     true
+}
+
+/// Whether victim job `v` keeps either none of its members or at least `minMember`.
+fn gang_whole_or_enough(ssn: &Session, v: usize) -> bool {
+    let ready = ssn.state.ready_count(v);
+    ready == 0 || ready >= ssn.state.jobs[v].min_member
 }
 
 /// Makes the decision stick: victims evicted (they still hold their nodes while they

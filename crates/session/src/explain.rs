@@ -52,6 +52,11 @@ pub struct Explanation {
     pub held: Option<String>,
     /// Per kind of member.
     pub kinds: Vec<KindReport>,
+    /// Victims this session evicts for the job (preempt or reclaim): why these, then each
+    /// victim pod and its node.
+    pub victims: Option<(String, Vec<String>)>,
+    /// Nodes where room is held for the job while its victims terminate.
+    pub held_on: Vec<String>,
 }
 
 impl Scheduler {
@@ -76,6 +81,31 @@ impl Scheduler {
             Holdup::Fit(m) => format!("no room: {m}"),
         });
         let invalid = ssn.state.job_runs[ji].invalid.clone();
+        let victims = ssn.preemptions.iter().find(|p| p.job == ji).map(|p| {
+            let pods = p
+                .victims
+                .iter()
+                .map(|&v| {
+                    let t = &ssn.state.tasks[v];
+                    format!(
+                        "{} on {} (PodGroup {}, priority {})",
+                        t.key(),
+                        t.node.as_deref().unwrap_or("?"),
+                        ssn.state.jobs[t.job].id,
+                        t.priority
+                    )
+                })
+                .collect();
+            (p.why.clone(), pods)
+        });
+        let mut held_on: Vec<String> = ssn
+            .reservations
+            .iter()
+            .filter(|r| ssn.state.tasks[r.task].job == ji)
+            .map(|r| ssn.state.nodes[r.node].name.to_string())
+            .collect();
+        held_on.sort();
+        held_on.dedup();
 
         // A fresh session for the node-by-node view, as the cluster is before any placement.
         let fresh = self.open(snapshot, now);
@@ -112,6 +142,8 @@ impl Scheduler {
             queue_line,
             held: invalid.map(|m| format!("not enough members: {m}")).or(held),
             kinds,
+            victims,
+            held_on,
         })
     }
 }
@@ -172,6 +204,19 @@ impl fmt::Display for Explanation {
             (_, n) if n > 0 => writeln!(f, "  this session places {n} members")?,
             (Some(h), _) => writeln!(f, "  held: {h}")?,
             (None, _) => writeln!(f, "  nothing to place")?,
+        }
+        if let Some((why, pods)) = &self.victims {
+            writeln!(f, "  victims: {why}")?;
+            for p in pods {
+                writeln!(f, "    evict {p}")?;
+            }
+        }
+        if !self.held_on.is_empty() {
+            writeln!(
+                f,
+                "  room held while victims terminate on: {}",
+                self.held_on.join(", ")
+            )?;
         }
         for k in &self.kinds {
             let total: u32 = k.nodes.iter().map(|n| n.fit).sum();

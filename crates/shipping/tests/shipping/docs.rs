@@ -3,7 +3,7 @@
 use crate::manifests::{read, root};
 use std::collections::BTreeSet;
 
-const DOCS: [&str; 7] = [
+const DOCS: [&str; 8] = [
     "docs/install.md",
     "docs/migrating.md",
     "docs/configuration.md",
@@ -11,6 +11,7 @@ const DOCS: [&str; 7] = [
     "docs/troubleshooting.md",
     "docs/autoscaler.md",
     "docs/gate-mode.md",
+    "docs/preemption.md",
 ];
 
 /// The string literals that directly follow (after white space) each occurrence of `marker`

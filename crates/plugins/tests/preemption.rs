@@ -1,0 +1,246 @@
+//! Property tests of preempt and reclaim over random full clusters: no gang is left with
+//! 0 < running members < minMember by an eviction, every victim has lower priority than its
+//! preemptor in the same queue (preempt) or belongs to another, reclaimable queue (reclaim),
+//! no node is over-committed counting terminating pods, and the plan is deterministic.
+
+use caldera_model::{Plan, Snapshot, TaskStatus, Time};
+use caldera_plugins::scheduler;
+use caldera_testkit::builders::{node, pod, podgroup, queue, Cluster};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const CONFIG: &str = r#"
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"#;
+
+#[derive(Debug, Clone)]
+struct Running {
+    members: usize,
+    min: u32,
+    gpus: i64,
+    priority: i32,
+    queue: u8,
+}
+
+#[derive(Debug, Clone)]
+struct Waiting {
+    members: usize,
+    gpus: i64,
+    priority: i32,
+    queue: u8,
+    one_node: bool,
+}
+
+fn running() -> impl Strategy<Value = Running> {
+    (1usize..5, 1i64..5, 0i32..3, 0u8..2, 0u32..5).prop_map(
+        |(members, gpus, priority, queue, m)| Running {
+            members,
+            min: m.clamp(1, members as u32),
+            gpus,
+            priority,
+            queue,
+        },
+    )
+}
+
+fn waiting() -> impl Strategy<Value = Waiting> {
+    (
+        1usize..5,
+        1i64..5,
+        1i32..5,
+        0u8..3,
+        prop::bool::weighted(0.3),
+    )
+        .prop_map(|(members, gpus, priority, queue, one_node)| Waiting {
+            members,
+            gpus,
+            priority,
+            queue,
+            one_node,
+        })
+}
+
+/// A cluster of 8-GPU nodes filled (first fit) with the running gangs, plus waiting gangs.
+fn cluster(nodes: usize, run: &[Running], wait: &[Waiting]) -> Snapshot {
+    let mut c = Cluster::new()
+        .queue(queue("q0"))
+        .queue(queue("q1"))
+        .queue(queue("q2"));
+    let mut free: Vec<i64> = vec![8; nodes];
+    for i in 0..nodes {
+        c = c.node(node(&format!("n{i}")).gpus(8).cpu(64));
+    }
+    for (g, r) in run.iter().enumerate() {
+        let name = format!("run{g}");
+        // Place the whole gang first fit, or skip it.
+        let mut spots = Vec::new();
+        let mut left = free.clone();
+        for _ in 0..r.members {
+            match (0..nodes).find(|&n| left[n] >= r.gpus) {
+                Some(n) => {
+                    left[n] -= r.gpus;
+                    spots.push(n);
+                }
+                None => break,
+            }
+        }
+        if spots.len() < r.members {
+            continue;
+        }
+        free = left;
+        c = c.group(
+            podgroup("ns", &name)
+                .min_member(r.min)
+                .priority(r.priority)
+                .queue(&format!("q{}", r.queue)),
+        );
+        for (m, n) in spots.into_iter().enumerate() {
+            c = c.pod(
+                pod("ns", &format!("{name}-{m}"))
+                    .group(&name)
+                    .gpus(r.gpus)
+                    .priority(r.priority)
+                    .on(&format!("n{n}"))
+                    .running()
+                    .created(m as i64),
+            );
+        }
+    }
+    for (g, w) in wait.iter().enumerate() {
+        let name = format!("wait{g}");
+        let mut pg = podgroup("ns", &name)
+            .min_member(w.members as u32)
+            .priority(w.priority)
+            .queue(&format!("q{}", w.queue));
+        if w.one_node {
+            pg = pg.topology(true, "kubernetes.io/hostname");
+        }
+        c = c.group(pg);
+        for m in 0..w.members {
+            c = c.pod(
+                pod("ns", &format!("{name}-{m}"))
+                    .group(&name)
+                    .gpus(w.gpus)
+                    .priority(w.priority)
+                    .created(100 + m as i64),
+            );
+        }
+    }
+    c.snapshot()
+}
+
+fn run(snap: &Snapshot) -> Plan {
+    let config = caldera_config::parse(CONFIG, None).expect("test config parses");
+    let sched = scheduler(&config).expect("scheduler builds");
+    sched.run(snap, Time::from_secs(1_000)).plan
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn evictions_keep_gangs_whole_pick_lower_or_over_share_and_overcommit_nothing(
+        nodes in 2usize..7,
+        run_specs in prop::collection::vec(running(), 1..14),
+        wait_specs in prop::collection::vec(waiting(), 1..4),
+    ) {
+        let snap = cluster(nodes, &run_specs, &wait_specs);
+        let plan = run(&snap);
+        prop_assert_eq!(&plan, &run(&snap), "the plan is deterministic");
+
+        let job_of = |id: &str| snap.jobs.iter().position(|j| &*j.id == id).unwrap();
+        let mut evicted: BTreeMap<usize, usize> = BTreeMap::new();
+        for e in &plan.evictions {
+            let victim = job_of(&e.job);
+            let preemptor = job_of(&e.preemptor);
+            *evicted.entry(victim).or_insert(0) += 1;
+            let (v, p) = (&snap.jobs[victim], &snap.jobs[preemptor]);
+            match e.action {
+                "preempt" => {
+                    prop_assert!(v.priority < p.priority, "{} evicted for {} of no higher priority", v.id, p.id);
+                    prop_assert_eq!(&v.queue, &p.queue);
+                }
+                "reclaim" => {
+                    prop_assert_ne!(&v.queue, &p.queue);
+                }
+                other => prop_assert!(false, "unknown action {}", other),
+            }
+        }
+        // No gang is left with 0 < running < minMember by an eviction.
+        for (victim, n) in &evicted {
+            let job = &snap.jobs[*victim];
+            let running = job
+                .tasks
+                .iter()
+                .filter(|&&t| matches!(snap.tasks[t].status, TaskStatus::Bound | TaskStatus::Running))
+                .count();
+            let left = running - n;
+            prop_assert!(left == 0 || left >= job.min_member as usize,
+                "{} left with {} of minMember {}", job.id, left, job.min_member);
+        }
+        // Terminating victims still hold their nodes: binds of this session must fit beside them.
+        let mut after = snap.clone();
+        after.record(&plan);
+        for n in &after.nodes {
+            prop_assert!(n.used.fits_in(&n.allocatable), "node {} over-committed: {} > {}", n.name, n.used, n.allocatable);
+        }
+        // A preemptor is nominated, never bound in the session that evicts for it.
+        for e in &plan.evictions {
+            prop_assert!(plan.binds.iter().all(|b| b.job != e.preemptor));
+        }
+    }
+}
+
+#[test]
+fn explain_names_the_victims_and_why() {
+    let snap = cluster(
+        1,
+        &[Running {
+            members: 2,
+            min: 2,
+            gpus: 4,
+            priority: 0,
+            queue: 0,
+        }],
+        &[Waiting {
+            members: 1,
+            gpus: 8,
+            priority: 3,
+            queue: 0,
+            one_node: false,
+        }],
+    );
+    let config = caldera_config::parse(CONFIG, None).expect("test config parses");
+    let sched = scheduler(&config).expect("scheduler builds");
+    let e = sched
+        .explain(&snap, Time::from_secs(1_000), "ns/wait0")
+        .expect("the job exists");
+    let text = e.to_string();
+    assert!(
+        text.contains("victims: preempt evicts ns/run0 (2 pods, the whole gang, priority 0"),
+        "{text}"
+    );
+    assert!(text.contains("evict ns/run0-0 on n0"), "{text}");
+    assert!(
+        text.contains("room held while victims terminate on: n0"),
+        "{text}"
+    );
+    let plan = sched.run(&snap, Time::from_secs(1_000)).plan;
+    assert_eq!(plan.evictions.len(), 2);
+    assert_eq!(plan.nominations.len(), 1);
+    assert_eq!(plan.nominations[0].node.as_deref(), Some("n0"));
+    assert!(plan.events.iter().any(
+        |e| e.reason == "Preempted" && e.message.contains("preempted by ns/wait0 (priority 3)")
+    ));
+}
