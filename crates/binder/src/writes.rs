@@ -168,8 +168,9 @@ pub async fn evict(client: &Client, e: &Eviction) -> Result<Option<String>> {
         })
 }
 
-/// The merge patch setting (or, with `None`, clearing) `status.nominatedNodeName`.
-pub fn nomination_patch(n: &Nomination) -> Value {
+/// The merge patch setting (or, with `None`, clearing) a preemptor's
+/// `status.nominatedNodeName`, with the pod's uid as precondition.
+pub fn preemptor_nomination_patch(n: &Nomination) -> Value {
     json!({
         "metadata": { "uid": &*n.uid },
         "status": { "nominatedNodeName": n.node.as_deref() },
@@ -186,7 +187,7 @@ pub async fn nominate(
     api.patch_status(
         &n.name,
         &patch_params(field_manager),
-        &Patch::Merge(nomination_patch(n)),
+        &Patch::Merge(preemptor_nomination_patch(n)),
     )
     .await
     .map(|p| resource_version(&p.metadata))
