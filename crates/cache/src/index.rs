@@ -14,7 +14,6 @@ use caldera_model::{
     Budget, HostPort, Job, LabelSelector, Namespaces, Node, PlacedPod, PlacementSpec, Queue,
     Resources, SelectorOp, Snapshot, Task, TaskStatus, WaitingPod,
 };
-use caldera_model::{CapacityRelease, CapacityState};
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
