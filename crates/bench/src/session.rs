@@ -40,8 +40,95 @@ pub struct SessionResult {
     pub constrained_session_seconds: f64,
     /// constrained_placements / constrained_session_seconds.
     pub constrained_placements_per_second: f64,
+    /// One session that decides every eviction: the cluster full with low-priority gangs
+    /// and [`PREEMPTORS`] pending high-priority gangs of 1–64 members, actions
+    /// `enqueue, allocate, preempt, backfill`.
+    pub preempt_session_seconds: f64,
+    /// Pods that session chose as victims.
+    pub preempt_victims: u64,
+    /// Gangs that found victims in it.
+    pub preemptors_served: u64,
     /// Peak resident set size so far.
     pub peak_rss_bytes: u64,
+}
+
+/// Pending high-priority gangs in the preemption figure.
+pub const PREEMPTORS: usize = 1_000;
+
+/// The preemption figure: every node (8 GPUs) full with low-priority gangs of 1–8 one-GPU
+/// members (first fit, so gangs span nodes), and [`PREEMPTORS`] high-priority gangs of 1–64
+/// one-GPU members waiting. Returns (seconds of the one session, victims, gangs served).
+fn preempt_figure(nodes: usize, seed: u64) -> (f64, u64, u64) {
+    use caldera_testkit::builders::{node, pod, podgroup, Cluster};
+    let config = caldera_config::parse(
+        "actions: \"enqueue, allocate, preempt, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n  - name: binpack\n",
+        None,
+    )
+    .expect("the preemption bench config parses");
+    let scheduler =
+        caldera_plugins::scheduler(&config).expect("the preemption bench config builds");
+    let mut rng = Rng::new(seed ^ 0x9E3_7001);
+    let mut c = Cluster::new();
+    for n in 0..nodes {
+        c = c.node(node(&format!("n{n:05}")).gpus(8).cpu(128).memory_gi(1024));
+    }
+    let (mut at, mut used, mut gang) = (0usize, 0i64, 0usize);
+    while at < nodes {
+        let size = rng.range(1, 9) as usize;
+        let name = format!("low-{gang:06}");
+        c = c.group(podgroup("bench", &name).min_member(size as u32).priority(0));
+        for m in 0..size {
+            if used == 8 {
+                at += 1;
+                used = 0;
+            }
+            if at >= nodes {
+                break;
+            }
+            c = c.pod(
+                pod("bench", &format!("{name}-{m}"))
+                    .group(&name)
+                    .gpus(1)
+                    .cpu_milli(1000)
+                    .on(&format!("n{at:05}"))
+                    .running()
+                    .created(gang as i64),
+            );
+            used += 1;
+        }
+        gang += 1;
+    }
+    for g in 0..PREEMPTORS {
+        let size = rng.range(1, 65) as usize;
+        let name = format!("high-{g:05}");
+        c = c.group(
+            podgroup("bench", &name)
+                .min_member(size as u32)
+                .priority(100),
+        );
+        for m in 0..size {
+            c = c.pod(
+                pod("bench", &format!("{name}-{m}"))
+                    .group(&name)
+                    .gpus(1)
+                    .cpu_milli(1000)
+                    .priority(100)
+                    .created(1_000_000 + g as i64),
+            );
+        }
+    }
+    let snapshot = c.snapshot();
+    let t = Instant::now();
+    let outcome = scheduler.run_owned(snapshot, Time::from_secs(1_767_225_600));
+    let seconds = t.elapsed().as_secs_f64();
+    let victims = outcome.stats.victims.values().sum();
+    let served = outcome
+        .stats
+        .preemption_attempts
+        .get("evicted")
+        .copied()
+        .unwrap_or(0);
+    (seconds, victims, served)
 }
 
 fn index_of(objects: &gen::Objects) -> ClusterIndex {
@@ -151,6 +238,8 @@ pub fn run(
     let backlog_session_seconds = t.elapsed().as_secs_f64();
 
     let backlog_writes = outcome.plan.pod_conditions.len() + outcome.plan.podgroups.len();
+    drop((idx, outcome, snapshot));
+    let (preempt_session_seconds, preempt_victims, preemptors_served) = preempt_figure(nodes, seed);
 
     SessionResult {
         nodes,
@@ -168,6 +257,9 @@ pub fn run(
         constrained_session_seconds,
         constrained_placements_per_second: constrained_placements as f64
             / constrained_session_seconds.max(1e-9),
+        preempt_session_seconds,
+        preempt_victims,
+        preemptors_served,
         peak_rss_bytes: crate::peak_rss_bytes(),
     }
 }

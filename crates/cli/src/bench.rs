@@ -172,7 +172,7 @@ pub fn run(args: BenchArgs) -> CommandResult {
                 Format::Table => {
                     writeln!(
                         out,
-                        "{:>7} {:>8} {:>8} {:>10} {:>10} {:>10} {:>12} {:>14} {:>12} {:>9}",
+                        "{:>7} {:>8} {:>8} {:>10} {:>10} {:>10} {:>12} {:>14} {:>12} {:>12} {:>8} {:>9}",
                         "nodes",
                         "running",
                         "pending",
@@ -182,12 +182,14 @@ pub fn run(args: BenchArgs) -> CommandResult {
                         "placed/s",
                         "constrained/s",
                         "backlog",
+                        "preempt",
+                        "victims",
                         "peakRSS"
                     )?;
                     for r in &results {
                         writeln!(
                             out,
-                            "{:>7} {:>8} {:>8} {:>9.3}s {:>9.3}s {:>10} {:>12.0} {:>14.0} {:>11.3}s {:>8}M",
+                            "{:>7} {:>8} {:>8} {:>9.3}s {:>9.3}s {:>10} {:>12.0} {:>14.0} {:>11.3}s {:>11.3}s {:>8} {:>8}M",
                             r.nodes,
                             r.running_pods,
                             r.pending_pods,
@@ -197,6 +199,8 @@ pub fn run(args: BenchArgs) -> CommandResult {
                             r.placements_per_second,
                             r.constrained_placements_per_second,
                             r.backlog_session_seconds,
+                            r.preempt_session_seconds,
+                            r.preempt_victims,
                             r.peak_rss_bytes >> 20
                         )?;
                     }
@@ -209,6 +213,14 @@ pub fn run(args: BenchArgs) -> CommandResult {
                                 first.nodes,
                                 r.nodes,
                                 r.session_seconds / first.session_seconds.max(1e-9),
+                                r.nodes as f64 / first.nodes.max(1) as f64
+                            )?;
+                            writeln!(
+                                out,
+                                "preempt_session_seconds {}→{} nodes: ×{:.2} for ×{:.1} nodes",
+                                first.nodes,
+                                r.nodes,
+                                r.preempt_session_seconds / first.preempt_session_seconds.max(1e-9),
                                 r.nodes as f64 / first.nodes.max(1) as f64
                             )?;
                         }
