@@ -45,7 +45,13 @@ impl WriteKind {
     pub fn class(self) -> Class {
         match self {
             Self::Binding | Self::Release => Class::Act,
-            Self::PodStatus | Self::PodGroupStatus | Self::QueueStatus => Class::Report,
+            // An eviction frees what a waiting gang needs, but it is sent through the report
+            // queue (coalesced per pod) like the nomination that goes with it.
+            Self::PodStatus
+            | Self::PodGroupStatus
+            | Self::QueueStatus
+            | Self::Eviction
+            | Self::Nomination => Class::Report,
             Self::Event => Class::Event,
         }
     }
