@@ -918,10 +918,14 @@ impl ClusterIndex {
 /// the nodes before it marks the request provisioned, so nodes appear while it is only
 /// accepted and must already be the gang's. In order of the request's state change (then job
 /// id),
-/// each takes Ready, schedulable nodes created since its request was, that its first pending
+/// each takes Ready, schedulable nodes created after its request was, that its first pending
 /// member may go to and that nobody has booked, oldest first, until their idle resources hold
 /// the members it still lacks. An autoscaler does not say which nodes it added for which
-/// request; nodes that appeared after the request are the ones that can be its.
+/// request; nodes that appeared after the request are the ones that can be its. Creation
+/// times have whole seconds, so "after" is strict: a node from the request's own second may
+/// be older than the request (the cluster's nodes, when a gang asks at once), and booking it
+/// would take an old node from everyone else and let the gang spread over it. An autoscaler's
+/// node comes seconds later; one from the same second is merely not booked.
 fn book_nodes(snap: &mut Snapshot) {
     let mut provisioned: Vec<usize> = (0..snap.jobs.len())
         .filter(|&j| {
@@ -942,7 +946,7 @@ fn book_nodes(snap: &mut Snapshot) {
     });
     for j in provisioned {
         let job = &snap.jobs[j];
-        let Some(since) = job.capacity.as_ref().map(|c| c.created) else {
+        let Some(asked) = job.capacity.as_ref().map(|c| c.created) else {
             continue;
         };
         let pending: Vec<&Task> = job
@@ -975,7 +979,7 @@ fn book_nodes(snap: &mut Snapshot) {
             let usable = node.ready
                 && !node.unschedulable
                 && node.booked_for.is_none()
-                && node.created >= since
+                && node.created > asked
                 && spec.matches_node(&node.name, &node.labels)
                 && caldera_model::selector::untolerated_taint(&node.taints, &spec.tolerations)
                     .is_none();

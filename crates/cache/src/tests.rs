@@ -936,4 +936,54 @@ mod provisioning {
             [("new-1", Some("ns/train")), ("new-2", None), ("old", None)]
         );
     }
+
+    #[test]
+    fn a_node_from_the_same_second_as_the_request_is_not_booked() {
+        // Timestamps have whole seconds: a node created in the second the request was (the
+        // cluster's nodes, when a gang's request follows them at once) may be older than it.
+        // Booking it would take an old node from everyone else and let the gang spread over
+        // it before its new node.
+        let mut index = ClusterIndex::new();
+        index
+            .apply_podgroup(&mk_podgroup("ns", "train", json!({"minMember": 2})))
+            .unwrap();
+        for i in 0..2 {
+            index
+                .apply_pod(&gpu_pod("ns", &format!("t-{i}"), 4, in_group("train")))
+                .unwrap();
+        }
+        let at = |t: &str| json!({"metadata": {"creationTimestamp": t}});
+        index
+            .apply_node(&mk_node("same-second", 8, at("2026-01-01T00:00:00Z")))
+            .unwrap();
+        let (pr, _) = build(&need("train", "pg-train", 1));
+        let c = json!([{"type": "Accepted", "status": "True", "reason": "R", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:01Z"}]);
+        index.apply_provisioning_request(&with_conditions(pr, c));
+        let booked = |index: &ClusterIndex| -> Vec<(String, Option<String>)> {
+            index
+                .snapshot(&opts())
+                .nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.name.to_string(),
+                        n.booked_for.as_deref().map(String::from),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(booked(&index), [("same-second".to_string(), None)]);
+        // The autoscaler's node, a second later or more, is the gang's.
+        index
+            .apply_node(&mk_node("new", 8, at("2026-01-01T00:00:01Z")))
+            .unwrap();
+        assert_eq!(
+            booked(&index),
+            [
+                ("new".to_string(), Some("ns/train".to_string())),
+                ("same-second".to_string(), None)
+            ]
+        );
+    }
 }
