@@ -916,9 +916,9 @@ impl ClusterIndex {
 
 /// Books nodes for jobs whose request is live (accepted or provisioned): an autoscaler adds
 /// the nodes before it marks the request provisioned, so nodes appear while it is only
-/// accepted and must already be the gang's. In order of the request's state change (then job
-/// id),
-/// each takes Ready, schedulable nodes created after its request was, that its first pending
+/// accepted and must already be held (the session places a gang on them only once its request
+/// is provisioned). Provisioned requests first, then accepted ones, each in order of the
+/// request's state change (then job id), each takes Ready, schedulable nodes created after its request was, that its first pending
 /// member may go to and that nobody has booked, oldest first, until their idle resources hold
 /// the members it still lacks. An autoscaler does not say which nodes it added for which
 /// request; nodes that appeared after the request are the ones that can be its. Creation
@@ -938,7 +938,14 @@ fn book_nodes(snap: &mut Snapshot) {
     if provisioned.is_empty() {
         return;
     }
-    provisioned.sort_by_key(|&j| (snap.jobs[j].capacity.as_ref().map(|c| c.since), j));
+    // Provisioned requests first: their nodes exist (the autoscaler says so); an accepted
+    // request's are still coming, and a node that appears meanwhile is more likely the
+    // provisioned one's.
+    provisioned.sort_by_key(|&j| {
+        let c = snap.jobs[j].capacity.as_ref();
+        let waiting = c.is_none_or(|c| c.state != caldera_model::CapacityState::Provisioned);
+        (waiting, c.map(|c| c.since), j)
+    });
     let mut order: Vec<usize> = (0..snap.nodes.len()).collect();
     order.sort_by(|&a, &b| {
         let (na, nb) = (&snap.nodes[a], &snap.nodes[b]);

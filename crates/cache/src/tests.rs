@@ -986,4 +986,50 @@ mod provisioning {
             ]
         );
     }
+
+    #[test]
+    fn a_provisioned_request_books_before_an_accepted_one() {
+        // b was accepted first; a was accepted later and is provisioned now: the node that
+        // appeared is a's (b's is still coming), whatever the order of the state changes.
+        let mut index = ClusterIndex::new();
+        for g in ["a", "b"] {
+            index
+                .apply_podgroup(&mk_podgroup("ns", g, json!({"minMember": 2})))
+                .unwrap();
+            for i in 0..2 {
+                index
+                    .apply_pod(&gpu_pod("ns", &format!("{g}-{i}"), 4, in_group(g)))
+                    .unwrap();
+            }
+        }
+        let at = |t: &str| json!({"metadata": {"creationTimestamp": t}});
+        index
+            .apply_node(&mk_node("new", 8, at("2026-01-01T00:00:30Z")))
+            .unwrap();
+        let cond = |type_: &str, t: &str| {
+            json!([{"type": type_, "status": "True", "reason": "R", "message": "",
+                    "lastTransitionTime": t}])
+        };
+        let (a, _) = build(&need("a", "pg-a", 1));
+        index.apply_provisioning_request(&with_conditions(
+            a,
+            cond("Provisioned", "2026-01-01T00:00:31Z"),
+        ));
+        let (b, _) = build(&need("b", "pg-b", 1));
+        index.apply_provisioning_request(&with_conditions(
+            b,
+            cond("Accepted", "2026-01-01T00:00:01Z"),
+        ));
+        let snap = index.snapshot(&opts());
+        assert_eq!(
+            job(&snap, "ns/a").capacity.as_ref().unwrap().state,
+            CapacityState::Provisioned
+        );
+        let booked: Vec<(&str, Option<&str>)> = snap
+            .nodes
+            .iter()
+            .map(|n| (&*n.name, n.booked_for.as_deref()))
+            .collect();
+        assert_eq!(booked, [("new", Some("ns/a"))]);
+    }
 }

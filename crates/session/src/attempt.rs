@@ -480,7 +480,7 @@ fn anchor_domain(ssn: &Session, job: usize, key: &str) -> Option<Vec<u32>> {
 
 /// Nodes booked for `job`, in index order.
 fn booked_nodes(ssn: &Session, job: usize) -> Vec<u32> {
-    if !ssn.state.has_bookings {
+    if !ssn.state.has_bookings || !ssn.state.may_use_booking(job) {
         return Vec::new();
     }
     let id = &ssn.state.jobs[job].id;

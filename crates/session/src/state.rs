@@ -139,12 +139,24 @@ impl State {
         }
     }
 
-    /// Whether `node` is booked for a job other than `job` (capacity held for it).
+    /// Whether `node` is booked and not for `job` to use now (capacity held for another job,
+    /// or held for `job` while its request is only accepted: see [`State::may_use_booking`]).
     pub fn booked_for_other(&self, node: usize, job: usize) -> bool {
         self.nodes[node]
             .booked_for
             .as_ref()
-            .is_some_and(|b| *b != self.jobs[job].id)
+            .is_some_and(|b| *b != self.jobs[job].id || !self.may_use_booking(job))
+    }
+
+    /// Whether `job` may be placed on the nodes booked for it: only once its request is
+    /// provisioned. While it is merely accepted, nodes that appear are held for it (nobody
+    /// else takes them) but may be another request's, provisioned a moment later, which books
+    /// first; placing the gang there would take them from it for good.
+    pub fn may_use_booking(&self, job: usize) -> bool {
+        self.jobs[job]
+            .capacity
+            .as_ref()
+            .is_some_and(|c| c.state == caldera_model::CapacityState::Provisioned)
     }
 
     /// Members of `job` that count toward its gang: Allocated, Binding, Bound, Running,
