@@ -3,8 +3,8 @@
 //! (`-f`), or, with no arguments, the bundled seed-article example told step by step.
 
 use caldera_config::SchedulerConfig;
-use caldera_model::Time;
-use caldera_sim::driver::{SessionReport, START};
+use caldera_sim::compare::elapsed;
+use caldera_sim::driver::SessionReport;
 use caldera_sim::manifest::{self, Object};
 use caldera_sim::scenario::{self, Scenario, Step, StepResult};
 use caldera_sim::{report, Simulation};
@@ -184,22 +184,6 @@ fn write_out(text: &str) -> Result {
     Ok(())
 }
 
-/// `+3s`, `+1m30s`, `+1.5s`: virtual time since the start.
-fn since_start(t: Time) -> String {
-    let ms = t.millis_since(START);
-    let (m, s, rest) = (ms / 60_000, (ms / 1000) % 60, ms % 1000);
-    let secs = if rest == 0 {
-        format!("{s}s")
-    } else {
-        format!("{s}.{}s", format!("{rest:03}").trim_end_matches('0'))
-    };
-    if m > 0 {
-        format!("+{m}m{secs}")
-    } else {
-        format!("+{secs}")
-    }
-}
-
 fn indent(text: &str, by: &str) -> String {
     text.lines()
         .map(|l| {
@@ -255,8 +239,8 @@ fn describe_sessions(sim: &Simulation, sessions: &[SessionReport]) -> Vec<String
         "{} session{} ({} .. {})",
         sessions.len(),
         if sessions.len() == 1 { "" } else { "s" },
-        since_start(first.time),
-        since_start(last.time)
+        elapsed(first.time),
+        elapsed(last.time)
     )];
     for s in sessions {
         // Group binds by gang (or lone pod), then count per node.
@@ -276,7 +260,7 @@ fn describe_sessions(sim: &Simulation, sessions: &[SessionReport]) -> Vec<String
             let spread: Vec<String> = nodes.iter().map(|(n, c)| format!("{n} ×{c}")).collect();
             lines.push(format!(
                 "{}: bound {gang}, {total} pod{} → {}",
-                since_start(s.time),
+                elapsed(s.time),
                 if total == 1 { "" } else { "s" },
                 spread.join(", ")
             ));
@@ -284,12 +268,12 @@ fn describe_sessions(sim: &Simulation, sessions: &[SessionReport]) -> Vec<String
         if !s.failed.is_empty() {
             lines.push(format!(
                 "{}: marked Failed (gang timeout): {}",
-                since_start(s.time),
+                elapsed(s.time),
                 s.failed.join(", ")
             ));
         }
         for v in &s.violations {
-            lines.push(format!("{}: INVARIANT BROKEN: {v}", since_start(s.time)));
+            lines.push(format!("{}: INVARIANT BROKEN: {v}", elapsed(s.time)));
         }
     }
     if lines.len() == 1 {
@@ -464,11 +448,12 @@ pub(crate) fn apply_inputs(sim: &mut Simulation, inputs: &[(String, String)]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use caldera_sim::driver::START;
 
     #[test]
     fn times_read_as_offsets_from_the_start() {
-        assert_eq!(since_start(START.plus_millis(3000)), "+3s");
-        assert_eq!(since_start(START.plus_millis(90_500)), "+1m30.5s");
+        assert_eq!(elapsed(START.plus_millis(3000)), "+3s");
+        assert_eq!(elapsed(START.plus_millis(90_500)), "+1m30.5s");
     }
 
     #[test]
