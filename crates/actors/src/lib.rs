@@ -18,4 +18,5 @@ pub mod autoscaler;
 pub mod disruption;
 pub mod kube_scheduler;
 pub mod kubelet;
+pub mod pv_controller;
 pub mod time;
