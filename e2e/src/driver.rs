@@ -789,18 +789,24 @@ impl LiveRun {
         Ok(())
     }
 
-    /// Deletes every Pod, PodGroup, Queue, PriorityClass and Node matching `selector` (pods
-    /// first, with no grace period) and waits until they are gone. Returns their uids.
+    /// Deletes every object of the scenario kinds matching `selector` (pods first, with no
+    /// grace period; claims before the volumes and nodes, so the PV controller releases the
+    /// volumes and their protection finalizers go) and waits until they are gone. Returns their
+    /// uids.
     async fn delete_labelled(&self, selector: &str) -> Result<HashSet<String>> {
         let mut uids = HashSet::new();
         let mut deleted = Vec::new();
         for kind in [
             Kind::Pod,
+            Kind::PersistentVolumeClaim,
             Kind::PodDisruptionBudget,
             Kind::PodGroup,
             Kind::Queue,
             Kind::PriorityClass,
             Kind::Node,
+            Kind::PersistentVolume,
+            Kind::StorageClass,
+            Kind::CSINode,
         ] {
             let list = crate::objects::api(&self.client, kind, None)
                 .list(&ListParams::default().labels(selector))

@@ -25,6 +25,10 @@ pub fn gvr(kind: Kind) -> (&'static str, &'static str, &'static str) {
         Kind::PodGroup => ("scheduling.volcano.sh", "v1beta1", "podgroups"),
         Kind::Pod => ("", "v1", "pods"),
         Kind::PodDisruptionBudget => ("policy", "v1", "poddisruptionbudgets"),
+        Kind::StorageClass => ("storage.k8s.io", "v1", "storageclasses"),
+        Kind::CSINode => ("storage.k8s.io", "v1", "csinodes"),
+        Kind::PersistentVolume => ("", "v1", "persistentvolumes"),
+        Kind::PersistentVolumeClaim => ("", "v1", "persistentvolumeclaims"),
     }
 }
 
@@ -46,9 +50,18 @@ pub fn api(client: &Client, kind: Kind, namespace: Option<&str>) -> Api<DynamicO
     }
 }
 
-/// Whether the kind has a `status` subresource (so `status` is written separately).
+/// Whether a `status` the manifest gives is written, through the `status` subresource: not for
+/// kinds without one, nor for claims and volumes, whose status is the PV controller's
+/// (kube-apiserver drops it on create, and so does the simulator).
 pub fn has_status_subresource(kind: Kind) -> bool {
-    !matches!(kind, Kind::PriorityClass)
+    !matches!(
+        kind,
+        Kind::PriorityClass
+            | Kind::StorageClass
+            | Kind::CSINode
+            | Kind::PersistentVolume
+            | Kind::PersistentVolumeClaim
+    )
 }
 
 /// An object by kind, namespace (namespaced kinds only) and name.
@@ -105,6 +118,10 @@ pub fn to_json(object: &Object) -> Result<(ObjectKey, Value)> {
         Object::PodGroup(o) => serde_json::to_value(o),
         Object::Pod(o) => serde_json::to_value(o),
         Object::PodDisruptionBudget(o) => serde_json::to_value(o),
+        Object::StorageClass(o) => serde_json::to_value(o),
+        Object::CSINode(o) => serde_json::to_value(o),
+        Object::PersistentVolume(o) => serde_json::to_value(o),
+        Object::PersistentVolumeClaim(o) => serde_json::to_value(o),
     };
     let mut value = encoded.map_err(|source| Error::Json {
         object: object.describe(),

@@ -18,7 +18,8 @@ use caldera_sim::expect::{self, Checked, Expect};
 use caldera_sim::invariants;
 use caldera_sim::manifest::{Kind, Object};
 use caldera_sim::Simulation;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, ListParams};
 use kube::Client;
@@ -42,6 +43,14 @@ pub struct LiveObjects {
     pub provisioning_requests: Vec<ProvisioningRequest>,
     /// Requests ever created per PodGroup `namespace/name`, as the autoscaler saw them.
     pub requests_created: BTreeMap<String, usize>,
+    /// StorageClasses.
+    pub storage_classes: Vec<StorageClass>,
+    /// CSINodes.
+    pub csinodes: Vec<CSINode>,
+    /// PersistentVolumes.
+    pub volumes: Vec<PersistentVolume>,
+    /// PersistentVolumeClaims, all namespaces.
+    pub claims: Vec<PersistentVolumeClaim>,
 }
 
 async fn list_typed<K>(api: Api<K>, what: &str) -> Result<Vec<K>>
@@ -71,7 +80,7 @@ async fn list_json(client: &Client, kind: Kind) -> Result<Vec<serde_json::Value>
 }
 
 impl LiveObjects {
-    /// Lists every kind (five requests).
+    /// Lists every kind (ten requests).
     pub async fn read(client: &Client) -> Result<LiveObjects> {
         Ok(LiveObjects {
             priority_classes: list_typed(Api::all(client.clone()), "priorityclasses").await?,
@@ -88,6 +97,10 @@ impl LiveObjects {
                 Err(e) => return Err(Error::api("list", "provisioningrequests", e)),
             },
             requests_created: BTreeMap::new(),
+            storage_classes: list_typed(Api::all(client.clone()), "storageclasses").await?,
+            csinodes: list_typed(Api::all(client.clone()), "csinodes").await?,
+            volumes: list_typed(Api::all(client.clone()), "persistentvolumes").await?,
+            claims: list_typed(Api::all(client.clone()), "persistentvolumeclaims").await?,
         })
     }
 
@@ -158,6 +171,11 @@ impl View {
         let mut skipped = Vec::new();
         let mut add = |object: Object, skipped: &mut Vec<String>| {
             let what = object.describe();
+            // Claims, volumes and classes as read: the live PV controller's work, not the
+            // simulator's.
+            let Some(object) = sim.store_mut().insert_read(object) else {
+                return;
+            };
             if let Err(e) = sim.apply([object]) {
                 skipped.push(format!("{what}: {e}"));
             }
@@ -173,6 +191,13 @@ impl View {
         }
         for n in &objects.nodes {
             add(Object::Node(n.clone()), &mut skipped);
+        }
+        let storage = (objects.storage_classes.iter().cloned().map(Object::StorageClass))
+            .chain(objects.csinodes.iter().cloned().map(Object::CSINode))
+            .chain(objects.volumes.iter().cloned().map(Object::PersistentVolume))
+            .chain(objects.claims.iter().cloned().map(Object::PersistentVolumeClaim));
+        for object in storage {
+            add(object, &mut skipped);
         }
         for pg in &objects.podgroups {
             match serde_json::from_value::<PodGroup>(pg.clone()) {

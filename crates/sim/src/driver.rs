@@ -327,7 +327,7 @@ impl Simulation {
 
     /// Deletes an object; returns whether it existed.
     pub fn delete(&mut self, kind: Kind, namespace: Option<&str>, name: &str) -> bool {
-        self.store.delete(kind, namespace, name)
+        self.store.delete(kind, namespace, name, self.now)
     }
 
     /// Acting as kubelets: sets `phase` on the bound pods `which` selects, skipping pods that

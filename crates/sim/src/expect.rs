@@ -31,6 +31,26 @@ pub struct Expect {
     /// ProvisioningRequest checks, per PodGroup.
     #[serde(default)]
     pub provisioning_requests: Vec<ProvisioningRequestExpect>,
+    /// PersistentVolumeClaim checks.
+    #[serde(default)]
+    pub pvcs: Vec<PvcExpect>,
+}
+
+/// What a PersistentVolumeClaim must look like.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PvcExpect {
+    /// `namespace/name` (`name` alone means namespace `default`).
+    pub name: String,
+    /// The `volume.kubernetes.io/selected-node` annotation: `Some(None)` (`selectedNode: null`)
+    /// means none.
+    #[serde(default, deserialize_with = "present")]
+    pub selected_node: Option<Option<String>>,
+    /// `status.phase` (`Pending`, `Bound`, `Lost`).
+    pub phase: Option<String>,
+    /// `spec.volumeName`: `Some(None)` (`volumeName: null`) means none.
+    #[serde(default, deserialize_with = "present")]
+    pub volume_name: Option<Option<String>>,
 }
 
 /// What the ProvisioningRequests made for one PodGroup must look like.
@@ -388,6 +408,10 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
         }
     }
 
+    for e in &expect.pvcs {
+        check_claim(e, sim, &mut out);
+    }
+
     if !expect.nodes.is_empty() {
         let usage = crate::invariants::node_usage(store);
         for e in &expect.nodes {
@@ -467,6 +491,49 @@ pub fn queue_allocated(sim: &Simulation) -> BTreeMap<String, Resources> {
         }
     }
     out
+}
+
+fn check_claim(e: &PvcExpect, sim: &Simulation, out: &mut Checked) {
+    let what = format!("pvc {}", e.name);
+    let (ns, name) = split_name(&e.name);
+    let Some(claim) = sim.store().claim(ns, name) else {
+        out.fail(format!("{what}: not found"));
+        return;
+    };
+    let show = |v: Option<&str>| v.map(str::to_string).unwrap_or_else(|| "null (none)".into());
+    if let Some(want) = &e.selected_node {
+        let got = claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(caldera_actors::pv_controller::SELECTED_NODE))
+            .map(String::as_str);
+        out.compare(
+            &format!("{what} selectedNode"),
+            &show(want.as_deref()),
+            &show(got),
+        );
+    }
+    if let Some(want) = &e.phase {
+        let got = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("Pending");
+        out.compare(&format!("{what} phase"), want, got);
+    }
+    if let Some(want) = &e.volume_name {
+        let got = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.as_deref())
+            .filter(|v| !v.is_empty());
+        out.compare(
+            &format!("{what} volumeName"),
+            &show(want.as_deref()),
+            &show(got),
+        );
+    }
 }
 
 fn check_requests(e: &ProvisioningRequestExpect, sim: &Simulation, out: &mut Checked) {

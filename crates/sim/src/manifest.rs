@@ -2,15 +2,17 @@
 //! the file, the document and the field path.
 //!
 //! Only the kinds the scheduler looks at are kept (Node, Pod, PodGroup, Queue, PriorityClass,
-//! Namespace, PodDisruptionBudget). Workload kinds whose pods a controller would create (Deployment, Job,
+//! Namespace, PodDisruptionBudget, PersistentVolume, PersistentVolumeClaim, StorageClass,
+//! CSINode). Workload kinds whose pods a controller would create (Deployment, Job,
 //! StatefulSet, ...) are skipped with one notice per kind, since no controllers run in the
 //! simulator; other kinds are skipped with a notice that they do not affect scheduling.
 
 use crate::error::{Error, Origin, Result};
 use caldera_api::{PodGroup, Queue};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
@@ -34,11 +36,19 @@ pub enum Kind {
     Pod,
     /// `policy/v1` PodDisruptionBudget.
     PodDisruptionBudget,
+    /// `storage.k8s.io/v1` StorageClass.
+    StorageClass,
+    /// `storage.k8s.io/v1` CSINode.
+    CSINode,
+    /// `v1` PersistentVolume.
+    PersistentVolume,
+    /// `v1` PersistentVolumeClaim.
+    PersistentVolumeClaim,
 }
 
 impl Kind {
     /// Every kept kind.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Namespace,
         Kind::PriorityClass,
         Kind::Queue,
@@ -46,6 +56,10 @@ impl Kind {
         Kind::PodGroup,
         Kind::Pod,
         Kind::PodDisruptionBudget,
+        Kind::StorageClass,
+        Kind::CSINode,
+        Kind::PersistentVolume,
+        Kind::PersistentVolumeClaim,
     ];
 
     /// The `kind` spelling.
@@ -58,13 +72,22 @@ impl Kind {
             Kind::PodGroup => "PodGroup",
             Kind::Pod => "Pod",
             Kind::PodDisruptionBudget => "PodDisruptionBudget",
+            Kind::StorageClass => "StorageClass",
+            Kind::CSINode => "CSINode",
+            Kind::PersistentVolume => "PersistentVolume",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
         }
     }
 
     /// The API group (empty for the core group).
     pub fn group(self) -> &'static str {
         match self {
-            Kind::Namespace | Kind::Node | Kind::Pod => "",
+            Kind::Namespace
+            | Kind::Node
+            | Kind::Pod
+            | Kind::PersistentVolume
+            | Kind::PersistentVolumeClaim => "",
+            Kind::StorageClass | Kind::CSINode => "storage.k8s.io",
             Kind::PriorityClass => "scheduling.k8s.io",
             Kind::Queue | Kind::PodGroup => "scheduling.volcano.sh",
             Kind::PodDisruptionBudget => "policy",
@@ -73,7 +96,10 @@ impl Kind {
 
     /// Whether objects of this kind live in a namespace.
     pub fn namespaced(self) -> bool {
-        matches!(self, Kind::Pod | Kind::PodGroup | Kind::PodDisruptionBudget)
+        matches!(
+            self,
+            Kind::Pod | Kind::PodGroup | Kind::PodDisruptionBudget | Kind::PersistentVolumeClaim
+        )
     }
 
     /// Parses a `kind` value (case-insensitively, as kubectl does for delete).
@@ -110,6 +136,14 @@ pub enum Object {
     Pod(Pod),
     /// A PodDisruptionBudget.
     PodDisruptionBudget(PodDisruptionBudget),
+    /// A StorageClass.
+    StorageClass(StorageClass),
+    /// A CSINode.
+    CSINode(CSINode),
+    /// A PersistentVolume.
+    PersistentVolume(PersistentVolume),
+    /// A PersistentVolumeClaim.
+    PersistentVolumeClaim(PersistentVolumeClaim),
 }
 
 impl Object {
@@ -123,6 +157,10 @@ impl Object {
             Object::PodGroup(_) => Kind::PodGroup,
             Object::Pod(_) => Kind::Pod,
             Object::PodDisruptionBudget(_) => Kind::PodDisruptionBudget,
+            Object::StorageClass(_) => Kind::StorageClass,
+            Object::CSINode(_) => Kind::CSINode,
+            Object::PersistentVolume(_) => Kind::PersistentVolume,
+            Object::PersistentVolumeClaim(_) => Kind::PersistentVolumeClaim,
         }
     }
 
@@ -135,6 +173,10 @@ impl Object {
             Object::PodGroup(o) => &o.metadata,
             Object::Pod(o) => &o.metadata,
             Object::PodDisruptionBudget(o) => &o.metadata,
+            Object::StorageClass(o) => &o.metadata,
+            Object::CSINode(o) => &o.metadata,
+            Object::PersistentVolume(o) => &o.metadata,
+            Object::PersistentVolumeClaim(o) => &o.metadata,
         }
     }
 
@@ -280,6 +322,10 @@ pub fn parse_value(mut value: Value, origin: &Origin, out: &mut Manifests) -> Re
         Kind::PodGroup => Object::PodGroup(typed(value, origin)?),
         Kind::Pod => Object::Pod(typed(value, origin)?),
         Kind::PodDisruptionBudget => Object::PodDisruptionBudget(typed(value, origin)?),
+        Kind::StorageClass => Object::StorageClass(typed(value, origin)?),
+        Kind::CSINode => Object::CSINode(typed(value, origin)?),
+        Kind::PersistentVolume => Object::PersistentVolume(typed(value, origin)?),
+        Kind::PersistentVolumeClaim => Object::PersistentVolumeClaim(typed(value, origin)?),
     };
     if object.name().is_empty() {
         return Err(Error::Invalid {
@@ -316,7 +362,11 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
         Object::Node(n) => caldera_cache::node(n).map(drop),
         Object::PodGroup(pg) => caldera_cache::GroupInfo::try_from(pg).map(drop),
         Object::Pod(p) => caldera_cache::PodInfo::try_from(p).map(drop),
-        Object::PodDisruptionBudget(_) => Ok(()),
+        Object::PodDisruptionBudget(_)
+        | Object::StorageClass(_)
+        | Object::CSINode(_)
+        | Object::PersistentVolume(_)
+        | Object::PersistentVolumeClaim(_) => Ok(()),
     }
 }
 

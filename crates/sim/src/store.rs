@@ -16,6 +16,12 @@
 //!   removes it once its `deletionTimestamp` has passed ([`caldera_actors::kubelet`]).
 //! - PodDisruptionBudgets carry the status the disruption controller would compute, refreshed
 //!   after every write.
+//! - PersistentVolumes and PersistentVolumeClaims are created as kube-apiserver creates them
+//!   (status dropped, phase `Pending`, the DefaultStorageClass admission plugin,
+//!   [`caldera_actors::pv_controller::admit_claim`]); an apply keeps what controllers and
+//!   schedulers wrote (annotations, `volumeName`, `claimRef`, status), as `kubectl apply`'s merge
+//!   does. After every write to a claim, a volume or a StorageClass the PV controller runs
+//!   ([`caldera_actors::pv_controller::sync`]) and its writes land at once.
 //!
 //! Every write goes through to a [`ClusterIndex`], the same index the live scheduler keeps,
 //! so a snapshot here is built exactly as it is in a cluster.
@@ -23,14 +29,17 @@
 use crate::manifest::{Kind, Object};
 use caldera_actors::disruption::{self, Eviction};
 use caldera_actors::kubelet::{self, Deletion};
+use caldera_actors::pv_controller;
 use caldera_api::{PodGroup, ProvisioningRequest, Queue};
 use caldera_cache::{ClusterIndex, SnapshotOptions};
 use caldera_model::CapacityNeed;
 use caldera_model::{Snapshot, Time};
 use k8s_openapi::api::core::v1::PodTemplate;
 use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KubeTime};
 use std::collections::BTreeMap;
@@ -107,6 +116,10 @@ pub struct Store {
     pod_templates: BTreeMap<Key, PodTemplate>,
     /// Requests ever created per PodGroup `namespace/name`.
     requests_created: BTreeMap<String, usize>,
+    claims: BTreeMap<Key, PersistentVolumeClaim>,
+    volumes: BTreeMap<String, PersistentVolume>,
+    storage_classes: BTreeMap<String, StorageClass>,
+    csinodes: BTreeMap<String, CSINode>,
 }
 
 /// What the store does with Caldera's gate on pods being created.
@@ -183,6 +196,36 @@ impl Store {
     /// PodDisruptionBudgets, by namespace then name, with their computed status.
     pub fn budgets(&self) -> impl Iterator<Item = &PodDisruptionBudget> {
         self.budgets.values()
+    }
+
+    /// PersistentVolumeClaims, by namespace then name.
+    pub fn claims(&self) -> impl Iterator<Item = &PersistentVolumeClaim> {
+        self.claims.values()
+    }
+
+    /// PersistentVolumes, by name.
+    pub fn volumes(&self) -> impl Iterator<Item = &PersistentVolume> {
+        self.volumes.values()
+    }
+
+    /// StorageClasses, by name.
+    pub fn storage_classes(&self) -> impl Iterator<Item = &StorageClass> {
+        self.storage_classes.values()
+    }
+
+    /// CSINodes, by name.
+    pub fn csinodes(&self) -> impl Iterator<Item = &CSINode> {
+        self.csinodes.values()
+    }
+
+    /// The claim `namespace/name`.
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<&PersistentVolumeClaim> {
+        self.claims.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The volume `name`.
+    pub fn volume(&self, name: &str) -> Option<&PersistentVolume> {
+        self.volumes.get(name)
     }
 
     /// The pod `namespace/name`.
@@ -365,12 +408,201 @@ impl Store {
                 self.index.apply_budget(&o);
                 replace(&mut self.budgets, key, o)
             }
+            Object::StorageClass(mut o) => {
+                let name = name_of(&o.metadata);
+                match self.storage_classes.get(&name) {
+                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
+                    None => self.fresh_meta(&mut o.metadata, false, now),
+                }
+                replace(&mut self.storage_classes, name, o)
+            }
+            Object::CSINode(mut o) => {
+                let name = name_of(&o.metadata);
+                match self.csinodes.get(&name) {
+                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
+                    None => self.fresh_meta(&mut o.metadata, false, now),
+                }
+                replace(&mut self.csinodes, name, o)
+            }
+            Object::PersistentVolume(mut o) => {
+                let name = name_of(&o.metadata);
+                match self.volumes.get(&name) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        merge_annotations(&mut o.metadata, &old.metadata);
+                        let spec = o.spec.get_or_insert_with(Default::default);
+                        let old_spec = old.spec.clone().unwrap_or_default();
+                        if spec.claim_ref.is_none() {
+                            spec.claim_ref = old_spec.claim_ref;
+                        }
+                        if spec.volume_mode.is_none() {
+                            spec.volume_mode = old_spec.volume_mode;
+                        }
+                        if spec.persistent_volume_reclaim_policy.is_none() {
+                            spec.persistent_volume_reclaim_policy =
+                                old_spec.persistent_volume_reclaim_policy;
+                        }
+                        // Status belongs to the PV controller.
+                        o.status = old.status.clone();
+                    }
+                    None => {
+                        self.fresh_meta(&mut o.metadata, false, now);
+                        pv_controller::admit_volume(&mut o, now);
+                    }
+                }
+                replace(&mut self.volumes, name, o)
+            }
+            Object::PersistentVolumeClaim(mut o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                match self.claims.get(&key) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        merge_annotations(&mut o.metadata, &old.metadata);
+                        let spec = o.spec.get_or_insert_with(Default::default);
+                        let old_spec = old.spec.clone().unwrap_or_default();
+                        if spec.volume_name.is_none() {
+                            spec.volume_name = old_spec.volume_name;
+                        }
+                        if spec.storage_class_name.is_none() {
+                            spec.storage_class_name = old_spec.storage_class_name;
+                        }
+                        if spec.volume_mode.is_none() {
+                            spec.volume_mode = old_spec.volume_mode;
+                        }
+                        // Status belongs to the PV controller.
+                        o.status = old.status.clone();
+                    }
+                    None => {
+                        self.fresh_meta(&mut o.metadata, true, now);
+                        o.status = None;
+                        let classes: Vec<StorageClass> =
+                            self.storage_classes.values().cloned().collect();
+                        pv_controller::admit_claim(&mut o, &classes);
+                    }
+                }
+                replace(&mut self.claims, key, o)
+            }
         };
         if applied != Applied::Unchanged {
             self.generation += 1;
             self.refresh_budgets(now);
+            self.pv_controller(now);
         }
         Ok(applied)
+    }
+
+    /// The PV controller: one sync over every claim and volume at `now`, its writes stored at
+    /// once ([`pv_controller::sync`]). Run after every write to a claim, a volume or a class.
+    pub fn pv_controller(&mut self, now: Time) {
+        if self.claims.is_empty() && self.volumes.is_empty() {
+            return;
+        }
+        let claims: Vec<PersistentVolumeClaim> = self.claims.values().cloned().collect();
+        let volumes: Vec<PersistentVolume> = self.volumes.values().cloned().collect();
+        let classes: Vec<StorageClass> = self.storage_classes.values().cloned().collect();
+        let writes = pv_controller::sync(&claims, &volumes, &classes, now);
+        if writes.is_empty() {
+            return;
+        }
+        for w in writes {
+            match w {
+                pv_controller::Write::Claim(c) => {
+                    let key = (ns_of(&c.metadata), name_of(&c.metadata));
+                    self.claims.insert(key, c);
+                }
+                pv_controller::Write::Volume(v) => {
+                    self.volumes.insert(name_of(&v.metadata), v);
+                }
+            }
+        }
+        self.generation += 1;
+    }
+
+    /// Stores a storage object (StorageClass, CSINode, PersistentVolume or claim) exactly as
+    /// given, status included, without admission and without running the PV controller: a
+    /// live cluster's object as read back (its own controller has run). An object of another
+    /// kind is given back, untouched.
+    pub fn insert_read(&mut self, object: Object) -> Option<Object> {
+        match object {
+            Object::StorageClass(o) => {
+                self.storage_classes.insert(name_of(&o.metadata), o);
+            }
+            Object::CSINode(o) => {
+                self.csinodes.insert(name_of(&o.metadata), o);
+            }
+            Object::PersistentVolume(o) => {
+                self.volumes.insert(name_of(&o.metadata), o);
+            }
+            Object::PersistentVolumeClaim(o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                self.claims.insert(key, o);
+            }
+            other => return Some(other),
+        }
+        self.generation += 1;
+        None
+    }
+
+    /// Sets (or, with `None`, removes) an annotation on the claim `namespace/name`, as a merge
+    /// patch of a scheduler would (e.g. `volume.kubernetes.io/selected-node`); the PV
+    /// controller then runs. Returns whether the claim exists (with `uid` when given).
+    pub fn annotate_claim(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        uid: Option<&str>,
+        annotation: &str,
+        value: Option<&str>,
+        now: Time,
+    ) -> bool {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(claim) = self.claims.get_mut(&key) else {
+            return false;
+        };
+        if uid.is_some_and(|u| claim.metadata.uid.as_deref() != Some(u)) {
+            return false;
+        }
+        let before = claim.metadata.annotations.clone();
+        let annotations = claim
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        match value {
+            Some(v) => {
+                annotations.insert(annotation.to_string(), v.to_string());
+            }
+            None => {
+                annotations.remove(annotation);
+            }
+        }
+        if annotations.is_empty() {
+            claim.metadata.annotations = None;
+        }
+        if claim.metadata.annotations != before {
+            self.generation += 1;
+            self.pv_controller(now);
+        }
+        true
+    }
+
+    /// Pre-binds the volume `name` to a claim by `spec.claimRef`, as kube-scheduler's volume
+    /// binder does for a chosen static volume; the PV controller then binds the pair. Refused
+    /// (false) when the volume is missing or already refers to another claim.
+    pub fn prebind_volume(&mut self, name: &str, claim_ref: ObjectReference, now: Time) -> bool {
+        let Some(volume) = self.volumes.get_mut(name) else {
+            return false;
+        };
+        let spec = volume.spec.get_or_insert_with(Default::default);
+        match &spec.claim_ref {
+            Some(r) if r.name == claim_ref.name && r.namespace == claim_ref.namespace => {}
+            Some(_) => return false,
+            None => {
+                spec.claim_ref = Some(claim_ref);
+                self.generation += 1;
+                self.pv_controller(now);
+            }
+        }
+        true
     }
 
     /// The disruption controller: recomputes every budget's status at `now`. Scenarios have
@@ -437,9 +669,9 @@ impl Store {
         }
     }
 
-    /// Deletes an object at once (no grace period: no kubelet would confirm it). Returns
-    /// whether it existed.
-    pub fn delete(&mut self, kind: Kind, namespace: Option<&str>, name: &str) -> bool {
+    /// Deletes an object at once (no grace period: no kubelet would confirm it) at `now`.
+    /// Returns whether it existed.
+    pub fn delete(&mut self, kind: Kind, namespace: Option<&str>, name: &str, now: Time) -> bool {
         let ns = namespace.unwrap_or("default").to_string();
         let key = (ns.clone(), name.to_string());
         let existed = match kind {
@@ -472,7 +704,19 @@ impl Store {
                 self.index.delete_budget(&ns, name);
                 self.budgets.remove(&key).is_some()
             }
+            Kind::StorageClass => self.storage_classes.remove(name).is_some(),
+            Kind::CSINode => self.csinodes.remove(name).is_some(),
+            Kind::PersistentVolume => self.volumes.remove(name).is_some(),
+            Kind::PersistentVolumeClaim => self.claims.remove(&key).is_some(),
         };
+        if existed
+            && matches!(
+                kind,
+                Kind::StorageClass | Kind::PersistentVolume | Kind::PersistentVolumeClaim
+            )
+        {
+            self.pv_controller(now);
+        }
         if existed {
             self.generation += 1;
         }
@@ -919,6 +1163,18 @@ fn replace<K: Ord, V: PartialEq>(map: &mut BTreeMap<K, V>, key: K, value: V) -> 
     };
     map.insert(key, value);
     applied
+}
+
+/// Annotations an apply does not mention stay (controllers' and schedulers' writes), as
+/// `kubectl apply`'s merge keeps them; the applied ones win.
+fn merge_annotations(new: &mut ObjectMeta, old: &ObjectMeta) {
+    let Some(old) = old.annotations.as_ref() else {
+        return;
+    };
+    let annotations = new.annotations.get_or_insert_with(Default::default);
+    for (k, v) in old {
+        annotations.entry(k.clone()).or_insert_with(|| v.clone());
+    }
 }
 
 /// `spec.nodeName`, if set.

@@ -587,3 +587,161 @@ fn evictions_respect_budgets_and_evicted_pods_keep_their_node_for_their_grace() 
         (Some(1), Some(0))
     );
 }
+
+const VOLUMES: &str = "
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: Immediate
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: wait}
+provisioner: csi.example.com
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: disk-big}
+spec:
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  local: {path: /mnt/a}
+status: {phase: Bound}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: disk-small}
+spec:
+  capacity: {storage: 20Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  local: {path: /mnt/b}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: ckpt}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  resources: {requests: {storage: 10Gi}}
+status: {phase: Bound}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: wait
+  resources: {requests: {storage: 10Gi}}
+";
+
+#[test]
+fn the_pv_controller_binds_claims_as_kube_controller_manager_does() {
+    let mut sim = fake(|_, _| Plan::default());
+    sim.apply(objects(VOLUMES)).unwrap();
+    let store = sim.store();
+    // Status in a manifest is dropped on create; the controller binds the Immediate claim to
+    // the smallest volume that fits.
+    let ckpt = store.claim("default", "ckpt").unwrap();
+    assert_eq!(ckpt.spec.as_ref().unwrap().volume_name.as_deref(), Some("disk-small"));
+    assert_eq!(ckpt.status.as_ref().unwrap().phase.as_deref(), Some("Bound"));
+    let phase = |v: &str| {
+        let v = store.volume(v).unwrap();
+        v.status.as_ref().unwrap().phase.clone().unwrap()
+    };
+    assert_eq!(phase("disk-small"), "Bound");
+    assert_eq!(phase("disk-big"), "Available");
+    // The WaitForFirstConsumer claim waits for a scheduler.
+    let data = store.claim("default", "data").unwrap();
+    assert_eq!(data.status.as_ref().unwrap().phase.as_deref(), Some("Pending"));
+    assert_eq!(store.storage_classes().count(), 2);
+
+    // A scheduler selects a node: the claim asks for its provisioner.
+    let uid = data.metadata.uid.clone();
+    assert!(sim.store_mut().annotate_claim(
+        "default",
+        "data",
+        uid.as_deref(),
+        "volume.kubernetes.io/selected-node",
+        Some("node-a"),
+        START
+    ));
+    let data = sim.store().claim("default", "data").unwrap();
+    let ann = data.metadata.annotations.as_ref().unwrap();
+    assert_eq!(ann["volume.kubernetes.io/storage-provisioner"], "csi.example.com");
+
+    // The provisioner, played by a later apply: the claim binds. A re-apply of the claim
+    // keeps what the controller and the scheduler wrote.
+    sim.apply(objects(
+        "
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pvc-data}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: wait
+  claimRef: {namespace: default, name: data}
+  csi: {driver: csi.example.com, volumeHandle: h1}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: wait
+  resources: {requests: {storage: 10Gi}}
+",
+    ))
+    .unwrap();
+    let data = sim.store().claim("default", "data").unwrap();
+    assert_eq!(data.spec.as_ref().unwrap().volume_name.as_deref(), Some("pvc-data"));
+    assert_eq!(data.status.as_ref().unwrap().phase.as_deref(), Some("Bound"));
+    let ann = data.metadata.annotations.as_ref().unwrap();
+    assert_eq!(ann["volume.kubernetes.io/selected-node"], "node-a");
+
+    // Deleting the volume loses the claim.
+    assert!(sim.delete(Kind::PersistentVolume, None, "pvc-data"));
+    let data = sim.store().claim("default", "data").unwrap();
+    assert_eq!(data.status.as_ref().unwrap().phase.as_deref(), Some("Lost"));
+}
+
+#[test]
+fn pvc_expectations_fail_with_a_readable_diff() {
+    let text = format!(
+        "
+apiVersion: caldera.sh/v1alpha1
+kind: Scenario
+metadata: {{name: pvcs}}
+spec:
+  steps:
+  - apply:
+{}
+  - expect:
+      pvcs:
+      - {{name: default/data, selectedNode: null, phase: Pending}}
+      - {{name: ckpt, phase: Bound, volumeName: disk-small}}
+      - {{name: default/data, selectedNode: n1, volumeName: x}}
+      - {{name: default/nothing, phase: Bound}}
+",
+        VOLUMES
+            .split("\n---\n")
+            .map(|doc| {
+                let doc = doc.trim().replace('\n', "\n      ");
+                format!("    - {doc}")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let scenario = scenario::load(&text, "pvcs.yaml").unwrap();
+    let (outcome, _) = scenario.run().unwrap();
+    let diff = outcome.to_string();
+    assert!(!outcome.passed(), "{diff}");
+    assert!(
+        diff.contains("3 of 7 checks failed\n  - pvc default/data selectedNode: expected n1, got null (none)\n  - pvc default/data volumeName: expected x, got null (none)\n  - pvc default/nothing: not found"),
+        "{diff}"
+    );
+}
