@@ -19,8 +19,8 @@ use caldera_sim::invariants;
 use caldera_sim::manifest::{Kind, Object};
 use caldera_sim::Simulation;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, ListParams};
 use kube::Client;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -192,10 +192,26 @@ impl View {
         for n in &objects.nodes {
             add(Object::Node(n.clone()), &mut skipped);
         }
-        let storage = (objects.storage_classes.iter().cloned().map(Object::StorageClass))
-            .chain(objects.csinodes.iter().cloned().map(Object::CSINode))
-            .chain(objects.volumes.iter().cloned().map(Object::PersistentVolume))
-            .chain(objects.claims.iter().cloned().map(Object::PersistentVolumeClaim));
+        let storage = (objects
+            .storage_classes
+            .iter()
+            .cloned()
+            .map(Object::StorageClass))
+        .chain(objects.csinodes.iter().cloned().map(Object::CSINode))
+        .chain(
+            objects
+                .volumes
+                .iter()
+                .cloned()
+                .map(Object::PersistentVolume),
+        )
+        .chain(
+            objects
+                .claims
+                .iter()
+                .cloned()
+                .map(Object::PersistentVolumeClaim),
+        );
         for object in storage {
             add(object, &mut skipped);
         }

@@ -500,7 +500,10 @@ fn check_claim(e: &PvcExpect, sim: &Simulation, out: &mut Checked) {
         out.fail(format!("{what}: not found"));
         return;
     };
-    let show = |v: Option<&str>| v.map(str::to_string).unwrap_or_else(|| "null (none)".into());
+    let show = |v: Option<&str>| {
+        v.map(str::to_string)
+            .unwrap_or_else(|| "null (none)".into())
+    };
     if let Some(want) = &e.selected_node {
         let got = claim
             .metadata

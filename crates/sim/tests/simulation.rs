@@ -646,8 +646,14 @@ fn the_pv_controller_binds_claims_as_kube_controller_manager_does() {
     // Status in a manifest is dropped on create; the controller binds the Immediate claim to
     // the smallest volume that fits.
     let ckpt = store.claim("default", "ckpt").unwrap();
-    assert_eq!(ckpt.spec.as_ref().unwrap().volume_name.as_deref(), Some("disk-small"));
-    assert_eq!(ckpt.status.as_ref().unwrap().phase.as_deref(), Some("Bound"));
+    assert_eq!(
+        ckpt.spec.as_ref().unwrap().volume_name.as_deref(),
+        Some("disk-small")
+    );
+    assert_eq!(
+        ckpt.status.as_ref().unwrap().phase.as_deref(),
+        Some("Bound")
+    );
     let phase = |v: &str| {
         let v = store.volume(v).unwrap();
         v.status.as_ref().unwrap().phase.clone().unwrap()
@@ -656,7 +662,10 @@ fn the_pv_controller_binds_claims_as_kube_controller_manager_does() {
     assert_eq!(phase("disk-big"), "Available");
     // The WaitForFirstConsumer claim waits for a scheduler.
     let data = store.claim("default", "data").unwrap();
-    assert_eq!(data.status.as_ref().unwrap().phase.as_deref(), Some("Pending"));
+    assert_eq!(
+        data.status.as_ref().unwrap().phase.as_deref(),
+        Some("Pending")
+    );
     assert_eq!(store.storage_classes().count(), 2);
 
     // A scheduler selects a node: the claim asks for its provisioner.
@@ -671,7 +680,10 @@ fn the_pv_controller_binds_claims_as_kube_controller_manager_does() {
     ));
     let data = sim.store().claim("default", "data").unwrap();
     let ann = data.metadata.annotations.as_ref().unwrap();
-    assert_eq!(ann["volume.kubernetes.io/storage-provisioner"], "csi.example.com");
+    assert_eq!(
+        ann["volume.kubernetes.io/storage-provisioner"],
+        "csi.example.com"
+    );
 
     // The provisioner, played by a later apply: the claim binds. A re-apply of the claim
     // keeps what the controller and the scheduler wrote.
@@ -698,8 +710,14 @@ spec:
     ))
     .unwrap();
     let data = sim.store().claim("default", "data").unwrap();
-    assert_eq!(data.spec.as_ref().unwrap().volume_name.as_deref(), Some("pvc-data"));
-    assert_eq!(data.status.as_ref().unwrap().phase.as_deref(), Some("Bound"));
+    assert_eq!(
+        data.spec.as_ref().unwrap().volume_name.as_deref(),
+        Some("pvc-data")
+    );
+    assert_eq!(
+        data.status.as_ref().unwrap().phase.as_deref(),
+        Some("Bound")
+    );
     let ann = data.metadata.annotations.as_ref().unwrap();
     assert_eq!(ann["volume.kubernetes.io/selected-node"], "node-a");
 

@@ -29,6 +29,10 @@
 //! | `scheduling.volcano.sh/v1beta1` | `podgroups` (`pg`) | namespaced | `status` |
 //! | `scheduling.volcano.sh/v1beta1` | `queues` (`q`) | cluster | `status` |
 //! | `policy/v1` | `poddisruptionbudgets` (`pdb`) | namespaced | `status` |
+//! | `v1` | `persistentvolumeclaims` (`pvc`) | namespaced | `status` |
+//! | `v1` | `persistentvolumes` (`pv`) | cluster | `status` |
+//! | `storage.k8s.io/v1` | `storageclasses` (`sc`) | cluster | |
+//! | `storage.k8s.io/v1` | `csinodes` | cluster | |
 //!
 //! Discovery answers `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>` and
 //! `/apis/<group>/<version>` with the same `APIResourceList` entries (names, singular names,
@@ -106,6 +110,27 @@
 //!   `disruptedPods`, `observedGeneration`, the `DisruptionAllowed` condition) is written
 //!   after every change to a pod or budget of the namespace. No workload controllers are
 //!   served, so `maxUnavailable` and percentages count only pods without a controller.
+//! * **Volumes.** A PersistentVolume is validated as kube-apiserver does for what a scheduler
+//!   reads (access modes, `capacity.storage`, exactly one volume source, node affinity for a
+//!   `local` volume; 422 otherwise), defaulted (`volumeMode: Filesystem`, reclaim policy
+//!   `Retain`) and created with status `{phase: Pending, lastPhaseTransitionTime}`; its volume
+//!   source, `volumeMode` and a set `nodeAffinity` cannot change (422), `claimRef` can. A
+//!   PersistentVolumeClaim needs access modes and a storage request; the DefaultStorageClass
+//!   admission plugin gives one without `storageClassName` the newest default class; it is
+//!   created with status `{phase: Pending}`; its spec is immutable except `volumeName` set once,
+//!   `storageClassName` set where unset, and for a bound claim `resources.requests` (never below
+//!   `status.capacity`) and `volumeAttributesClassName` ("spec is immutable after creation
+//!   except resources.requests and volumeAttributesClassName for bound claims"). A
+//!   StorageClass needs a provisioner, is defaulted (`reclaimPolicy: Delete`,
+//!   `volumeBindingMode: Immediate`) and cannot change its parameters, provisioner, reclaim
+//!   policy or binding mode. CSINodes are stored as sent. With [`Options::pv_controller`]
+//!   (default on) kube-controller-manager's PV controller (`caldera_actors::pv_controller`) runs
+//!   after every write to a claim, a volume or a class, each object it changes written as its
+//!   own write: claims are bound to volumes that name them (`volumeName`/`claimRef`) or, for an
+//!   `Immediate` class, to the smallest available volume that fits; phases and
+//!   `bind-completed`/`bound-by-controller` annotations as the real controller writes them. No
+//!   provisioner runs (a test creates the volume), and the `pvc-protection`/`pv-protection`
+//!   finalizers are not added.
 //! * **Delete.** Pods that are bound and not finished are deleted gracefully: the grace
 //!   period is the request's `gracePeriodSeconds` (query or `DeleteOptions` body) or the pod's
 //!   `terminationGracePeriodSeconds`; `deletionTimestamp`/`deletionGracePeriodSeconds` are
@@ -196,6 +221,7 @@ mod resources;
 mod selector;
 mod server;
 mod status;
+mod storage;
 mod store;
 mod time;
 
@@ -255,6 +281,10 @@ pub struct Options {
     /// status is recomputed, as its own write, after each write to a pod or budget of its
     /// namespace. Default `true`.
     pub disruption_controller: bool,
+    /// Emulate kube-controller-manager's PV controller: claims and volumes are bound, and
+    /// their phases kept, after each write to a claim, a volume or a StorageClass (see the
+    /// module docs). Default `true`.
+    pub pv_controller: bool,
 }
 
 impl Default for Options {
@@ -265,6 +295,7 @@ impl Default for Options {
             node_lifecycle_controller: true,
             auto_create_namespaces: true,
             disruption_controller: true,
+            pv_controller: true,
         }
     }
 }
@@ -295,6 +326,7 @@ impl ApiServer {
             node_lifecycle_controller: options.node_lifecycle_controller,
             auto_create_namespaces: options.auto_create_namespaces,
             disruption_controller: options.disruption_controller,
+            pv_controller: options.pv_controller,
         });
         let app = Arc::new(App {
             store,

@@ -44,6 +44,14 @@ pub(crate) enum Flavor {
     /// kept by the disruption controller.
     Budget,
     Crd,
+    /// `v1` PersistentVolumes: defaulted and validated as kube-apiserver does, status `Pending`
+    /// on create (the PV controller's from then on), source fixed at creation.
+    Volume,
+    /// `v1` PersistentVolumeClaims: the DefaultStorageClass admission plugin, status `Pending`
+    /// on create, spec immutable but for the fields the PV controller and resizing set.
+    Claim,
+    /// `storage.k8s.io/v1` StorageClasses: defaulted, provisioner/parameters/policies fixed.
+    StorageClass,
 }
 
 /// One served resource.
@@ -358,6 +366,62 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         flavor: Flavor::Custom,
         requires_crd: true,
     },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        plural: "persistentvolumeclaims",
+        singular: "persistentvolumeclaim",
+        kind: "PersistentVolumeClaim",
+        namespaced: true,
+        short_names: &["pvc"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[status_sub("PersistentVolumeClaim")],
+        flavor: Flavor::Claim,
+        requires_crd: false,
+    },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        plural: "persistentvolumes",
+        singular: "persistentvolume",
+        kind: "PersistentVolume",
+        namespaced: false,
+        short_names: &["pv"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[status_sub("PersistentVolume")],
+        flavor: Flavor::Volume,
+        requires_crd: false,
+    },
+    ResourceDef {
+        group: "storage.k8s.io",
+        version: "v1",
+        plural: "storageclasses",
+        singular: "storageclass",
+        kind: "StorageClass",
+        namespaced: false,
+        short_names: &["sc"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::StorageClass,
+        requires_crd: false,
+    },
+    ResourceDef {
+        group: "storage.k8s.io",
+        version: "v1",
+        plural: "csinodes",
+        singular: "csinode",
+        kind: "CSINode",
+        namespaced: false,
+        short_names: &[],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::Lease,
+        requires_crd: false,
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -374,6 +438,9 @@ pub(crate) const NAMESPACES: ResourceId = 2;
 pub(crate) const RUNTIME_CLASSES: ResourceId = 7;
 pub(crate) const PRIORITY_CLASSES: ResourceId = 8;
 pub(crate) const BUDGETS: ResourceId = 12;
+pub(crate) const CLAIMS: ResourceId = 15;
+pub(crate) const VOLUMES: ResourceId = 16;
+pub(crate) const STORAGE_CLASSES: ResourceId = 17;
 
 /// Finds the resource served at `/{group}/{version}/{plural}`.
 pub(crate) fn find_served(

@@ -15,15 +15,17 @@ use tokio::sync::mpsc;
 use super::admission::{self, obj_mut};
 use super::patch;
 use super::resources::{
-    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, NAMESPACES, NODES, PODS, PRIORITY_CLASSES,
-    RESOURCES, RUNTIME_CLASSES,
+    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, NAMESPACES, NODES, PODS,
+    PRIORITY_CLASSES, RESOURCES, RUNTIME_CLASSES, STORAGE_CLASSES, VOLUMES,
 };
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
+use super::storage;
 use super::time;
 use caldera_actors::disruption::{self, Eviction};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 
 /// The type of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +107,7 @@ pub(crate) struct StoreConfig {
     pub node_lifecycle_controller: bool,
     pub auto_create_namespaces: bool,
     pub disruption_controller: bool,
+    pub pv_controller: bool,
 }
 
 /// Which part of an object a write addresses.
@@ -189,6 +192,8 @@ pub(crate) struct State {
     random: u64,
     /// Set while the disruption controller writes, so its own writes do not re-trigger it.
     syncing_budgets: bool,
+    /// Set while the PV controller writes, so its own writes do not re-trigger it.
+    syncing_volumes: bool,
 }
 
 fn meta<'a>(obj: &'a Value, field: &str) -> &'a str {
@@ -307,6 +312,7 @@ impl State {
             config,
             random: seed,
             syncing_budgets: false,
+            syncing_volumes: false,
         };
         state.seed_builtin_objects();
         state
@@ -444,7 +450,37 @@ impl State {
             self.sync_budgets(&key.0);
             self.syncing_budgets = false;
         }
+        // The PV controller reacts to every claim, volume and class change.
+        if matches!(id, CLAIMS | VOLUMES | STORAGE_CLASSES) && !self.syncing_volumes {
+            self.syncing_volumes = true;
+            self.sync_volumes();
+            self.syncing_volumes = false;
+        }
         object
+    }
+
+    /// kube-controller-manager's PV controller ([`caldera_actors::pv_controller`]): binds claims
+    /// and volumes, each object it changes written as its own write (volumes first).
+    fn sync_volumes(&mut self) {
+        if !self.config.pv_controller {
+            return;
+        }
+        let values = |s: &Self, id| -> Vec<Value> { s.all(id).map(|o| o.value.clone()).collect() };
+        let (claims, volumes) = storage::controller_writes(
+            &values(self, CLAIMS),
+            &values(self, VOLUMES),
+            &values(self, STORAGE_CLASSES),
+        );
+        for (name, fields) in volumes {
+            let _ = self.modify(VOLUMES, "", &name, |v| {
+                storage::apply_fields(v, &fields, &["claimRef"]);
+            });
+        }
+        for (namespace, name, fields) in claims {
+            let _ = self.modify(CLAIMS, &namespace, &name, |c| {
+                storage::apply_fields(c, &fields, &["volumeName", "storageClassName"]);
+            });
+        }
     }
 
     /// Controllers that react to a write at once (their effect is a separate, later write).
@@ -764,6 +800,19 @@ impl State {
                 }
                 obj_mut(obj, "metadata").insert("generation".into(), json!(1));
             }
+            Flavor::Volume => {
+                storage::prepare_volume(obj).map_err(|c| ApiError::invalid(d, name, &c))?
+            }
+            Flavor::Claim => {
+                let classes: Vec<StorageClass> = self
+                    .all(STORAGE_CLASSES)
+                    .filter_map(|c| serde_json::from_value(c.value.clone()).ok())
+                    .collect();
+                storage::prepare_claim(obj, &classes).map_err(|c| ApiError::invalid(d, name, &c))?
+            }
+            Flavor::StorageClass => {
+                storage::prepare_class(obj).map_err(|c| ApiError::invalid(d, name, &c))?
+            }
             Flavor::CoreEvent
             | Flavor::EventV1
             | Flavor::Lease
@@ -1042,6 +1091,17 @@ impl State {
         admission::normalize_quantities(d.flavor, &mut new);
         if d.flavor == Flavor::Pod && sub == Sub::Main {
             let errors = admission::validate_pod_spec_update(old, &new);
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(d, name, &errors));
+            }
+        }
+        if sub == Sub::Main {
+            let errors = match d.flavor {
+                Flavor::Volume => storage::validate_volume_update(old, &new),
+                Flavor::Claim => storage::validate_claim_update(old, &new),
+                Flavor::StorageClass => storage::validate_class_update(old, &new),
+                _ => Vec::new(),
+            };
             if !errors.is_empty() {
                 return Err(ApiError::invalid(d, name, &errors));
             }
@@ -1649,6 +1709,7 @@ mod tests {
             node_lifecycle_controller: true,
             auto_create_namespaces: true,
             disruption_controller: true,
+            pv_controller: true,
         })
     }
 
