@@ -272,14 +272,21 @@ pub(crate) fn validate_class_update(old: &Value, new: &Value) -> Causes {
     causes
 }
 
+/// The PV controller's writes: per claim `(namespace, name, fields)`, per volume `(name,
+/// fields)`.
+pub(crate) struct ControllerWrites {
+    pub claims: Vec<(String, String, Value)>,
+    pub volumes: Vec<(String, Value)>,
+}
+
 /// One PV controller sync over the stored objects (those that do not decode are left alone):
-/// per object it changed, the fields it writes — `(namespace, name, patch)` with the new
-/// annotations, the spec fields the controller owns and the status.
+/// per object it changed, the fields it writes — the new annotations, the spec fields the
+/// controller owns and the status.
 pub(crate) fn controller_writes(
     claims: &[Value],
     volumes: &[Value],
     classes: &[Value],
-) -> (Vec<(String, String, Value)>, Vec<(String, Value)>) {
+) -> ControllerWrites {
     fn decode<T: k8s_openapi::serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
         serde_json::from_value(v.clone()).ok()
     }
@@ -315,7 +322,10 @@ pub(crate) fn controller_writes(
             }
         }
     }
-    (claim_writes, volume_writes)
+    ControllerWrites {
+        claims: claim_writes,
+        volumes: volume_writes,
+    }
 }
 
 /// Puts a controller write's fields into the stored object (`null` removes).

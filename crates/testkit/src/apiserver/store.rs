@@ -466,17 +466,17 @@ impl State {
             return;
         }
         let values = |s: &Self, id| -> Vec<Value> { s.all(id).map(|o| o.value.clone()).collect() };
-        let (claims, volumes) = storage::controller_writes(
+        let writes = storage::controller_writes(
             &values(self, CLAIMS),
             &values(self, VOLUMES),
             &values(self, STORAGE_CLASSES),
         );
-        for (name, fields) in volumes {
+        for (name, fields) in writes.volumes {
             let _ = self.modify(VOLUMES, "", &name, |v| {
                 storage::apply_fields(v, &fields, &["claimRef"]);
             });
         }
-        for (namespace, name, fields) in claims {
+        for (namespace, name, fields) in writes.claims {
             let _ = self.modify(CLAIMS, &namespace, &name, |c| {
                 storage::apply_fields(c, &fields, &["volumeName", "storageClassName"]);
             });
