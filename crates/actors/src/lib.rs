@@ -19,4 +19,5 @@ pub mod disruption;
 pub mod kube_scheduler;
 pub mod kubelet;
 pub mod pv_controller;
+pub mod statefulset;
 pub mod time;

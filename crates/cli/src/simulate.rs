@@ -430,7 +430,9 @@ fn run_manifests(inputs: &[(String, String)], args: &SimulateArgs) -> Result {
     Err(format!("{} invariant violations", broken.len()).into())
 }
 
-/// Applies manifest texts `(file, text)` to `sim` in order, printing what is skipped.
+/// Applies manifest texts `(file, text)` to `sim` in order, printing what is skipped. The
+/// StatefulSets of each input go after its other objects (their claims then find the
+/// StorageClasses), their controller played by the simulator; what it made is printed.
 pub(crate) fn apply_inputs(sim: &mut Simulation, inputs: &[(String, String)]) -> Result {
     for (file, text) in inputs {
         let manifests = manifest::parse_stream(text, file)?;
@@ -441,8 +443,62 @@ pub(crate) fn apply_inputs(sim: &mut Simulation, inputs: &[(String, String)]) ->
             sim.apply([object])
                 .map_err(|e| format!("{origin}: rejected: {e}"))?;
         }
+        for (origin, set) in manifests.statefulsets {
+            let ordered = set
+                .spec
+                .as_ref()
+                .and_then(|s| s.pod_management_policy.as_deref())
+                != Some("Parallel");
+            let replicas = caldera_actors::statefulset::ordinals(&set).len();
+            let created = sim
+                .add_statefulset(set)
+                .map_err(|e| format!("{origin}: rejected: {e}"))?;
+            eprintln!(
+                "caldera: {}",
+                statefulset_notice(&origin.to_string(), &created, replicas, ordered)
+            );
+        }
     }
     Ok(())
+}
+
+/// What the StatefulSet controller did, for a user reading `simulate -f` output.
+fn statefulset_notice(
+    origin: &str,
+    created: &caldera_actors::statefulset::Created,
+    replicas: usize,
+    ordered: bool,
+) -> String {
+    let names = |v: Vec<String>| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let pods = names(
+        created
+            .pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect(),
+    );
+    let claims = names(
+        created
+            .claims
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect(),
+    );
+    let mut line = format!(
+        "{origin}: StatefulSet: the simulator plays its controller: created pods {pods}; claims {claims}"
+    );
+    if ordered && created.pods.len() < replicas {
+        line.push_str(&format!(
+            " (podManagementPolicy OrderedReady: each next pod only once the one before is Running and Ready, and the first cannot start before its whole gang is placed, so a gang of all {replicas} never forms — use Parallel)"
+        ));
+    }
+    line
 }
 
 #[cfg(test)]

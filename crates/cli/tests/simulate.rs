@@ -264,3 +264,57 @@ spec:
         "{stderr}"
     );
 }
+
+#[test]
+fn the_seed_statefulset_is_expanded_and_ordered_ready_says_why_it_waits() {
+    let nodes = temp_file(
+        "gpu-nodes.yaml",
+        "apiVersion: v1
+kind: Node
+metadata: {name: gpu-a, labels: {kubernetes.io/hostname: gpu-a}}
+status:
+  allocatable: {cpu: '64', memory: 512Gi, nvidia.com/gpu: '8', pods: '110'}
+  conditions: [{type: Ready, status: 'True'}]
+",
+    );
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/inference-tp4-statefulset.yaml");
+    let out = caldera(
+        &[
+            "simulate",
+            "-f",
+            nodes.to_str().unwrap(),
+            "-f",
+            example.to_str().unwrap(),
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("StatefulSet: the simulator plays its controller: created pods llm-tp4-0, llm-tp4-1, llm-tp4-2, llm-tp4-3"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("default/llm-tp4  default  4    4      Running"),
+        "{stdout}"
+    );
+
+    let ordered = std::fs::read_to_string(&example).unwrap().replace(
+        "podManagementPolicy: Parallel",
+        "podManagementPolicy: OrderedReady",
+    );
+    let out = caldera(
+        &["simulate", "-f", nodes.to_str().unwrap(), "-f", "-"],
+        Some(&ordered),
+    );
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("created pods llm-tp4-0;"), "{stderr}");
+    assert!(stderr.contains("use Parallel"), "{stderr}");
+    assert!(
+        stdout.contains("NotEnoughTasks: 1 of 4 members exist"),
+        "{stdout}"
+    );
+}

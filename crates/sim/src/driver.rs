@@ -325,6 +325,15 @@ impl Simulation {
         Ok(())
     }
 
+    /// Adds a StatefulSet whose controller the simulator plays (plain manifests); returns what
+    /// it created at once.
+    pub fn add_statefulset(
+        &mut self,
+        set: k8s_openapi::api::apps::v1::StatefulSet,
+    ) -> Result<caldera_actors::statefulset::Created, caldera_cache::Error> {
+        self.store.add_statefulset(set, self.now)
+    }
+
     /// Deletes an object; returns whether it existed.
     pub fn delete(&mut self, kind: Kind, namespace: Option<&str>, name: &str) -> bool {
         self.store.delete(kind, namespace, name, self.now)
@@ -404,8 +413,10 @@ impl Simulation {
     /// Runs one session at the current time and carries out its plan.
     pub fn session(&mut self) -> SessionReport {
         let generation = self.store.generation();
-        // The kubelets finish the pods whose grace period is over before the snapshot.
+        // The kubelets finish the pods whose grace period is over before the snapshot, and
+        // the workload controllers make their next pods.
         self.store.kubelet(self.now);
+        self.store.controllers(self.now);
         self.ensure_default_queue();
         self.autoscale();
         let snapshot = self.store.snapshot(&self.opts);

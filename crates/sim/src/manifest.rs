@@ -3,12 +3,15 @@
 //!
 //! Only the kinds the scheduler looks at are kept (Node, Pod, PodGroup, Queue, PriorityClass,
 //! Namespace, PodDisruptionBudget, PersistentVolume, PersistentVolumeClaim, StorageClass,
-//! CSINode). Workload kinds whose pods a controller would create (Deployment, Job,
-//! StatefulSet, ...) are skipped with one notice per kind, since no controllers run in the
-//! simulator; other kinds are skipped with a notice that they do not affect scheduling.
+//! CSINode). Workload kinds whose pods a controller would create (Deployment, Job, ...) are
+//! skipped with one notice per kind, since no controllers run in the simulator; other kinds
+//! are skipped with a notice that they do not affect scheduling. In plain manifests
+//! ([`parse_stream`]) `apps/v1` StatefulSets are kept apart ([`Manifests::statefulsets`]) for
+//! the simulator to play their controller; a scenario names its pods instead.
 
 use crate::error::{Error, Origin, Result};
 use caldera_api::{PodGroup, Queue};
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -248,6 +251,8 @@ pub struct Manifests {
     pub objects: Vec<(Origin, Object)>,
     /// Skipped kinds.
     pub notices: Notices,
+    /// `apps/v1` StatefulSets of plain manifests, in input order (a scenario's are skipped).
+    pub statefulsets: Vec<(Origin, StatefulSet)>,
 }
 
 /// Reads a multi-document YAML stream of manifests. `file` names it in errors (`-` for stdin).
@@ -260,13 +265,23 @@ pub fn parse_stream(text: &str, file: &str) -> Result<Manifests> {
             origin: origin.clone(),
             message: e.to_string(),
         })?;
-        parse_value(value, &origin, &mut out)?;
+        parse_document(value, &origin, &mut out, true)?;
     }
     Ok(out)
 }
 
 /// Reads one object (or a `List`) given as a YAML value found at `origin`, adding it to `out`.
-pub fn parse_value(mut value: Value, origin: &Origin, out: &mut Manifests) -> Result<()> {
+/// StatefulSets are skipped with a notice, as in a scenario.
+pub fn parse_value(value: Value, origin: &Origin, out: &mut Manifests) -> Result<()> {
+    parse_document(value, origin, out, false)
+}
+
+fn parse_document(
+    mut value: Value,
+    origin: &Origin,
+    out: &mut Manifests,
+    statefulsets: bool,
+) -> Result<()> {
     if value.is_null() {
         return Ok(());
     }
@@ -301,8 +316,19 @@ pub fn parse_value(mut value: Value, origin: &Origin, out: &mut Manifests) -> Re
             _ => Vec::new(),
         };
         for (i, item) in items.into_iter().enumerate() {
-            parse_value(item, &origin.at(&format!("items[{i}]")), out)?;
+            parse_document(item, &origin.at(&format!("items[{i}]")), out, statefulsets)?;
         }
+        return Ok(());
+    }
+    if statefulsets && kind_name == "StatefulSet" && api_version == "apps/v1" {
+        let set: StatefulSet = typed(value, origin)?;
+        if set.metadata.name.as_deref().is_none_or(str::is_empty) {
+            return Err(Error::Invalid {
+                origin: origin.at("metadata.name"),
+                message: "missing".into(),
+            });
+        }
+        out.statefulsets.push((origin.clone(), set));
         return Ok(());
     }
     let Some(kind) = Kind::parse(&kind_name).filter(|k| k.as_str() == kind_name) else {

@@ -23,6 +23,11 @@
 //!   does. After every write to a claim, a volume or a StorageClass the PV controller runs
 //!   ([`caldera_actors::pv_controller::sync`]) and its writes land at once.
 //!
+//! - kube-controller-manager's StatefulSet controller runs for the StatefulSets given
+//!   ([`Store::add_statefulset`], plain manifests only) at every session, and its ephemeral
+//!   volume controller makes the claims of a pod's generic ephemeral volumes when the pod is
+//!   created ([`caldera_actors::statefulset`]).
+//!
 //! Every write goes through to a [`ClusterIndex`], the same index the live scheduler keeps,
 //! so a snapshot here is built exactly as it is in a cluster.
 
@@ -30,10 +35,12 @@ use crate::manifest::{Kind, Object};
 use caldera_actors::disruption::{self, Eviction};
 use caldera_actors::kubelet::{self, Deletion};
 use caldera_actors::pv_controller;
+use caldera_actors::statefulset;
 use caldera_api::{PodGroup, ProvisioningRequest, Queue};
 use caldera_cache::{ClusterIndex, SnapshotOptions};
 use caldera_model::CapacityNeed;
 use caldera_model::{Snapshot, Time};
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PodTemplate;
 use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodCondition, PodStatus};
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
@@ -120,6 +127,7 @@ pub struct Store {
     volumes: BTreeMap<String, PersistentVolume>,
     storage_classes: BTreeMap<String, StorageClass>,
     csinodes: BTreeMap<String, CSINode>,
+    statefulsets: BTreeMap<Key, StatefulSet>,
 }
 
 /// What the store does with Caldera's gate on pods being created.
@@ -383,7 +391,19 @@ impl Store {
                 }
                 default_pod_spec(&mut o);
                 self.index.apply_pod(&o)?;
-                replace(&mut self.pods, key, o)
+                let ephemeral = statefulset::ephemeral_claims(&o);
+                let applied = replace(&mut self.pods, key, o);
+                if applied == Applied::Created {
+                    for claim in ephemeral {
+                        let exists = self
+                            .claims
+                            .contains_key(&(ns_of(&claim.metadata), name_of(&claim.metadata)));
+                        if !exists {
+                            self.apply(Object::PersistentVolumeClaim(claim), now)?;
+                        }
+                    }
+                }
+                applied
             }
             Object::PodDisruptionBudget(mut o) => {
                 let key = (ns_of(&o.metadata), name_of(&o.metadata));
@@ -543,6 +563,72 @@ impl Store {
         None
     }
 
+    /// StatefulSets, by namespace then name.
+    pub fn statefulsets(&self) -> impl Iterator<Item = &StatefulSet> {
+        self.statefulsets.values()
+    }
+
+    /// Stores a StatefulSet (create or replace) and runs its controller at once. Returns what
+    /// the controller created; a pod or claim the scheduler's conversion rejects is an error
+    /// (what was created before it stays).
+    pub fn add_statefulset(
+        &mut self,
+        mut set: StatefulSet,
+        now: Time,
+    ) -> Result<statefulset::Created, caldera_cache::Error> {
+        let key = (ns_of(&set.metadata), name_of(&set.metadata));
+        match self.statefulsets.get(&key) {
+            Some(old) => Self::keep_meta(&mut set.metadata, &old.metadata),
+            None => self.fresh_meta(&mut set.metadata, true, now),
+        }
+        self.statefulsets.insert(key.clone(), set);
+        self.generation += 1;
+        self.sync_statefulset(&key, now)
+    }
+
+    fn sync_statefulset(
+        &mut self,
+        key: &Key,
+        now: Time,
+    ) -> Result<statefulset::Created, caldera_cache::Error> {
+        let Some(set) = self.statefulsets.get(key) else {
+            return Ok(statefulset::Created::default());
+        };
+        let ns = key.0.clone();
+        let created = statefulset::sync(
+            set,
+            &|name| self.pods.get(&(ns.clone(), name.to_string())),
+            &|name| self.claims.contains_key(&(ns.clone(), name.to_string())),
+        );
+        for claim in &created.claims {
+            self.apply(Object::PersistentVolumeClaim(claim.clone()), now)?;
+        }
+        for pod in &created.pods {
+            self.apply(Object::Pod(pod.clone()), now)?;
+        }
+        Ok(created)
+    }
+
+    /// The workload controllers: every StatefulSet's controller syncs (an `OrderedReady` set
+    /// makes its next pod once the one before is Running and Ready). Returns the pods created
+    /// (`namespace/name`); pods the conversion rejects are skipped (they were accepted when the
+    /// set was added, from the same template).
+    pub fn controllers(&mut self, now: Time) -> Vec<String> {
+        let keys: Vec<Key> = self.statefulsets.keys().cloned().collect();
+        let mut made = Vec::new();
+        for key in keys {
+            if let Ok(created) = self.sync_statefulset(&key, now) {
+                made.extend(
+                    created
+                        .pods
+                        .iter()
+                        .map(|p| format!("{}/{}", key.0, name_of(&p.metadata))),
+                );
+            }
+        }
+        made
+    }
+
     /// Sets (or, with `None`, removes) an annotation on the claim `namespace/name`, as a merge
     /// patch of a scheduler would (e.g. `volume.kubernetes.io/selected-node`); the PV
     /// controller then runs. Returns whether the claim exists (with `uid` when given).
@@ -698,7 +784,11 @@ impl Store {
             }
             Kind::Pod => {
                 self.index.delete_pod(&ns, name);
-                self.pods.remove(&key).is_some()
+                let gone = self.pods.remove(&key);
+                if let Some(uid) = gone.as_ref().and_then(|p| p.metadata.uid.clone()) {
+                    self.collect_garbage(&uid);
+                }
+                gone.is_some()
             }
             Kind::PodDisruptionBudget => {
                 self.index.delete_budget(&ns, name);
@@ -712,7 +802,11 @@ impl Store {
         if existed
             && matches!(
                 kind,
-                Kind::StorageClass | Kind::PersistentVolume | Kind::PersistentVolumeClaim
+                // A pod's deletion takes its ephemeral claims with it.
+                Kind::StorageClass
+                    | Kind::PersistentVolume
+                    | Kind::PersistentVolumeClaim
+                    | Kind::Pod
             )
         {
             self.pv_controller(now);
@@ -820,7 +914,8 @@ impl Store {
         self.generation += 1;
     }
 
-    /// The garbage collector: objects owned by the deleted object `uid` go too.
+    /// The garbage collector: objects owned by the deleted object `uid` go too (requests,
+    /// PodTemplates, claims).
     fn collect_garbage(&mut self, uid: &str) {
         let owned =
             |meta: &ObjectMeta| meta.owner_references.iter().flatten().any(|o| o.uid == uid);
@@ -834,6 +929,11 @@ impl Store {
             self.delete_capacity(&ns, &name);
         }
         self.pod_templates.retain(|_, t| !owned(&t.metadata));
+        let before = self.claims.len();
+        self.claims.retain(|_, c| !owned(&c.metadata));
+        if self.claims.len() != before {
+            self.generation += 1;
+        }
     }
 
     /// Writes a pod and re-indexes it. The pod converted when it was stored, and the fields

@@ -763,3 +763,90 @@ spec:
         "{diff}"
     );
 }
+
+#[test]
+fn plain_manifests_get_their_statefulset_and_ephemeral_claims_made() {
+    let text = "
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status:
+  allocatable: {cpu: '8', memory: 64Gi, pods: '110'}
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: c, resources: {requests: {cpu: '1'}}}]
+      volumes:
+      - name: scratch
+        ephemeral:
+          volumeClaimTemplate:
+            spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+";
+    let m = parse_stream(text, "sts.yaml").unwrap();
+    assert_eq!(m.statefulsets.len(), 1);
+    assert!(m.notices.messages.is_empty(), "{:?}", m.notices.messages);
+    let mut sim = fake(|_, _| Plan::default());
+    sim.apply(m.objects.into_iter().map(|(_, o)| o)).unwrap();
+    let (_, set) = m.statefulsets.into_iter().next().unwrap();
+    // OrderedReady (the default): one pod, with its claim and its ephemeral claim.
+    let created = sim.add_statefulset(set).unwrap();
+    assert_eq!(created.pods.len(), 1);
+    let store = sim.store();
+    assert!(store.pod("default", "db-0").is_some());
+    assert!(store.pod("default", "db-1").is_none());
+    assert!(store.claim("default", "data-db-0").is_some());
+    let scratch = store.claim("default", "db-0-scratch").unwrap();
+    let owner = &scratch.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        Some(&owner.uid),
+        store.pod("default", "db-0").unwrap().metadata.uid.as_ref()
+    );
+
+    // Nothing more until db-0 is Running and Ready; then the next session makes db-1.
+    sim.run_for(Duration::from_secs(2));
+    assert!(sim.store().pod("default", "db-1").is_none());
+    let uid = uid_of(&sim, "db-0");
+    sim.store_mut()
+        .bind("default", "db-0", &uid, "node-a", START)
+        .unwrap();
+    let which = PodSelector {
+        namespace: None,
+        selector: LabelSelector::parse("app=db").unwrap(),
+    };
+    assert_eq!(sim.mark(&which, "Running"), 1);
+    sim.run_for(Duration::from_secs(1));
+    assert!(sim.store().pod("default", "db-1").is_some());
+    assert!(sim.store().claim("default", "data-db-1").is_some());
+
+    // A scenario's StatefulSet is skipped with a notice, as before.
+    let mut scenario = caldera_sim::manifest::Manifests::default();
+    let value: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str("{apiVersion: apps/v1, kind: StatefulSet, metadata: {name: x}}")
+            .unwrap();
+    caldera_sim::manifest::parse_value(
+        value,
+        &caldera_sim::error::Origin::new("s.yaml", 1),
+        &mut scenario,
+    )
+    .unwrap();
+    assert!(scenario.statefulsets.is_empty());
+    assert_eq!(scenario.notices.messages.len(), 1);
+}
+
+fn uid_of(sim: &Simulation, pod: &str) -> String {
+    sim.store()
+        .pod("default", pod)
+        .and_then(|p| p.metadata.uid.clone())
+        .unwrap()
+}

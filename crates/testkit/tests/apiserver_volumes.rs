@@ -315,3 +315,37 @@ async fn without_the_controller_claims_stay_as_created() -> TestResult {
     assert_eq!(phase_of_volume(&volumes.get("v").await?), Some("Pending"));
     Ok(())
 }
+
+#[tokio::test]
+async fn ephemeral_volumes_get_their_claims_made() -> TestResult {
+    use k8s_openapi::api::core::v1::Pod;
+    let server = ApiServer::start().await?;
+    let client = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client, "ml");
+    let pod = pods
+        .create(
+            &PostParams::default(),
+            &from_json(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "w-0"},
+                "spec": {"containers": [{"name": "c", "image": "x"}], "volumes": [
+                    {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {
+                        "metadata": {"labels": {"type": "scratch"}},
+                        "spec": {"accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "1Gi"}}}}}}]}
+            })),
+        )
+        .await?;
+    let claim = claims.get("w-0-scratch").await?;
+    let owner = &claim.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), Some(&owner.uid)),
+        ("Pod", pod.metadata.uid.as_ref())
+    );
+    assert_eq!(
+        phase_of_claim(&claims.get("w-0-scratch").await?),
+        Some("Pending")
+    );
+    Ok(())
+}

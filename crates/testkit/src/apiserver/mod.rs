@@ -130,7 +130,9 @@
 //!   `Immediate` class, to the smallest available volume that fits; phases and
 //!   `bind-completed`/`bound-by-controller` annotations as the real controller writes them. No
 //!   provisioner runs (a test creates the volume), and the `pvc-protection`/`pv-protection`
-//!   finalizers are not added.
+//!   finalizers are not added. With the same option the ephemeral volume controller creates
+//!   the claim `<pod>-<volume>` (owned by the pod) of each generic ephemeral volume of a pod
+//!   when it is missing; no garbage collector removes it with the pod.
 //! * **Delete.** Pods that are bound and not finished are deleted gracefully: the grace
 //!   period is the request's `gracePeriodSeconds` (query or `DeleteOptions` body) or the pod's
 //!   `terminationGracePeriodSeconds`; `deletionTimestamp`/`deletionGracePeriodSeconds` are

@@ -459,6 +459,33 @@ impl State {
         object
     }
 
+    /// kube-controller-manager's ephemeral volume controller: the claims of the pod's generic
+    /// ephemeral volumes ([`caldera_actors::statefulset::ephemeral_claims`]) are created when
+    /// missing, each as its own write.
+    fn ephemeral_claims(&mut self, key: &Key) {
+        let Some(pod) = self.resources[PODS].objects.get(key).cloned() else {
+            return;
+        };
+        let has_ephemeral = pod.value["spec"]["volumes"]
+            .as_array()
+            .is_some_and(|vs| vs.iter().any(|v| !v["ephemeral"].is_null()));
+        if !has_ephemeral {
+            return;
+        }
+        let Ok(pod) = serde_json::from_value::<Pod>(pod.value.clone()) else {
+            return;
+        };
+        for claim in caldera_actors::statefulset::ephemeral_claims(&pod) {
+            let name = claim.metadata.name.clone().unwrap_or_default();
+            if self.lookup(CLAIMS, &key.0, &name).is_some() {
+                continue;
+            }
+            if let Ok(body) = serde_json::to_value(&claim) {
+                let _ = self.create(CLAIMS, &key.0, body, false);
+            }
+        }
+    }
+
     /// kube-controller-manager's PV controller ([`caldera_actors::pv_controller`]): binds claims
     /// and volumes, each object it changes written as its own write (volumes first).
     fn sync_volumes(&mut self) {
@@ -485,6 +512,9 @@ impl State {
 
     /// Controllers that react to a write at once (their effect is a separate, later write).
     fn after_write(&mut self, id: ResourceId, key: &Key) {
+        if id == PODS && self.config.pv_controller {
+            self.ephemeral_claims(key);
+        }
         if id == NODES && self.config.node_lifecycle_controller {
             let Some(node) = self.resources[NODES].objects.get(key).cloned() else {
                 return;
