@@ -161,7 +161,7 @@ pub struct E2eResult {
     pub events_represented: u64,
     /// Events folded into another (the event queue was over its bound).
     pub events_folded: u64,
-    /// Events dropped (the event queue's hard cap).
+    /// Events dropped (the event queue's memory cap).
     pub events_dropped: u64,
     /// Status writes replaced by a newer one to the same object before they were sent.
     pub status_coalesced: u64,

@@ -3,8 +3,7 @@
 //!
 //! Every act holds an [`ActTicket`] from the moment its plan is dispatched until it is
 //! answered (or given up); while any ticket is out, reports and events wait (see `follow.rs`).
-//! To add a kind of act (an eviction, a ProvisioningRequest, a write that must precede a bind
-//! such as a PVC pre-bind): a variant of [`Act`], its request in `writes.rs`, its outcome
+//! To add a kind of act (a write that must precede a bind, such as a PVC pre-bind): a variant of [`Act`], its request in `writes.rs`, its outcome
 //! hooks on [`crate::Observer`], and a ticket taken in [`crate::Binder::dispatch`] before any
 //! report of the same plan is queued.
 

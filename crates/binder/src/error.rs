@@ -25,6 +25,13 @@ pub enum WriteKind {
     Eviction,
     /// `PATCH pods/status` setting or clearing `nominatedNodeName`.
     Nomination,
+    /// `POST`/`DELETE` of an autoscaler request (`autoscaling.x-k8s.io/v1`
+    /// ProvisioningRequest).
+    ProvisioningRequest,
+    /// `POST`/`DELETE` of a request's PodTemplate.
+    PodTemplate,
+    /// `PATCH pods` adding or removing a member's consume-provisioning-request annotations.
+    ConsumeAnnotations,
 }
 
 /// How urgent a kind of write is: acts go first; reports and events follow behind them (see
@@ -52,12 +59,18 @@ impl WriteKind {
             | Self::QueueStatus
             | Self::Eviction
             | Self::Nomination => Class::Report,
+            // Nodes an autoscaler adds take minutes to come: a request waits behind the binds
+            // like a status write (see `capacity.rs`).
+            Self::ProvisioningRequest | Self::PodTemplate | Self::ConsumeAnnotations => {
+                Class::Report
+            }
             Self::Event => Class::Event,
         }
     }
 
     /// A short label for logs and metrics: `binding`, `pod_status`, `podgroup_status`,
-    /// `queue_status`, `event`, `eviction`, `nomination`.
+    /// `queue_status`, `event`, `eviction`, `nomination`, `provisioningrequest`, `podtemplate`,
+    /// `pod` (consume annotations).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Binding => "binding",
@@ -68,6 +81,9 @@ impl WriteKind {
             Self::Event => "event",
             Self::Eviction => "eviction",
             Self::Nomination => "nomination",
+            Self::ProvisioningRequest => "provisioningrequest",
+            Self::PodTemplate => "podtemplate",
+            Self::ConsumeAnnotations => "pod",
         }
     }
 }
@@ -119,6 +135,17 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Another write (an autoscaler request, its PodTemplates, a member's annotations) failed.
+    #[error("writing {kind} {object}: {source}")]
+    Write {
+        /// Which write.
+        kind: WriteKind,
+        /// `namespace/name`.
+        object: String,
+        /// What kube said.
+        #[source]
+        source: kube::Error,
+    },
     /// Creating an event failed.
     #[error("recording event {reason} on {object}: {source}")]
     Event {
@@ -139,6 +166,7 @@ impl Error {
             Error::Bind { source, .. }
             | Error::Release { source, .. }
             | Error::Status { source, .. }
+            | Error::Write { source, .. }
             | Error::Event { source, .. } => source,
         }
     }

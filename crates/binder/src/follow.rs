@@ -71,6 +71,30 @@ enum Step {
 }
 
 impl Inner {
+    /// Before each request of a follower write that makes several (an autoscaler request):
+    /// the first was paid for by the pump; each later one, while acts are queued, waits for a
+    /// token of the share too, so a write of many requests does not cut into the binds. Then a
+    /// token of the client's bucket. `false`: leadership was lost meanwhile, stop.
+    pub(crate) async fn follower_token(
+        &self,
+        kind: WriteKind,
+        first: &mut bool,
+        epoch: u64,
+    ) -> bool {
+        if !std::mem::take(first) && self.gate.acts() > 0 {
+            if let Some(share) = &self.share {
+                share.acquire().await;
+                self.stats.share_writes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if !self.current(epoch) {
+            return false;
+        }
+        self.limiter.acquire().await;
+        self.observer.request(kind);
+        true
+    }
+
     fn next_follower(&self) -> Step {
         if !self.active.load(Ordering::SeqCst) {
             return Step::Wait(None);
@@ -161,13 +185,7 @@ async fn send_report(inner: &Inner, key: ReportKey, w: Waiting, epoch: u64) {
         if !inner.current(epoch) {
             break None;
         }
-        inner.limiter.acquire().await;
-        inner.observer.request(kind);
-        match w
-            .write
-            .send(&inner.client, &inner.options.field_manager, w.now)
-            .await
-        {
+        match w.write.send(inner, w.now, epoch).await {
             Ok(rv) => break Some(rv),
             Err(e) => {
                 inner.observer.failed_attempt(kind, &e);

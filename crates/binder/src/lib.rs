@@ -14,12 +14,12 @@
 //! 2. **Reports** ([`Class::Report`], `reports.rs`): status writes users and controllers read —
 //!    the `PodScheduled` condition and gang-timeout failures (`pods/status`, strategic merge),
 //!    PodGroup and Queue status (`status` subresource, merge patch: no resourceVersion, never
-//!    a conflict). They wait, **one per object**: a newer write to an object replaces the
+//!    a conflict); also evictions, nominations and autoscaler requests (`capacity.rs`). They wait, **one per object**: a newer write to an object replaces the
 //!    waiting one (a PodGroup's status is written once, with its final state), and writes to
 //!    one object are sent one at a time, newest last.
 //! 3. **Events** ([`Class::Event`], `events.rs`): `events.k8s.io/v1`, in a bounded queue that
 //!    folds same-reason events of one PodGroup into one Event with `series.count` under load,
-//!    and drops (counted) only past a hard cap. A bound pod's `Scheduled` event is queued once
+//!    and drops (counted) only past a cap on its memory. A bound pod's `Scheduled` event is queued once
 //!    its bind succeeded.
 //!
 //! Reports and events are sent (`follow.rs`) only while no act is queued or in flight and none
@@ -27,7 +27,7 @@
 //! [`Follow::report_share`] of the QPS, so a backlog of binds goes through at the rate the
 //! API server can bind, and what follows is still never starved. Nothing is dropped on the
 //! way except by leadership loss ([`Binder::pause`]: the next leader recomputes statuses from
-//! the cluster) or the events' hard cap.
+//! the cluster) or the events' memory cap.
 //!
 //! Binds and status writes take a token from a client-side [`TokenBucket`]
 //! (`--kube-api-qps`, `--kube-api-burst`); events take theirs from a second bucket of the same
@@ -39,12 +39,17 @@
 //! [`WriteKind::class`], its request in `writes.rs`, and then either an `Act` variant in
 //! `acts.rs` (it holds an act ticket; anything that must precede a bind, such as a PVC
 //! pre-bind, is a step of that bind's act) or a `StatusWrite` variant in `reports.rs` (with the
-//! object it coalesces on). Then sort it in [`Binder::dispatch`]; the plan is destructured
+//! object it coalesces on, and how a newer write coalesces with a waiting one). Autoscaler
+//! requests (`capacity.rs`) are reports: they ask for nodes minutes away. Then sort it in [`Binder::dispatch`]; the plan is destructured
 //! there field by field, so a new field of [`Plan`] does not compile until it is sorted.
-#![forbid(unsafe_code)]
+// Unit tests count allocations with a global allocator of their own (events.rs); nothing else
+// may use `unsafe`.
+#![cfg_attr(not(test), forbid(unsafe_code))]
+#![cfg_attr(test, deny(unsafe_code))]
 #![warn(missing_docs)]
 
 mod acts;
+mod capacity;
 mod error;
 mod events;
 mod follow;
@@ -59,6 +64,7 @@ pub use writes::Reporter;
 
 use acts::{Act, ActTicket, BindJob, RetryEntry};
 use caldera_model::{Bind, Event, EventObject, Plan, QueueStatus, Snapshot, Time};
+use capacity::CapacityWrites;
 use events::{EventQueue, Pushed, QueuedEvent};
 use follow::Gate;
 use kube::Client;
@@ -164,6 +170,14 @@ pub enum Target {
         /// Name.
         name: Arc<str>,
     },
+    /// A PodGroup's autoscaler requests (ProvisioningRequests, their PodTemplates, the
+    /// members' consume annotations).
+    Capacity {
+        /// Namespace.
+        namespace: Arc<str>,
+        /// The PodGroup's name.
+        podgroup: Arc<str>,
+    },
 }
 
 impl Target {
@@ -173,6 +187,10 @@ impl Target {
             Target::Pod { namespace, name } | Target::PodGroup { namespace, name } => {
                 format!("{namespace}/{name}")
             }
+            Target::Capacity {
+                namespace,
+                podgroup,
+            } => format!("{namespace}/{podgroup}"),
             Target::Queue { name } => name.to_string(),
         }
     }
@@ -216,7 +234,7 @@ pub trait Observer: Send + Sync {
     fn write_dropped(&self, _target: &Target) {}
     /// An event was folded into a queued one (the queue is over its soft cap).
     fn event_folded(&self) {}
-    /// An event was dropped (the queue is at its hard cap and nothing to fold it into).
+    /// An event was dropped (the queue is at its memory cap and nothing to fold it into).
     fn event_dropped(&self) {}
 }
 
@@ -238,8 +256,10 @@ pub struct Follow {
     /// Queued events beyond which events of one reason on one PodGroup are folded into one
     /// (client-go's broadcaster queues 1000).
     pub event_queue: usize,
-    /// Queued events beyond which an event with nothing to fold into is dropped.
-    pub event_queue_max: usize,
+    /// Memory the queued events may take (estimated, see `events.rs`); beyond it an event with
+    /// nothing to fold into is dropped and counted. 128 MiB: about 150,000 events of some 900
+    /// bytes that fold into nothing (the `Scheduled` events of a backlog of single-pod gangs).
+    pub event_queue_bytes: usize,
 }
 
 impl Default for Follow {
@@ -248,7 +268,7 @@ impl Default for Follow {
             report_share: 0.02,
             report_quiet: Duration::from_millis(100),
             event_queue: 1000,
-            event_queue_max: 10_000,
+            event_queue_bytes: 128 << 20,
         }
     }
 }
@@ -270,7 +290,7 @@ pub struct Stats {
     pub events_represented: u64,
     /// Events folded into another queued one.
     pub events_folded: u64,
-    /// Events dropped at the queue's hard cap.
+    /// Events dropped at the queue's memory cap.
     pub events_dropped: u64,
     /// Events not recorded (the server refused, or leadership was lost).
     pub events_failed: u64,
@@ -403,7 +423,10 @@ impl Binder {
                 share,
                 gate: Arc::new(Gate::new(wake.clone())),
                 reports: Mutex::new(ReportQueue::default()),
-                events: Mutex::new(EventQueue::new(follow.event_queue, follow.event_queue_max)),
+                events: Mutex::new(EventQueue::new(
+                    follow.event_queue,
+                    follow.event_queue_bytes,
+                )),
                 wake,
                 pump_started: AtomicBool::new(false),
                 bind_slots: Arc::new(Semaphore::new(options.bind_concurrency.max(1))),
@@ -562,10 +585,8 @@ impl Binder {
             events,
             evictions,
             nominations,
-            // Autoscaler requests are written by the runtime's capacity writer, not here (as
-            // acts, should they move here).
-            capacity_requests: _,
-            capacity_releases: _,
+            capacity_requests,
+            capacity_releases,
         } = plan;
 
         // Acts first: their tickets are out before any report of this plan is queued.
@@ -659,6 +680,13 @@ impl Binder {
             let old = old_queues.get(&*q.name).copied().flatten().cloned();
             status.push(StatusWrite::Queue(q, old));
         }
+        // Autoscaler requests, per PodGroup in plan order: releases first (a retry deletes the
+        // old request before it creates the next).
+        let capacity = capacity_releases
+            .into_iter()
+            .map(CapacityWrites::release)
+            .chain(capacity_requests.into_iter().map(CapacityWrites::create));
+        status.extend(capacity.map(StatusWrite::Capacity));
         if !status.is_empty() {
             let mut reports = lock(&inner.reports);
             for write in status {

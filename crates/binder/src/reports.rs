@@ -12,12 +12,12 @@
 //! [`StatusWrite::target`] and [`StatusWrite::send`] (the request itself in `writes.rs`), and a
 //! [`WriteKind`] for its metric label.
 
+use crate::capacity::CapacityWrites;
 use crate::error::{Result, WriteKind};
-use crate::{writes, Target};
+use crate::{writes, Inner, Target};
 use caldera_model::{
     PodConditionUpdate, PodFailure, PodGroupStatusUpdate, QueueStatus, QueueStatusUpdate, Time,
 };
-use kube::Client;
 use std::collections::{HashMap, HashSet, VecDeque};
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
@@ -36,6 +36,8 @@ pub(crate) enum StatusWrite {
     Eviction(caldera_model::Eviction),
     /// A preemptor's `status.nominatedNodeName`, set or cleared.
     Nomination(caldera_model::Nomination),
+    /// A PodGroup's autoscaler requests (`capacity.rs`): several requests, in order.
+    Capacity(CapacityWrites),
 }
 
 /// `(kind, key)`: what coalesces.
@@ -86,17 +88,40 @@ impl StatusWrite {
                 },
                 WriteKind::Nomination,
             ),
+            StatusWrite::Capacity(c) => (
+                Target::Capacity {
+                    namespace: c.namespace.clone(),
+                    podgroup: c.podgroup.clone(),
+                },
+                WriteKind::ProvisioningRequest,
+            ),
         }
     }
 
-    /// Sends it; the object's new resourceVersion.
-    pub async fn send(
-        &self,
-        client: &Client,
-        field_manager: &str,
-        now: Time,
-    ) -> Result<Option<String>> {
-        let fm = field_manager;
+    /// What to send instead of this waiting write when `newer` comes for the same target:
+    /// `newer` (it says everything this one would), except for autoscaler writes, whose
+    /// operations are appended in order (a deleted request must still be deleted).
+    pub fn coalesce(self, newer: StatusWrite) -> StatusWrite {
+        match (self, newer) {
+            (StatusWrite::Capacity(mut waiting), StatusWrite::Capacity(newer)) => {
+                waiting.absorb(newer);
+                StatusWrite::Capacity(waiting)
+            }
+            (_, newer) => newer,
+        }
+    }
+
+    /// Sends it, taking a token of the client's bucket for each request (and of the share for
+    /// each after the first, see [`Inner::follower_token`]); the object's new resourceVersion.
+    pub async fn send(&self, inner: &Inner, now: Time, epoch: u64) -> Result<Option<String>> {
+        let (_, kind) = self.target();
+        if let StatusWrite::Capacity(c) = self {
+            return c.send(inner, epoch).await;
+        }
+        inner.limiter.acquire().await;
+        inner.observer.request(kind);
+        let client = &inner.client;
+        let fm = inner.options.field_manager.as_str();
         match self {
             StatusWrite::Condition(c, keep) => {
                 writes::pod_condition(client, fm, c, now, *keep).await
@@ -110,6 +135,7 @@ impl StatusWrite {
             }
             StatusWrite::Eviction(e) => writes::evict(client, e).await,
             StatusWrite::Nomination(n) => writes::nominate(client, fm, n).await,
+            StatusWrite::Capacity(_) => Ok(None),
         }
     }
 }
@@ -138,9 +164,14 @@ impl ReportQueue {
     pub fn push(&mut self, w: Waiting) -> bool {
         let (target, kind) = w.write.target();
         let key = (kind, target.key());
-        match self.waiting.insert(key.clone(), w) {
-            Some(_) => true,
+        match self.waiting.remove(&key) {
+            Some(old) => {
+                let write = old.write.coalesce(w.write);
+                self.waiting.insert(key, Waiting { write, ..w });
+                true
+            }
             None => {
+                self.waiting.insert(key.clone(), w);
                 self.order.push_back(key);
                 false
             }

@@ -283,6 +283,8 @@ pub struct PodInfo {
     pub never_preempts: bool,
     /// `status.startTime`.
     pub started: Option<Time>,
+    /// The ProvisioningRequest its consume annotation names.
+    pub consumes: Option<Arc<str>>,
 }
 
 impl PodInfo {
@@ -409,6 +411,9 @@ impl TryFrom<&Pod> for PodInfo {
                 .as_ref()
                 .and_then(|s| s.start_time.as_ref())
                 .map(time),
+            consumes: annotation(caldera_api::ANNOTATION_CONSUME_PROVISIONING_REQUEST)
+                .filter(|r| !r.is_empty())
+                .map(|r| Arc::from(r.as_str())),
         })
     }
 }

@@ -9,11 +9,11 @@ use crate::intern::SpecInterner;
 use crate::provisioning::{request_info, RequestInfo};
 use caldera_api::ProvisioningRequest;
 use caldera_api::{PodGroup, Queue as ApiQueue, DEFAULT_QUEUE};
-use caldera_model::CapacityRelease;
 use caldera_model::{
     Budget, HostPort, Job, LabelSelector, Namespaces, Node, PlacedPod, PlacementSpec, Queue,
     Resources, SelectorOp, Snapshot, Task, TaskStatus, WaitingPod,
 };
+use caldera_model::{CapacityRelease, ConsumingPod};
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -562,7 +562,9 @@ impl ClusterIndex {
                 }
                 _ => snap.stale_capacity.push(CapacityRelease {
                     namespace: info.request.namespace.clone(),
+                    podgroup: info.podgroup.clone(),
                     name: info.request.name.clone(),
+                    pods: consuming(snap, &info.request.namespace, &info.request.name),
                     pod_sets: info.request.pod_sets,
                     why: format!("its PodGroup {} is gone", info.podgroup),
                 }),
@@ -581,7 +583,9 @@ impl ClusterIndex {
             if last == Some(j) {
                 snap.stale_capacity.push(CapacityRelease {
                     namespace: info.request.namespace.clone(),
+                    podgroup: info.podgroup.clone(),
                     name: info.request.name.clone(),
+                    pods: consuming(snap, &info.request.namespace, &info.request.name),
                     pod_sets: info.request.pod_sets,
                     why: format!("PodGroup {} has a newer request", snap.jobs[j].id),
                 });
@@ -697,6 +701,7 @@ impl ClusterIndex {
                                     group: id.clone(),
                                     created: p.created,
                                     pending_reason: p.pending_reason.clone(),
+                                    consumes: p.consumes.clone(),
                                 }),
                         );
                         continue;
@@ -858,6 +863,7 @@ impl ClusterIndex {
             never_preempts: p.never_preempts,
             started: p.started.unwrap_or(p.created),
             budget: None,
+            consumes: p.consumes.clone(),
         }
     }
 
@@ -996,4 +1002,30 @@ fn book_nodes(snap: &mut Snapshot) {
             }
         }
     }
+}
+
+/// Our pods not bound yet (members, and pods waiting for their PodGroup) annotated to consume
+/// the request `namespace/name`.
+fn consuming(snap: &Snapshot, namespace: &str, name: &str) -> Vec<ConsumingPod> {
+    let of = |ns: &Arc<str>, consumes: &Option<Arc<str>>| {
+        **ns == *namespace && consumes.as_deref() == Some(name)
+    };
+    let members = snap
+        .tasks
+        .iter()
+        .filter(|t| t.node.is_none() && of(&t.namespace, &t.consumes))
+        .map(|t| (&t.namespace, &t.name, &t.uid));
+    let waiting = snap
+        .waiting
+        .iter()
+        .filter(|w| of(&w.namespace, &w.consumes))
+        .map(|w| (&w.namespace, &w.name, &w.uid));
+    members
+        .chain(waiting)
+        .map(|(namespace, name, uid)| ConsumingPod {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            uid: uid.clone(),
+        })
+        .collect()
 }

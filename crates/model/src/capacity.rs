@@ -104,8 +104,14 @@ impl ProvisioningPolicy {
 pub struct CapacityRelease {
     /// Namespace.
     pub namespace: Arc<str>,
+    /// The PodGroup it was made for (its writes are carried out in order with the PodGroup's
+    /// other autoscaler writes).
+    pub podgroup: Arc<str>,
     /// Request name.
     pub name: Arc<str>,
+    /// Members not bound yet that are annotated to consume it: the annotations are removed,
+    /// or cluster-autoscaler would leave these pods to a request that no longer exists.
+    pub pods: Vec<ConsumingPod>,
     /// Number of its pod sets, whose PodTemplates go with it.
     pub pod_sets: u32,
     /// Why, for logs.

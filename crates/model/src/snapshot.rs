@@ -24,6 +24,8 @@ pub struct WaitingPod {
     pub created: crate::Time,
     /// Current `PodScheduled=False` condition.
     pub pending_reason: Option<Arc<PendingReason>>,
+    /// The ProvisioningRequest its consume annotation names (see [`crate::Task::consumes`]).
+    pub consumes: Option<Arc<str>>,
 }
 
 /// Everything a session needs, already converted from Kubernetes objects.

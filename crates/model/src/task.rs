@@ -111,6 +111,10 @@ pub struct Task {
     /// Index in [`crate::Snapshot::budgets`] of the PodDisruptionBudget the eviction API will
     /// judge it by (only for running pods: the API ignores budgets for pods not running).
     pub budget: Option<u32>,
+    /// The ProvisioningRequest (same namespace) its
+    /// `autoscaling.x-k8s.io/consume-provisioning-request` annotation names: cluster-autoscaler
+    /// leaves the pod to that request and never scales up for it on its own.
+    pub consumes: Option<Arc<str>>,
 }
 
 impl Task {

@@ -25,8 +25,8 @@
 //!   in flight stay "assumed" on their nodes in an overlay until the watch shows them, so the
 //!   next session does not place them twice.
 //! - **ProvisioningRequests** (when the API server serves them): Caldera's own are watched
-//!   by label, and a plan's autoscaler requests are written by the `capacity` module's idempotent
-//!   writes (docs/autoscaler.md).
+//!   by label (the `capacity` module); a plan's autoscaler requests are written by the binder,
+//!   behind the binds (docs/autoscaler.md).
 //! - **The config file** is polled every second; a valid change is used by the next session.
 //! - **HTTP** on `--metrics-addr`: `/healthz`, `/readyz`, `/metrics`.
 #![forbid(unsafe_code)]
@@ -272,11 +272,14 @@ struct RuntimeObserver {
     shared: Arc<Shared>,
 }
 
-fn target_key(t: &Target) -> (Kind, String) {
+/// The overlay's key of a status write's object (`None`: not a status the overlay follows).
+fn target_key(t: &Target) -> Option<(Kind, String)> {
     match t {
-        Target::Pod { .. } => (Kind::Pod, t.key()),
-        Target::PodGroup { .. } => (Kind::PodGroup, t.key()),
-        Target::Queue { .. } => (Kind::Queue, t.key()),
+        Target::Pod { .. } => Some((Kind::Pod, t.key())),
+        Target::PodGroup { .. } => Some((Kind::PodGroup, t.key())),
+        Target::Queue { .. } => Some((Kind::Queue, t.key())),
+        // Autoscaler writes are idempotent: a session repeats them until the watch shows them.
+        Target::Capacity { .. } => None,
     }
 }
 
@@ -329,7 +332,9 @@ impl Observer for RuntimeObserver {
     }
 
     fn written(&self, target: &Target, resource_version: Option<&str>) {
-        let key = target_key(target);
+        let Some(key) = target_key(target) else {
+            return;
+        };
         let mut cluster = self.shared.lock_cluster();
         let seen = cluster.resource_version(&key).map(str::to_string);
         cluster
@@ -338,10 +343,9 @@ impl Observer for RuntimeObserver {
     }
 
     fn write_dropped(&self, target: &Target) {
-        self.shared
-            .lock_cluster()
-            .overlay
-            .write_failed(&target_key(target));
+        if let Some(key) = target_key(target) {
+            self.shared.lock_cluster().overlay.write_failed(&key);
+        }
     }
 
     fn event_folded(&self) {

@@ -16,7 +16,7 @@
 //! | `caldera_api_writes_total` | counter | `kind` (`binding`, `pod_status`, `podgroup_status`, `queue_status`, `event`, `lease`, `queue`, `release`) |
 //! | `caldera_leader` | gauge | (1 while this replica holds the lease) |
 //! | `caldera_events_folded_total` | counter | (events folded into a queued one of the same reason and PodGroup: the event queue was over 1000) |
-//! | `caldera_events_dropped_total` | counter | (events dropped: the queue was at its hard cap of 10,000 with nothing to fold into) |
+//! | `caldera_events_dropped_total` | counter | (events dropped: the queue was at its memory cap, 128 MiB, with nothing to fold into) |
 //! | `caldera_preemption_victims_total` | counter | `action` (`preempt`, `reclaim`): pods chosen as victims |
 //! | `caldera_preemption_attempts_total` | counter | `result` (`evicted`, `no_victims`): victim searches |
 

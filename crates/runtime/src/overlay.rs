@@ -336,6 +336,7 @@ mod tests {
             never_preempts: false,
             started: Time(0),
             budget: None,
+            consumes: None,
         });
         snap
     }

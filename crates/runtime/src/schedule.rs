@@ -148,7 +148,7 @@ pub(crate) async fn run(
             binder.resume();
         }
         let started = Instant::now();
-        session(&shared, &binder, &client, &leader, &mut state).await;
+        session(&shared, &binder, &leader, &mut state).await;
         next_periodic = started + shared.active().config.schedule_period;
     }
 }
@@ -198,7 +198,6 @@ fn invalid_event(i: &Invalid) -> Option<Event> {
 async fn session(
     shared: &Arc<Shared>,
     binder: &Binder,
-    client: &Client,
     leader: &watch::Receiver<bool>,
     state: &mut LoopState,
 ) {
@@ -296,16 +295,6 @@ async fn session(
         return;
     }
     record_in_flight(shared, &plan);
-    let releases = std::mem::take(&mut plan.capacity_releases);
-    let needs = std::mem::take(&mut plan.capacity_requests);
-    if !releases.is_empty() || !needs.is_empty() {
-        tokio::spawn(crate::capacity::carry_out(
-            shared.clone(),
-            client.clone(),
-            releases,
-            needs,
-        ));
-    }
     binder.dispatch(plan, &snapshot, now);
 }
 

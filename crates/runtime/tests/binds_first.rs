@@ -4,7 +4,7 @@
 
 mod common;
 
-use caldera_runtime::{Follow, LeaderElection, Options, Runtime};
+use caldera_runtime::{ConfigSource, Follow, LeaderElection, Options, Runtime};
 use caldera_testkit::apiserver::{ApiServer, RequestKey, Verb};
 use common::*;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
@@ -177,6 +177,76 @@ async fn a_backlog_binds_back_to_back_and_each_podgroup_status_is_written_once_a
     handle.shutdown().await;
 }
 
+/// A ProvisioningRequest asks for nodes that take minutes to come: its writes (PodTemplates,
+/// the request, the members' consume annotations) wait behind the binds like status writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autoscaler_requests_wait_behind_the_binds() {
+    let server = ApiServer::start().await.unwrap();
+    let crd = serde_json::to_value(caldera_api::provisioning_request_crd()).unwrap();
+    server
+        .store()
+        .create("customresourcedefinitions", crd)
+        .unwrap();
+    create_nodes(&server, 20, 8);
+    create_backlog(&server, 20, 8);
+    // Members of 16 GPUs fit no node: the gang is short of nodes and asks for some.
+    create_gang(&server, "ml", "big", 2, 16);
+    let mut config = fast_config();
+    config.autoscaler = Some(Box::default());
+    let handle = start(
+        Options {
+            config: ConfigSource::Fixed(config),
+            follow: follow(0.0),
+            ..options()
+        },
+        server.kube_client().unwrap(),
+    )
+    .await;
+    eventually(30, "the backlog bound", || bound_pods(&server) == 160).await;
+    eventually(
+        10,
+        "a request, and both members annotated to consume it",
+        || {
+            server.store().count("provisioningrequests") == 1
+                && (0..2).all(|i| {
+                    let p = server
+                        .store()
+                        .get("pods", "ml", &format!("big-{i}"))
+                        .unwrap();
+                    p["metadata"]["annotations"]
+                        ["autoscaling.x-k8s.io/consume-provisioning-request"]
+                        == "big-cap-1"
+                })
+        },
+    )
+    .await;
+    assert!(handle.binder().drain(Duration::from_secs(10)).await);
+    let log = server.write_log();
+    assert_eq!(
+        between_binds(&log),
+        Vec::<String>::new(),
+        "no request, PodTemplate or annotation between the binds"
+    );
+    let last_bind = log.iter().rposition(is_bind).unwrap();
+    let request = log
+        .iter()
+        .position(|k| k.verb == Verb::Create && k.resource == "provisioningrequests")
+        .expect("the request was created");
+    assert!(request > last_bind, "after the binds");
+    // A session that ran before the watch showed the request may have sent it again (409).
+    assert_eq!(server.store().count("podtemplates"), 1);
+    assert_eq!(server.store().count("provisioningrequests"), 1);
+    let sent = count(&log, Verb::Create, "provisioningrequests", "");
+    let metrics = handle.metrics_text();
+    assert!(
+        metrics.contains(&format!(
+            "caldera_api_writes_total{{kind=\"provisioningrequest\"}} {sent}"
+        )),
+        "{metrics}"
+    );
+    handle.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_token_share_only_that_share_goes_between_the_binds() {
     let server = ApiServer::start().await.unwrap();
@@ -216,7 +286,7 @@ async fn events_over_the_queue_bound_are_folded_with_the_right_count() {
             follow: Follow {
                 report_share: 0.0,
                 event_queue: 4,
-                event_queue_max: 100,
+                event_queue_bytes: 1 << 20,
                 ..Follow::default()
             },
             ..options()

@@ -7,6 +7,7 @@ mod common;
 use caldera_runtime::{ConfigSource, LeaderElection, Options, Runtime};
 use caldera_testkit::apiserver::{ApiServer, Verb};
 use common::*;
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -619,4 +620,68 @@ async fn with_the_crd_a_gang_short_of_nodes_gets_one_request_found_again_after_a
     })
     .await;
     again.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_deleted_while_members_wait_leaves_them_unannotated() {
+    let server = ApiServer::start().await.unwrap();
+    let crd = serde_json::to_value(caldera_api::provisioning_request_crd()).unwrap();
+    server
+        .store()
+        .create("customresourcedefinitions", crd)
+        .unwrap();
+    create_nodes(&server, 1, 4);
+    create_gang(&server, "ml", "big", 8, 1);
+    // Someone else's pod with the same annotation is none of Caldera's business.
+    let mut other = pod("ml", "other", None, 1);
+    other["spec"]["schedulerName"] = "default-scheduler".into();
+    other["metadata"]["annotations"] =
+        json!({"autoscaling.x-k8s.io/consume-provisioning-request": "big-cap-1"});
+    server.store().create("pods", other).unwrap();
+    let handle = start(autoscaling_options(), server.kube_client().unwrap()).await;
+    let consumes = |name: &str| {
+        server.store().get("pods", "ml", name).unwrap()["metadata"]["annotations"]
+            ["autoscaling.x-k8s.io/consume-provisioning-request"]
+            .clone()
+    };
+    eventually(
+        10,
+        "a request, and the members annotated to consume it",
+        || {
+            server.store().count("provisioningrequests") == 1
+                && (0..8).all(|i| consumes(&format!("big-{i}")) == "big-cap-1")
+        },
+    )
+    .await;
+    // The PodGroup opts out while its members still wait: the request goes, and so do the
+    // annotations (cluster-autoscaler would otherwise leave the members to it forever).
+    server
+        .store()
+        .modify("podgroups", "ml", "big", |pg| {
+            pg["metadata"]["annotations"] =
+                json!({"scheduling.caldera.sh/provisioning-request": "false"});
+        })
+        .unwrap();
+    eventually(10, "the request and its PodTemplate deleted", || {
+        server.store().count("provisioningrequests") == 0
+            && server.store().count("podtemplates") == 0
+    })
+    .await;
+    eventually(10, "no member consumes it any more", || {
+        (0..8).all(|i| {
+            let p = server
+                .store()
+                .get("pods", "ml", &format!("big-{i}"))
+                .unwrap();
+            let a = &p["metadata"]["annotations"];
+            a.get("autoscaling.x-k8s.io/consume-provisioning-request")
+                .is_none()
+                && a.get("autoscaling.x-k8s.io/provisioning-class-name")
+                    .is_none()
+                && a["scheduling.k8s.io/group-name"] == "big"
+        })
+    })
+    .await;
+    assert_eq!(consumes("other"), "big-cap-1", "not Caldera's pod");
+    handle.shutdown().await;
 }

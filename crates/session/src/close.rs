@@ -456,9 +456,29 @@ fn capacity(ssn: &Session, ji: usize, v: &mut Verdict, plan: &mut Plan) {
             } else {
                 "the gang no longer waits for nodes"
             };
+            // Members still waiting stop consuming it, so cluster-autoscaler sees them again.
+            let pods = job
+                .tasks
+                .iter()
+                .copied()
+                .filter(|&ti| {
+                    let t = &st.tasks[ti];
+                    t.node.is_none() && t.consumes.as_deref() == Some(&*c.name)
+                })
+                .map(|ti| {
+                    let t = &st.tasks[ti];
+                    caldera_model::ConsumingPod {
+                        namespace: t.namespace.clone(),
+                        name: t.name.clone(),
+                        uid: t.uid.clone(),
+                    }
+                })
+                .collect();
             plan.capacity_releases.push(caldera_model::CapacityRelease {
                 namespace: c.namespace.clone(),
+                podgroup: job.name.clone(),
                 name: c.name.clone(),
+                pods,
                 pod_sets: c.pod_sets,
                 why: why.into(),
             });
@@ -489,9 +509,12 @@ fn capacity(ssn: &Session, ji: usize, v: &mut Verdict, plan: &mut Plan) {
                 v.condition = Some(("Unschedulable", PROVISIONING_FAILED, message));
                 return;
             }
+            // The next attempt annotates the waiting members with its own name.
             plan.capacity_releases.push(caldera_model::CapacityRelease {
                 namespace: c.namespace.clone(),
+                podgroup: job.name.clone(),
                 name: c.name.clone(),
+                pods: Vec::new(),
                 pod_sets: c.pod_sets,
                 why: format!("replaced by attempt {}", c.attempt + 1),
             });

@@ -626,6 +626,7 @@ impl Simulation {
         }
         for r in &plan.capacity_releases {
             self.store.delete_capacity(&r.namespace, &r.name);
+            self.store.stop_consuming(&r.pods, &r.name);
         }
         for need in &plan.capacity_requests {
             self.store.create_capacity(need, now);

@@ -38,7 +38,7 @@ use caldera_actors::pv_controller;
 use caldera_actors::statefulset;
 use caldera_api::{PodGroup, ProvisioningRequest, Queue};
 use caldera_cache::{ClusterIndex, SnapshotOptions};
-use caldera_model::CapacityNeed;
+use caldera_model::{CapacityNeed, ConsumingPod};
 use caldera_model::{Snapshot, Time};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PodTemplate;
@@ -900,6 +900,32 @@ impl Store {
         }
         self.generation += 1;
         true
+    }
+
+    /// Removes the consume annotations naming `request` from `pods` (same uid), as the binder
+    /// does when a request goes while members still wait.
+    pub fn stop_consuming(&mut self, pods: &[ConsumingPod], request: &str) {
+        for p in pods {
+            let key = (p.namespace.to_string(), p.name.to_string());
+            let Some(mut pod) = self.pods.get(&key).cloned() else {
+                continue;
+            };
+            let Some(annotations) = pod.metadata.annotations.as_mut() else {
+                continue;
+            };
+            if pod.metadata.uid.as_deref() != Some(&*p.uid)
+                || annotations
+                    .get(caldera_api::ANNOTATION_CONSUME_PROVISIONING_REQUEST)
+                    .map(String::as_str)
+                    != Some(request)
+            {
+                continue;
+            }
+            annotations.remove(caldera_api::ANNOTATION_CONSUME_PROVISIONING_REQUEST);
+            annotations.remove(caldera_api::ANNOTATION_PROVISIONING_CLASS);
+            self.put_pod(key, pod);
+            self.generation += 1;
+        }
     }
 
     /// Sets a condition on a request's status (as the autoscaler does), replacing one of the

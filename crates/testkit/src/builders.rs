@@ -559,6 +559,7 @@ impl Cluster {
                             group: id.into(),
                             created: p.created,
                             pending_reason: p.pending_reason.clone(),
+                            consumes: None,
                         });
                     }
                 }
@@ -625,6 +626,7 @@ impl Cluster {
                 never_preempts: false,
                 started: p.created,
                 budget: None,
+                consumes: None,
             });
         }
         let mut pods: Vec<caldera_model::PlacedPod> = self
