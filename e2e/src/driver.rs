@@ -419,8 +419,23 @@ impl LiveRun {
     ) -> Result<Result<(), String>> {
         if key.kind == Kind::Namespace {
             // A namespace is only ever made when missing: `default` and friends are not ours
-            // to relabel, and nothing the scheduler reads depends on a namespace's fields.
+            // to relabel. The labels of one this run made are the manifest's (pod affinity
+            // terms may select namespaces by label).
             self.ensure_namespace(&key.name).await?;
+            let labels = manifest["metadata"]["labels"].clone();
+            if labels.is_object() && self.created_namespaces.contains(&key.name) {
+                let patch = json!({"metadata": {"labels": labels}});
+                let api: Api<Namespace> = Api::all(self.client.clone());
+                if let Err(e) = api
+                    .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    if is_refusal(&e) {
+                        return Ok(Err(status_message(&e)));
+                    }
+                    return Err(Error::api("patch", key.to_string(), e));
+                }
+            }
             return Ok(Ok(()));
         }
         if let Some(ns) = &key.namespace {

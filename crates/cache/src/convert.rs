@@ -425,8 +425,8 @@ fn placement(
     namespace: &str,
     labels: &BTreeMap<String, String>,
 ) -> Result<PlacementSpec> {
-    let mut unsupported = unsupported_input(spec);
-    let pods = pod_constraints(ctx, spec, namespace, labels, &mut unsupported)?;
+    let unsupported = unsupported_input(spec);
+    let pods = pod_constraints(ctx, spec, namespace, labels)?;
     let mut out = PlacementSpec {
         pods,
         unsupported,
@@ -890,15 +890,14 @@ fn label_keys(
         .collect()
 }
 
-/// A pod (anti-)affinity term. A non-empty `namespaceSelector` needs Namespace labels, which
-/// Caldera does not watch: it is reported through `unsupported`.
+/// A pod (anti-)affinity term. A non-empty `namespaceSelector` stays a selector over Namespace
+/// labels, resolved when a snapshot is taken.
 fn affinity_term(
     ctx: &Ctx,
     field: &str,
     term: &KubePodAffinityTerm,
     namespace: &str,
     labels: &BTreeMap<String, String>,
-    unsupported: &mut Option<String>,
 ) -> Result<PodAffinityTerm> {
     let mut extra = label_keys(term.match_label_keys.as_ref(), labels, SelectorOp::In);
     extra.extend(label_keys(
@@ -919,12 +918,10 @@ fn affinity_term(
         {
             Namespaces::All
         }
-        Some(_) => {
-            unsupported.get_or_insert_with(|| {
-                format!("{field}.namespaceSelector (selecting namespaces by label)")
-            });
-            Namespaces::Only(listed)
-        }
+        Some(s) => Namespaces::Selector {
+            listed,
+            selector: label_selector(ctx, &format!("{field}.namespaceSelector"), s, Vec::new())?,
+        },
         None if listed.is_empty() => Namespaces::Only(vec![namespace.to_string()]),
         None => Namespaces::Only(listed),
     };
@@ -947,30 +944,19 @@ fn pod_constraints(
     spec: &PodSpec,
     namespace: &str,
     labels: &BTreeMap<String, String>,
-    unsupported: &mut Option<String>,
 ) -> Result<PodConstraints> {
     let mut out = PodConstraints::default();
     let affinity = spec.affinity.as_ref();
     let terms = |field: &str,
                  required: Option<&Vec<KubePodAffinityTerm>>,
-                 preferred: Option<&Vec<WeightedPodAffinityTerm>>,
-                 unsupported: &mut Option<String>|
+                 preferred: Option<&Vec<WeightedPodAffinityTerm>>|
      -> Result<Terms> {
         let req_field = format!("{field}.requiredDuringSchedulingIgnoredDuringExecution");
         let hard = required
             .into_iter()
             .flatten()
             .enumerate()
-            .map(|(i, t)| {
-                affinity_term(
-                    ctx,
-                    &format!("{req_field}[{i}]"),
-                    t,
-                    namespace,
-                    labels,
-                    unsupported,
-                )
-            })
+            .map(|(i, t)| affinity_term(ctx, &format!("{req_field}[{i}]"), t, namespace, labels))
             .collect::<Result<Vec<_>>>()?;
         let pref_field = format!("{field}.preferredDuringSchedulingIgnoredDuringExecution");
         let soft = preferred
@@ -979,15 +965,8 @@ fn pod_constraints(
             .enumerate()
             .map(|(i, w)| {
                 let f = format!("{pref_field}[{i}].podAffinityTerm");
-                affinity_term(
-                    ctx,
-                    &f,
-                    &w.pod_affinity_term,
-                    namespace,
-                    labels,
-                    unsupported,
-                )
-                .map(|t| (w.weight, t))
+                affinity_term(ctx, &f, &w.pod_affinity_term, namespace, labels)
+                    .map(|t| (w.weight, t))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok((hard, soft))
@@ -999,7 +978,6 @@ fn pod_constraints(
                 .as_ref(),
             pa.preferred_during_scheduling_ignored_during_execution
                 .as_ref(),
-            unsupported,
         )?;
         out.affinity = hard;
         out.preferred_affinity = soft;
@@ -1011,7 +989,6 @@ fn pod_constraints(
                 .as_ref(),
             pa.preferred_during_scheduling_ignored_during_execution
                 .as_ref(),
-            unsupported,
         )?;
         out.anti_affinity = hard;
         out.preferred_anti_affinity = soft;

@@ -14,7 +14,7 @@ use caldera_model::{
     Resources, SelectorOp, Snapshot, Task, TaskStatus, WaitingPod,
 };
 use caldera_model::{CapacityRelease, ConsumingPod};
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node as KubeNode, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as KubeLabelSelector;
@@ -136,7 +136,12 @@ pub struct ClusterIndex {
     requests: BTreeMap<PodKey, RequestInfo>,
     /// PodDisruptionBudgets by (namespace, name): selector and `status.disruptionsAllowed`.
     budgets: BTreeMap<PodKey, (KubeLabelSelector, u32)>,
+    /// Namespace labels, for terms that select namespaces by label.
+    namespaces: BTreeMap<Arc<str>, BTreeMap<String, String>>,
 }
+
+/// The label kube-apiserver puts on every Namespace, naming it.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 fn key_of(namespace: &str, name: &str) -> PodKey {
     (Arc::from(namespace), Arc::from(name))
@@ -146,6 +151,85 @@ impl ClusterIndex {
     /// An empty index.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    // ----- namespaces -----
+
+    /// Adds or replaces a Namespace's labels (with `kubernetes.io/metadata.name`, which
+    /// kube-apiserver always sets).
+    pub fn apply_namespace(&mut self, ns: &Namespace) {
+        let Some(name) = ns.metadata.name.as_deref() else {
+            return;
+        };
+        let mut labels = ns.metadata.labels.clone().unwrap_or_default();
+        labels.insert(NAMESPACE_NAME_LABEL.into(), name.to_string());
+        self.namespaces.insert(Arc::from(name), labels);
+    }
+
+    /// Forgets a Namespace.
+    pub fn delete_namespace(&mut self, name: &str) {
+        self.namespaces.remove(name);
+    }
+
+    /// Replaces every Namespace.
+    pub fn reset_namespaces<'a>(&mut self, namespaces: impl IntoIterator<Item = &'a Namespace>) {
+        self.namespaces.clear();
+        for ns in namespaces {
+            self.apply_namespace(ns);
+        }
+    }
+
+    /// The namespaces whose labels match `selector`: those of the Namespaces known, and the
+    /// namespace of any pod whose Namespace has not been seen (it exists, since the pod does,
+    /// with at least its `kubernetes.io/metadata.name` label).
+    fn namespaces_matching(&self, selector: &LabelSelector) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .namespaces
+            .iter()
+            .filter(|(_, labels)| selector.matches(labels))
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let mut last: Option<&str> = None;
+        for (ns, _) in self.pods.keys() {
+            if last == Some(&**ns) || self.namespaces.contains_key(ns) {
+                continue;
+            }
+            last = Some(ns);
+            let labels = BTreeMap::from([(NAMESPACE_NAME_LABEL.to_string(), ns.to_string())]);
+            if selector.matches(&labels) {
+                out.push(ns.to_string());
+            }
+        }
+        out
+    }
+
+    /// Resolves the namespace selectors of the tasks' terms against the current Namespaces
+    /// (specs shared by several tasks are resolved once and stay shared).
+    fn resolve_namespaces(&self, tasks: &mut [Task]) {
+        let mut memo: HashMap<*const PlacementSpec, Arc<PlacementSpec>> = HashMap::new();
+        let mut matched: HashMap<LabelSelector, Vec<String>> = HashMap::new();
+        let mut matching = |s: &LabelSelector| {
+            matched
+                .entry(s.clone())
+                .or_insert_with(|| self.namespaces_matching(s))
+                .clone()
+        };
+        for t in tasks.iter_mut() {
+            if !t.spec.pods.selects_namespaces() {
+                continue;
+            }
+            let spec = memo
+                .entry(Arc::as_ptr(&t.spec))
+                .or_insert_with(|| {
+                    let mut spec = (*t.spec).clone();
+                    if let Some(pods) = spec.pods.resolve_namespaces(&mut matching) {
+                        spec.pods = pods;
+                    }
+                    Arc::new(spec)
+                })
+                .clone();
+            t.spec = spec;
+        }
     }
 
     // ----- pods -----
@@ -752,6 +836,7 @@ impl ClusterIndex {
         }
         snap.queues = queues.into_values().collect();
         snap.nodes = nodes;
+        self.resolve_namespaces(&mut snap.tasks);
         snap.pods = self.placed_pods(&snap.tasks);
         if let Some(policy) = &opts.provisioning {
             for job in &mut snap.jobs {
@@ -822,6 +907,7 @@ impl ClusterIndex {
                 }
             }
         }
+        let matched: std::cell::RefCell<HashMap<LabelSelector, Vec<String>>> = Default::default();
         let placed = |p: &PodInfo| {
             let node = p.node.clone().filter(|_| p.counts_on_node())?;
             Some(PlacedPod {
@@ -830,7 +916,16 @@ impl ClusterIndex {
                 labels: p.labels.clone(),
                 node,
                 terminating: p.terminating,
-                anti_affinity: p.spec.pods.anti_affinity.clone().into(),
+                anti_affinity: match p.spec.pods.resolve_namespaces(&mut |s| {
+                    matched
+                        .borrow_mut()
+                        .entry(s.clone())
+                        .or_insert_with(|| self.namespaces_matching(s))
+                        .clone()
+                }) {
+                    Some(resolved) => resolved.anti_affinity.into(),
+                    None => p.spec.pods.anti_affinity.clone().into(),
+                },
             })
         };
         if all_pods {

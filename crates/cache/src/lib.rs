@@ -27,7 +27,9 @@ pub use convert::{
     PriorityClassInfo,
 };
 pub use error::{Error, ObjectKind, Problem, Result};
-pub use index::{ClusterIndex, Predictor, SnapshotOptions, DEFAULT_SCHEDULER_NAMES};
+pub use index::{
+    ClusterIndex, Predictor, SnapshotOptions, DEFAULT_SCHEDULER_NAMES, NAMESPACE_NAME_LABEL,
+};
 
 #[cfg(test)]
 mod tests;

@@ -1033,3 +1033,70 @@ mod provisioning {
         assert_eq!(booked, [("new", Some("ns/a"))]);
     }
 }
+
+#[test]
+fn namespace_selectors_are_resolved_against_current_namespace_labels() {
+    use caldera_model::Namespaces;
+    use k8s_openapi::api::core::v1::Namespace;
+    let mut index = ClusterIndex::new();
+    index.apply_node(&mk_node("n0", 8, json!({}))).unwrap();
+    let ns = |name: &str, env: &str| -> Namespace {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"env": env}}})).unwrap()
+    };
+    index.apply_namespace(&ns("prod-a", "prod"));
+    index.apply_namespace(&ns("dev", "dev"));
+    let term = |selector: Value| {
+        json!({"spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "ps"}},
+            "namespaceSelector": selector,
+            "namespaces": ["listed"],
+            "topologyKey": "kubernetes.io/hostname"}]}}}})
+    };
+    index
+        .apply_pod(&mk_pod(
+            "ml",
+            "w",
+            term(json!({"matchLabels": {"env": "prod"}})),
+        ))
+        .unwrap();
+    // A pod's namespace without a Namespace object still has its name label.
+    index
+        .apply_pod(&mk_pod(
+            "other",
+            "x",
+            term(
+                json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+                "operator": "In", "values": ["other"]}]}),
+            ),
+        ))
+        .unwrap();
+    let namespaces = |snap: &Snapshot, pod: &str| {
+        let t = snap.tasks.iter().find(|t| &*t.name == pod).unwrap();
+        t.spec.pods.anti_affinity[0].namespaces.clone()
+    };
+    let snap = snapshot(&index);
+    assert_eq!(
+        namespaces(&snap, "w"),
+        Namespaces::Only(vec!["listed".into(), "prod-a".into()])
+    );
+    assert_eq!(
+        namespaces(&snap, "x"),
+        Namespaces::Only(vec!["listed".into(), "other".into()])
+    );
+    assert!(PodInfo::try_from(&mk_pod(
+        "ml",
+        "w",
+        term(json!({"matchLabels": {"env": "prod"}}))
+    ))
+    .unwrap()
+    .spec
+    .unsupported
+    .is_none());
+
+    index.apply_namespace(&ns("dev", "prod"));
+    let snap = snapshot(&index);
+    assert_eq!(
+        namespaces(&snap, "w"),
+        Namespaces::Only(vec!["dev".into(), "listed".into(), "prod-a".into()])
+    );
+}

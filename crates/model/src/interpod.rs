@@ -74,6 +74,16 @@ pub enum Namespaces {
     Only(Vec<String>),
     /// Every namespace (`namespaceSelector: {}`).
     All,
+    /// The namespaces whose labels match a non-empty `namespaceSelector`, plus the `namespaces`
+    /// listed. Namespace labels change apart from pods, so the cache resolves this into
+    /// [`Namespaces::Only`] against the current Namespaces whenever it takes a snapshot
+    /// ([`PodConstraints::resolve_namespaces`]); unresolved, only the listed ones count.
+    Selector {
+        /// `namespaces`.
+        listed: Vec<String>,
+        /// `namespaceSelector` over Namespace labels.
+        selector: LabelSelector,
+    },
 }
 
 impl Namespaces {
@@ -81,8 +91,23 @@ impl Namespaces {
     pub fn contains(&self, ns: &str) -> bool {
         match self {
             Namespaces::All => true,
-            Namespaces::Only(list) => list.iter().any(|n| n == ns),
+            Namespaces::Only(list) | Namespaces::Selector { listed: list, .. } => {
+                list.iter().any(|n| n == ns)
+            }
         }
+    }
+
+    /// This set with a selector resolved: `matching(selector)` gives the namespaces whose
+    /// labels match it. `None` when there is nothing to resolve.
+    pub fn resolve(&self, matching: &mut dyn FnMut(&LabelSelector) -> Vec<String>) -> Option<Self> {
+        let Namespaces::Selector { listed, selector } = self else {
+            return None;
+        };
+        let mut all = listed.clone();
+        all.extend(matching(selector));
+        all.sort_unstable();
+        all.dedup();
+        Some(Namespaces::Only(all))
     }
 }
 
@@ -188,6 +213,40 @@ impl PodConstraints {
                 .iter()
                 .chain(&self.preferred_anti_affinity)
                 .all(|(_, t)| t.topology_key == HOSTNAME)
+    }
+
+    /// Whether a term selects namespaces by label (see [`Namespaces::Selector`]).
+    pub fn selects_namespaces(&self) -> bool {
+        self.affinity
+            .iter()
+            .chain(&self.anti_affinity)
+            .chain(self.preferred_affinity.iter().map(|(_, t)| t))
+            .chain(self.preferred_anti_affinity.iter().map(|(_, t)| t))
+            .any(|t| matches!(t.namespaces, Namespaces::Selector { .. }))
+    }
+
+    /// These constraints with every namespace selector resolved (`matching(selector)`: the
+    /// namespaces whose labels match), or `None` when none selects namespaces.
+    pub fn resolve_namespaces(
+        &self,
+        matching: &mut dyn FnMut(&LabelSelector) -> Vec<String>,
+    ) -> Option<PodConstraints> {
+        if !self.selects_namespaces() {
+            return None;
+        }
+        let mut out = self.clone();
+        let terms = out
+            .affinity
+            .iter_mut()
+            .chain(&mut out.anti_affinity)
+            .chain(out.preferred_affinity.iter_mut().map(|(_, t)| t))
+            .chain(out.preferred_anti_affinity.iter_mut().map(|(_, t)| t));
+        for t in terms {
+            if let Some(resolved) = t.namespaces.resolve(matching) {
+                t.namespaces = resolved;
+            }
+        }
+        Some(out)
     }
 
     /// Every pod label key a selector of these constraints reads.

@@ -11,7 +11,7 @@ use crate::overlay::{Kind, ObjKey, Overlay};
 use caldera_api::{PodGroup, Queue as ApiQueue};
 use caldera_cache::{ClusterIndex, PodInfo};
 use caldera_model::{Node, TaskStatus};
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node as KubeNode, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{DynamicObject, TypeMeta};
@@ -34,17 +34,20 @@ pub enum Watched {
     PriorityClasses,
     /// PodDisruptionBudgets (victims are chosen within their `disruptionsAllowed`).
     Budgets,
+    /// Namespaces (their labels, for pod affinity terms with a `namespaceSelector`).
+    Namespaces,
 }
 
 impl Watched {
     /// Every watched kind.
-    pub const ALL: [Watched; 6] = [
+    pub const ALL: [Watched; 7] = [
         Watched::Pods,
         Watched::Nodes,
         Watched::PodGroups,
         Watched::Queues,
         Watched::PriorityClasses,
         Watched::Budgets,
+        Watched::Namespaces,
     ];
 
     /// Plural resource name.
@@ -56,6 +59,7 @@ impl Watched {
             Watched::Queues => "queues",
             Watched::PriorityClasses => "priorityclasses",
             Watched::Budgets => "poddisruptionbudgets",
+            Watched::Namespaces => "namespaces",
         }
     }
 }
@@ -501,6 +505,23 @@ impl Cluster {
     pub fn reset_budgets(&mut self, pdbs: &[PodDisruptionBudget]) {
         self.index.reset_budgets(pdbs.iter());
         self.synced.insert(Watched::Budgets, true);
+    }
+
+    // ----- namespaces -----
+
+    pub fn apply_namespace(&mut self, ns: &Namespace) -> bool {
+        self.index.apply_namespace(ns);
+        true
+    }
+
+    pub fn delete_namespace(&mut self, ns: &Namespace) -> bool {
+        self.index.delete_namespace(&ns.name_any());
+        true
+    }
+
+    pub fn reset_namespaces(&mut self, namespaces: &[Namespace]) {
+        self.index.reset_namespaces(namespaces.iter());
+        self.synced.insert(Watched::Namespaces, true);
     }
 }
 

@@ -1,5 +1,5 @@
-//! `caldera snapshot`: the live cluster as multi-document YAML manifests (Nodes with their
-//! status, Pods, PodGroups, Queues, PriorityClasses) that `caldera simulate -f` and
+//! `caldera snapshot`: the live cluster as multi-document YAML manifests (Namespaces, Nodes
+//! with their status, Pods, PodGroups, Queues, PriorityClasses) that `caldera simulate -f` and
 //! `caldera explain -f` read back.
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
@@ -38,7 +38,8 @@ const STRIPPED_METADATA: [&str; 5] = [
 ];
 
 /// The kinds, in the order they are written (what a pod refers to comes first).
-const KINDS: [(&str, &str, &str, &str); 5] = [
+const KINDS: [(&str, &str, &str, &str); 6] = [
+    ("", "v1", "Namespace", "namespaces"),
     (
         "scheduling.k8s.io",
         "v1",
@@ -64,7 +65,7 @@ fn clean(mut obj: Value, api_version: &str, kind: &str) -> Value {
     obj
 }
 
-/// Lists every object of the five kinds (500 per page) and writes them as YAML documents
+/// Lists every object of the six kinds (500 per page) and writes them as YAML documents
 /// separated by `---`. A Volcano kind whose CRD is not installed (404) is left out.
 pub async fn cluster_manifests(client: &Client) -> Result<String, SnapshotError> {
     let mut out = String::new();

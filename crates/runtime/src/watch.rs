@@ -6,7 +6,7 @@
 use crate::cluster::{Cluster, Watched};
 use crate::Shared;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -91,7 +91,7 @@ fn volcano(kind: &str, plural: &str) -> ApiResource {
     )
 }
 
-/// Spawns the six watches.
+/// Spawns the seven watches.
 pub(crate) fn spawn_all(
     shared: Arc<Shared>,
     client: Client,
@@ -154,13 +154,24 @@ pub(crate) fn spawn_all(
             stop.clone(),
         )),
         tokio::spawn(run(
-            shared,
-            Api::<PodDisruptionBudget>::all(client),
+            shared.clone(),
+            Api::<PodDisruptionBudget>::all(client.clone()),
             Handler {
                 kind: Watched::Budgets,
                 apply: |c, p, _| c.apply_budget(p),
                 delete: Cluster::delete_budget,
                 reset: Cluster::reset_budgets,
+            },
+            stop.clone(),
+        )),
+        tokio::spawn(run(
+            shared,
+            Api::<Namespace>::all(client),
+            Handler {
+                kind: Watched::Namespaces,
+                apply: |c, n, _| c.apply_namespace(n),
+                delete: Cluster::delete_namespace,
+                reset: Cluster::reset_namespaces,
             },
             stop,
         )),

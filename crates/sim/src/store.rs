@@ -296,6 +296,12 @@ impl Store {
                     }
                     None => self.fresh_meta(&mut o.metadata, false, now),
                 }
+                // kube-apiserver names every Namespace in a label.
+                o.metadata
+                    .labels
+                    .get_or_insert_with(Default::default)
+                    .insert(caldera_cache::NAMESPACE_NAME_LABEL.into(), name.clone());
+                self.index.apply_namespace(&o);
                 replace(&mut self.namespaces, name, o)
             }
             Object::PriorityClass(mut o) => {
@@ -761,7 +767,10 @@ impl Store {
         let ns = namespace.unwrap_or("default").to_string();
         let key = (ns.clone(), name.to_string());
         let existed = match kind {
-            Kind::Namespace => self.namespaces.remove(name).is_some(),
+            Kind::Namespace => {
+                self.index.delete_namespace(name);
+                self.namespaces.remove(name).is_some()
+            }
             Kind::PriorityClass => {
                 self.index.delete_priority_class(name);
                 self.priority_classes.remove(name).is_some()
