@@ -3,6 +3,9 @@
 //!
 //! Every act holds an [`ActTicket`] from the moment its plan is dispatched until it is
 //! answered (or given up); while any ticket is out, reports and events wait (see `follow.rs`).
+//! Volume binder writes (claims annotated with their member's node, volumes pre-bound) are
+//! acts too: the binds of their members wait for them (in a later plan, once the claims are
+//! bound).
 //! To add a kind of act (a write that must precede a bind, such as a PVC pre-bind): a variant of [`Act`], its request in `writes.rs`, its outcome
 //! hooks on [`crate::Observer`], and a ticket taken in [`crate::Binder::dispatch`] before any
 //! report of the same plan is queued.
@@ -43,6 +46,9 @@ impl Drop for ActTicket {
 pub(crate) enum Act {
     /// `POST pods/binding`, then the pod's `Scheduled` event (queued behind).
     Bind(BindJob),
+    /// A volume binder write (a claim's selected node, a volume's pre-bind), at the plan's
+    /// time.
+    Volume(caldera_model::VolumeWrite, Time),
 }
 
 /// A bind to carry out, with what goes with it.
@@ -76,9 +82,52 @@ pub(crate) async fn run(inner: Arc<Inner>, acts: Vec<(Act, ActTicket)>, epoch: u
             Act::Bind(job) => {
                 set.spawn(bind_task(inner.clone(), job, permit, ticket, epoch));
             }
+            Act::Volume(w, now) => {
+                set.spawn(volume_task(inner.clone(), w, now, permit, ticket, epoch));
+            }
         }
     }
     while set.join_next().await.is_some() {}
+}
+
+/// A volume write: retried like a bind's attempts; a failure is logged and left to the next
+/// sessions (the members keep waiting, and their claims are chosen again if the write never
+/// lands: the wait times out).
+async fn volume_task(
+    inner: Arc<Inner>,
+    w: caldera_model::VolumeWrite,
+    now: Time,
+    permit: OwnedSemaphorePermit,
+    ticket: ActTicket,
+    epoch: u64,
+) {
+    let policy = &inner.options.retry;
+    let kind = match w {
+        caldera_model::VolumeWrite::PreBind { .. } => WriteKind::VolumePreBind,
+        _ => WriteKind::ClaimSelection,
+    };
+    let mut failures = 0u32;
+    while inner.current(epoch) {
+        inner.limiter.acquire().await;
+        if !inner.current(epoch) {
+            break;
+        }
+        inner.observer.request(kind);
+        match writes::volume(&inner.client, &w, now, &inner.options.field_manager).await {
+            Ok(()) => break,
+            Err(e) => {
+                inner.observer.failed_attempt(kind, &e);
+                failures += 1;
+                if !e.is_retryable() || failures >= policy.attempts.max(1) {
+                    warn!(error = %e, "volume write failed; the next sessions decide again");
+                    break;
+                }
+                tokio::time::sleep(backoff(policy, failures)).await;
+            }
+        }
+    }
+    drop(permit);
+    drop(ticket);
 }
 
 async fn bind_task(

@@ -32,6 +32,12 @@ pub enum WriteKind {
     PodTemplate,
     /// `PATCH pods` adding or removing a member's consume-provisioning-request annotations.
     ConsumeAnnotations,
+    /// `PATCH persistentvolumeclaims` (merge patch of annotations): a claim annotated with its
+    /// member's node (`volume.kubernetes.io/selected-node`), or that selection undone.
+    ClaimSelection,
+    /// `PATCH persistentvolumes` (merge patch): a volume pre-bound to a claim
+    /// (`spec.claimRef`).
+    VolumePreBind,
 }
 
 /// How urgent a kind of write is: acts go first; reports and events follow behind them (see
@@ -51,7 +57,10 @@ impl WriteKind {
     /// The class of this kind of write.
     pub fn class(self) -> Class {
         match self {
-            Self::Binding | Self::Release => Class::Act,
+            // Volume writes come before the binds that wait for them.
+            Self::Binding | Self::Release | Self::ClaimSelection | Self::VolumePreBind => {
+                Class::Act
+            }
             // An eviction frees what a waiting gang needs, but it is sent through the report
             // queue (coalesced per pod) like the nomination that goes with it.
             Self::PodStatus
@@ -84,6 +93,8 @@ impl WriteKind {
             Self::ProvisioningRequest => "provisioningrequest",
             Self::PodTemplate => "podtemplate",
             Self::ConsumeAnnotations => "pod",
+            Self::ClaimSelection => "claim_selection",
+            Self::VolumePreBind => "volume_prebind",
         }
     }
 }
@@ -141,6 +152,12 @@ pub enum Error {
         /// Which write.
         kind: WriteKind,
         /// `namespace/name`.
+    /// A volume binder write (claim annotation, volume pre-bind) failed.
+    #[error("{kind} of {object}: {source}")]
+    Volume {
+        /// Which write.
+        kind: WriteKind,
+        /// `namespace/name` of the claim, or the volume's name.
         object: String,
         /// What kube said.
         #[source]
@@ -167,6 +184,7 @@ impl Error {
             | Error::Release { source, .. }
             | Error::Status { source, .. }
             | Error::Write { source, .. }
+            | Error::Volume { source, .. }
             | Error::Event { source, .. } => source,
         }
     }

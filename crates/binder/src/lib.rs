@@ -587,6 +587,7 @@ impl Binder {
             nominations,
             capacity_requests,
             capacity_releases,
+            volume_writes,
         } = plan;
 
         // Acts first: their tickets are out before any report of this plan is queued.
@@ -603,6 +604,10 @@ impl Binder {
                     acts.push((Act::Bind(r.job), ActTicket::new(&inner.gate)));
                 }
             }
+        }
+        // Volume writes are acts, ahead of this plan's binds.
+        for w in volume_writes {
+            acts.push((Act::Volume(w, now), ActTicket::new(&inner.gate)));
         }
         // The `Scheduled` event of a pod waits for its bind.
         let mut scheduled: HashMap<(Arc<str>, Arc<str>), Event> = HashMap::new();
@@ -657,6 +662,7 @@ impl Binder {
                         reports
                             .cancel(&(WriteKind::PodStatus, format!("{}/{}", b.namespace, b.name)))
                     }
+                    Act::Volume(..) => None,
                 })
                 .collect()
         };

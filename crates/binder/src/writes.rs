@@ -8,9 +8,11 @@ use crate::error::{Error, Result, WriteKind};
 use crate::events::QueuedEvent;
 use caldera_model::{
     Bind, EventObject, Eviction, Nomination, PodConditionUpdate, PodFailure, PodGroupStatus,
-    QueueStatus, Resources, Time,
+    QueueStatus, Resources, Time, VolumeWrite,
 };
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{
+    Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
+};
 use k8s_openapi::api::events::v1::{Event as KubeEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
@@ -86,6 +88,80 @@ pub async fn release(client: &Client, b: &Bind, patch: &Value, field_manager: &s
         .await
         .map(|_| ())
         .map_err(failed)
+}
+
+/// The merge patch of a volume binder write, at `now`: a claim's `selected-node` and Caldera's
+/// time of the choice; a volume's `spec.claimRef` (with the claim's uid when known) and
+/// `pv.kubernetes.io/bound-by-controller`, as kube-scheduler pre-binds; or the claim's
+/// selection removed.
+pub fn volume_patch(w: &VolumeWrite, now: Time) -> Value {
+    use caldera_model::volume::{SELECTED_AT, SELECTED_NODE};
+    match w {
+        VolumeWrite::SelectNode { node, .. } => json!({
+            "metadata": {"annotations": {SELECTED_NODE: node.as_ref(), SELECTED_AT: now.to_rfc3339()}}
+        }),
+        VolumeWrite::PreBind {
+            namespace,
+            claim,
+            uid,
+            ..
+        } => {
+            let mut claim_ref = json!({
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": namespace.as_ref(),
+                "name": claim.as_ref(),
+            });
+            // The cache stands `namespace/name` in for a missing uid; that is no uid.
+            if !uid.is_empty() && !uid.contains('/') {
+                claim_ref["uid"] = json!(uid.as_ref());
+            }
+            json!({
+                "metadata": {"annotations": {
+                    "pv.kubernetes.io/bound-by-controller": "yes",
+                    SELECTED_AT: now.to_rfc3339(),
+                }},
+                "spec": {"claimRef": claim_ref},
+            })
+        }
+        VolumeWrite::Unselect { .. } => json!({
+            "metadata": {"annotations": {SELECTED_NODE: null, SELECTED_AT: null}}
+        }),
+    }
+}
+
+/// Sends a volume binder write: `PATCH persistentvolumeclaims/{name}` or
+/// `PATCH persistentvolumes/{name}` with [`volume_patch`].
+pub async fn volume(client: &Client, w: &VolumeWrite, now: Time, field_manager: &str) -> Result<()> {
+    let params = patch_params(field_manager);
+    let patch = volume_patch(w, now);
+    match w {
+        VolumeWrite::SelectNode {
+            namespace, claim, ..
+        }
+        | VolumeWrite::Unselect { namespace, claim } => {
+            let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+            api.patch(claim, &params, &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+                .map_err(|source| Error::Volume {
+                    kind: WriteKind::ClaimSelection,
+                    object: format!("{namespace}/{claim}"),
+                    source,
+                })
+        }
+        VolumeWrite::PreBind { volume, .. } => {
+            let api: Api<PersistentVolume> = Api::all(client.clone());
+            api.patch(volume, &params, &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+                .map_err(|source| Error::Volume {
+                    kind: WriteKind::VolumePreBind,
+                    object: volume.to_string(),
+                    source,
+                })
+        }
+    }
 }
 
 fn patch_params(field_manager: &str) -> PatchParams {

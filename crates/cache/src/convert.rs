@@ -40,16 +40,16 @@ pub fn time(t: &KubeTime) -> Time {
 }
 
 /// Names the object being converted, to build errors.
-struct Ctx {
+pub(crate) struct Ctx {
     kind: ObjectKind,
     object: String,
 }
 
 impl Ctx {
-    fn new(kind: ObjectKind, meta: &ObjectMeta) -> Self {
+    pub(crate) fn new(kind: ObjectKind, meta: &ObjectMeta) -> Self {
         let name = meta.name.as_deref().unwrap_or("<unnamed>");
         let object = match kind {
-            ObjectKind::Pod | ObjectKind::PodGroup => {
+            ObjectKind::Pod | ObjectKind::PodGroup | ObjectKind::PersistentVolumeClaim => {
                 let ns = meta.namespace.as_deref().unwrap_or("default");
                 format!("{ns}/{name}")
             }
@@ -58,7 +58,7 @@ impl Ctx {
         Ctx { kind, object }
     }
 
-    fn err(&self, field: impl Into<String>, problem: impl Into<Problem>) -> Error {
+    pub(crate) fn err(&self, field: impl Into<String>, problem: impl Into<Problem>) -> Error {
         Error {
             kind: self.kind,
             object: self.object.clone(),
@@ -67,7 +67,7 @@ impl Ctx {
         }
     }
 
-    fn name<'a>(&self, meta: &'a ObjectMeta) -> Result<&'a str> {
+    pub(crate) fn name<'a>(&self, meta: &'a ObjectMeta) -> Result<&'a str> {
         meta.name
             .as_deref()
             .filter(|n| !n.is_empty())
@@ -285,6 +285,9 @@ pub struct PodInfo {
     pub started: Option<Time>,
     /// The ProvisioningRequest its consume annotation names.
     pub consumes: Option<Arc<str>>,
+    /// The PersistentVolumeClaims its volumes use: (claim name, from a generic ephemeral
+    /// volume).
+    pub claims: Arc<[(Arc<str>, bool)]>,
 }
 
 impl PodInfo {
@@ -414,6 +417,7 @@ impl TryFrom<&Pod> for PodInfo {
             consumes: annotation(caldera_api::ANNOTATION_CONSUME_PROVISIONING_REQUEST)
                 .filter(|r| !r.is_empty())
                 .map(|r| Arc::from(r.as_str())),
+            claims: crate::volumes::pod_claims(name, spec),
         })
     }
 }
@@ -520,7 +524,11 @@ fn taint_effect(ctx: &Ctx, field: &str, value: &str) -> Result<TaintEffect> {
     })
 }
 
-fn selector_term(ctx: &Ctx, field: &str, term: &NodeSelectorTerm) -> Result<SelectorTerm> {
+pub(crate) fn selector_term(
+    ctx: &Ctx,
+    field: &str,
+    term: &NodeSelectorTerm,
+) -> Result<SelectorTerm> {
     let list = |name: &str, reqs: &Option<Vec<NodeSelectorRequirement>>| {
         reqs.iter()
             .flatten()
@@ -829,7 +837,7 @@ pub(crate) fn missing_queue(name: &str) -> Queue {
 
 /// A pod label selector. `matchLabels` become `In` requirements; `extra` (resolved
 /// `matchLabelKeys`/`mismatchLabelKeys`) are appended.
-fn label_selector(
+pub(crate) fn label_selector(
     ctx: &Ctx,
     field: &str,
     sel: &LabelSelector,
@@ -1056,23 +1064,11 @@ fn pod_constraints(
 }
 
 /// The first scheduling input of `spec` Caldera does not evaluate, named for the message.
+/// (Volumes are evaluated: PersistentVolumeClaims and generic ephemeral volumes go through the
+/// volume binder, `crate::volumes`.)
 fn unsupported_input(spec: &PodSpec) -> Option<String> {
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
         return Some("spec.resourceClaims (dynamic resource allocation)".into());
-    }
-    for v in spec.volumes.iter().flatten() {
-        if let Some(claim) = &v.persistent_volume_claim {
-            return Some(format!(
-                "volume {:?} (PersistentVolumeClaim {:?}: volume binding)",
-                v.name, claim.claim_name
-            ));
-        }
-        if v.ephemeral.is_some() {
-            return Some(format!(
-                "volume {:?} (generic ephemeral volume: volume binding)",
-                v.name
-            ));
-        }
     }
     None
 }

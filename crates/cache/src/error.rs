@@ -19,6 +19,14 @@ pub enum ObjectKind {
     Queue,
     /// `scheduling.k8s.io/v1` PriorityClass.
     PriorityClass,
+    /// `v1` PersistentVolume.
+    PersistentVolume,
+    /// `v1` PersistentVolumeClaim.
+    PersistentVolumeClaim,
+    /// `storage.k8s.io/v1` StorageClass.
+    StorageClass,
+    /// `storage.k8s.io/v1` CSINode.
+    CsiNode,
 }
 
 impl ObjectKind {
@@ -30,6 +38,10 @@ impl ObjectKind {
             Self::PodGroup => "podgroup",
             Self::Queue => "queue",
             Self::PriorityClass => "priorityclass",
+            Self::PersistentVolume => "persistentvolume",
+            Self::PersistentVolumeClaim => "persistentvolumeclaim",
+            Self::StorageClass => "storageclass",
+            Self::CsiNode => "csinode",
         }
     }
 }

@@ -14,7 +14,10 @@ use caldera_model::{
     Resources, SelectorOp, Snapshot, Task, TaskStatus, WaitingPod,
 };
 use caldera_model::{CapacityRelease, ConsumingPod};
-use k8s_openapi::api::core::v1::{Namespace, Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
+};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as KubeLabelSelector;
@@ -138,6 +141,8 @@ pub struct ClusterIndex {
     budgets: BTreeMap<PodKey, (KubeLabelSelector, u32)>,
     /// Namespace labels, for terms that select namespaces by label.
     namespaces: BTreeMap<Arc<str>, BTreeMap<String, String>>,
+    /// Claims, volumes, storage classes, CSINodes, and the pods on nodes that use claims.
+    volumes: crate::volumes::VolumeIndex,
 }
 
 /// The label kube-apiserver puts on every Namespace, naming it.
@@ -256,6 +261,7 @@ impl ClusterIndex {
             return;
         };
         self.held.remove(&key);
+        self.volumes.users.remove(&key);
         if old.counts_on_node() {
             for (k, v) in old.labels.iter() {
                 if let Some(values) = self.by_label.get_mut(k) {
@@ -344,6 +350,11 @@ impl ClusterIndex {
         if info.held.is_some() {
             self.held.insert(key.clone());
         }
+        if let (Some(node), true) = (&info.node, info.counts_on_node() && !info.claims.is_empty()) {
+            self.volumes
+                .users
+                .insert(key.clone(), (node.clone(), info.claims.clone()));
+        }
         self.pods.insert(key, info);
     }
 
@@ -357,6 +368,7 @@ impl ClusterIndex {
         self.members.clear();
         self.group_refs.clear();
         self.held.clear();
+        self.volumes.users.clear();
         let mut errors = Vec::new();
         for pod in pods {
             if let Err(e) = self.apply_pod(pod) {
@@ -533,6 +545,110 @@ impl ClusterIndex {
             }
         };
         Some(index as u32)
+    }
+
+    // ----- volumes -----
+
+    /// Adds or replaces a PersistentVolumeClaim. On error the previous version is removed.
+    pub fn apply_claim(&mut self, pvc: &PersistentVolumeClaim) -> Result<()> {
+        let namespace = pvc.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pvc.metadata.name.as_deref().unwrap_or_default();
+        self.delete_claim(namespace, name);
+        let c = crate::volumes::claim(pvc)?;
+        self.volumes.claims.insert(key_of(namespace, name), c);
+        Ok(())
+    }
+
+    /// Removes a PersistentVolumeClaim.
+    pub fn delete_claim(&mut self, namespace: &str, name: &str) {
+        self.volumes.claims.remove(&key_of(namespace, name));
+    }
+
+    /// Replaces every PersistentVolumeClaim.
+    pub fn reset_claims<'a>(
+        &mut self,
+        claims: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
+    ) -> Vec<Error> {
+        self.volumes.claims.clear();
+        claims
+            .into_iter()
+            .filter_map(|c| self.apply_claim(c).err())
+            .collect()
+    }
+
+    /// Adds or replaces a PersistentVolume. On error the previous version is removed.
+    pub fn apply_volume(&mut self, pv: &PersistentVolume) -> Result<()> {
+        if let Some(name) = pv.metadata.name.as_deref() {
+            self.volumes.volumes.remove(name);
+        }
+        let v = crate::volumes::volume(pv)?;
+        self.volumes.volumes.insert(v.volume.name.clone(), v);
+        Ok(())
+    }
+
+    /// Removes a PersistentVolume.
+    pub fn delete_volume(&mut self, name: &str) {
+        self.volumes.volumes.remove(name);
+    }
+
+    /// Replaces every PersistentVolume.
+    pub fn reset_volumes<'a>(
+        &mut self,
+        volumes: impl IntoIterator<Item = &'a PersistentVolume>,
+    ) -> Vec<Error> {
+        self.volumes.volumes.clear();
+        volumes
+            .into_iter()
+            .filter_map(|v| self.apply_volume(v).err())
+            .collect()
+    }
+
+    /// Adds or replaces a StorageClass. On error the previous version is removed.
+    pub fn apply_storage_class(&mut self, sc: &StorageClass) -> Result<()> {
+        let name = sc.metadata.name.as_deref().unwrap_or_default();
+        self.volumes.classes.remove(name);
+        let c = crate::volumes::class(sc)?;
+        self.volumes.classes.insert(Arc::from(name), c);
+        Ok(())
+    }
+
+    /// Removes a StorageClass.
+    pub fn delete_storage_class(&mut self, name: &str) {
+        self.volumes.classes.remove(name);
+    }
+
+    /// Replaces every StorageClass.
+    pub fn reset_storage_classes<'a>(
+        &mut self,
+        classes: impl IntoIterator<Item = &'a StorageClass>,
+    ) -> Vec<Error> {
+        self.volumes.classes.clear();
+        classes
+            .into_iter()
+            .filter_map(|c| self.apply_storage_class(c).err())
+            .collect()
+    }
+
+    /// Adds or replaces a CSINode (its drivers' attach limits).
+    pub fn apply_csinode(&mut self, n: &CSINode) {
+        if let Some(name) = n.metadata.name.as_deref() {
+            self.volumes
+                .csinodes
+                .insert(Arc::from(name), crate::volumes::csinode_limits(n));
+        }
+    }
+
+    /// Removes a CSINode.
+    pub fn delete_csinode(&mut self, name: &str) {
+        self.volumes.csinodes.remove(name);
+    }
+
+    /// Replaces every CSINode.
+    pub fn reset_csinodes<'a>(&mut self, nodes: impl IntoIterator<Item = &'a CSINode>) {
+        self.volumes.csinodes.clear();
+        for n in nodes {
+            self.apply_csinode(n);
+        }
     }
 
     // ----- priority classes -----
@@ -769,6 +885,9 @@ impl ClusterIndex {
         }
 
         let mut snap = Snapshot::default();
+        // Members whose claims ask alike share one spec.
+        let mut volume_specs: HashSet<Arc<PlacementSpec>> = HashSet::new();
+        let mut with_claims = false;
         for (id, pods) in by_job {
             let grouped = pods.first().is_none_or(|p| p.group.is_some());
             let job = if grouped {
@@ -801,6 +920,22 @@ impl ClusterIndex {
             for p in pods {
                 job.tasks.push(snap.tasks.len());
                 let mut task = self.task(p, job_index);
+                if task.status == TaskStatus::Pending && !p.claims.is_empty() {
+                    if let Some((needs, names)) = self.volumes.resolve(p) {
+                        let mut spec = (*task.spec).clone();
+                        spec.volumes = needs;
+                        task.spec = match volume_specs.get(&spec) {
+                            Some(shared) => Arc::clone(shared),
+                            None => {
+                                let shared = Arc::new(spec);
+                                volume_specs.insert(shared.clone());
+                                shared
+                            }
+                        };
+                        task.volumes = Some(Arc::new(names));
+                        with_claims = true;
+                    }
+                }
                 if !self.budgets.is_empty() {
                     task.budget = self.budget_of(p, &mut snap.budgets);
                 }
@@ -845,6 +980,10 @@ impl ClusterIndex {
             }
         }
         self.attach_requests(&mut snap, opts);
+        if with_claims {
+            snap.volumes = self.volumes.catalog();
+        }
+        snap.volumes.left_to_kube_scheduler = opts.gate;
         snap
     }
 
@@ -959,6 +1098,7 @@ impl ClusterIndex {
             started: p.started.unwrap_or(p.created),
             budget: None,
             consumes: p.consumes.clone(),
+            volumes: None,
         }
     }
 

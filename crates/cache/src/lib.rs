@@ -21,6 +21,7 @@ mod index;
 mod intern;
 pub mod labels;
 pub mod provisioning;
+pub mod volumes;
 
 pub use convert::{
     group_name, node, pod_request, priority_class, queue, GroupInfo, PodInfo, PodPhase,

@@ -18,6 +18,7 @@ pub mod selector;
 pub mod snapshot;
 pub mod task;
 pub mod time;
+pub mod volume;
 
 pub use capacity::{
     request_name, CapacityNeed, CapacityRelease, CapacityRequest, CapacityState, ConsumingPod,
@@ -42,3 +43,6 @@ pub use selector::{
 pub use snapshot::{Budget, Snapshot, WaitingPod};
 pub use task::{PendingReason, Task, TaskStatus};
 pub use time::Time;
+pub use volume::{
+    ClaimNeed, NodeAttach, TaskVolumes, Volume, VolumeCatalog, VolumeNeeds, VolumeWrite,
+};

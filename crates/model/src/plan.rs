@@ -153,6 +153,9 @@ pub struct Plan {
     pub capacity_requests: Vec<crate::CapacityNeed>,
     /// Autoscaler requests to delete (with their PodTemplates).
     pub capacity_releases: Vec<crate::CapacityRelease>,
+    /// Volume binder writes (claims annotated with their member's node, volumes pre-bound,
+    /// selections undone), before the binds that wait for them.
+    pub volume_writes: Vec<crate::VolumeWrite>,
 }
 
 impl Plan {
@@ -168,5 +171,6 @@ impl Plan {
             && self.events.is_empty()
             && self.capacity_requests.is_empty()
             && self.capacity_releases.is_empty()
+            && self.volume_writes.is_empty()
     }
 }

@@ -217,6 +217,8 @@ pub struct PlacementSpec {
     /// A scheduling input Caldera does not evaluate (e.g. `spec.resourceClaims`), named for
     /// the message: such a pod is never placed.
     pub unsupported: Option<String>,
+    /// What the pod's PersistentVolumeClaims ask of a node.
+    pub volumes: crate::volume::VolumeNeeds,
 }
 
 impl PlacementSpec {

@@ -57,6 +57,8 @@ pub struct Snapshot {
     pub stale_capacity: Vec<crate::CapacityRelease>,
     /// PodDisruptionBudgets that cover members of our jobs.
     pub budgets: Vec<Budget>,
+    /// Volumes `WaitForFirstConsumer` claims may take, claims in use, attach limits.
+    pub volumes: crate::volume::VolumeCatalog,
 }
 
 /// A PodDisruptionBudget, as far as choosing victims needs it.

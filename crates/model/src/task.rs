@@ -115,6 +115,9 @@ pub struct Task {
     /// `autoscaling.x-k8s.io/consume-provisioning-request` annotation names: cluster-autoscaler
     /// leaves the pod to that request and never scales up for it on its own.
     pub consumes: Option<Arc<str>>,
+    /// Its claims' names and binding state, when it has unbound or not fully bound claims
+    /// (what they ask of a node is in `spec.volumes`).
+    pub volumes: Option<Arc<crate::volume::TaskVolumes>>,
 }
 
 impl Task {
@@ -126,6 +129,11 @@ impl Task {
     /// A member that requests nothing (placed by backfill).
     pub fn best_effort(&self) -> bool {
         self.request.is_empty()
+    }
+
+    /// Whether it may be bound now: every claim it mounts is fully bound.
+    pub fn volumes_bound(&self) -> bool {
+        self.volumes.as_ref().is_none_or(|v| v.all_bound)
     }
 
     /// Waiting for a node and allowed to get one.

@@ -1,11 +1,15 @@
 //! predicates: node selector, required node affinity, taints and tolerations, cordoned nodes,
 //! pod count, host ports, inter-pod affinity and anti-affinity (including existing pods'
-//! anti-affinity) and `DoNotSchedule` topology spread.
+//! anti-affinity), `DoNotSchedule` topology spread, and volumes (kube-scheduler's VolumeBinding,
+//! VolumeRestrictions and NodeVolumeLimits: bound volumes' node affinity, volumes to bind or
+//! provision for unbound `WaitForFirstConsumer` claims, `ReadWriteOncePod` claims in use, CSI
+//! attach limits).
 //!
 //! Messages follow kube-scheduler's wording, since people and autoscalers read them. Volcano's
 //! switches `predicate.NodeAffinityEnable`, `predicate.NodePortsEnable`,
-//! `predicate.TaintTolerationEnable`, `predicate.PodAffinityEnable` and
-//! `predicate.PodTopologySpreadEnable` (all default true) turn their checks off as in Volcano.
+//! `predicate.TaintTolerationEnable`, `predicate.PodAffinityEnable`,
+//! `predicate.PodTopologySpreadEnable`, `predicate.VolumeBindingEnable` and
+//! `predicate.NodeVolumeLimitsEnable` (all default true) turn their checks off as in Volcano.
 
 use caldera_config::PluginOption;
 use caldera_model::selector::untolerated_taint;
@@ -21,6 +25,8 @@ pub struct Predicates {
     taints: bool,
     pod_affinity: bool,
     spread: bool,
+    volume_binding: bool,
+    volume_limits: bool,
 }
 
 impl Default for Predicates {
@@ -31,6 +37,8 @@ impl Default for Predicates {
             taints: true,
             pod_affinity: true,
             spread: true,
+            volume_binding: true,
+            volume_limits: true,
         }
     }
 }
@@ -44,6 +52,8 @@ pub fn build(option: &PluginOption) -> Result<Box<dyn Plugin>, String> {
         taints: on("predicate.TaintTolerationEnable"),
         pod_affinity: on("predicate.PodAffinityEnable"),
         spread: on("predicate.PodTopologySpreadEnable"),
+        volume_binding: on("predicate.VolumeBindingEnable"),
+        volume_limits: on("predicate.NodeVolumeLimitsEnable"),
     }))
 }
 
@@ -79,6 +89,18 @@ impl Predicates {
                 "node(s) had untolerated taint {{{}: {}}}",
                 t.key, t.value
             ));
+        }
+        let volumes = &task.spec.volumes;
+        if self.volume_binding {
+            if let Some(reason) = volumes.every_node {
+                return Err(reason.into());
+            }
+            let reaches = |terms: &Vec<caldera_model::SelectorTerm>| {
+                terms.iter().any(|t| t.matches(&node.name, &node.labels))
+            };
+            if !volumes.bound_terms.iter().all(reaches) {
+                return Err(caldera_model::volume::NODE_CONFLICT.into());
+            }
         }
         Ok(())
     }
@@ -116,6 +138,17 @@ impl Plugin for Predicates {
 
     fn filter(&self, state: &State, task: &Task, node: &Node) -> Result<(), FitReason> {
         ports_check(task, node, self.node_ports)?;
+        if task.spec.volumes.dynamic() && (self.volume_binding || self.volume_limits) {
+            if let Some(i) = state.node_index(&node.name) {
+                state.volumes.check(
+                    task,
+                    i as u32,
+                    &state.nodes,
+                    self.volume_binding,
+                    self.volume_limits,
+                )?;
+            }
+        }
         let interpod = &state.interpod;
         if !(self.pod_affinity || self.spread) || (interpod.quiet() && task.spec.pods.is_empty()) {
             return Ok(());

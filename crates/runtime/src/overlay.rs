@@ -337,6 +337,7 @@ mod tests {
             started: Time(0),
             budget: None,
             consumes: None,
+            volumes: None,
         });
         snap
     }

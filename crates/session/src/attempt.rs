@@ -86,6 +86,34 @@ fn attempt_inner(
         ssn.hold(job, Holdup::Fit(msg));
         return Attempt::Held;
     }
+    if crate::volumes::timed_out(ssn, job) {
+        return Attempt::Held;
+    }
+    // A member whose claims keep it off every node (a missing claim, an unbound `Immediate`
+    // one) is not tried; the gang waits with kube-scheduler's message unless the others
+    // satisfy it.
+    let blocked: Vec<usize> = tasks
+        .iter()
+        .copied()
+        .filter(|&t| ssn.state.tasks[t].spec.volumes.blocked.is_some())
+        .collect();
+    let tasks: Vec<usize> = if blocked.is_empty() {
+        tasks
+    } else {
+        let t = &ssn.state.tasks[blocked[0]];
+        let msg = format!(
+            "pod {}: 0/{} nodes are available: {}.",
+            t.key(),
+            ssn.state.nodes.len(),
+            t.spec.volumes.blocked.as_deref().unwrap_or_default()
+        );
+        ssn.hold(job, Holdup::Fit(msg));
+        let rest: Vec<usize> = tasks.into_iter().filter(|t| !blocked.contains(t)).collect();
+        if rest.is_empty() {
+            return Attempt::Held;
+        }
+        rest
+    };
     if ssn.job_ready(job) {
         let tasks = ssn.order_tasks(job, tasks);
         // An extra member of a satisfied gang stays in the gang's domain: always under a
@@ -319,7 +347,18 @@ fn place_gang(
         Ok(n)
     } else if ready {
         let n = stmt.len();
-        ssn.commit(stmt);
+        let volumes_pending = !ssn.state.volumes.left_to_kube_scheduler
+            && stmt
+                .ops()
+                .iter()
+                .any(|&(t, _)| !ssn.state.tasks[t].volumes_bound());
+        if volumes_pending {
+            // Volume binding first: the members keep their nodes, and are bound together
+            // once every claim is.
+            ssn.commit_waiting_for_volumes(stmt);
+        } else {
+            ssn.commit(stmt);
+        }
         ssn.clear_hold(job);
         Ok(n)
     } else {

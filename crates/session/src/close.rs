@@ -35,6 +35,9 @@ pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
 /// not bound by kube-scheduler past the release timeout; written by `caldera gate`'s runtime,
 /// which follows releases in time, and replaced by `Scheduled` once the members are bound.
 pub const NOT_BOUND_AFTER_RELEASE: &str = "NotBoundAfterRelease";
+/// PodGroup condition reason (type `Unschedulable`) while placed members keep their nodes and
+/// wait for their claims to be bound (volume binding before binds, as kube-scheduler's PreBind).
+pub const WAITING_FOR_VOLUMES: &str = "WaitingForVolumes";
 /// How long a gang's members and its PodGroup may take to arrive before Caldera says one is
 /// missing. Pods and PodGroups come through separate watches, so for a moment a new pod's
 /// PodGroup, or a new PodGroup's pods, may not be seen yet; writing "does not exist" or
@@ -78,6 +81,7 @@ pub fn close(ssn: &Session) -> Plan {
             job: st.jobs[t.job].id.clone(),
         });
     }
+    volume_writes(ssn, &mut plan);
     let mut phases = vec![PodGroupPhase::Pending; st.jobs.len()];
     plan.capacity_releases
         .extend(st.stale_capacity.iter().cloned());
@@ -129,7 +133,8 @@ pub fn close(ssn: &Session) -> Plan {
             let scheduled = c.type_ == "Scheduled";
             let not_admitted =
                 matches!(st.job_runs[ji].holdup, Some(Holdup::NotAdmitted { .. })) && !scheduled;
-            let waiting_for_capacity = c.reason == WAITING_FOR_CAPACITY;
+            let waiting_for_capacity =
+                c.reason == WAITING_FOR_CAPACITY || c.reason == WAITING_FOR_VOLUMES;
             plan.events.push(Event {
                 object: EventObject::PodGroup,
                 namespace: job.namespace.clone(),
@@ -139,6 +144,7 @@ pub fn close(ssn: &Session) -> Plan {
                 reason: if scheduled {
                     "Scheduled"
                 } else if waiting_for_capacity || c.reason == PROVISIONING_FAILED {
+                    // (WaitingForVolumes is a Normal event under its own reason too.)
                     c.reason.as_str()
                 } else {
                     "Unschedulable"
@@ -170,6 +176,73 @@ pub fn close(ssn: &Session) -> Plan {
     preemptions(ssn, &mut plan);
     queue_statuses(ssn, &phases, &mut plan);
     plan
+}
+
+/// The volume binder's writes: for members that keep their nodes until their claims are
+/// bound, each claim annotated with its member's node (provisioning) or a volume pre-bound to
+/// it, and the member nominated at its node (so the hold survives a restart); for jobs whose
+/// wait ended without volumes, Caldera's selections undone and nominations dropped.
+fn volume_writes(ssn: &Session, plan: &mut Plan) {
+    use crate::volumes::Choice;
+    use caldera_model::VolumeWrite;
+    let st = &ssn.state;
+    for &(ti, node) in &ssn.volume_waits {
+        let t = &st.tasks[ti];
+        let node = st.nodes[node].name.clone();
+        if t.nominated.as_deref() != Some(&*node) {
+            plan.nominations.push(Nomination {
+                namespace: t.namespace.clone(),
+                name: t.name.clone(),
+                uid: t.uid.clone(),
+                node: Some(node.clone()),
+            });
+        }
+        let (Some(choices), Some(names)) = (st.volumes.chosen(ti), t.volumes.as_ref()) else {
+            continue;
+        };
+        for (choice, (claim, uid)) in choices.iter().zip(&names.claims) {
+            match *choice {
+                Choice::Provision => plan.volume_writes.push(VolumeWrite::SelectNode {
+                    namespace: t.namespace.clone(),
+                    claim: claim.clone(),
+                    node: node.clone(),
+                }),
+                Choice::Static(v) => plan.volume_writes.push(VolumeWrite::PreBind {
+                    volume: st.volumes.volume(v).name.clone(),
+                    namespace: t.namespace.clone(),
+                    claim: claim.clone(),
+                    uid: uid.clone(),
+                }),
+                Choice::Selected | Choice::Prebound => {}
+            }
+        }
+    }
+    let mut released: Vec<usize> = ssn.volume_releases.iter().map(|(j, _)| *j).collect();
+    released.sort_unstable();
+    released.dedup();
+    for j in released {
+        for &ti in &st.jobs[j].tasks {
+            let t = &st.tasks[ti];
+            let Some(v) = t.volumes.as_ref().filter(|_| t.schedulable_pending()) else {
+                continue;
+            };
+            let selected = t
+                .spec
+                .volumes
+                .claims
+                .iter()
+                .zip(&v.claims)
+                .filter(|(need, _)| need.selected.is_some())
+                .map(|(_, (claim, _))| claim)
+                .chain(&v.failed);
+            for claim in selected {
+                plan.volume_writes.push(VolumeWrite::Unselect {
+                    namespace: t.namespace.clone(),
+                    claim: claim.clone(),
+                });
+            }
+        }
+    }
 }
 
 /// Evictions decided by preempt and reclaim, their `Preempted` events (on each victim pod
@@ -313,6 +386,35 @@ fn verdict(ssn: &Session, ji: usize) -> Verdict {
         return Verdict {
             condition: Some(("Unschedulable", NOT_ENOUGH_TASKS, msg.clone())),
             pod_reason: Some((UNSCHEDULABLE, format!("PodGroup {}: {msg}", job.id))),
+            ..none
+        };
+    }
+    let waiting: Vec<usize> = ssn
+        .volume_waits
+        .iter()
+        .filter(|&&(t, _)| st.tasks[t].job == ji)
+        .map(|&(t, _)| t)
+        .collect();
+    if !waiting.is_empty() {
+        let mut claims: Vec<String> = Vec::new();
+        for &t in &waiting {
+            let task = &st.tasks[t];
+            if let Some(v) = &task.volumes {
+                claims.extend(v.claims.iter().map(|(c, _)| format!("{}/{c}", task.namespace)));
+            }
+        }
+        claims.sort();
+        let message = format!(
+            "{}/{members} members keep their nodes until their claims are bound ({}); then they are bound together",
+            waiting.len(),
+            if claims.is_empty() {
+                "claims bound but not yet completed".to_string()
+            } else {
+                claims.join(", ")
+            }
+        );
+        return Verdict {
+            condition: Some(("Unschedulable", WAITING_FOR_VOLUMES, message)),
             ..none
         };
     }
@@ -647,7 +749,10 @@ fn podgroup_status(ssn: &Session, ji: usize, v: &Verdict, now: Time) -> PodGroup
         // when its timeout starts counting (not while its released members waited for
         // kube-scheduler: a gang placed once does not carry that wait into a new timeout).
         let resets = |r: &str| {
-            r == NOT_ENOUGH_TASKS || r == SCHEDULE_TIMEOUT || r == NOT_BOUND_AFTER_RELEASE
+            r == NOT_ENOUGH_TASKS
+                || r == SCHEDULE_TIMEOUT
+                || r == NOT_BOUND_AFTER_RELEASE
+                || r == WAITING_FOR_VOLUMES
         };
         let keep = old.filter(|o| {
             o.type_ == *type_ && o.status == "True" && (!resets(&o.reason) || resets(reason))

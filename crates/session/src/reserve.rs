@@ -133,3 +133,16 @@ pub fn open(ssn: &mut Session) {
         }
     }
 }
+
+/// Drops the room held for `job`'s tasks (their wait ended): it is free for everyone again.
+pub fn drop_job(ssn: &mut Session, job: usize) {
+    let mut i = 0;
+    while i < ssn.reservations.len() {
+        if ssn.state.tasks[ssn.reservations[i].task].job == job {
+            set_held(ssn, i, false);
+            ssn.reservations.swap_remove(i);
+        } else {
+            i += 1;
+        }
+    }
+}

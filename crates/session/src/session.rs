@@ -171,6 +171,12 @@ pub struct Session {
     pub eviction: crate::evict::Switches,
     /// The placements of the last successful [`crate::attempt::probe`].
     pub probed: Vec<(usize, usize)>,
+    /// Placements committed but not bound: members that keep their node until their claims
+    /// are bound (see [`crate::volumes`]).
+    pub volume_waits: Vec<(usize, usize)>,
+    /// Jobs whose wait for volumes ended without them (timeout, provisioning failed): their
+    /// claims' selections are undone and their nodes released, with why.
+    pub volume_releases: Vec<(usize, String)>,
 }
 
 /// Identifies gangs that place alike: member request, spec and traits, topology, queue index.
@@ -203,6 +209,8 @@ impl Session {
             preemptions: Vec::new(),
             eviction: crate::evict::Switches::default(),
             probed: Vec::new(),
+            volume_waits: Vec::new(),
+            volume_releases: Vec::new(),
         };
         for slot in &mut s.slots {
             slot.plugin.on_open(&s.state);
@@ -330,6 +338,13 @@ impl Session {
             &self.state.nodes,
         );
         self.touch_nodes(&touched);
+        let touched = self.state.volumes.place(
+            task,
+            &self.state.tasks[task],
+            node as u32,
+            &self.state.nodes,
+        );
+        self.touch_nodes(&touched);
         stmt.ops.push((task, node));
         for s in &mut self.slots {
             s.plugin.on_allocate(&self.state, task);
@@ -355,6 +370,8 @@ impl Session {
             self.bump(node);
             let touched = self.state.interpod.unplace(task, &self.state.nodes);
             self.touch_nodes(&touched);
+            let touched = self.state.volumes.unplace(task, &self.state.tasks[task]);
+            self.touch_nodes(&touched);
         }
         if !stmt.ops.is_empty() {
             self.stats.discards += 1;
@@ -368,6 +385,18 @@ impl Session {
             self.committed.push((task, node));
         }
         self.stats.placements += stmt.ops.len() as u64;
+        if !stmt.ops.is_empty() {
+            self.epoch += 1;
+        }
+    }
+
+    /// Commits every placement of `stmt` as held: the members keep their nodes (for everyone
+    /// else they are placed) but are not bound in this plan; their claims' writes are.
+    pub fn commit_waiting_for_volumes(&mut self, stmt: Statement) {
+        for &(task, node) in &stmt.ops {
+            self.state.tasks[task].status = TaskStatus::Binding;
+            self.volume_waits.push((task, node));
+        }
         if !stmt.ops.is_empty() {
             self.epoch += 1;
         }

@@ -81,6 +81,8 @@ pub struct State {
     pub budgets: Vec<caldera_model::Budget>,
     /// Disruptions each budget still allows in this session (evictions decided here count).
     pub budget_left: Vec<u32>,
+    /// Volumes taken by this session's placements, claims in use, attach counts.
+    pub volumes: crate::volumes::Volumes,
 }
 
 impl State {
@@ -113,12 +115,14 @@ impl State {
         let total = snapshot.total_allocatable();
         let interpod = InterPod::new(&snapshot.pods, &snapshot.nodes);
         let traits = traits(&snapshot);
+        let volumes = crate::volumes::Volumes::new(snapshot.volumes, &snapshot.nodes);
         let mut jobs = snapshot.jobs;
         let mut nodes = snapshot.nodes;
         expire_bookings(&mut jobs, &mut nodes, snapshot.provisioning.as_ref(), now);
         let has_bookings = nodes.iter().any(|n| n.booked_for.is_some());
         State {
             interpod,
+            volumes,
             traits,
             now,
             nodes,

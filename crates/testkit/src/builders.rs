@@ -627,6 +627,7 @@ impl Cluster {
                 started: p.created,
                 budget: None,
                 consumes: None,
+                volumes: None,
             });
         }
         let mut pods: Vec<caldera_model::PlacedPod> = self
@@ -655,6 +656,7 @@ impl Cluster {
             provisioning: None,
             stale_capacity: Vec::new(),
             budgets: Vec::new(),
+            volumes: Default::default(),
         }
     }
 }
