@@ -643,6 +643,43 @@ impl ClusterIndex {
         self.volumes.csinodes.remove(name);
     }
 
+    /// Records a volume write the binder is about to send as if the watch had shown it, so the
+    /// next session does not choose again before the claim or volume comes back (as
+    /// kube-scheduler's assume cache does). The watched object replaces it when it arrives.
+    pub fn assume_volume_write(&mut self, w: &caldera_model::VolumeWrite, now: caldera_model::Time) {
+        use caldera_model::VolumeWrite;
+        match w {
+            VolumeWrite::SelectNode {
+                namespace,
+                claim,
+                node,
+            } => {
+                if let Some(c) = self.volumes.claims.get_mut(&(namespace.clone(), claim.clone())) {
+                    c.selected_node = Some(node.clone());
+                    c.selected_at = Some(now);
+                }
+            }
+            VolumeWrite::Unselect { namespace, claim } => {
+                if let Some(c) = self.volumes.claims.get_mut(&(namespace.clone(), claim.clone())) {
+                    c.selected_node = None;
+                    c.selected_at = None;
+                }
+            }
+            VolumeWrite::PreBind {
+                volume,
+                namespace,
+                claim,
+                uid,
+            } => {
+                if let Some(v) = self.volumes.volumes.get_mut(volume) {
+                    v.claim_ref = Some((namespace.clone(), claim.clone(), uid.clone()));
+                    v.volume.claim_ref = Some(format!("{namespace}/{claim}").into());
+                    v.selected_at = Some(now);
+                }
+            }
+        }
+    }
+
     /// Replaces every CSINode.
     pub fn reset_csinodes<'a>(&mut self, nodes: impl IntoIterator<Item = &'a CSINode>) {
         self.volumes.csinodes.clear();

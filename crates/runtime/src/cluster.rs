@@ -11,7 +11,10 @@ use crate::overlay::{Kind, ObjKey, Overlay};
 use caldera_api::{PodGroup, Queue as ApiQueue};
 use caldera_cache::{ClusterIndex, PodInfo};
 use caldera_model::{Node, TaskStatus};
-use k8s_openapi::api::core::v1::{Namespace, Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
+};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{DynamicObject, TypeMeta};
@@ -36,11 +39,19 @@ pub enum Watched {
     Budgets,
     /// Namespaces (their labels, for pod affinity terms with a `namespaceSelector`).
     Namespaces,
+    /// PersistentVolumeClaims (volume binding).
+    Claims,
+    /// PersistentVolumes.
+    Volumes,
+    /// StorageClasses.
+    StorageClasses,
+    /// CSINodes (attach limits).
+    CsiNodes,
 }
 
 impl Watched {
     /// Every watched kind.
-    pub const ALL: [Watched; 7] = [
+    pub const ALL: [Watched; 11] = [
         Watched::Pods,
         Watched::Nodes,
         Watched::PodGroups,
@@ -48,6 +59,10 @@ impl Watched {
         Watched::PriorityClasses,
         Watched::Budgets,
         Watched::Namespaces,
+        Watched::Claims,
+        Watched::Volumes,
+        Watched::StorageClasses,
+        Watched::CsiNodes,
     ];
 
     /// Plural resource name.
@@ -60,6 +75,10 @@ impl Watched {
             Watched::PriorityClasses => "priorityclasses",
             Watched::Budgets => "poddisruptionbudgets",
             Watched::Namespaces => "namespaces",
+            Watched::Claims => "persistentvolumeclaims",
+            Watched::Volumes => "persistentvolumes",
+            Watched::StorageClasses => "storageclasses",
+            Watched::CsiNodes => "csinodes",
         }
     }
 }
@@ -522,6 +541,138 @@ impl Cluster {
     pub fn reset_namespaces(&mut self, namespaces: &[Namespace]) {
         self.index.reset_namespaces(namespaces.iter());
         self.synced.insert(Watched::Namespaces, true);
+    }
+}
+
+impl Cluster {
+    // ----- volumes -----
+
+    pub fn apply_claim(&mut self, pvc: &PersistentVolumeClaim) -> bool {
+        let key = format!(
+            "{}/{}",
+            pvc.metadata.namespace.as_deref().unwrap_or("default"),
+            pvc.name_any()
+        );
+        match self.index.apply_claim(pvc) {
+            Ok(()) => self.mark_valid(Watched::Claims, &key),
+            Err(e) => self.mark_invalid(
+                Watched::Claims,
+                key,
+                pvc.uid().unwrap_or_default(),
+                e.to_string(),
+            ),
+        }
+        true
+    }
+
+    pub fn delete_claim(&mut self, pvc: &PersistentVolumeClaim) -> bool {
+        let namespace = pvc.metadata.namespace.as_deref().unwrap_or("default");
+        let name = pvc.name_any();
+        self.index.delete_claim(namespace, &name);
+        self.mark_valid(Watched::Claims, &format!("{namespace}/{name}"));
+        true
+    }
+
+    pub fn reset_claims(&mut self, claims: &[PersistentVolumeClaim]) {
+        let before = self.invalid_keys(Watched::Claims);
+        let _ = self.index.reset_claims(std::iter::empty());
+        for c in claims {
+            self.apply_claim(c);
+        }
+        let listed = claims.iter().map(|c| {
+            format!(
+                "{}/{}",
+                c.metadata.namespace.as_deref().unwrap_or("default"),
+                c.name_any()
+            )
+        });
+        self.drop_unlisted(Watched::Claims, before, listed);
+        self.synced.insert(Watched::Claims, true);
+    }
+
+    pub fn apply_volume(&mut self, pv: &PersistentVolume) -> bool {
+        let name = pv.name_any();
+        match self.index.apply_volume(pv) {
+            Ok(()) => self.mark_valid(Watched::Volumes, &name),
+            Err(e) => self.mark_invalid(
+                Watched::Volumes,
+                name,
+                pv.uid().unwrap_or_default(),
+                e.to_string(),
+            ),
+        }
+        true
+    }
+
+    pub fn delete_volume(&mut self, pv: &PersistentVolume) -> bool {
+        let name = pv.name_any();
+        self.index.delete_volume(&name);
+        self.mark_valid(Watched::Volumes, &name);
+        true
+    }
+
+    pub fn reset_volumes(&mut self, pvs: &[PersistentVolume]) {
+        let before = self.invalid_keys(Watched::Volumes);
+        let _ = self.index.reset_volumes(std::iter::empty());
+        for pv in pvs {
+            self.apply_volume(pv);
+        }
+        self.drop_unlisted(Watched::Volumes, before, pvs.iter().map(|p| p.name_any()));
+        self.synced.insert(Watched::Volumes, true);
+    }
+
+    pub fn apply_storage_class(&mut self, sc: &StorageClass) -> bool {
+        let name = sc.name_any();
+        match self.index.apply_storage_class(sc) {
+            Ok(()) => self.mark_valid(Watched::StorageClasses, &name),
+            Err(e) => self.mark_invalid(
+                Watched::StorageClasses,
+                name,
+                sc.uid().unwrap_or_default(),
+                e.to_string(),
+            ),
+        }
+        true
+    }
+
+    pub fn delete_storage_class(&mut self, sc: &StorageClass) -> bool {
+        let name = sc.name_any();
+        self.index.delete_storage_class(&name);
+        self.mark_valid(Watched::StorageClasses, &name);
+        true
+    }
+
+    pub fn reset_storage_classes(&mut self, classes: &[StorageClass]) {
+        let before = self.invalid_keys(Watched::StorageClasses);
+        let _ = self.index.reset_storage_classes(std::iter::empty());
+        for sc in classes {
+            self.apply_storage_class(sc);
+        }
+        let listed = classes.iter().map(|c| c.name_any());
+        self.drop_unlisted(Watched::StorageClasses, before, listed);
+        self.synced.insert(Watched::StorageClasses, true);
+    }
+
+    pub fn apply_csinode(&mut self, n: &CSINode) -> bool {
+        self.index.apply_csinode(n);
+        true
+    }
+
+    pub fn delete_csinode(&mut self, n: &CSINode) -> bool {
+        self.index.delete_csinode(&n.name_any());
+        true
+    }
+
+    /// The plan's volume writes, assumed done until the watches show them.
+    pub fn assume_volume_writes(&mut self, writes: &[caldera_model::VolumeWrite], now: caldera_model::Time) {
+        for w in writes {
+            self.index.assume_volume_write(w, now);
+        }
+    }
+
+    pub fn reset_csinodes(&mut self, nodes: &[CSINode]) {
+        self.index.reset_csinodes(nodes.iter());
+        self.synced.insert(Watched::CsiNodes, true);
     }
 }
 

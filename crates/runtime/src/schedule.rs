@@ -295,6 +295,9 @@ async fn session(
         return;
     }
     record_in_flight(shared, &plan);
+    shared
+        .lock_cluster()
+        .assume_volume_writes(&plan.volume_writes, now);
     binder.dispatch(plan, &snapshot, now);
 }
 

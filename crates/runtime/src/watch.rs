@@ -6,7 +6,8 @@
 use crate::cluster::{Cluster, Watched};
 use crate::Shared;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -91,7 +92,7 @@ fn volcano(kind: &str, plural: &str) -> ApiResource {
     )
 }
 
-/// Spawns the seven watches.
+/// Spawns the eleven watches.
 pub(crate) fn spawn_all(
     shared: Arc<Shared>,
     client: Client,
@@ -165,13 +166,57 @@ pub(crate) fn spawn_all(
             stop.clone(),
         )),
         tokio::spawn(run(
-            shared,
-            Api::<Namespace>::all(client),
+            shared.clone(),
+            Api::<Namespace>::all(client.clone()),
             Handler {
                 kind: Watched::Namespaces,
                 apply: |c, n, _| c.apply_namespace(n),
                 delete: Cluster::delete_namespace,
                 reset: Cluster::reset_namespaces,
+            },
+            stop.clone(),
+        )),
+        tokio::spawn(run(
+            shared.clone(),
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            Handler {
+                kind: Watched::Claims,
+                apply: |c, o, _| c.apply_claim(o),
+                delete: Cluster::delete_claim,
+                reset: Cluster::reset_claims,
+            },
+            stop.clone(),
+        )),
+        tokio::spawn(run(
+            shared.clone(),
+            Api::<PersistentVolume>::all(client.clone()),
+            Handler {
+                kind: Watched::Volumes,
+                apply: |c, o, _| c.apply_volume(o),
+                delete: Cluster::delete_volume,
+                reset: Cluster::reset_volumes,
+            },
+            stop.clone(),
+        )),
+        tokio::spawn(run(
+            shared.clone(),
+            Api::<StorageClass>::all(client.clone()),
+            Handler {
+                kind: Watched::StorageClasses,
+                apply: |c, o, _| c.apply_storage_class(o),
+                delete: Cluster::delete_storage_class,
+                reset: Cluster::reset_storage_classes,
+            },
+            stop.clone(),
+        )),
+        tokio::spawn(run(
+            shared,
+            Api::<CSINode>::all(client),
+            Handler {
+                kind: Watched::CsiNodes,
+                apply: |c, o, _| c.apply_csinode(o),
+                delete: Cluster::delete_csinode,
+                reset: Cluster::reset_csinodes,
             },
             stop,
         )),

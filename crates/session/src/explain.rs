@@ -57,6 +57,9 @@ pub struct Explanation {
     pub victims: Option<(String, Vec<String>)>,
     /// Nodes where room is held for the job while its victims terminate.
     pub held_on: Vec<String>,
+    /// Volume binding: each member that keeps its node until its claims are bound, with what
+    /// is written for each claim; or why the wait for volumes ended.
+    pub volumes: Vec<String>,
 }
 
 impl Scheduler {
@@ -73,6 +76,7 @@ impl Scheduler {
         let placed = ssn
             .committed
             .iter()
+            .chain(&ssn.volume_waits)
             .filter(|&&(t, _)| ssn.state.tasks[t].job == ji)
             .count();
         let held = ssn.state.job_runs[ji].holdup.as_ref().map(|h| match h {
@@ -106,6 +110,7 @@ impl Scheduler {
             .collect();
         held_on.sort();
         held_on.dedup();
+        let volumes = volume_lines(&ssn, ji);
 
         // A fresh session for the node-by-node view, as the cluster is before any placement.
         let fresh = self.open(snapshot, now);
@@ -144,8 +149,45 @@ impl Scheduler {
             kinds,
             victims,
             held_on,
+            volumes,
         })
     }
+}
+
+/// What volume binding does for job `ji` in the session: per waiting member, its node and each
+/// claim's state; and why a wait ended.
+fn volume_lines(ssn: &Session, ji: usize) -> Vec<String> {
+    use crate::volumes::Choice;
+    let st = &ssn.state;
+    let mut out = Vec::new();
+    for &(t, node) in ssn.volume_waits.iter().filter(|(t, _)| st.tasks[*t].job == ji) {
+        let task = &st.tasks[t];
+        let node = &st.nodes[node].name;
+        let mut claims = Vec::new();
+        if let (Some(choices), Some(v)) = (st.volumes.chosen(t), task.volumes.as_ref()) {
+            for (c, (name, _)) in choices.iter().zip(&v.claims) {
+                let what = match *c {
+                    Choice::Static(pv) => {
+                        format!("volume {} pre-bound to it", st.volumes.volume(pv).name)
+                    }
+                    Choice::Provision => format!("to be provisioned for {node}"),
+                    Choice::Selected => format!("provisioning for {node} (selected before)"),
+                    Choice::Prebound => "its pre-bound volume is being bound".to_string(),
+                };
+                claims.push(format!("claim {name}: {what}"));
+            }
+        }
+        if claims.is_empty() {
+            claims.push("claims bound; waits for the rest of the gang".into());
+        }
+        out.push(format!("{} keeps {node}: {}", task.key(), claims.join("; ")));
+    }
+    for (j, why) in &ssn.volume_releases {
+        if *j == ji && !out.iter().any(|l| l == why) {
+            out.push(why.clone());
+        }
+    }
+    out
 }
 
 fn kinds(ssn: &Session, ji: usize) -> Vec<KindReport> {
@@ -209,6 +251,12 @@ impl fmt::Display for Explanation {
             writeln!(f, "  victims: {why}")?;
             for p in pods {
                 writeln!(f, "    evict {p}")?;
+            }
+        }
+        if !self.volumes.is_empty() {
+            writeln!(f, "  volumes (members are bound only once every claim is bound):")?;
+            for line in &self.volumes {
+                writeln!(f, "    {line}")?;
             }
         }
         if !self.held_on.is_empty() {
