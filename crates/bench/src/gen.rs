@@ -56,6 +56,12 @@ pub struct Objects {
     pub podgroups: Vec<PodGroup>,
     /// Queues.
     pub queues: Vec<caldera_api::Queue>,
+    /// StorageClasses.
+    pub classes: Vec<k8s_openapi::api::storage::v1::StorageClass>,
+    /// PersistentVolumes.
+    pub volumes: Vec<k8s_openapi::api::core::v1::PersistentVolume>,
+    /// PersistentVolumeClaims.
+    pub claims: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
@@ -303,4 +309,67 @@ pub fn constrain_gangs(o: &mut Objects, ns: &str) -> usize {
         }
     }
     constrained.len()
+}
+
+/// The class of the bench's claims: zonal block storage, provisioned at first consumer in
+/// zones 0 and 1.
+pub const BENCH_CLASS: &str = "zonal-ssd";
+
+/// Gives every twentieth pending pod of `ns` (5%) a PersistentVolumeClaim volume, as a
+/// training job's checkpoint disk: alternately a claim already bound to a zonal volume (its
+/// node affinity pins the pod to that volume's zone) and an unbound claim of a
+/// `WaitForFirstConsumer` class provisioning only in zones 0 and 1 (the member keeps its node
+/// until the claim is bound). Returns how many pods mount a claim.
+pub fn mount_claims(o: &mut Objects, ns: &str) -> usize {
+    o.classes.push(from_json(json!({
+        "metadata": {"name": BENCH_CLASS}, "provisioner": "ebs.csi.example",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowedTopologies": [{"matchLabelExpressions": [
+            {"key": "topology.kubernetes.io/zone", "values": ["zone-0", "zone-1"]}]}],
+    })));
+    let mut mounted = 0;
+    let mut seen = 0usize;
+    for p in o.pods.iter_mut() {
+        if p.metadata.namespace.as_deref() != Some(ns) {
+            continue;
+        }
+        seen += 1;
+        if seen % 20 != 0 {
+            continue;
+        }
+        let Some(name) = p.metadata.name.clone() else {
+            continue;
+        };
+        let Some(spec) = p.spec.as_mut() else {
+            continue;
+        };
+        let claim = format!("ckpt-{name}");
+        spec.volumes = Some(from_json(json!([
+            {"name": "ckpt", "persistentVolumeClaim": {"claimName": claim}}])));
+        let bound = mounted % 2 == 0;
+        let mut pvc = json!({
+            "metadata": {"namespace": ns, "name": claim, "uid": format!("uid-{claim}")},
+            "spec": {"storageClassName": BENCH_CLASS, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "100Gi"}}},
+        });
+        if bound {
+            let pv = format!("pv-{claim}");
+            pvc["spec"]["volumeName"] = json!(pv);
+            pvc["metadata"]["annotations"] = json!({"pv.kubernetes.io/bind-completed": "yes"});
+            o.volumes.push(from_json(json!({
+                "metadata": {"name": pv},
+                "spec": {"storageClassName": BENCH_CLASS, "capacity": {"storage": "100Gi"},
+                         "accessModes": ["ReadWriteOnce"],
+                         "claimRef": {"namespace": ns, "name": claim},
+                         "csi": {"driver": "ebs.csi.example", "volumeHandle": format!("vol-{claim}")},
+                         "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": "topology.kubernetes.io/zone", "operator": "In",
+                              "values": [format!("zone-{}", mounted % 3)]}]}]}}},
+                "status": {"phase": "Bound"},
+            })));
+        }
+        o.claims.push(from_json(pvc));
+        mounted += 1;
+    }
+    mounted
 }

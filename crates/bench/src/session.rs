@@ -34,7 +34,9 @@ pub struct SessionResult {
     /// Gangs in that backlog.
     pub backlog_gangs: usize,
     /// The same cluster and workload with 20% of the pending gangs constrained (required
-    /// anti-affinity on hostname, or a DoNotSchedule zone spread): members placed.
+    /// anti-affinity on hostname, or a DoNotSchedule zone spread) and 5% of the pending pods
+    /// mounting a claim (half bound to a zonal volume, half to be provisioned in two of the
+    /// three zones): members placed (those waiting for their claims included).
     pub constrained_placements: u64,
     /// Session time of that run.
     pub constrained_session_seconds: f64,
@@ -142,6 +144,15 @@ fn index_of(objects: &gen::Objects) -> ClusterIndex {
     for pg in &objects.podgroups {
         let _ = idx.apply_podgroup(pg);
     }
+    for c in &objects.classes {
+        let _ = idx.apply_storage_class(c);
+    }
+    for v in &objects.volumes {
+        let _ = idx.apply_volume(v);
+    }
+    for c in &objects.claims {
+        let _ = idx.apply_claim(c);
+    }
     for p in &objects.pods {
         let _ = idx.apply_pod(p);
     }
@@ -181,9 +192,11 @@ pub fn run(
     let placements = outcome.stats.placements;
     drop((idx, outcome));
 
-    // The same workload with a fifth of the gangs constrained.
+    // The same workload with a fifth of the gangs constrained and 5% of the pods mounting
+    // claims.
     let mut objects = gen::cluster(&shape);
     gen::constrain_gangs(&mut objects, "pending");
+    gen::mount_claims(&mut objects, "pending");
     let idx = index_of(&objects);
     drop(objects);
     let snapshot = idx.snapshot(&opts);

@@ -397,6 +397,7 @@ impl Session {
             self.state.tasks[task].status = TaskStatus::Binding;
             self.volume_waits.push((task, node));
         }
+        self.stats.placements += stmt.ops.len() as u64;
         if !stmt.ops.is_empty() {
             self.epoch += 1;
         }
