@@ -713,17 +713,19 @@ fn scheduled(t: &caldera_model::Task) -> bool {
 fn podgroup_status(ssn: &Session, ji: usize, v: &Verdict, now: Time) -> PodGroupStatus {
     let st = &ssn.state;
     let job: &Job = &st.jobs[ji];
-    let tasks = job.tasks.iter().map(|&t| &st.tasks[t]);
+    // Members keeping their nodes until their claims are bound are not scheduled yet.
+    let waiting = |ti: usize| ssn.volume_waits.iter().any(|&(t, _)| t == ti);
+    let tasks = job.tasks.iter().map(|&t| (t, &st.tasks[t]));
     let (mut running, mut succeeded, mut failed, mut sched) = (0u32, 0u32, 0u32, 0u32);
     let mut all_ran_and_finished = !job.tasks.is_empty();
-    for t in tasks {
+    for (ti, t) in tasks {
         match t.status {
             TaskStatus::Running => running += 1,
             TaskStatus::Succeeded => succeeded += 1,
             TaskStatus::Failed => failed += 1,
             _ => {}
         }
-        if scheduled(t) {
+        if scheduled(t) && !waiting(ti) {
             sched += 1;
         }
         let finished = matches!(t.status, TaskStatus::Succeeded | TaskStatus::Failed);

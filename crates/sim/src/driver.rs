@@ -548,6 +548,10 @@ impl Simulation {
     fn carry_out(&mut self, plan: &Plan, report: &mut SessionReport) -> BTreeSet<String> {
         let now = self.now;
         let mut touched = BTreeSet::new();
+        // Volume writes first, as the binder sends them; the PV controller runs after each.
+        for w in &plan.volume_writes {
+            self.store.write_volume(w, now);
+        }
         for b in &plan.binds {
             let done = match self.mode {
                 Mode::Gate => self.store.release(&b.namespace, &b.name, &b.uid, &b.node),

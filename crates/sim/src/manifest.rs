@@ -388,11 +388,10 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
         Object::Node(n) => caldera_cache::node(n).map(drop),
         Object::PodGroup(pg) => caldera_cache::GroupInfo::try_from(pg).map(drop),
         Object::Pod(p) => caldera_cache::PodInfo::try_from(p).map(drop),
-        Object::PodDisruptionBudget(_)
-        | Object::StorageClass(_)
-        | Object::CSINode(_)
-        | Object::PersistentVolume(_)
-        | Object::PersistentVolumeClaim(_) => Ok(()),
+        Object::StorageClass(sc) => caldera_cache::volumes::class(sc).map(drop),
+        Object::PersistentVolume(pv) => caldera_cache::volumes::volume(pv).map(drop),
+        Object::PersistentVolumeClaim(c) => caldera_cache::volumes::claim(c).map(drop),
+        Object::PodDisruptionBudget(_) | Object::CSINode(_) => Ok(()),
     }
 }
 

@@ -520,6 +520,7 @@ impl Store {
     /// The PV controller: one sync over every claim and volume at `now`, its writes stored at
     /// once ([`pv_controller::sync`]). Run after every write to a claim, a volume or a class.
     pub fn pv_controller(&mut self, now: Time) {
+        self.sync_volume_index();
         if self.claims.is_empty() && self.volumes.is_empty() {
             return;
         }
@@ -542,6 +543,17 @@ impl Store {
             }
         }
         self.generation += 1;
+        self.sync_volume_index();
+    }
+
+    /// Feeds the storage objects to the index (the scheduler's view of them). Objects that do
+    /// not convert were refused at load (`manifest::validate`); the PV controller's writes
+    /// keep them convertible.
+    fn sync_volume_index(&mut self) {
+        let _ = self.index.reset_claims(self.claims.values());
+        let _ = self.index.reset_volumes(self.volumes.values());
+        let _ = self.index.reset_storage_classes(self.storage_classes.values());
+        self.index.reset_csinodes(self.csinodes.values());
     }
 
     /// Stores a storage object (StorageClass, CSINode, PersistentVolume or claim) exactly as
@@ -566,6 +578,7 @@ impl Store {
             other => return Some(other),
         }
         self.generation += 1;
+        self.sync_volume_index();
         None
     }
 
@@ -695,6 +708,52 @@ impl Store {
             }
         }
         true
+    }
+
+    /// Carries out a volume binder write of a plan, as the binder's merge patch would: a
+    /// claim's `selected-node` (with Caldera's time of the choice) set or removed, or a
+    /// volume pre-bound to a claim (`claimRef` with the claim's uid,
+    /// `pv.kubernetes.io/bound-by-controller`, Caldera's time). A write to an object that is
+    /// gone does nothing (the API server would answer 404).
+    pub fn write_volume(&mut self, w: &caldera_model::VolumeWrite, now: Time) {
+        use caldera_model::volume::{SELECTED_AT, SELECTED_NODE};
+        use caldera_model::VolumeWrite;
+        let at = now.to_rfc3339();
+        match w {
+            VolumeWrite::SelectNode {
+                namespace,
+                claim,
+                node,
+            } => {
+                self.annotate_claim(namespace, claim, None, SELECTED_AT, Some(&at), now);
+                self.annotate_claim(namespace, claim, None, SELECTED_NODE, Some(node), now);
+            }
+            VolumeWrite::Unselect { namespace, claim } => {
+                self.annotate_claim(namespace, claim, None, SELECTED_NODE, None, now);
+                self.annotate_claim(namespace, claim, None, SELECTED_AT, None, now);
+            }
+            VolumeWrite::PreBind {
+                volume,
+                namespace,
+                claim,
+                uid,
+            } => {
+                if let Some(v) = self.volumes.get_mut(&**volume) {
+                    let a = v.metadata.annotations.get_or_insert_with(Default::default);
+                    a.insert("pv.kubernetes.io/bound-by-controller".into(), "yes".into());
+                    a.insert(SELECTED_AT.into(), at);
+                }
+                let claim_ref = ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("PersistentVolumeClaim".into()),
+                    namespace: Some(namespace.to_string()),
+                    name: Some(claim.to_string()),
+                    uid: Some(uid.to_string()).filter(|u| !u.is_empty() && !u.contains('/')),
+                    ..ObjectReference::default()
+                };
+                self.prebind_volume(volume, claim_ref, now);
+            }
+        }
     }
 
     /// The disruption controller: recomputes every budget's status at `now`. Scenarios have

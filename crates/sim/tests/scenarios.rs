@@ -88,6 +88,9 @@ scenarios! {
     spread_schedule_anyway => "spread-schedule-anyway.yaml",
     spread_zones_hard => "spread-zones-hard.yaml",
     unsupported_resource_claims => "unsupported-resource-claims.yaml",
+    volumes_local_pv_pins_node => "volumes/local-pv-pins-node.yaml",
+    volumes_missing_claim_holds_gang => "volumes/missing-claim-holds-gang.yaml",
+    volumes_wait_for_first_consumer_zones => "volumes/wait-for-first-consumer-zones.yaml",
     // The simulator's own scenarios.
     sim_gang_lifecycle => "sim/gang-lifecycle.yaml",
     sim_init_containers_count => "sim/init-containers-count.yaml",
