@@ -132,7 +132,12 @@ pub fn volume_patch(w: &VolumeWrite, now: Time) -> Value {
 
 /// Sends a volume binder write: `PATCH persistentvolumeclaims/{name}` or
 /// `PATCH persistentvolumes/{name}` with [`volume_patch`].
-pub async fn volume(client: &Client, w: &VolumeWrite, now: Time, field_manager: &str) -> Result<()> {
+pub async fn volume(
+    client: &Client,
+    w: &VolumeWrite,
+    now: Time,
+    field_manager: &str,
+) -> Result<()> {
     let params = patch_params(field_manager);
     let patch = volume_patch(w, now);
     match w {

@@ -120,7 +120,10 @@ fn modes(list: Option<&Vec<String>>) -> u8 {
         .fold(0, |m, s| m | access::parse(s))
 }
 
-fn annotation<'a>(meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, key: &str) -> Option<&'a str> {
+fn annotation<'a>(
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    key: &str,
+) -> Option<&'a str> {
     meta.annotations
         .as_ref()
         .and_then(|a| a.get(key))
@@ -153,11 +156,9 @@ pub fn claim(pvc: &PersistentVolumeClaim) -> Result<ClaimInfo> {
         .map(|s| label_selector(&ctx, "spec.selector", s, Vec::new()))
         .transpose()?;
     Ok(ClaimInfo {
-        uid: meta
-            .uid
-            .as_deref()
-            .map(Arc::from)
-            .unwrap_or_else(|| format!("{}/{name}", meta.namespace.as_deref().unwrap_or("default")).into()),
+        uid: meta.uid.as_deref().map(Arc::from).unwrap_or_else(|| {
+            format!("{}/{name}", meta.namespace.as_deref().unwrap_or("default")).into()
+        }),
         class: class.into(),
         volume: spec
             .volume_name
@@ -221,7 +222,11 @@ pub fn volume(pv: &PersistentVolume) -> Result<VolumeInfo> {
     Ok(VolumeInfo {
         volume: Volume {
             name: name.into(),
-            class: spec.storage_class_name.as_deref().unwrap_or_default().into(),
+            class: spec
+                .storage_class_name
+                .as_deref()
+                .unwrap_or_default()
+                .into(),
             size,
             modes: modes(spec.access_modes.as_ref()),
             block: spec.volume_mode.as_deref() == Some("Block"),
@@ -234,10 +239,12 @@ pub fn volume(pv: &PersistentVolume) -> Result<VolumeInfo> {
         claim_ref,
         unavailable: meta.deletion_timestamp.is_some()
             || matches!(phase, Some("Released") | Some("Failed")),
-        csi: spec
-            .csi
-            .as_ref()
-            .map(|c| (Arc::from(c.driver.as_str()), Arc::from(c.volume_handle.as_str()))),
+        csi: spec.csi.as_ref().map(|c| {
+            (
+                Arc::from(c.driver.as_str()),
+                Arc::from(c.volume_handle.as_str()),
+            )
+        }),
         selected_at: annotation(meta, SELECTED_AT).and_then(Time::parse_rfc3339),
     })
 }
@@ -484,7 +491,11 @@ impl VolumeIndex {
                     .and_then(|v| self.volumes.get(v))
                     .and_then(|v| v.csi.as_ref());
                 if let Some((driver, handle)) = csi {
-                    let list = attached.entry(node).or_default().entry(driver.clone()).or_default();
+                    let list = attached
+                        .entry(node)
+                        .or_default()
+                        .entry(driver.clone())
+                        .or_default();
                     if !list.contains(handle) {
                         list.push(handle.clone());
                     }
@@ -520,7 +531,6 @@ pub fn selected_at_value(t: Time) -> String {
     t.to_rfc3339()
 }
 
-
 #[cfg(test)]
 mod tests {
     use crate::{ClusterIndex, SnapshotOptions};
@@ -535,15 +545,19 @@ mod tests {
     }
 
     fn node(name: &str) -> Node {
-        obj(json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        obj(
+            json!({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
             "status": {"allocatable": {"cpu": "8", "pods": "110"},
-                       "conditions": [{"type": "Ready", "status": "True"}]}}))
+                       "conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
     }
 
     fn pod(name: &str, volumes: Value, node: Option<&str>) -> Pod {
-        obj(json!({"metadata": {"namespace": "default", "name": name, "uid": format!("uid-{name}")},
+        obj(
+            json!({"metadata": {"namespace": "default", "name": name, "uid": format!("uid-{name}")},
             "spec": {"schedulerName": "caldera", "nodeName": node,
-                     "containers": [{"name": "main"}], "volumes": volumes}}))
+                     "containers": [{"name": "main"}], "volumes": volumes}}),
+        )
     }
 
     fn claim_vol(claim: &str) -> Value {
@@ -570,8 +584,10 @@ mod tests {
     }
 
     fn class(name: &str, provisioner: &str, mode: &str) -> StorageClass {
-        obj(json!({"metadata": {"name": name}, "provisioner": provisioner,
-            "volumeBindingMode": mode}))
+        obj(
+            json!({"metadata": {"name": name}, "provisioner": provisioner,
+            "volumeBindingMode": mode}),
+        )
     }
 
     fn pv(name: &str, class: &str, node: &str, extra: Value) -> PersistentVolume {
@@ -596,7 +612,9 @@ mod tests {
     fn missing_and_ephemeral_claims_block_with_kube_schedulers_messages() {
         let mut index = ClusterIndex::new();
         index.apply_node(&node("a")).unwrap();
-        index.apply_pod(&pod("p", claim_vol("data-p"), None)).unwrap();
+        index
+            .apply_pod(&pod("p", claim_vol("data-p"), None))
+            .unwrap();
         let eph = json!([{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]);
         index.apply_pod(&pod("e", eph, None)).unwrap();
         let s = snap(&index);
@@ -645,7 +663,9 @@ mod tests {
         index.apply_claim(&pvc("c", "std", bound)).unwrap();
         let s = snap(&index);
         assert_eq!(task(&s, "p").spec.volumes.every_node, Some(PV_NOT_EXIST));
-        index.apply_volume(&pv("pv-a", "std", "a", json!({}))).unwrap();
+        index
+            .apply_volume(&pv("pv-a", "std", "a", json!({})))
+            .unwrap();
         let s = snap(&index);
         let t = task(&s, "p");
         assert!(t.volumes_bound());
@@ -664,15 +684,29 @@ mod tests {
         index.apply_node(&node("a")).unwrap();
         index.apply_node(&node("b")).unwrap();
         index
-            .apply_storage_class(&class("local", super::NO_PROVISIONER, "WaitForFirstConsumer"))
+            .apply_storage_class(&class(
+                "local",
+                super::NO_PROVISIONER,
+                "WaitForFirstConsumer",
+            ))
             .unwrap();
         index.apply_pod(&pod("p", claim_vol("c"), None)).unwrap();
         index.apply_claim(&pvc("c", "local", json!({}))).unwrap();
-        index.apply_volume(&pv("free", "local", "b", json!({}))).unwrap();
+        index
+            .apply_volume(&pv("free", "local", "b", json!({})))
+            .unwrap();
         let taken = json!({"spec": {"claimRef": {"namespace": "default", "name": "other"}}});
-        index.apply_volume(&pv("taken", "local", "a", taken)).unwrap();
-        index.apply_claim(&pvc("other", "local", json!({"spec": {"volumeName": "taken"},
-            "metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}}}))).unwrap();
+        index
+            .apply_volume(&pv("taken", "local", "a", taken))
+            .unwrap();
+        index
+            .apply_claim(&pvc(
+                "other",
+                "local",
+                json!({"spec": {"volumeName": "taken"},
+            "metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}}}),
+            ))
+            .unwrap();
         let s = snap(&index);
         let t = task(&s, "p");
         assert_eq!(t.spec.volumes.claims.len(), 1);
@@ -681,7 +715,11 @@ mod tests {
         assert_eq!(c.size, 5 << 30);
         assert_eq!(c.modes, access::RWO);
         let names: Vec<&str> = s.volumes.volumes.iter().map(|v| &*v.name).collect();
-        assert_eq!(names, vec!["free"], "a volume bound to another claim is not a candidate");
+        assert_eq!(
+            names,
+            vec!["free"],
+            "a volume bound to another claim is not a candidate"
+        );
         // Annotated by Caldera with a node, then that annotation removed by a provisioner:
         // the choice failed.
         let at = Time::from_secs(100).to_rfc3339();
@@ -691,11 +729,17 @@ mod tests {
         let s = snap(&index);
         let t = task(&s, "p");
         assert_eq!(t.spec.volumes.claims[0].selected.as_deref(), Some("b"));
-        assert_eq!(t.volumes.as_ref().unwrap().selected_at, Some(Time::from_secs(100)));
+        assert_eq!(
+            t.volumes.as_ref().unwrap().selected_at,
+            Some(Time::from_secs(100))
+        );
         let lost = json!({"metadata": {"annotations": {super::SELECTED_AT: at}}});
         index.apply_claim(&pvc("c", "local", lost)).unwrap();
         let s = snap(&index);
-        assert_eq!(task(&s, "p").volumes.as_ref().unwrap().failed, vec!["c".into()]);
+        assert_eq!(
+            task(&s, "p").volumes.as_ref().unwrap().failed,
+            vec!["c".into()]
+        );
     }
 
     #[test]
@@ -712,7 +756,9 @@ mod tests {
         index.apply_claim(&pvc("c", "std", bound("pv-c"))).unwrap();
         let csi = json!({"spec": {"csi": {"driver": "ebs.csi", "volumeHandle": "vol-c"}}});
         index.apply_volume(&pv("pv-c", "std", "a", csi)).unwrap();
-        index.apply_pod(&pod("user", claim_vol("c"), Some("a"))).unwrap();
+        index
+            .apply_pod(&pod("user", claim_vol("c"), Some("a")))
+            .unwrap();
         index.apply_pod(&pod("next", claim_vol("c"), None)).unwrap();
         let limits: CSINode = obj(json!({"metadata": {"name": "a"}, "spec": {"drivers": [
             {"name": "ebs.csi", "nodeID": "a", "allocatable": {"count": 1}}]}}));

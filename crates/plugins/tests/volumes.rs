@@ -5,7 +5,9 @@
 //! released after the bind timeout).
 
 use caldera_config::SchedulerConfig;
-use caldera_model::volume::{access, BIND_CONFLICT, MAX_VOLUME_COUNT, NODE_CONFLICT, RWOP_CONFLICT};
+use caldera_model::volume::{
+    access, BIND_CONFLICT, MAX_VOLUME_COUNT, NODE_CONFLICT, RWOP_CONFLICT,
+};
 use caldera_model::{
     ClaimNeed, NodeAttach, Plan, Requirement, SelectorOp, SelectorTerm, Snapshot, TaskVolumes,
     Time, Volume, VolumeNeeds, VolumeWrite,
@@ -106,7 +108,12 @@ fn nominated(plan: &Plan) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = plan
         .nominations
         .iter()
-        .map(|n| (n.name.to_string(), n.node.as_deref().unwrap_or("-").to_string()))
+        .map(|n| {
+            (
+                n.name.to_string(),
+                n.node.as_deref().unwrap_or("-").to_string(),
+            )
+        })
         .collect();
     v.sort();
     v
@@ -268,7 +275,11 @@ fn bound_volumes_affinity_is_a_predicate_and_bound_claims_bind_at_once() {
         .iter()
         .find(|c| &*c.name == "nowhere")
         .expect("condition");
-    assert!(cond.message.contains(&format!("2 {NODE_CONFLICT}")), "{}", cond.message);
+    assert!(
+        cond.message.contains(&format!("2 {NODE_CONFLICT}")),
+        "{}",
+        cond.message
+    );
 }
 
 #[test]

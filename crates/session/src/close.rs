@@ -400,7 +400,11 @@ fn verdict(ssn: &Session, ji: usize) -> Verdict {
         for &t in &waiting {
             let task = &st.tasks[t];
             if let Some(v) = &task.volumes {
-                claims.extend(v.claims.iter().map(|(c, _)| format!("{}/{c}", task.namespace)));
+                claims.extend(
+                    v.claims
+                        .iter()
+                        .map(|(c, _)| format!("{}/{c}", task.namespace)),
+                );
             }
         }
         claims.sort();

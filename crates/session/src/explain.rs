@@ -160,7 +160,11 @@ fn volume_lines(ssn: &Session, ji: usize) -> Vec<String> {
     use crate::volumes::Choice;
     let st = &ssn.state;
     let mut out = Vec::new();
-    for &(t, node) in ssn.volume_waits.iter().filter(|(t, _)| st.tasks[*t].job == ji) {
+    for &(t, node) in ssn
+        .volume_waits
+        .iter()
+        .filter(|(t, _)| st.tasks[*t].job == ji)
+    {
         let task = &st.tasks[t];
         let node = &st.nodes[node].name;
         let mut claims = Vec::new();
@@ -180,7 +184,11 @@ fn volume_lines(ssn: &Session, ji: usize) -> Vec<String> {
         if claims.is_empty() {
             claims.push("claims bound; waits for the rest of the gang".into());
         }
-        out.push(format!("{} keeps {node}: {}", task.key(), claims.join("; ")));
+        out.push(format!(
+            "{} keeps {node}: {}",
+            task.key(),
+            claims.join("; ")
+        ));
     }
     for (j, why) in &ssn.volume_releases {
         if *j == ji && !out.iter().any(|l| l == why) {
@@ -254,7 +262,10 @@ impl fmt::Display for Explanation {
             }
         }
         if !self.volumes.is_empty() {
-            writeln!(f, "  volumes (members are bound only once every claim is bound):")?;
+            writeln!(
+                f,
+                "  volumes (members are bound only once every claim is bound):"
+            )?;
             for line in &self.volumes {
                 writeln!(f, "    {line}")?;
             }

@@ -197,13 +197,14 @@ impl Volumes {
         let needs = &task.spec.volumes;
         if binding
             && needs
-            .rwop
-            .iter()
-            .any(|c| self.rwop.get(c).is_some_and(|&n| n > 0))
+                .rwop
+                .iter()
+                .any(|c| self.rwop.get(c).is_some_and(|&n| n > 0))
         {
             return Err(RWOP_CONFLICT.into());
         }
-        if binding && !needs.claims.is_empty() && self.choose(&needs.claims, node, nodes).is_none() {
+        if binding && !needs.claims.is_empty() && self.choose(&needs.claims, node, nodes).is_none()
+        {
             return Err(BIND_CONFLICT.into());
         }
         if limits {
@@ -237,9 +238,7 @@ impl Volumes {
             return Vec::new();
         }
         let mut touched = Vec::new();
-        let choices = self
-            .choose(&needs.claims, node, nodes)
-            .unwrap_or_default();
+        let choices = self.choose(&needs.claims, node, nodes).unwrap_or_default();
         for c in &choices {
             if let Choice::Static(v) = *c {
                 self.taken[v] = Some(ti);
@@ -349,7 +348,11 @@ pub fn timed_out(ssn: &mut Session, job: usize) -> bool {
         if !v.all_bound {
             if let Some(at) = v.selected_at {
                 since = Some(since.map_or(at, |s: caldera_model::Time| s.min(at)));
-                waiting.extend(v.claims.iter().map(|(c, _)| format!("{}/{c}", task.namespace)));
+                waiting.extend(
+                    v.claims
+                        .iter()
+                        .map(|(c, _)| format!("{}/{c}", task.namespace)),
+                );
             }
         }
     }

@@ -552,7 +552,9 @@ impl Store {
     fn sync_volume_index(&mut self) {
         let _ = self.index.reset_claims(self.claims.values());
         let _ = self.index.reset_volumes(self.volumes.values());
-        let _ = self.index.reset_storage_classes(self.storage_classes.values());
+        let _ = self
+            .index
+            .reset_storage_classes(self.storage_classes.values());
         self.index.reset_csinodes(self.csinodes.values());
     }
 
