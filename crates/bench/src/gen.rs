@@ -327,14 +327,14 @@ pub fn mount_claims(o: &mut Objects, ns: &str) -> usize {
         "allowedTopologies": [{"matchLabelExpressions": [
             {"key": "topology.kubernetes.io/zone", "values": ["zone-0", "zone-1"]}]}],
     })));
-    let mut mounted = 0;
+    let mut mounted = 0usize;
     let mut seen = 0usize;
     for p in o.pods.iter_mut() {
         if p.metadata.namespace.as_deref() != Some(ns) {
             continue;
         }
         seen += 1;
-        if seen % 20 != 0 {
+        if !seen.is_multiple_of(20) {
             continue;
         }
         let Some(name) = p.metadata.name.clone() else {
@@ -346,7 +346,7 @@ pub fn mount_claims(o: &mut Objects, ns: &str) -> usize {
         let claim = format!("ckpt-{name}");
         spec.volumes = Some(from_json(json!([
             {"name": "ckpt", "persistentVolumeClaim": {"claimName": claim}}])));
-        let bound = mounted % 2 == 0;
+        let bound = mounted.is_multiple_of(2);
         let mut pvc = json!({
             "metadata": {"namespace": ns, "name": claim, "uid": format!("uid-{claim}")},
             "spec": {"storageClassName": BENCH_CLASS, "accessModes": ["ReadWriteOnce"],

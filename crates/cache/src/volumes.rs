@@ -29,7 +29,7 @@ const BETA_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 
 /// The claims a pod's volumes use: (claim name, from a generic ephemeral volume, whose claim is
 /// `<pod>-<volume>`).
-pub(crate) fn pod_claims(pod: &str, spec: &PodSpec) -> Arc<[(Arc<str>, bool)]> {
+pub(crate) fn pod_claims(pod: &str, spec: &PodSpec) -> PodClaims {
     spec.volumes
         .iter()
         .flatten()
@@ -306,6 +306,12 @@ pub fn csinode_limits(n: &CSINode) -> BTreeMap<Arc<str>, u32> {
 }
 
 type Key = (Arc<str>, Arc<str>);
+/// A pod's claims: (claim name, from a generic ephemeral volume).
+pub(crate) type PodClaims = Arc<[(Arc<str>, bool)]>;
+/// A claim's name and uid.
+type ClaimId = (Arc<str>, Arc<str>);
+/// Volume handles by driver.
+type Handles = BTreeMap<Arc<str>, Vec<Arc<str>>>;
 
 /// The converted storage objects, and which pods on nodes use which claims.
 #[derive(Debug, Default)]
@@ -315,7 +321,7 @@ pub(crate) struct VolumeIndex {
     pub(crate) classes: BTreeMap<Arc<str>, ClassInfo>,
     pub(crate) csinodes: BTreeMap<Arc<str>, BTreeMap<Arc<str>, u32>>,
     /// Pods on nodes that use claims: (namespace, pod) → (node, claim names).
-    pub(crate) users: BTreeMap<Key, (Arc<str>, Arc<[(Arc<str>, bool)]>)>,
+    pub(crate) users: BTreeMap<Key, (Arc<str>, PodClaims)>,
 }
 
 impl VolumeIndex {
@@ -383,7 +389,7 @@ impl VolumeIndex {
             found.push(c);
         }
         let limited = self.limited_drivers();
-        let mut unbound: Vec<(ClaimNeed, (Arc<str>, Arc<str>))> = Vec::new();
+        let mut unbound: Vec<(ClaimNeed, ClaimId)> = Vec::new();
         for ((name, _), c) in p.claims.iter().zip(found) {
             if c.modes & access::RWOP != 0 {
                 needs.rwop.push(format!("{ns}/{name}").into());
@@ -473,7 +479,7 @@ impl VolumeIndex {
             .collect();
         volumes.sort_by(|a, b| (&a.class, a.size, &a.name).cmp(&(&b.class, b.size, &b.name)));
         let mut rwop_in_use = Vec::new();
-        let mut attached: HashMap<&Arc<str>, BTreeMap<Arc<str>, Vec<Arc<str>>>> = HashMap::new();
+        let mut attached: HashMap<&Arc<str>, Handles> = HashMap::new();
         for ((ns, _), (node, claims)) in &self.users {
             for (name, _) in claims.iter() {
                 let Some(c) = self.claims.get(&(ns.clone(), name.clone())) else {
