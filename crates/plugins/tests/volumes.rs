@@ -395,3 +395,127 @@ fn claims_not_bound_within_the_bind_timeout_release_the_gang() {
     let msg = &plan.pod_conditions[0].message;
     assert!(msg.contains("were not bound within 600s"), "{msg}");
 }
+
+/// A small deterministic generator (xorshift), so a failing seed reproduces.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+}
+
+/// A random cluster: nodes over two zones, local volumes on random nodes, gangs whose members
+/// mount local claims, provisioned claims (some zones only), bound volumes pinned to a node,
+/// `ReadWriteOncePod` claims (some in use) and CSI volumes under attach limits.
+fn random_cluster(seed: u64) -> Snapshot {
+    let mut r = Rng(seed | 1);
+    let nodes = 2 + r.next(4) as usize;
+    let mut c = Cluster::new();
+    for n in 0..nodes {
+        c = c.node(
+            node(&format!("n{n}"))
+                .gpus(8)
+                .label("kubernetes.io/hostname", &format!("n{n}"))
+                .label("zone", &format!("z{}", n % 2)),
+        );
+    }
+    let gangs = 1 + r.next(4) as usize;
+    let mut sizes = Vec::new();
+    for g in 0..gangs {
+        let members = 1 + r.next(3) as usize;
+        let gpus = 1 + r.next(8) as i64;
+        let name = format!("g{g}");
+        c = c
+            .group(podgroup("default", &name).min_member(members as u32))
+            .members("default", &name, members, move |p| {
+                p.gpus(gpus).created(g as i64)
+            });
+        sizes.push(members);
+    }
+    let mut snap = c.snapshot();
+    let mut volumes = Vec::new();
+    for v in 0..r.next(7) {
+        let host = format!("n{}", r.next(nodes as u64));
+        volumes.push(local_pv(&format!("pv{v}"), &host, 1 + r.next(20) as i64));
+    }
+    volumes.sort_by(|a, b| (&a.class, a.size, &a.name).cmp(&(&b.class, b.size, &b.name)));
+    snap.volumes.volumes = volumes;
+    snap.volumes.rwop_in_use = vec!["default/busy".into()];
+    for n in 0..nodes {
+        if r.next(2) == 0 {
+            let mut a = NodeAttach::default();
+            a.limits.insert("csi.x".into(), r.next(3) as u32);
+            snap.volumes.attach.insert(format!("n{n}").into(), a);
+        }
+    }
+    let names: Vec<String> = snap.tasks.iter().map(|t| t.name.to_string()).collect();
+    for name in names {
+        let (needs, bound) = match r.next(7) {
+            0 | 1 => (unbound(vec![claim("local", 1 + r.next(10) as i64)]), false),
+            2 => {
+                let mut c = claim("fast", 5);
+                c.provision = Some((r.next(2) == 0).then(|| vec![zone_term("z0")]));
+                c.driver = Some("csi.x".into());
+                let mut n = unbound(vec![c]);
+                n.attach = vec![("csi.x".into(), None)];
+                (n, false)
+            }
+            3 => (
+                VolumeNeeds {
+                    bound_terms: vec![vec![host(&format!("n{}", r.next(nodes as u64)))]],
+                    attach: vec![("csi.x".into(), Some(format!("vol-{name}").into()))],
+                    ..VolumeNeeds::default()
+                },
+                true,
+            ),
+            4 => (
+                VolumeNeeds {
+                    rwop: vec![if r.next(2) == 0 {
+                        "default/busy"
+                    } else {
+                        "default/shared"
+                    }
+                    .into()],
+                    ..VolumeNeeds::default()
+                },
+                true,
+            ),
+            _ => continue,
+        };
+        mount(&mut snap, &name, needs, bound);
+    }
+    snap
+}
+
+fn zone_term(z: &str) -> SelectorTerm {
+    SelectorTerm {
+        expressions: vec![Requirement {
+            key: "zone".into(),
+            op: SelectorOp::In,
+            values: vec![z.into()],
+        }],
+        fields: vec![],
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, .. Default::default() })]
+
+    /// Every bind and every volume write of a plan passes the volume rules, checked by an
+    /// independent checker (`caldera_model::volume::check_plan`); gangs bind all or nothing.
+    #[test]
+    fn every_bind_and_volume_write_passes_the_volume_rules(seed in proptest::prelude::any::<u64>()) {
+        let snap = random_cluster(seed);
+        let plan = run(&snap, 1);
+        let broken = caldera_model::volume::check_plan(&snap, &plan);
+        proptest::prop_assert!(broken.is_empty(), "seed {seed}: {broken:#?}");
+        for j in &snap.jobs {
+            let bound = plan.binds.iter().filter(|b| b.job == j.id).count() as u32;
+            proptest::prop_assert!(bound == 0 || bound >= j.min_member, "seed {seed}: {} bound {bound}", j.id);
+        }
+    }
+}

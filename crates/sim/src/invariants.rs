@@ -101,10 +101,11 @@ pub fn overcommitted(store: &Store, nodes: &BTreeSet<String>) -> Vec<String> {
 /// ungated member of ours; the node is Ready and schedulable, its taints tolerated, its labels
 /// match the pod's selector and required affinity, and it has room (resources, pod count,
 /// host ports) counting the binds placed on it before in the same plan; a gang with a required
-/// topology stays within one domain.
+/// topology stays within one domain; the volume rules hold for binds and volume writes
+/// (`caldera_model::volume::check_plan`).
 pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
     if plan.binds.is_empty() {
-        return Vec::new();
+        return caldera_model::volume::check_plan(snapshot, plan);
     }
     let tasks: HashMap<(&str, &str), &Task> = snapshot
         .tasks
@@ -214,5 +215,6 @@ pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
         }
     }
     out.extend(caldera_model::interpod::check_binds(snapshot, plan));
+    out.extend(caldera_model::volume::check_plan(snapshot, plan));
     out
 }
