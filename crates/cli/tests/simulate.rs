@@ -318,3 +318,107 @@ status:
         "{stdout}"
     );
 }
+
+#[test]
+fn the_seed_statefulset_with_claims_and_anti_affinity_places_as_kube_scheduler_plus_the_gang_rule() {
+    // The seed example, one pod per node (required anti-affinity on the hostname instead of
+    // the one-node topology), each with a claim of a WaitForFirstConsumer class that
+    // provisions only in zone-b.
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/inference-tp4-statefulset.yaml");
+    let text_of = std::fs::read_to_string(&example).unwrap();
+    let changed = text_of
+        .replace(
+            "  topology:\n    mode: required\n    key: kubernetes.io/hostname\n",
+            "",
+        )
+        .replace(
+            "      schedulerName: caldera\n",
+            "      schedulerName: caldera
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector: {matchLabels: {app: llm-tp4}}
+            topologyKey: kubernetes.io/hostname
+",
+        )
+        .replace(
+            "  podManagementPolicy: Parallel\n",
+            "  podManagementPolicy: Parallel
+  volumeClaimTemplates:
+  - metadata: {name: cache}
+    spec:
+      storageClassName: zonal-ssd
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 100Gi}}
+",
+        );
+    assert_ne!(changed, text_of);
+    assert!(changed.contains("volumeClaimTemplates") && !changed.contains("mode: required"));
+    let node = |name: &str, zone: &str| {
+        format!(
+            "---
+apiVersion: v1
+kind: Node
+metadata: {{name: {name}, labels: {{kubernetes.io/hostname: {name}, topology.kubernetes.io/zone: {zone}}}}}
+status:
+  allocatable: {{cpu: '64', memory: 512Gi, nvidia.com/gpu: '8', pods: '110'}}
+  conditions: [{{type: Ready, status: 'True'}}]
+"
+        )
+    };
+    let class = "---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: zonal-ssd}
+provisioner: ebs.csi.example
+volumeBindingMode: WaitForFirstConsumer
+allowedTopologies:
+- matchLabelExpressions:
+  - {key: topology.kubernetes.io/zone, values: [zone-b]}
+";
+    let three = [
+        node("a0", "zone-a"),
+        node("a1", "zone-a"),
+        node("b0", "zone-b"),
+        node("b1", "zone-b"),
+        node("b2", "zone-b"),
+        class.to_string(),
+    ]
+    .concat();
+    let cluster = temp_file("zones.yaml", &three);
+    let out = caldera(
+        &["simulate", "-f", cluster.to_str().unwrap(), "-f", "-"],
+        Some(&changed),
+    );
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("claims cache-llm-tp4-0, cache-llm-tp4-1, cache-llm-tp4-2, cache-llm-tp4-3"),
+        "{stderr}"
+    );
+    // Four members, one per node, but only three nodes can get their volumes: nothing binds,
+    // and the output says why node by node, as kube-scheduler would.
+    assert!(stdout.contains("default/llm-tp4  default  4    0"), "{stdout}");
+    assert!(
+        stdout.contains("2 node(s) didn't find available persistent volumes to bind")
+            && stdout.contains("3 node(s) didn't satisfy existing pods anti-affinity rules"),
+        "{stdout}"
+    );
+    // A fourth node in zone-b: every member has a node there, the claims are annotated with
+    // them, and the gang waits for its volumes before any member binds.
+    let four = format!("{three}{}", node("b3", "zone-b"));
+    let cluster = temp_file("zones4.yaml", &four);
+    let out = caldera(
+        &["simulate", "-f", cluster.to_str().unwrap(), "-f", "-"],
+        Some(&changed),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("WaitingForVolumes: 4/4 members keep their nodes until their claims are bound"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("default/llm-tp4  default  4    0"), "{stdout}");
+}
