@@ -320,7 +320,8 @@ status:
 }
 
 #[test]
-fn the_seed_statefulset_with_claims_and_anti_affinity_places_as_kube_scheduler_plus_the_gang_rule() {
+fn the_seed_statefulset_with_claims_and_anti_affinity_places_as_kube_scheduler_plus_the_gang_rule()
+{
     // The seed example, one pod per node (required anti-affinity on the hostname instead of
     // the one-node topology), each with a claim of a WaitForFirstConsumer class that
     // provisions only in zone-b.
@@ -395,12 +396,16 @@ allowedTopologies:
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(
-        stderr.contains("claims cache-llm-tp4-0, cache-llm-tp4-1, cache-llm-tp4-2, cache-llm-tp4-3"),
+        stderr
+            .contains("claims cache-llm-tp4-0, cache-llm-tp4-1, cache-llm-tp4-2, cache-llm-tp4-3"),
         "{stderr}"
     );
     // Four members, one per node, but only three nodes can get their volumes: nothing binds,
     // and the output says why node by node, as kube-scheduler would.
-    assert!(stdout.contains("default/llm-tp4  default  4    0"), "{stdout}");
+    assert!(
+        stdout.contains("default/llm-tp4  default  4    0"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("2 node(s) didn't find available persistent volumes to bind")
             && stdout.contains("3 node(s) didn't satisfy existing pods anti-affinity rules"),
@@ -417,8 +422,13 @@ allowedTopologies:
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(
-        stdout.contains("WaitingForVolumes: 4/4 members keep their nodes until their claims are bound"),
+        stdout.contains(
+            "WaitingForVolumes: 4/4 members keep their nodes until their claims are bound"
+        ),
         "{stdout}"
     );
-    assert!(stdout.contains("default/llm-tp4  default  4    0"), "{stdout}");
+    assert!(
+        stdout.contains("default/llm-tp4  default  4    0"),
+        "{stdout}"
+    );
 }

@@ -1,5 +1,6 @@
 //! `caldera snapshot`: the live cluster as multi-document YAML manifests (Namespaces, Nodes
-//! with their status, Pods, PodGroups, Queues, PriorityClasses) that `caldera simulate -f` and
+//! with their status, Pods, PodGroups, Queues, PriorityClasses, StorageClasses, CSINodes,
+//! PersistentVolumes and PersistentVolumeClaims) that `caldera simulate -f` and
 //! `caldera explain -f` read back.
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
@@ -38,7 +39,7 @@ const STRIPPED_METADATA: [&str; 5] = [
 ];
 
 /// The kinds, in the order they are written (what a pod refers to comes first).
-const KINDS: [(&str, &str, &str, &str); 6] = [
+const KINDS: [(&str, &str, &str, &str); 10] = [
     ("", "v1", "Namespace", "namespaces"),
     (
         "scheduling.k8s.io",
@@ -48,6 +49,10 @@ const KINDS: [(&str, &str, &str, &str); 6] = [
     ),
     ("scheduling.volcano.sh", "v1beta1", "Queue", "queues"),
     ("", "v1", "Node", "nodes"),
+    ("storage.k8s.io", "v1", "StorageClass", "storageclasses"),
+    ("storage.k8s.io", "v1", "CSINode", "csinodes"),
+    ("", "v1", "PersistentVolume", "persistentvolumes"),
+    ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
     ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
     ("", "v1", "Pod", "pods"),
 ];
@@ -65,7 +70,7 @@ fn clean(mut obj: Value, api_version: &str, kind: &str) -> Value {
     obj
 }
 
-/// Lists every object of the six kinds (500 per page) and writes them as YAML documents
+/// Lists every object of the ten kinds (500 per page) and writes them as YAML documents
 /// separated by `---`. A Volcano kind whose CRD is not installed (404) is left out.
 pub async fn cluster_manifests(client: &Client) -> Result<String, SnapshotError> {
     let mut out = String::new();
