@@ -152,6 +152,11 @@ pub enum Error {
         /// Which write.
         kind: WriteKind,
         /// `namespace/name`.
+        object: String,
+        /// What kube said.
+        #[source]
+        source: kube::Error,
+    },
     /// A volume binder write (claim annotation, volume pre-bind) failed.
     #[error("{kind} of {object}: {source}")]
     Volume {
