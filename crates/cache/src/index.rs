@@ -17,9 +17,9 @@ use caldera_model::{CapacityRelease, ConsumingPod};
 use k8s_openapi::api::core::v1::{
     Namespace, Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
 };
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as KubeLabelSelector;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -646,7 +646,11 @@ impl ClusterIndex {
     /// Records a volume write the binder is about to send as if the watch had shown it, so the
     /// next session does not choose again before the claim or volume comes back (as
     /// kube-scheduler's assume cache does). The watched object replaces it when it arrives.
-    pub fn assume_volume_write(&mut self, w: &caldera_model::VolumeWrite, now: caldera_model::Time) {
+    pub fn assume_volume_write(
+        &mut self,
+        w: &caldera_model::VolumeWrite,
+        now: caldera_model::Time,
+    ) {
         use caldera_model::VolumeWrite;
         match w {
             VolumeWrite::SelectNode {
@@ -654,13 +658,21 @@ impl ClusterIndex {
                 claim,
                 node,
             } => {
-                if let Some(c) = self.volumes.claims.get_mut(&(namespace.clone(), claim.clone())) {
+                if let Some(c) = self
+                    .volumes
+                    .claims
+                    .get_mut(&(namespace.clone(), claim.clone()))
+                {
                     c.selected_node = Some(node.clone());
                     c.selected_at = Some(now);
                 }
             }
             VolumeWrite::Unselect { namespace, claim } => {
-                if let Some(c) = self.volumes.claims.get_mut(&(namespace.clone(), claim.clone())) {
+                if let Some(c) = self
+                    .volumes
+                    .claims
+                    .get_mut(&(namespace.clone(), claim.clone()))
+                {
                     c.selected_node = None;
                     c.selected_at = None;
                 }

@@ -14,9 +14,9 @@ use caldera_model::{Node, TaskStatus};
 use k8s_openapi::api::core::v1::{
     Namespace, Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
 };
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{DynamicObject, TypeMeta};
 use kube::ResourceExt;
 use std::collections::{BTreeMap, HashMap};
@@ -664,7 +664,11 @@ impl Cluster {
     }
 
     /// The plan's volume writes, assumed done until the watches show them.
-    pub fn assume_volume_writes(&mut self, writes: &[caldera_model::VolumeWrite], now: caldera_model::Time) {
+    pub fn assume_volume_writes(
+        &mut self,
+        writes: &[caldera_model::VolumeWrite],
+        now: caldera_model::Time,
+    ) {
         for w in writes {
             self.index.assume_volume_write(w, now);
         }
