@@ -136,6 +136,9 @@ pub struct ClusterIndex {
     by_label: HashMap<String, HashMap<String, BTreeSet<PodKey>>>,
     /// Pods on nodes with required anti-affinity (they keep matching pods out of their domains).
     anti: BTreeSet<PodKey>,
+    /// Pods on nodes with terms that score pods coming to their domains (preferred terms,
+    /// required affinity).
+    scoring: BTreeSet<PodKey>,
     requests: BTreeMap<PodKey, RequestInfo>,
     /// PodDisruptionBudgets by (namespace, name): selector and `status.disruptionsAllowed`.
     budgets: BTreeMap<PodKey, (KubeLabelSelector, u32)>,
@@ -277,6 +280,7 @@ impl ClusterIndex {
                 }
             }
             self.anti.remove(&key);
+            self.scoring.remove(&key);
             if let Some(node) = &old.node {
                 if let Some(u) = self.usage.get_mut(node) {
                     u.used.sub(&old.request);
@@ -327,6 +331,13 @@ impl ClusterIndex {
             if !info.spec.pods.anti_affinity.is_empty() {
                 self.anti.insert(key.clone());
             }
+            let c = &info.spec.pods;
+            if !c.preferred_affinity.is_empty()
+                || !c.preferred_anti_affinity.is_empty()
+                || !c.affinity.is_empty()
+            {
+                self.scoring.insert(key.clone());
+            }
             if let Some(node) = &info.node {
                 let u = self.usage.entry(node.clone()).or_default();
                 u.used.add(&info.request);
@@ -365,6 +376,7 @@ impl ClusterIndex {
         self.usage.clear();
         self.by_label.clear();
         self.anti.clear();
+        self.scoring.clear();
         self.members.clear();
         self.group_refs.clear();
         self.held.clear();
@@ -1040,7 +1052,7 @@ impl ClusterIndex {
     /// with required anti-affinity, found through the label index (not by scanning all pods
     /// unless a selector has no `In`/`Exists` requirement).
     fn placed_pods(&self, tasks: &[Task]) -> Vec<PlacedPod> {
-        let mut keys: BTreeSet<&PodKey> = self.anti.iter().collect();
+        let mut keys: BTreeSet<&PodKey> = self.anti.iter().chain(&self.scoring).collect();
         let mut seen_specs: HashSet<*const PlacementSpec> = HashSet::new();
         let mut seen_terms: HashSet<(LabelSelector, Namespaces)> = HashSet::new();
         let mut all_pods = false;
@@ -1098,22 +1110,27 @@ impl ClusterIndex {
         let matched: std::cell::RefCell<HashMap<LabelSelector, Vec<String>>> = Default::default();
         let placed = |p: &PodInfo| {
             let node = p.node.clone().filter(|_| p.counts_on_node())?;
+            let resolved = p.spec.pods.resolve_namespaces(&mut |s| {
+                matched
+                    .borrow_mut()
+                    .entry(s.clone())
+                    .or_insert_with(|| self.namespaces_matching(s))
+                    .clone()
+            });
             Some(PlacedPod {
                 namespace: p.namespace.clone(),
                 name: p.name.clone(),
                 labels: p.labels.clone(),
                 node,
                 terminating: p.terminating,
-                anti_affinity: match p.spec.pods.resolve_namespaces(&mut |s| {
-                    matched
-                        .borrow_mut()
-                        .entry(s.clone())
-                        .or_insert_with(|| self.namespaces_matching(s))
-                        .clone()
-                }) {
-                    Some(resolved) => resolved.anti_affinity.into(),
-                    None => p.spec.pods.anti_affinity.clone().into(),
-                },
+                anti_affinity: resolved
+                    .as_ref()
+                    .map_or_else(
+                        || p.spec.pods.anti_affinity.clone(),
+                        |r| r.anti_affinity.clone(),
+                    )
+                    .into(),
+                scoring_terms: resolved.as_ref().unwrap_or(&p.spec.pods).scoring_terms(),
             })
         };
         if all_pods {

@@ -21,6 +21,11 @@ pub type Labels = Arc<BTreeMap<String, String>>;
 /// The well-known node label that names a node; a domain of this key is one node.
 pub const HOSTNAME: &str = "kubernetes.io/hostname";
 
+/// The weight an existing pod's *required* affinity term gives, in scoring, to the nodes of
+/// its domain for an incoming pod it matches (kube-scheduler's `hardPodAffinityWeight`,
+/// default 1).
+pub const HARD_POD_AFFINITY_WEIGHT: i32 = 1;
+
 /// A label selector over pods (`matchLabels` become `In` requirements). All must hold; an empty
 /// selector matches every pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -215,6 +220,27 @@ impl PodConstraints {
                 .all(|(_, t)| t.topology_key == HOSTNAME)
     }
 
+    /// The terms by which a placed pod with these constraints scores pods coming to its
+    /// domains (kube-scheduler's InterPodAffinity scoring of existing pods): preferred affinity
+    /// with its weight, preferred anti-affinity with its weight negated, and required affinity
+    /// with [`HARD_POD_AFFINITY_WEIGHT`].
+    pub fn scoring_terms(&self) -> Arc<[(i32, PodAffinityTerm)]> {
+        self.preferred_affinity
+            .iter()
+            .cloned()
+            .chain(
+                self.preferred_anti_affinity
+                    .iter()
+                    .map(|(w, t)| (w.saturating_neg(), t.clone())),
+            )
+            .chain(
+                self.affinity
+                    .iter()
+                    .map(|t| (HARD_POD_AFFINITY_WEIGHT, t.clone())),
+            )
+            .collect()
+    }
+
     /// Whether a term selects namespaces by label (see [`Namespaces::Selector`]).
     pub fn selects_namespaces(&self) -> bool {
         self.affinity
@@ -279,6 +305,9 @@ pub struct PlacedPod {
     pub terminating: bool,
     /// Its required anti-affinity terms, which keep matching pods out of its domains.
     pub anti_affinity: Arc<[PodAffinityTerm]>,
+    /// Its terms that score matching pods coming to its domains, with signed weights
+    /// ([`PodConstraints::scoring_terms`]).
+    pub scoring_terms: Arc<[(i32, PodAffinityTerm)]>,
 }
 
 /// A pod on a node, as the independent inter-pod check sees it.

@@ -26,7 +26,7 @@ pub use capacity::{
 };
 pub use interpod::{
     LabelSelector, Labels, Namespaces, PlacedPod, PodAffinityTerm, PodConstraints,
-    SpreadConstraint, HOSTNAME,
+    SpreadConstraint, HARD_POD_AFFINITY_WEIGHT, HOSTNAME,
 };
 pub use job::{Condition, Job, PodGroupPhase, PodGroupStatus, Topology};
 pub use node::Node;

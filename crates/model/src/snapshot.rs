@@ -117,6 +117,7 @@ impl Snapshot {
                 node: b.node.clone(),
                 terminating: false,
                 anti_affinity: t.spec.pods.anti_affinity.clone().into(),
+                scoring_terms: t.spec.pods.scoring_terms(),
             });
         }
         self.pods

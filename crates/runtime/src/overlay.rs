@@ -215,6 +215,7 @@ impl Overlay {
                                 node: a.node.clone(),
                                 terminating: false,
                                 anti_affinity: t.spec.pods.anti_affinity.clone().into(),
+                                scoring_terms: t.spec.pods.scoring_terms(),
                             });
                         }
                         Err(_) => vanished.push(t.uid.clone()),

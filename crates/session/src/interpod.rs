@@ -5,7 +5,9 @@
 //! which is stable for the session), built on first use from the pods that term selects and
 //! updated incrementally by every placement and undo, so a check is a few hash lookups rather
 //! than a scan of pods. kube-scheduler 1.36 rules: `InterPodAffinity` (required terms, the
-//! first-pod exception, existing pods' required anti-affinity) and `PodTopologySpread`
+//! first-pod exception, existing pods' required anti-affinity; in scoring, the incoming pod's
+//! preferred terms and existing pods' preferred terms and required affinity that match it) and
+//! `PodTopologySpread`
 //! (eligible nodes by `nodeAffinityPolicy`/`nodeTaintsPolicy`, domains of eligible nodes,
 //! `minDomains`, terminating pods not counted).
 
@@ -32,6 +34,10 @@ struct Domains {
 /// Domains closed to a pod, per topology key.
 type Closed = Arc<Vec<(String, HashSet<u32>)>>;
 
+/// Per topology key, per domain: Σ signed weights of existing pods' scoring terms that match a
+/// pod.
+type Attraction = Arc<Vec<(String, HashMap<u32, i64>)>>;
+
 /// Nodes that count for a spread constraint, and the domains they make up.
 type Eligible = (Arc<Vec<bool>>, Arc<Vec<u32>>);
 
@@ -43,6 +49,8 @@ struct Counted {
     node: u32,
     terminating: bool,
     anti: Arc<[PodAffinityTerm]>,
+    /// Terms that score pods coming to its domains, with signed weights.
+    soft: Arc<[(i32, PodAffinityTerm)]>,
 }
 
 /// What a counter counts (a copy of the term; counters are keyed by the term's address inside
@@ -84,6 +92,11 @@ pub struct InterPod {
     forbidden: RefCell<HashMap<(usize, usize), Closed>>,
     /// How many counted pods (existing or placed) carry required anti-affinity.
     anti_pods: usize,
+    /// Per (namespace, labels) of a task: what existing pods' scoring terms give each domain;
+    /// invalidated when such terms come or go.
+    attraction: RefCell<HashMap<(usize, usize), Attraction>>,
+    /// How many counted pods carry scoring terms.
+    soft_pods: usize,
     /// While set, [`InterPod::check`] passes everything: the session checks the constraints
     /// when it picks a node instead (members whose verdict depends on other nodes).
     deferred: Cell<bool>,
@@ -126,13 +139,16 @@ impl InterPod {
                     node: index(&p.node)?,
                     terminating: p.terminating,
                     anti: p.anti_affinity.clone(),
+                    soft: p.scoring_terms.clone(),
                 })
             })
             .collect();
         let anti_pods = pods.iter().filter(|p| !p.anti.is_empty()).count();
+        let soft_pods = pods.iter().filter(|p| !p.soft.is_empty()).count();
         InterPod {
             pods,
             anti_pods,
+            soft_pods,
             ..Default::default()
         }
     }
@@ -140,6 +156,12 @@ impl InterPod {
     /// Defers (or stops deferring) constraint checks to pick time (see the field).
     pub fn defer(&self, on: bool) {
         self.deferred.set(on);
+    }
+
+    /// Whether some counted pod has terms that score pods coming to its domains: then even a
+    /// member without constraints of its own has an inter-pod affinity score.
+    pub fn scores_others(&self) -> bool {
+        self.soft_pods > 0
     }
 
     /// Whether no pod carries required anti-affinity and nothing is counted: checks of
@@ -229,6 +251,7 @@ impl InterPod {
             node,
             terminating: false,
             anti: t.spec.pods.anti_affinity.clone().into(),
+            soft: t.spec.pods.scoring_terms(),
         };
         let touched = self.adjust(&c, 1, nodes);
         self.placed.push((task, c));
@@ -252,6 +275,22 @@ impl InterPod {
             }
         }
         let mut touched = Vec::new();
+        if !p.soft.is_empty() {
+            if delta > 0 {
+                self.soft_pods += 1;
+            } else {
+                self.soft_pods -= 1;
+            }
+            self.attraction.get_mut().clear();
+            // Scores change on every node of a domain wider than the pod's own node.
+            for (_, term) in p.soft.iter().filter(|(_, t)| t.topology_key != HOSTNAME) {
+                let d = self.domains(&term.topology_key, nodes);
+                let id = d.of_node[p.node as usize];
+                if id != NONE {
+                    touched.extend_from_slice(&d.nodes[id as usize]);
+                }
+            }
+        }
         if !p.anti.is_empty() {
             if delta > 0 {
                 self.anti_pods += 1;
@@ -268,6 +307,38 @@ impl InterPod {
             }
         }
         touched
+    }
+
+    /// What counted pods' scoring terms that match `t` give each domain (kube-scheduler's
+    /// `processExistingPod`: their preferred affinity +weight, preferred anti-affinity
+    /// −weight, required affinity +`hardPodAffinityWeight`).
+    fn attraction_for(&self, t: &Task, nodes: &[Node]) -> Attraction {
+        let key = (
+            Arc::as_ptr(&t.labels) as *const u8 as usize,
+            Arc::as_ptr(&t.namespace) as *const u8 as usize,
+        );
+        if let Some(a) = self.attraction.borrow().get(&key) {
+            return a.clone();
+        }
+        let mut by_key: BTreeMap<String, HashMap<u32, i64>> = BTreeMap::new();
+        for p in self.all_counted() {
+            for (w, term) in p.soft.iter() {
+                if term.matches(&t.namespace, &t.labels) {
+                    let d = self.domains(&term.topology_key, nodes);
+                    let id = d.of_node[p.node as usize];
+                    if id != NONE {
+                        *by_key
+                            .entry(term.topology_key.clone())
+                            .or_default()
+                            .entry(id)
+                            .or_insert(0) += i64::from(*w);
+                    }
+                }
+            }
+        }
+        let a = Arc::new(by_key.into_iter().collect::<Vec<_>>());
+        self.attraction.borrow_mut().insert(key, a.clone());
+        a
     }
 
     /// Domains that existing pods' required anti-affinity closes to `t` (kube-scheduler's
@@ -438,10 +509,12 @@ impl InterPod {
     }
 
     /// Preferred pod affinity/anti-affinity: Σ weight × matching pods in the node's domain
-    /// (anti-affinity negative), squashed into 0..=1 (0.5 = neutral).
+    /// (anti-affinity negative), plus what counted pods' own scoring terms that match the pod
+    /// give the node's domains (see `attraction_for`), squashed into 0..=1 (0.5 = neutral).
     pub fn affinity_score(&self, t: &Task, node: u32, nodes: &[Node]) -> f64 {
         let c = &t.spec.pods;
-        if c.preferred_affinity.is_empty() && c.preferred_anti_affinity.is_empty() {
+        let own = !c.preferred_affinity.is_empty() || !c.preferred_anti_affinity.is_empty();
+        if !own && self.soft_pods == 0 {
             return 0.5;
         }
         let mut raw = 0.0;
@@ -461,6 +534,15 @@ impl InterPod {
                 );
                 raw += sign * f64::from(*w) * f64::from(n);
                 scale += f64::from(*w).abs();
+            }
+        }
+        if self.soft_pods > 0 {
+            for (key, by_domain) in self.attraction_for(t, nodes).iter() {
+                let d = self.domains(key, nodes);
+                let id = d.of_node[node as usize];
+                if id != NONE {
+                    raw += by_domain.get(&id).copied().unwrap_or(0) as f64;
+                }
             }
         }
         0.5 + 0.5 * raw / (raw.abs() + scale.max(1.0))

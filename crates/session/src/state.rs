@@ -191,7 +191,8 @@ pub fn holds_node(t: &Task) -> bool {
 }
 
 /// Per task, an id of its namespace and the labels any selector in the snapshot reads (of
-/// pending members' constraints or placed pods' anti-affinity); all 0 when nothing reads labels.
+/// pending members' constraints, or placed pods' anti-affinity and scoring terms); all 0 when
+/// nothing reads labels.
 fn traits(snapshot: &Snapshot) -> Vec<u32> {
     let mut keys: BTreeSet<&str> = BTreeSet::new();
     let mut any = false;
@@ -206,7 +207,8 @@ fn traits(snapshot: &Snapshot) -> Vec<u32> {
         }
     }
     for p in &snapshot.pods {
-        for term in p.anti_affinity.iter() {
+        let scoring = p.scoring_terms.iter().map(|(_, t)| t);
+        for term in p.anti_affinity.iter().chain(scoring) {
             any = true;
             keys.extend(term.selector.iter().flat_map(|s| s.keys()));
         }

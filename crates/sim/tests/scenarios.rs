@@ -66,6 +66,7 @@ scenarios! {
     gate_stream_racing_gang => "gate-stream-racing-gang.yaml",
     interpod_affinity_zone => "interpod-affinity-zone.yaml",
     interpod_existing_anti_affinity => "interpod-existing-anti-affinity.yaml",
+    interpod_existing_preferred_affinity => "interpod-existing-preferred-affinity.yaml",
     interpod_namespace_selector => "interpod-namespace-selector.yaml",
     interpod_one_per_node => "interpod-one-per-node.yaml",
     podgroup_arrives_late => "podgroup-arrives-late.yaml",

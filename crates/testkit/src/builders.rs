@@ -642,6 +642,7 @@ impl Cluster {
                     node: p.node.as_deref()?.into(),
                     terminating: p.status == TaskStatus::Releasing,
                     anti_affinity: p.spec.pods.anti_affinity.clone().into(),
+                    scoring_terms: p.spec.pods.scoring_terms(),
                 })
             })
             .collect();
