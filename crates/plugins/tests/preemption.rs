@@ -244,3 +244,49 @@ fn explain_names_the_victims_and_why() {
         |e| e.reason == "Preempted" && e.message.contains("preempted by ns/wait0 (priority 3)")
     ));
 }
+
+/// The room held for one preemptor (its victims still terminating on the node) over-commits
+/// that node until they are gone; a later preemptor that can make room elsewhere still does
+/// in the same session (the over-committed node counts as having nothing free, not less
+/// than nothing).
+#[test]
+fn room_held_for_one_preemptor_does_not_stop_the_next() {
+    let running = |_| Running {
+        members: 4,
+        min: 4,
+        gpus: 2,
+        priority: 0,
+        queue: 0,
+    };
+    let waiting = |_| Waiting {
+        members: 2,
+        gpus: 4,
+        priority: 3,
+        queue: 0,
+        one_node: false,
+    };
+    let snap = cluster(
+        2,
+        &(0..2).map(running).collect::<Vec<_>>(),
+        &(0..2).map(waiting).collect::<Vec<_>>(),
+    );
+    let plan = run(&snap);
+    let mut served: Vec<&str> = plan.evictions.iter().map(|e| &*e.preemptor).collect();
+    served.dedup();
+    assert_eq!(served, ["ns/wait0", "ns/wait1"], "{:?}", plan.evictions);
+    assert_eq!(plan.evictions.len(), 8, "both running gangs go, whole");
+    let nominated: Vec<(&str, Option<&str>)> = plan
+        .nominations
+        .iter()
+        .map(|n| (&*n.name, n.node.as_deref()))
+        .collect();
+    assert_eq!(
+        nominated,
+        [
+            ("wait0-0", Some("n0")),
+            ("wait0-1", Some("n0")),
+            ("wait1-0", Some("n1")),
+            ("wait1-1", Some("n1"))
+        ]
+    );
+}

@@ -22,6 +22,18 @@
 //! Nothing is evicted unless the gang then fits: a job is never a victim of a job that could
 //! not then run.
 //!
+//! **Cost.** One session may decide thousands of preemptions on a cluster of thousands of
+//! nodes, so the search is kept to what can change its answer. The units are listed once per
+//! action and re-listed only for the jobs that lose members. What is free counts each node's
+//! idle resources but never below zero (a node holding terminating victims beside the room
+//! held for their preemptor has nothing to give, not less than nothing), and is kept up to
+//! date as units are taken. That sum bounds every placement, so a probe runs only once the
+//! gang's resources fit in it, the pruning pass probes only units whose room is not needed by
+//! that bound, a job whose gang cannot fit even with every candidate taken is refused without
+//! taking any, and until the next eviction a job of the same queue (and, for preempt, the
+//! same priority) — which takes the same units in the same order — is refused at once when
+//! the room such a job reached was too small for it.
+//!
 //! **After.** Victims stay on their nodes (they terminate for their grace period); the
 //! preemptor's members are held at the nodes the search placed them on
 //! ([`crate::reserve`]) and nominated there. A preemptor with room held is not planned again
@@ -32,7 +44,7 @@ use crate::reserve;
 use crate::session::Session;
 use crate::state::{holds_node, Holdup};
 use caldera_model::{PodGroupPhase, Resources, TaskStatus, Time};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The resource that counts as a GPU when ranking units.
 pub const GPU: &str = "nvidia.com/gpu";
@@ -252,60 +264,195 @@ fn protected_queues(ssn: &Session) -> BTreeSet<usize> {
     out
 }
 
-/// The candidate units for `job` under `mode`, cheapest first.
-fn candidates(ssn: &Session, job: usize, mode: Mode) -> Vec<Unit> {
-    let st = &ssn.state;
-    let q = st.job_queue[job];
-    let protected = match mode {
-        Mode::Reclaim => protected_queues(ssn),
-        Mode::Preempt => BTreeSet::new(),
-    };
-    let mut units = Vec::new();
-    for v in 0..st.jobs.len() {
-        if v == job || !st.jobs[v].tasks.iter().any(|&t| victimable(ssn, t)) {
-            continue;
-        }
-        let vq = st.job_queue[v];
-        let eligible = match mode {
-            Mode::Preempt => vq == q && st.jobs[v].priority < st.jobs[job].priority,
-            Mode::Reclaim => vq != q && st.queues[vq].reclaimable && !protected.contains(&vq),
-        };
-        if eligible {
-            units.extend(units_of(ssn, v));
-        }
-    }
-    let key = |u: &Unit| {
-        let first = &st.tasks[u.tasks[0]];
-        (first.namespace.clone(), first.name.clone(), u.tasks.len())
-    };
-    match mode {
-        Mode::Preempt => units.sort_by(|a, b| {
-            a.priority
-                .cmp(&b.priority)
-                .then(a.gpus.cmp(&b.gpus))
-                .then(a.tasks.len().cmp(&b.tasks.len()))
-                .then(b.started.cmp(&a.started))
-                .then_with(|| key(a).cmp(&key(b)))
-        }),
-        Mode::Reclaim => units.sort_by(|a, b| {
-            a.priority
-                .cmp(&b.priority)
-                .then(b.started.cmp(&a.started))
-                .then(a.gpus.cmp(&b.gpus))
-                .then(a.tasks.len().cmp(&b.tasks.len()))
-                .then_with(|| key(a).cmp(&key(b)))
-        }),
-    }
-    units
+/// Orders units for `mode`: the action's ranking, then the first member's namespace and
+/// name, then the victim job and the unit's place among its units (so equal ranks keep the
+/// order the units were listed in).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct UnitKey {
+    mode: Mode,
+    priority: i32,
+    gpus: i64,
+    pods: usize,
+    started: Time,
+    namespace: std::sync::Arc<str>,
+    name: std::sync::Arc<str>,
+    job: usize,
+    index: usize,
 }
 
-/// Σ idle over Ready nodes.
+impl Ord for UnitKey {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        let rank = match self.mode {
+            Mode::Preempt => self
+                .priority
+                .cmp(&o.priority)
+                .then(self.gpus.cmp(&o.gpus))
+                .then(self.pods.cmp(&o.pods))
+                .then(o.started.cmp(&self.started)),
+            Mode::Reclaim => self
+                .priority
+                .cmp(&o.priority)
+                .then(o.started.cmp(&self.started))
+                .then(self.gpus.cmp(&o.gpus))
+                .then(self.pods.cmp(&o.pods)),
+        };
+        rank.then_with(|| self.namespace.cmp(&o.namespace))
+            .then_with(|| self.name.cmp(&o.name))
+            .then(self.pods.cmp(&o.pods))
+            .then(self.job.cmp(&o.job))
+            .then(self.index.cmp(&o.index))
+    }
+}
+
+impl PartialOrd for UnitKey {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// Every victim unit of the session, cheapest first for one action. Built once per action
+/// run; the units of a victim job are listed afresh whenever members of it are evicted, so
+/// the pool always equals what listing every job's units now would give.
+struct Pool {
+    units: BTreeMap<UnitKey, Unit>,
+    /// The keys of each job's units in `units`.
+    keys: Vec<Vec<UnitKey>>,
+    mode: Mode,
+}
+
+impl Pool {
+    fn new(ssn: &Session, mode: Mode) -> Self {
+        let mut pool = Pool {
+            units: BTreeMap::new(),
+            keys: vec![Vec::new(); ssn.state.jobs.len()],
+            mode,
+        };
+        for v in 0..ssn.state.jobs.len() {
+            pool.list(ssn, v);
+        }
+        pool
+    }
+
+    /// Lists the units job `v` has now.
+    fn list(&mut self, ssn: &Session, v: usize) {
+        let st = &ssn.state;
+        if !st.jobs[v].tasks.iter().any(|&t| victimable(ssn, t)) {
+            return;
+        }
+        for (index, unit) in units_of(ssn, v).into_iter().enumerate() {
+            let first = &st.tasks[unit.tasks[0]];
+            let key = UnitKey {
+                mode: self.mode,
+                priority: unit.priority,
+                gpus: unit.gpus,
+                pods: unit.tasks.len(),
+                started: unit.started,
+                namespace: first.namespace.clone(),
+                name: first.name.clone(),
+                job: v,
+                index,
+            };
+            self.keys[v].push(key.clone());
+            self.units.insert(key, unit);
+        }
+    }
+
+    /// Lists job `v`'s units again (members of it were evicted).
+    fn refresh(&mut self, ssn: &Session, v: usize) {
+        for key in std::mem::take(&mut self.keys[v]) {
+            self.units.remove(&key);
+        }
+        self.list(ssn, v);
+    }
+
+    /// The units `job` may take under the pool's action, cheapest first.
+    fn candidates(&self, ssn: &Session, job: usize, protected: &BTreeSet<usize>) -> Vec<&Unit> {
+        let st = &ssn.state;
+        let q = st.job_queue[job];
+        let priority = st.jobs[job].priority;
+        self.units
+            .values()
+            .filter(|u| {
+                let vq = st.job_queue[u.job];
+                u.job != job
+                    && match self.mode {
+                        Mode::Preempt => vq == q && u.priority < priority,
+                        Mode::Reclaim => {
+                            vq != q && st.queues[vq].reclaimable && !protected.contains(&vq)
+                        }
+                    }
+            })
+            .collect()
+    }
+}
+
+/// What node `n` has free for a placement: its idle resources, none below zero (a node
+/// over-committed on a resource — terminating victims beside the room held for their
+/// preemptor — has none of it to give); nothing when it is not Ready.
+fn room(ssn: &Session, n: usize) -> Resources {
+    let node = &ssn.state.nodes[n];
+    let mut idle = node.idle();
+    if !node.ready {
+        return Resources::new();
+    }
+    let short: Vec<(String, i64)> = idle
+        .iter()
+        .filter(|&(_, v)| v < 0)
+        .map(|(r, v)| (r.to_string(), v))
+        .collect();
+    for (r, v) in short {
+        idle.add_named(&r, -v);
+    }
+    idle
+}
+
+/// Σ [`room`] over all nodes: no placement can use more.
 fn free_capacity(ssn: &Session) -> Resources {
     let mut r = Resources::new();
-    for n in ssn.state.nodes.iter().filter(|n| n.ready) {
-        r.add(&n.idle());
+    for n in 0..ssn.state.nodes.len() {
+        r.add(&room(ssn, n));
     }
     r
+}
+
+/// [`take`]s `task` and adds the room it frees on its node to `free`.
+fn take_into(ssn: &mut Session, task: usize, free: &mut Resources) -> TaskStatus {
+    let node = ssn.state.tasks[task].node.as_deref();
+    let node = node.and_then(|n| ssn.state.node_index(n));
+    let before = node.map(|n| room(ssn, n));
+    let prev = take(ssn, task);
+    if let (Some(n), Some(before)) = (node, before) {
+        free.add(&room(ssn, n));
+        free.sub(&before);
+    }
+    prev
+}
+
+/// The room giving `tasks` back (they are taken now) would cost `free`: `free` without it.
+fn free_without(ssn: &Session, tasks: &[(usize, TaskStatus)], free: &Resources) -> Resources {
+    let mut on_node: BTreeMap<usize, Resources> = BTreeMap::new();
+    for &(t, _) in tasks {
+        let task = &ssn.state.tasks[t];
+        if let Some(n) = task.node.as_deref().and_then(|n| ssn.state.node_index(n)) {
+            on_node.entry(n).or_default().add(&task.request);
+        }
+    }
+    let mut out = free.clone();
+    for (n, back) in on_node {
+        let now = room(ssn, n);
+        out.sub(&now);
+        let node = &ssn.state.nodes[n];
+        if node.ready {
+            let mut after = node.allocatable.minus(&node.used);
+            after.sub(&back);
+            for (r, v) in after.iter() {
+                if v > 0 {
+                    out.add_named(r, v);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Whether a job may start evicting: admitted, valid, not yet ready, members pending, no room
@@ -334,35 +481,101 @@ pub fn run(ssn: &mut Session, mode: Mode) {
     let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
         .filter(|&j| starving(ssn, j))
         .collect();
+    if jobs.is_empty() {
+        return;
+    }
     jobs.sort_by(|&a, &b| {
         let (qa, qb) = (ssn.state.job_queue[a], ssn.state.job_queue[b]);
         ssn.queue_order(qa, qb).then_with(|| ssn.job_order(a, b))
     });
+    let mut pool = Pool::new(ssn, mode);
+    let mut protected = match mode {
+        Mode::Reclaim => protected_queues(ssn),
+        Mode::Preempt => BTreeSet::new(),
+    };
+    // Jobs that choose among the same units (same queue; for preempt, same priority) take
+    // them in the same order, so until something is evicted the room they reach is the same:
+    // the most room such a job found, when it was not enough. Keyed by (queue, priority).
+    let mut short: HashMap<(usize, i32), (usize, Resources)> = HashMap::new();
     for job in jobs {
         if !starving(ssn, job) {
             continue;
         }
         let need = gang_need(ssn, job);
-        if mode == Mode::Reclaim {
-            let q = ssn.state.job_queue[job];
-            if ssn.overused(q) || !below_share(ssn, q, &need) {
-                continue;
-            }
+        let q = ssn.state.job_queue[job];
+        if mode == Mode::Reclaim && (ssn.overused(q) || !below_share(ssn, q, &need)) {
+            continue;
         }
-        let result = search(ssn, job, mode, &need);
-        let outcome = if result { "evicted" } else { "no_victims" };
+        let alike = match mode {
+            Mode::Preempt => (q, ssn.state.jobs[job].priority),
+            Mode::Reclaim => (q, 0),
+        };
+        let decided = ssn.preemptions.len();
+        let known_short = short
+            .get(&alike)
+            .is_some_and(|(at, most)| *at == decided && !need.fits_in(most));
+        let evicted = if known_short {
+            false
+        } else {
+            match search(ssn, job, mode, &need, &pool, &protected) {
+                Searched::Evicted(victim_jobs) => {
+                    for v in victim_jobs {
+                        pool.refresh(ssn, v);
+                    }
+                    if mode == Mode::Reclaim {
+                        // A queue that reclaimed is not reclaimed from in this session.
+                        protected.insert(q);
+                    }
+                    true
+                }
+                Searched::Short(most) => {
+                    short.insert(alike, (decided, most));
+                    false
+                }
+                Searched::NoFit => false,
+            }
+        };
+        let outcome = if evicted { "evicted" } else { "no_victims" };
         *ssn.stats.preemption_attempts.entry(outcome).or_insert(0) += 1;
     }
 }
 
-/// Searches victims for `job`; on success evicts them and holds the room. Returns whether it
-/// evicted.
-fn search(ssn: &mut Session, job: usize, mode: Mode, need: &Resources) -> bool {
-    let units = candidates(ssn, job, mode);
+/// What a search found.
+enum Searched {
+    /// Victims chosen and evicted; the victims' jobs.
+    Evicted(BTreeSet<usize>),
+    /// Taking every unit it could never made enough room: the most room it reached.
+    Short(Resources),
+    /// No set of units let the gang fit.
+    NoFit,
+}
+
+/// Searches victims for `job` among `pool`'s units; on success evicts them and holds the
+/// room.
+fn search(
+    ssn: &mut Session,
+    job: usize,
+    mode: Mode,
+    need: &Resources,
+    pool: &Pool,
+    protected: &BTreeSet<usize>,
+) -> Searched {
+    let units = pool.candidates(ssn, job, protected);
     if units.is_empty() {
-        return false;
+        return Searched::NoFit;
     }
     let mut free = free_capacity(ssn);
+    // Taking every candidate could not make room for the gang: nothing to try. (A
+    // whole-gang unit holds every victimable member of its job, surplus units only some.)
+    let mut most = free.clone();
+    for u in units.iter().filter(|u| u.whole) {
+        for &t in &u.tasks {
+            most.add(&ssn.state.tasks[t].request);
+        }
+    }
+    if !need.fits_in(&most) {
+        return Searched::NoFit;
+    }
     let mut spent: BTreeMap<u32, u32> = BTreeMap::new();
     // Chosen units: (index into `units`, the tasks taken and their previous status).
     let mut chosen: Vec<(usize, Vec<(usize, TaskStatus)>)> = Vec::new();
@@ -404,10 +617,10 @@ fn search(ssn: &mut Session, job: usize, mode: Mode, need: &Resources) -> bool {
         for (b, n) in want {
             *spent.entry(b).or_insert(0) += n;
         }
-        let taken: Vec<(usize, TaskStatus)> = tasks.iter().map(|&t| (t, take(ssn, t))).collect();
-        for &(t, _) in &taken {
-            free.add(&ssn.state.tasks[t].request);
-        }
+        let taken: Vec<(usize, TaskStatus)> = tasks
+            .iter()
+            .map(|&t| (t, take_into(ssn, t, &mut free)))
+            .collect();
         chosen.push((i, taken));
         if need.fits_in(&free) {
             if let Some(p) = probe(ssn, job) {
@@ -422,8 +635,20 @@ fn search(ssn: &mut Session, job: usize, mode: Mode, need: &Resources) -> bool {
                 give_back(ssn, t, prev);
             }
         }
-        return false;
+        // The room only grew as units were taken: if the gang's resources never fit in it,
+        // no placement was ever tried.
+        return if need.fits_in(&free) {
+            Searched::NoFit
+        } else {
+            Searched::Short(free)
+        };
     };
+    // What a successful probe places: the same members every time (the shortest prefix of
+    // the gang's members, in order, that makes it ready), so they must fit in what is free.
+    let mut placed = Resources::new();
+    for &(t, _) in &placement {
+        placed.add(&ssn.state.tasks[t].request);
+    }
     // Pruning: give back every unit the gang fits without, most expensive first — unless
     // that would leave a victim gang with 0 < members < minMember (a surplus member given
     // back while the rest of its gang goes).
@@ -432,6 +657,11 @@ fn search(ssn: &mut Session, job: usize, mode: Mode, need: &Resources) -> bool {
         k -= 1;
         let (_, taken) = &chosen[k];
         let taken = taken.clone();
+        // `free` bounds what any placement can use: without the unit, a probe would fail.
+        let without = free_without(ssn, &taken, &free);
+        if !placed.fits_in(&without) {
+            continue;
+        }
         for &(t, prev) in taken.iter().rev() {
             give_back(ssn, t, prev);
         }
@@ -444,6 +674,7 @@ fn search(ssn: &mut Session, job: usize, mode: Mode, need: &Resources) -> bool {
         match fits {
             Some(p) => {
                 placement = p;
+                free = without;
                 chosen.remove(k);
             }
             None => {
@@ -453,8 +684,9 @@ fn search(ssn: &mut Session, job: usize, mode: Mode, need: &Resources) -> bool {
             }
         }
     }
+    let victim_jobs = chosen.iter().map(|(i, _)| units[*i].job).collect();
     commit(ssn, job, mode, &units, chosen, placement);
-    true
+    Searched::Evicted(victim_jobs)
 }
 
 /// Whether victim job `v` keeps either none of its members or at least `minMember`.
@@ -470,7 +702,7 @@ fn commit(
     ssn: &mut Session,
     job: usize,
     mode: Mode,
-    units: &[Unit],
+    units: &[&Unit],
     chosen: Vec<(usize, Vec<(usize, TaskStatus)>)>,
     placement: Vec<(usize, usize)>,
 ) {
@@ -536,10 +768,81 @@ fn commit(
     });
 }
 
+/// What evicting could free, for admission: the free capacity, and what the jobs that could
+/// be victims hold, summed by queue and priority. Built once per enqueue (nothing it counts
+/// changes while jobs are admitted).
+#[derive(Debug)]
+pub struct Evictable {
+    free: Resources,
+    /// Per queue: its jobs' evictable requests by priority, ascending, each with the running
+    /// sum of the entries up to it.
+    by_queue: Vec<Vec<(i32, Resources)>>,
+    /// Per queue: all its jobs hold, when reclaim may take from it (reclaimable and above
+    /// its deserved share).
+    reclaimable: Vec<Option<Resources>>,
+    /// Σ of `reclaimable`.
+    reclaimable_total: Resources,
+}
+
+impl Evictable {
+    /// Sums what every job's victimable members hold.
+    pub fn new(ssn: &Session) -> Self {
+        let st = &ssn.state;
+        let queues = st.queues.len();
+        let mut by_priority: Vec<BTreeMap<i32, Resources>> = vec![BTreeMap::new(); queues];
+        let mut held = vec![Resources::new(); queues];
+        for (v, job) in st.jobs.iter().enumerate() {
+            let mut r = Resources::new();
+            for &t in &job.tasks {
+                if victimable(ssn, t) && holds_node(&st.tasks[t]) {
+                    r.add(&st.tasks[t].request);
+                }
+            }
+            let vq = st.job_queue[v];
+            held[vq].add(&r);
+            by_priority[vq].entry(job.priority).or_default().add(&r);
+        }
+        let by_queue = by_priority
+            .into_iter()
+            .map(|m| {
+                let mut sum = Resources::new();
+                m.into_iter()
+                    .map(|(p, r)| {
+                        sum.add(&r);
+                        (p, sum.clone())
+                    })
+                    .collect()
+            })
+            .collect();
+        let reclaim = ssn.eviction.reclaim && ssn.eviction.preemptive;
+        let reclaimable: Vec<Option<Resources>> = held
+            .into_iter()
+            .enumerate()
+            .map(|(q, r)| {
+                let over = st.queues[q].reclaimable
+                    && ssn
+                        .deserved(q)
+                        .is_some_and(|d| !st.queue_allocated[q].fits_in(&d));
+                (reclaim && over).then_some(r)
+            })
+            .collect();
+        let mut reclaimable_total = Resources::new();
+        for r in reclaimable.iter().flatten() {
+            reclaimable_total.add(r);
+        }
+        Evictable {
+            free: free_capacity(ssn),
+            by_queue,
+            reclaimable,
+            reclaimable_total,
+        }
+    }
+}
+
 /// Whether `job`, refused at enqueue because the cluster is full, could run by evicting:
 /// the free capacity plus what its possible victims hold covers its minimum. Admission then
-/// lets preempt or reclaim find the actual victims.
-pub fn could_run_by_evicting(ssn: &Session, job: usize) -> bool {
+/// lets preempt or reclaim find the actual victims. `evictable` is built on first use.
+pub fn could_run_by_evicting(ssn: &Session, job: usize, evictable: &mut Option<Evictable>) -> bool {
     let st = &ssn.state;
     if st.jobs[job].phase() != PodGroupPhase::Pending
         || st.jobs[job]
@@ -553,26 +856,21 @@ pub fn could_run_by_evicting(ssn: &Session, job: usize) -> bool {
         Some(r) => r.clone(),
         None => return false,
     };
+    let e = evictable.get_or_insert_with(|| Evictable::new(ssn));
     let q = st.job_queue[job];
-    let mut room = free_capacity(ssn);
-    for (v, other) in st.jobs.iter().enumerate() {
-        let vq = st.job_queue[v];
-        let by_preempt = ssn.eviction.preempt && vq == q && other.priority < st.jobs[job].priority;
-        let by_reclaim = ssn.eviction.reclaim
-            && ssn.eviction.preemptive
-            && vq != q
-            && st.queues[vq].reclaimable
-            && ssn
-                .deserved(vq)
-                .is_some_and(|d| !st.queue_allocated[vq].fits_in(&d));
-        if !(by_preempt || by_reclaim) {
-            continue;
+    let mut room = e.free.clone();
+    if ssn.eviction.preempt {
+        // Jobs of its queue with a lower priority.
+        let lower = &e.by_queue[q];
+        let below = lower.partition_point(|(p, _)| *p < st.jobs[job].priority);
+        if below > 0 {
+            room.add(&lower[below - 1].1);
         }
-        for &t in &other.tasks {
-            if victimable(ssn, t) && holds_node(&st.tasks[t]) {
-                room.add(&st.tasks[t].request);
-            }
-        }
+    }
+    // Jobs of other queues reclaim may take from.
+    room.add(&e.reclaimable_total);
+    if let Some(own) = &e.reclaimable[q] {
+        room.sub(own);
     }
     need.fits_in(&room)
 }

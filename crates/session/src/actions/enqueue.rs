@@ -25,6 +25,7 @@ impl Action for Enqueue {
             })
             .collect();
         let mut heaps = job_heaps(ssn, candidates.into_iter());
+        let mut evictable = None;
         while let Some(q) = next_queue(ssn, &heaps) {
             let less = |a: usize, b: usize| ssn.job_order(a, b).is_lt();
             let Some(job) = heaps[q].pop(&less) else {
@@ -34,7 +35,7 @@ impl Action for Enqueue {
                 // A full cluster does not keep out a job that can run by evicting: preempt or
                 // reclaim will find its victims (Volcano's "never enqueued, never preempts").
                 Verdict::Reject { quota: false, .. }
-                    if crate::evict::could_run_by_evicting(ssn, job) =>
+                    if crate::evict::could_run_by_evicting(ssn, job, &mut evictable) =>
                 {
                     ssn.admit(job)
                 }
