@@ -1,7 +1,8 @@
 //! Where the suite runs and how it runs the scheduler: a fresh in-process API stand-in per
 //! scenario by default, or the cluster of the kubeconfig named by `CALDERA_E2E_KUBECONFIG`;
 //! either way the scheduler runs in-process (the `caldera run` library, [`caldera_runtime`])
-//! and talks to that API server through a real `kube` client.
+//! and talks to that API server through a real `kube` client, built as `caldera run` builds
+//! its own ([`caldera_runtime::client`]: without kube's own retries).
 //!
 //! # The stand-in as a bare control plane
 //!
@@ -98,7 +99,12 @@ impl Cluster {
     /// A fresh in-process stand-in with [`stand_in_options`].
     pub async fn stand_in() -> Result<Cluster> {
         let server = ApiServer::start_with(stand_in_options()).await?;
-        let client = server.kube_client()?;
+        let url = server.url();
+        let uri = url
+            .parse()
+            .map_err(|_| Error::Input(format!("stand-in url {url}")))?;
+        let client = caldera_runtime::client(kube::Config::new(uri))
+            .map_err(|source| apiserver::Error::Client { url, source })?;
         Ok(Cluster {
             client,
             server: Some(Arc::new(server)),
@@ -119,7 +125,7 @@ impl Cluster {
         )
         .await
         .map_err(|e| fail(e.to_string()))?;
-        let client = Client::try_from(config).map_err(|e| fail(e.to_string()))?;
+        let client = caldera_runtime::client(config).map_err(|e| fail(e.to_string()))?;
         Ok(Cluster {
             client,
             server: None,

@@ -65,12 +65,12 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
-/// A kube client from `--kubeconfig`, or inferred (`$KUBECONFIG`, `~/.kube/config`,
+/// The API config from `--kubeconfig`, or inferred (`$KUBECONFIG`, `~/.kube/config`,
 /// in-cluster).
-pub async fn client(
+pub async fn kube_config(
     kubeconfig: Option<&PathBuf>,
-) -> Result<kube::Client, Box<dyn std::error::Error>> {
-    let config = match kubeconfig {
+) -> Result<kube::Config, Box<dyn std::error::Error>> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| format!("reading kubeconfig {}: {e}", path.display()))?;
@@ -81,7 +81,14 @@ pub async fn client(
         None => kube::Config::infer()
             .await
             .map_err(|e| format!("finding a cluster (use --kubeconfig): {e}"))?,
-    };
+    })
+}
+
+/// A kube client for one-shot reads (`explain`, `snapshot`), with kube's default retries.
+pub async fn client(
+    kubeconfig: Option<&PathBuf>,
+) -> Result<kube::Client, Box<dyn std::error::Error>> {
+    let config = kube_config(kubeconfig).await?;
     Ok(kube::Client::try_from(config).map_err(|e| format!("building the API client: {e}"))?)
 }
 
@@ -156,7 +163,10 @@ fn serve(args: RunArgs, gate: Option<caldera_runtime::GateOptions>) -> CommandRe
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let client = client(args.kubeconfig.as_ref()).await?;
+        // The runtime retries its own requests; kube's retries would hide a refused eviction.
+        let config = kube_config(args.kubeconfig.as_ref()).await?;
+        let client =
+            caldera_runtime::client(config).map_err(|e| format!("building the API client: {e}"))?;
         let handle = Runtime::start(options, client).await?;
         wait_for_signal().await?;
         tracing::info!("signal received; shutting down");

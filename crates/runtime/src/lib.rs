@@ -65,6 +65,21 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+/// The API client to give [`Runtime::start`]: built from `config` with kube's own retry
+/// layer off (`caldera run`, `caldera gate` and the e2e suite use it).
+///
+/// kube's default client retries every 429, 503 and 504 answer by itself, up to 15 times with
+/// a doubling back-off — about 2.7 minutes in all — before its caller sees the answer. Every
+/// request the runtime makes has its own retry already: the binder's [`RetryPolicy`] for
+/// writes, the watches' back-off, the leader loop's retry period. The hidden second layer only
+/// delays what must be seen at once, above all a 429 on an eviction: a
+/// PodDisruptionBudget's refusal, which no retry turns into a yes, while the preemptor waits
+/// on room that is not coming.
+pub fn client(mut config: kube::Config) -> Result<Client, kube::Error> {
+    config.default_retry = false;
+    Client::try_from(config)
+}
+
 /// Why the runtime could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
