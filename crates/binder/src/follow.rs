@@ -6,7 +6,7 @@
 //! usual tokens too (reports from the main bucket, events from the events' own).
 
 use crate::events::QueuedEvent;
-use crate::reports::{ReportKey, Waiting};
+use crate::reports::{ReportKey, StatusWrite, Waiting};
 use crate::{backoff, lock, writes, Inner, WriteKind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -178,38 +178,13 @@ async fn send(inner: Arc<Inner>, next: Next, epoch: u64, permit: OwnedSemaphoreP
 }
 
 async fn send_report(inner: &Inner, key: ReportKey, w: Waiting, epoch: u64) {
+    if let StatusWrite::Evictions(first, rest) = &w.write {
+        send_evictions(inner, first, rest, w.now, epoch).await;
+        lock(&inner.reports).done(&key);
+        return;
+    }
     let (target, kind) = w.write.target();
-    let policy = &inner.options.retry;
-    let mut failures = 0u32;
-    let outcome = loop {
-        if !inner.current(epoch) {
-            break None;
-        }
-        match w.write.send(inner, w.now, epoch).await {
-            Ok(rv) => break Some(rv),
-            Err(e) => {
-                inner.observer.failed_attempt(kind, &e);
-                failures += 1;
-                // An eviction a PodDisruptionBudget refuses (429) is left alone: the victim
-                // stays, its preemptor's nomination no longer fits, and the next session plans
-                // again.
-                let refused = kind == WriteKind::Eviction && e.code() == Some(429);
-                if refused {
-                    debug!(error = %e, "eviction refused by a PodDisruptionBudget");
-                    break None;
-                }
-                if !e.is_retryable() || failures >= policy.attempts.max(1) {
-                    if e.is_settled() {
-                        debug!(error = %e, "status write target is gone");
-                    } else {
-                        warn!(error = %e, "status write failed; the next session may retry");
-                    }
-                    break None;
-                }
-                tokio::time::sleep(backoff(policy, failures)).await;
-            }
-        }
-    };
+    let outcome = send_one(inner, &w.write, w.now, epoch).await;
     // A newer write to the object waits meanwhile: it reports instead, so the runtime's
     // overlay matches the newest content with its resourceVersion.
     let newest = {
@@ -229,6 +204,89 @@ async fn send_report(inner: &Inner, key: ReportKey, w: Waiting, epoch: u64) {
             inner.stats.status_failed.fetch_add(1, Ordering::Relaxed);
             if newest {
                 inner.observer.write_dropped(&target);
+            }
+        }
+    }
+}
+
+/// The evictions of one victim job, one at a time in their order (members a
+/// PodDisruptionBudget covers first: only those can be refused). The first that does not go
+/// through — a budget's 429 above all — stops the rest, so a refusal leaves the gang whole;
+/// every member not evicted is reported dropped (its victim is running after all).
+async fn send_evictions(
+    inner: &Inner,
+    first: &caldera_model::Eviction,
+    rest: &[caldera_model::Eviction],
+    now: caldera_model::Time,
+    epoch: u64,
+) {
+    let mut stopped = false;
+    for (i, e) in std::iter::once(first).chain(rest).enumerate() {
+        let one = StatusWrite::Evictions(e.clone(), Vec::new());
+        let (target, _) = one.target();
+        // The pump paid for the first request; later ones take the share while acts are out
+        // (as `follower_token`), so a big victim gang does not cut into the binds.
+        if i > 0 && !stopped && inner.gate.acts() > 0 {
+            if let Some(share) = &inner.share {
+                share.acquire().await;
+                inner.stats.share_writes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let outcome = if stopped {
+            None
+        } else {
+            send_one(inner, &one, now, epoch).await
+        };
+        match outcome {
+            Some(rv) => {
+                inner.stats.status_written.fetch_add(1, Ordering::Relaxed);
+                inner.observer.written(&target, rv.as_deref());
+            }
+            None => {
+                stopped = true;
+                inner.stats.status_failed.fetch_add(1, Ordering::Relaxed);
+                inner.observer.write_dropped(&target);
+            }
+        }
+    }
+}
+
+/// Sends `write` under the retry policy: `Some` (the new resourceVersion, if any) once done,
+/// `None` when given up, refused, or no longer this leader's to send.
+async fn send_one(
+    inner: &Inner,
+    write: &StatusWrite,
+    now: caldera_model::Time,
+    epoch: u64,
+) -> Option<Option<String>> {
+    let kind = write.target().1;
+    let policy = &inner.options.retry;
+    let mut failures = 0u32;
+    loop {
+        if !inner.current(epoch) {
+            return None;
+        }
+        match write.send(inner, now, epoch).await {
+            Ok(rv) => return Some(rv),
+            Err(e) => {
+                inner.observer.failed_attempt(kind, &e);
+                failures += 1;
+                // An eviction a PodDisruptionBudget refuses (429) is left alone: the victim
+                // stays, its preemptor's nomination no longer fits, and the next session plans
+                // again.
+                if kind == WriteKind::Eviction && e.code() == Some(429) {
+                    debug!(error = %e, "eviction refused by a PodDisruptionBudget");
+                    return None;
+                }
+                if !e.is_retryable() || failures >= policy.attempts.max(1) {
+                    if e.is_settled() {
+                        debug!(error = %e, "status write target is gone");
+                    } else {
+                        warn!(error = %e, "status write failed; the next session may retry");
+                    }
+                    return None;
+                }
+                tokio::time::sleep(backoff(policy, failures)).await;
             }
         }
     }

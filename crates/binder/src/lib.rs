@@ -674,7 +674,23 @@ impl Binder {
         // Reports, one per object.
         let mut status: Vec<StatusWrite> = Vec::new();
         // Evictions first: victims terminate for their grace period, so the sooner the better.
-        status.extend(evictions.into_iter().map(StatusWrite::Eviction));
+        // One write per victim job, its members in the plan's order (see `follow`).
+        let mut by_job: Vec<(caldera_model::Eviction, Vec<caldera_model::Eviction>)> = Vec::new();
+        let mut job_at: HashMap<Arc<str>, usize> = HashMap::new();
+        for e in evictions {
+            match job_at.get(&e.job) {
+                Some(&i) => by_job[i].1.push(e),
+                None => {
+                    job_at.insert(e.job.clone(), by_job.len());
+                    by_job.push((e, Vec::new()));
+                }
+            }
+        }
+        status.extend(
+            by_job
+                .into_iter()
+                .map(|(first, rest)| StatusWrite::Evictions(first, rest)),
+        );
         status.extend(nominations.into_iter().map(StatusWrite::Nomination));
         for c in pod_conditions {
             let keep = unschedulable.contains(&c.uid);

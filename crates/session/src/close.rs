@@ -262,8 +262,17 @@ fn preemptions(ssn: &Session, plan: &mut Plan) {
             "reclaim" => format!("reclaimed for queue {} by {}", job.queue, job.id),
             _ => format!("preempted by {} (priority {})", job.id, job.priority),
         };
+        // Each victim job's evictions go one at a time in this order and stop at the first
+        // refused (the binder): members a PodDisruptionBudget covers — the only ones the API
+        // server may refuse — first, so a refusal leaves the gang whole.
+        let mut first_of: std::collections::HashMap<usize, usize> = Default::default();
+        for (i, &v) in p.victims.iter().enumerate() {
+            first_of.entry(st.tasks[v].job).or_insert(i);
+        }
+        let mut victims = p.victims.clone();
+        victims.sort_by_key(|&v| (first_of.get(&st.tasks[v].job), st.tasks[v].budget.is_none()));
         let mut told: Vec<usize> = Vec::new();
-        for &v in &p.victims {
+        for &v in &victims {
             let t = &st.tasks[v];
             let Some(node) = t.node.clone() else { continue };
             let victim_job = &st.jobs[t.job];
