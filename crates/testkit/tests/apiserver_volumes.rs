@@ -349,3 +349,47 @@ async fn ephemeral_volumes_get_their_claims_made() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_bound_claim_may_grow_but_not_shrink_below_its_capacity() -> TestResult {
+    let server = ApiServer::start().await?;
+    let client = server.kube_client()?;
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client, "ml");
+    let pp = PostParams::default();
+    volumes
+        .create(&pp, &local_pv("v", "10Gi", "", "n1"))
+        .await?;
+    claims.create(&pp, &claim("c", "5Gi", Some(""))).await?;
+    let bound = claims.get("c").await?;
+    assert_eq!(phase_of_claim(&bound), Some("Bound"));
+    assert_eq!(bound.status.unwrap().capacity.unwrap()["storage"].0, "10Gi");
+    let resize =
+        |size: &str| Patch::Merge(json!({"spec": {"resources": {"requests": {"storage": size}}}}));
+    claims
+        .patch("c", &PatchParams::default(), &resize("20Gi"))
+        .await?;
+    let err = api_error(
+        claims
+            .patch("c", &PatchParams::default(), &resize("8Gi"))
+            .await,
+    );
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message.contains("can not be less than status.capacity"),
+        "{}",
+        err.message
+    );
+    // volumeName, once set, stays.
+    let err = api_error(
+        claims
+            .patch(
+                "c",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"volumeName": "other"}})),
+            )
+            .await,
+    );
+    assert_eq!(err.code, 422);
+    Ok(())
+}
