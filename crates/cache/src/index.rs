@@ -22,7 +22,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as KubeLabelSelector;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// Scheduler names Caldera answers to unless configured otherwise (SPEC §2).
@@ -146,6 +146,9 @@ pub struct ClusterIndex {
     namespaces: BTreeMap<Arc<str>, BTreeMap<String, String>>,
     /// Claims, volumes, storage classes, CSINodes, and the pods on nodes that use claims.
     volumes: crate::volumes::VolumeIndex,
+    /// Nodes booked for provisioned autoscaler requests, by node name: they stick from one
+    /// snapshot to the next (see `book_nodes`). The only state a snapshot carries forward.
+    bookings: Mutex<BTreeMap<Arc<str>, Booking>>,
 }
 
 /// The label kube-apiserver puts on every Namespace, naming it.
@@ -855,14 +858,17 @@ impl ClusterIndex {
             last = Some(j);
             snap.jobs[j].capacity = Some(info.request.clone());
         }
-        book_nodes(snap);
+        let mut kept = self.bookings.lock().unwrap_or_else(PoisonError::into_inner);
+        book_nodes(snap, &mut kept);
     }
 
     // ----- snapshot -----
 
     /// Assembles a snapshot. Nothing is re-converted: nodes get their usage from the running
     /// totals, and only our pods (by `opts.scheduler_names`) are visited. Deterministic: the
-    /// same objects and options give an equal snapshot.
+    /// same objects and options give an equal snapshot, given the same nodes booked for
+    /// provisioned autoscaler requests by the snapshots before (bookings stick, see
+    /// `book_nodes`; with none, a fresh index derives them from the objects alone).
     ///
     /// - Every node, with `used`/`pod_count`/`host_ports` from all pods on it.
     /// - One job per PodGroup that has at least one of our pods or no pods at all (a PodGroup
@@ -1221,20 +1227,44 @@ impl ClusterIndex {
     }
 }
 
+/// A node booked for a provisioned request, kept from snapshot to snapshot
+/// ([`ClusterIndex`]'s `bookings`, by node name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Booking {
+    /// The job (PodGroup id) it is booked for.
+    job: Arc<str>,
+    /// The request it was booked under (a retry's new request books afresh).
+    request: Arc<str>,
+}
+
 /// Books nodes for jobs whose request is live (accepted or provisioned): an autoscaler adds
 /// the nodes before it marks the request provisioned, so nodes appear while it is only
 /// accepted and must already be held (the session places a gang on them only once its request
-/// is provisioned). Provisioned requests first, then accepted ones, each in order of the
-/// request's state change (then job id), each takes Ready, schedulable nodes created after its request was, that its first pending
-/// member may go to and that nobody has booked, oldest first, until their idle resources hold
-/// the members it still lacks. An autoscaler does not say which nodes it added for which
-/// request; nodes that appeared after the request are the ones that can be its. Creation
-/// times have whole seconds, so "after" is strict: a node from the request's own second may
-/// be older than the request (the cluster's nodes, when a gang asks at once), and booking it
-/// would take an old node from everyone else and let the gang spread over it. An autoscaler's
-/// node comes seconds later; one from the same second is merely not booked.
-fn book_nodes(snap: &mut Snapshot) {
-    let mut provisioned: Vec<usize> = (0..snap.jobs.len())
+/// is provisioned).
+///
+/// **A provisioned request's bookings stick** (`kept`, carried from one snapshot to the
+/// next): once a node is booked for it, it stays that gang's for as long as the request is the
+/// gang's, provisioned, and the gang still has members waiting — no other request takes it,
+/// whatever the order in which later nodes and request states are seen. An accepted request's
+/// bookings are tentative, derived afresh each time (the nodes it holds may turn out to be
+/// another request's, which the autoscaler then marks provisioned first).
+///
+/// Derivation: first every kept booking is honoured; then provisioned requests, then accepted
+/// ones, each in order of the request's state change (then job id), take Ready, schedulable
+/// nodes created after their request was, that their first pending member may go to and that
+/// nobody has booked, oldest first, until their idle resources hold the members they still
+/// lack; the nodes a provisioned request takes are kept. An autoscaler does not say which
+/// nodes it added for which request (cluster-autoscaler writes no such label); nodes that
+/// appeared after the request are the ones that can be its. Creation times have whole seconds,
+/// so "after" is strict: a node from the request's own second may be older than the request
+/// (the cluster's nodes, when a gang asks at once), and booking it would take an old node from
+/// everyone else and let the gang spread over it. An autoscaler's node comes seconds later; one
+/// from the same second is merely not booked. After a restart `kept` starts empty and the same
+/// derivation rebuilds it from the cluster as it is then (deterministic: state-change times,
+/// job ids, creation times, node names).
+fn book_nodes(snap: &mut Snapshot, kept: &mut BTreeMap<Arc<str>, Booking>) {
+    use caldera_model::CapacityState;
+    let mut live: Vec<usize> = (0..snap.jobs.len())
         .filter(|&j| {
             snap.jobs[j]
                 .capacity
@@ -1242,27 +1272,10 @@ fn book_nodes(snap: &mut Snapshot) {
                 .is_some_and(|c| c.state.live())
         })
         .collect();
-    if provisioned.is_empty() {
-        return;
-    }
-    // Provisioned requests first: their nodes exist (the autoscaler says so); an accepted
-    // request's are still coming, and a node that appears meanwhile is more likely the
-    // provisioned one's.
-    provisioned.sort_by_key(|&j| {
-        let c = snap.jobs[j].capacity.as_ref();
-        let waiting = c.is_none_or(|c| c.state != caldera_model::CapacityState::Provisioned);
-        (waiting, c.map(|c| c.since), j)
-    });
-    let mut order: Vec<usize> = (0..snap.nodes.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (na, nb) = (&snap.nodes[a], &snap.nodes[b]);
-        na.created.cmp(&nb.created).then(na.name.cmp(&nb.name))
-    });
-    for j in provisioned {
+    // What each live job still lacks: the requests of its first pending members.
+    let mut lacking: HashMap<usize, (Resources, Arc<PlacementSpec>)> = HashMap::new();
+    for &j in &live {
         let job = &snap.jobs[j];
-        let Some(asked) = job.capacity.as_ref().map(|c| c.created) else {
-            continue;
-        };
         let pending: Vec<&Task> = job
             .tasks
             .iter()
@@ -1274,17 +1287,77 @@ fn book_nodes(snap: &mut Snapshot) {
             .iter()
             .filter(|&&t| snap.tasks[t].status.is_ready())
             .count() as u32;
-        let lacking = job.min_member.saturating_sub(ready).max(1) as usize;
+        let count = job.min_member.saturating_sub(ready).max(1) as usize;
         let Some(first) = pending.first() else {
             continue;
         };
         let mut need = Resources::new();
-        for t in pending.iter().take(lacking) {
+        for t in pending.iter().take(count) {
             need.add(&t.request);
         }
-        let mut have = Resources::new();
+        lacking.insert(j, (need, first.spec.clone()));
+    }
+    // Kept bookings hold while their node exists, their request is still the job's and
+    // provisioned, and the job still waits for members.
+    let provisioned: HashMap<&str, (usize, &str)> = live
+        .iter()
+        .filter(|&&j| lacking.contains_key(&j))
+        .filter_map(|&j| {
+            let job = &snap.jobs[j];
+            let c = job.capacity.as_ref()?;
+            (c.state == CapacityState::Provisioned).then_some((&*job.id, (j, &*c.name)))
+        })
+        .collect();
+    let by_name: HashMap<Arc<str>, usize> = snap
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect();
+    kept.retain(|node, b| {
+        by_name.contains_key(node)
+            && provisioned
+                .get(&*b.job)
+                .is_some_and(|(_, request)| *request == &*b.request)
+    });
+    let mut have: HashMap<usize, Resources> = HashMap::new();
+    for (node, b) in kept.iter() {
+        let (Some(&n), Some(&(j, _))) = (by_name.get(node), provisioned.get(&*b.job)) else {
+            continue;
+        };
+        snap.nodes[n].booked_for = Some(b.job.clone());
+        have.entry(j).or_default().add(&snap.nodes[n].idle());
+    }
+    drop(by_name);
+    drop(provisioned);
+    // Provisioned requests first: their nodes exist (the autoscaler says so); an accepted
+    // request's are still coming, and a node that appears meanwhile is more likely the
+    // provisioned one's.
+    live.sort_by_key(|&j| {
+        let c = snap.jobs[j].capacity.as_ref();
+        let waiting = c.is_none_or(|c| c.state != CapacityState::Provisioned);
+        (waiting, c.map(|c| c.since), j)
+    });
+    let mut order: Vec<usize> = (0..snap.nodes.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (na, nb) = (&snap.nodes[a], &snap.nodes[b]);
+        na.created.cmp(&nb.created).then(na.name.cmp(&nb.name))
+    });
+    for j in live {
+        let job = &snap.jobs[j];
+        let Some(c) = job.capacity.as_ref() else {
+            continue;
+        };
+        let Some((need, spec)) = lacking.get(&j) else {
+            continue;
+        };
+        let (asked, sticks, request) = (
+            c.created,
+            c.state == CapacityState::Provisioned,
+            c.name.clone(),
+        );
         let id = job.id.clone();
-        let spec = first.spec.clone();
+        let mut have = have.remove(&j).unwrap_or_default();
         for &n in &order {
             if need.fits_in(&have) {
                 break;
@@ -1299,6 +1372,15 @@ fn book_nodes(snap: &mut Snapshot) {
                     .is_none();
             if usable {
                 have.add(&node.idle());
+                if sticks {
+                    kept.insert(
+                        node.name.clone(),
+                        Booking {
+                            job: id.clone(),
+                            request: request.clone(),
+                        },
+                    );
+                }
                 snap.nodes[n].booked_for = Some(id.clone());
             }
         }

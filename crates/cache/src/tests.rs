@@ -1032,6 +1032,73 @@ mod provisioning {
             .collect();
         assert_eq!(booked, [("new", Some("ns/a"))]);
     }
+
+    #[test]
+    fn a_provisioned_gangs_booked_node_stays_its_own() {
+        // a is provisioned and books the first new node. Then b's request is seen provisioned
+        // with an earlier state change, and a second new node appears. Derived afresh, b would
+        // come first and take a's node; booked nodes stick, so b gets the other one.
+        let mut index = ClusterIndex::new();
+        for g in ["a", "b"] {
+            index
+                .apply_podgroup(&mk_podgroup("ns", g, json!({"minMember": 2})))
+                .unwrap();
+            for i in 0..2 {
+                index
+                    .apply_pod(&gpu_pod("ns", &format!("{g}-{i}"), 4, in_group(g)))
+                    .unwrap();
+            }
+        }
+        let at = |t: &str| json!({"metadata": {"creationTimestamp": t}});
+        let cond = |type_: &str, t: &str| {
+            json!([{"type": type_, "status": "True", "reason": "R", "message": "",
+                    "lastTransitionTime": t}])
+        };
+        index
+            .apply_node(&mk_node("first", 8, at("2026-01-01T00:00:30Z")))
+            .unwrap();
+        let (a, _) = build(&need("a", "pg-a", 1));
+        index.apply_provisioning_request(&with_conditions(
+            a,
+            cond("Provisioned", "2026-01-01T00:00:40Z"),
+        ));
+        let booked = |index: &ClusterIndex| -> Vec<(String, Option<String>)> {
+            index
+                .snapshot(&opts())
+                .nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.name.to_string(),
+                        n.booked_for.as_deref().map(String::from),
+                    )
+                })
+                .collect()
+        };
+        let own = |n: &str, j: Option<&str>| (n.to_string(), j.map(String::from));
+        assert_eq!(booked(&index), [own("first", Some("ns/a"))]);
+
+        let (b, _) = build(&need("b", "pg-b", 1));
+        index.apply_provisioning_request(&with_conditions(
+            b,
+            cond("Provisioned", "2026-01-01T00:00:35Z"),
+        ));
+        index
+            .apply_node(&mk_node("second", 8, at("2026-01-01T00:00:31Z")))
+            .unwrap();
+        for _ in 0..2 {
+            assert_eq!(
+                booked(&index),
+                [own("first", Some("ns/a")), own("second", Some("ns/b"))]
+            );
+        }
+        // Once a's request is gone, its node is free for anyone; b keeps its own.
+        index.delete_provisioning_request("ns", "a-cap-1");
+        assert_eq!(
+            booked(&index),
+            [own("first", None), own("second", Some("ns/b"))]
+        );
+    }
 }
 
 #[test]

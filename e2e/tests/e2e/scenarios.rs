@@ -46,11 +46,7 @@ fn unfit_for_real_server(scenario: &Scenario) -> Option<String> {
 
 /// Scenarios that pass in the simulator but race live, with the known cause. Each is a bug
 /// to fix, not an expectation to relax; the simulator still runs them in `cargo test`.
-const KNOWN_LIVE_RACES: &[(&str, &str)] = &[(
-    "autoscaler/two-gangs-own-nodes.yaml",
-    "known race (issue #14): bookings are re-derived every snapshot from second-precision \
-     creation times, so under load the second gang can take the first gang's new node",
-)];
+const KNOWN_LIVE_RACES: &[(&str, &str)] = &[];
 
 async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
     if let Some((_, why)) = KNOWN_LIVE_RACES.iter().find(|(f, _)| file.ends_with(f)) {
