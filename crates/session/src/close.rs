@@ -571,14 +571,18 @@ fn capacity(ssn: &Session, ji: usize, v: &mut Verdict, plan: &mut Plan) {
             } else {
                 "the gang no longer waits for nodes"
             };
-            // Members still waiting stop consuming it, so cluster-autoscaler sees them again.
+            // Members still waiting stop consuming it, so cluster-autoscaler sees them again
+            // (not those a timeout fails in this plan).
             let pods = job
                 .tasks
                 .iter()
                 .copied()
                 .filter(|&ti| {
                     let t = &st.tasks[ti];
-                    t.node.is_none() && t.consumes.as_deref() == Some(&*c.name)
+                    !v.timed_out
+                        && t.node.is_none()
+                        && t.status == caldera_model::TaskStatus::Pending
+                        && t.consumes.as_deref() == Some(&*c.name)
                 })
                 .map(|ti| {
                     let t = &st.tasks[ti];
