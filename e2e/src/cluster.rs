@@ -2,7 +2,8 @@
 //! scenario by default, or the cluster of the kubeconfig named by `CALDERA_E2E_KUBECONFIG`;
 //! either way the scheduler runs in-process (the `caldera run` library, [`caldera_runtime`])
 //! and talks to that API server through a real `kube` client, built as `caldera run` builds
-//! its own ([`caldera_runtime::client`]: without kube's own retries).
+//! its own ([`Cluster::scheduler_client`]: without kube's own retries), while the driver
+//! uses kube's default client ([`Cluster::client`]).
 //!
 //! # The stand-in as a bare control plane
 //!
@@ -76,6 +77,7 @@ pub fn stand_in_options() -> apiserver::Options {
 /// A connection to the API server a test runs against.
 pub struct Cluster {
     client: Client,
+    scheduler_client: Client,
     server: Option<Arc<ApiServer>>,
 }
 
@@ -99,14 +101,16 @@ impl Cluster {
     /// A fresh in-process stand-in with [`stand_in_options`].
     pub async fn stand_in() -> Result<Cluster> {
         let server = ApiServer::start_with(stand_in_options()).await?;
+        let client = server.kube_client()?;
         let url = server.url();
         let uri = url
             .parse()
             .map_err(|_| Error::Input(format!("stand-in url {url}")))?;
-        let client = caldera_runtime::client(kube::Config::new(uri))
+        let scheduler_client = caldera_runtime::client(kube::Config::new(uri))
             .map_err(|source| apiserver::Error::Client { url, source })?;
         Ok(Cluster {
             client,
+            scheduler_client,
             server: Some(Arc::new(server)),
         })
     }
@@ -125,16 +129,25 @@ impl Cluster {
         )
         .await
         .map_err(|e| fail(e.to_string()))?;
-        let client = caldera_runtime::client(config).map_err(|e| fail(e.to_string()))?;
+        let client = Client::try_from(config.clone()).map_err(|e| fail(e.to_string()))?;
+        let scheduler_client = caldera_runtime::client(config).map_err(|e| fail(e.to_string()))?;
         Ok(Cluster {
             client,
+            scheduler_client,
             server: None,
         })
     }
 
-    /// A client for the cluster.
+    /// A client for the cluster, for the test driver (kube's default retries).
     pub fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    /// The client to start the scheduler with: built as `caldera run` builds its own
+    /// ([`caldera_runtime::client`], without kube's own retries, so a refused eviction is
+    /// seen at once).
+    pub fn scheduler_client(&self) -> Client {
+        self.scheduler_client.clone()
     }
 
     /// The stand-in, when the cluster is one (for request counters, injected failures and
@@ -237,8 +250,12 @@ pub async fn run_scenario(cluster: &Cluster, scenario: Scenario) -> Result<Outco
     let mut handle: Option<RunningHandle> = None;
     let result = run
         .run_to_end(async || {
-            let started =
-                start_scheduler(options.clone(), client.clone(), Duration::from_secs(30)).await?;
+            let started = start_scheduler(
+                options.clone(),
+                cluster.scheduler_client(),
+                Duration::from_secs(30),
+            )
+            .await?;
             handle = Some(started);
             Ok(())
         })

@@ -196,10 +196,10 @@ async fn leader_failover(_target: Target) -> Result<(), Failed> {
     };
     let (a_opts, b_opts) = (elected("a"), elected("b"));
     steps(&mut run, 1).await?;
-    let a = Runtime::start(a_opts, cluster.client())
+    let a = Runtime::start(a_opts, cluster.scheduler_client())
         .await
         .map_err(failed)?;
-    let b = Runtime::start(b_opts, cluster.client())
+    let b = Runtime::start(b_opts, cluster.scheduler_client())
         .await
         .map_err(failed)?;
     let mut handles = vec![a, b];
@@ -287,9 +287,13 @@ async fn restart_mid_gang(_target: Target) -> Result<(), Failed> {
             format!("3 of 8 members should be bound before the restart: {before:?}")
         })?;
         run.set_check_invariants(true);
-        let second = start_scheduler(second_opts, cluster.client(), Duration::from_secs(30))
-            .await
-            .map_err(failed)?;
+        let second = start_scheduler(
+            second_opts,
+            cluster.scheduler_client(),
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(failed)?;
         handles.push(second);
         steps(&mut run, usize::MAX).await?;
         let after = pod_nodes(&run).await?;
@@ -323,7 +327,7 @@ async fn config_reload(target: Target) -> Result<(), Failed> {
     options.config = ConfigSource::File(path.clone());
     options.config_poll_interval = Duration::from_millis(100);
     steps(&mut run, 1).await?;
-    let handle = start_scheduler(options, cluster.client(), Duration::from_secs(30))
+    let handle = start_scheduler(options, cluster.scheduler_client(), Duration::from_secs(30))
         .await
         .map_err(failed)?;
     let result = async {
@@ -383,8 +387,12 @@ async fn malformed_podgroup(target: Target) -> Result<(), Failed> {
         let outcome = run
             .run_to_end(async || {
                 handle = Some(
-                    start_scheduler(options.clone(), client.clone(), Duration::from_secs(30))
-                        .await?,
+                    start_scheduler(
+                        options.clone(),
+                        cluster.scheduler_client(),
+                        Duration::from_secs(30),
+                    )
+                    .await?,
                 );
                 Ok(())
             })
@@ -419,7 +427,7 @@ async fn steady_state(_target: Target) -> Result<(), Failed> {
     let mut run = prepare(&cluster, "seed1-partial-gang.yaml", "steady").await?;
     let options = scheduler_options(run.scenario().config.clone(), None, "steady");
     steps(&mut run, 1).await?;
-    let handle = start_scheduler(options, cluster.client(), Duration::from_secs(30))
+    let handle = start_scheduler(options, cluster.scheduler_client(), Duration::from_secs(30))
         .await
         .map_err(failed)?;
     let result = async {
@@ -495,7 +503,7 @@ async fn what_a_user_sees(target: Target) -> Result<(), Failed> {
         .await
         .map_err(failed)?;
     steps(&mut run, 1).await?;
-    let handle = start_scheduler(options, cluster.client(), Duration::from_secs(30))
+    let handle = start_scheduler(options, cluster.scheduler_client(), Duration::from_secs(30))
         .await
         .map_err(failed)?;
     let events: Api<Event> = Api::namespaced(cluster.client(), "default");

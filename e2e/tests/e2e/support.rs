@@ -148,9 +148,11 @@ impl BindHook {
         }
     }
 
-    /// A client for `url` with this hook in its stack.
+    /// A client for `url` with this hook in its stack, for the scheduler: without kube's own
+    /// retries, as `caldera_runtime::client` builds it.
     pub fn client(&self, url: &str) -> Result<kube::Client, Failed> {
-        let config = kube::Config::new(url.parse().map_err(Failed::from)?);
+        let mut config = kube::Config::new(url.parse().map_err(Failed::from)?);
+        config.default_retry = false;
         Ok(kube::client::ClientBuilder::try_from(config)
             .map_err(Failed::from)?
             .with_layer(&HookLayer(self.clone()))
