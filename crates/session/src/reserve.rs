@@ -40,6 +40,8 @@ pub fn hold(ssn: &mut Session, task: usize, node: usize) {
         node,
         held: true,
     });
+    let job = ssn.state.tasks[task].job;
+    ssn.reserved[job] += 1;
 }
 
 fn set_held(ssn: &mut Session, i: usize, held: bool) {
@@ -62,6 +64,9 @@ fn set_held(ssn: &mut Session, i: usize, held: bool) {
 /// Lets `job` use the room held for its own tasks (before it is tried). Returns whether it
 /// had any.
 pub fn release(ssn: &mut Session, job: usize) -> bool {
+    if !waiting(ssn, job) {
+        return false;
+    }
     let mine: Vec<usize> = (0..ssn.reservations.len())
         .filter(|&i| ssn.state.tasks[ssn.reservations[i].task].job == job)
         .collect();
@@ -86,15 +91,14 @@ pub fn restore(ssn: &mut Session, job: usize) {
             i += 1;
         } else {
             ssn.reservations.swap_remove(i);
+            ssn.reserved[job] -= 1;
         }
     }
 }
 
 /// Whether `job` has room held for it.
 pub fn waiting(ssn: &Session, job: usize) -> bool {
-    ssn.reservations
-        .iter()
-        .any(|r| ssn.state.tasks[r.task].job == job)
+    ssn.reserved[job] > 0
 }
 
 /// Reads the nominations of the snapshot's pending tasks into reservations, dropping (and

@@ -163,6 +163,8 @@ pub struct Session {
     pub kind_cache: HashMap<KindKey, Candidates>,
     /// Capacity held for pending tasks (see [`crate::reserve`]).
     pub reservations: Vec<crate::reserve::Reservation>,
+    /// Per job: how many of `reservations` are its tasks' (kept by `reserve`).
+    pub reserved: Vec<u32>,
     /// `nominatedNodeName` writes: (task, node or `None` to clear).
     pub nominations: Vec<(usize, Option<Arc<str>>)>,
     /// Preemptions and reclaims decided in this session (see [`crate::evict`]).
@@ -192,6 +194,7 @@ impl Session {
     /// Opens a session over `state` with `slots`.
     pub fn new(state: State, slots: Vec<Slot>) -> Self {
         let n = state.nodes.len();
+        let jobs = state.jobs.len();
         let mut s = Session {
             state,
             slots,
@@ -205,6 +208,7 @@ impl Session {
             change_log: Vec::new(),
             kind_cache: HashMap::new(),
             reservations: Vec::new(),
+            reserved: vec![0; jobs],
             nominations: Vec::new(),
             preemptions: Vec::new(),
             eviction: crate::evict::Switches::default(),
