@@ -489,6 +489,14 @@ pub fn run(ssn: &mut Session, mode: Mode) {
         ssn.queue_order(qa, qb).then_with(|| ssn.job_order(a, b))
     });
     let mut pool = Pool::new(ssn, mode);
+    // What each node has free, and the sum: between searches only a decided preemption
+    // changes a node (its victims stay on theirs, its preemptor's room is held), so these are
+    // brought up to date for the nodes it holds room on, not summed afresh.
+    let mut rooms: Vec<Resources> = (0..ssn.state.nodes.len()).map(|n| room(ssn, n)).collect();
+    let mut free = Resources::new();
+    for r in &rooms {
+        free.add(r);
+    }
     let mut protected = match mode {
         Mode::Reclaim => protected_queues(ssn),
         Mode::Preempt => BTreeSet::new(),
@@ -517,10 +525,21 @@ pub fn run(ssn: &mut Session, mode: Mode) {
         let evicted = if known_short {
             false
         } else {
-            match search(ssn, job, mode, &need, &pool, &protected) {
+            match search(ssn, job, mode, &need, &pool, &protected, &free) {
                 Searched::Evicted(victim_jobs) => {
                     for v in victim_jobs {
                         pool.refresh(ssn, v);
+                    }
+                    let held: BTreeSet<usize> = ssn
+                        .preemptions
+                        .last()
+                        .map(|p| p.placement.iter().map(|&(_, n)| n).collect())
+                        .unwrap_or_default();
+                    for n in held {
+                        let now = room(ssn, n);
+                        free.sub(&rooms[n]);
+                        free.add(&now);
+                        rooms[n] = now;
                     }
                     if mode == Mode::Reclaim {
                         // A queue that reclaimed is not reclaimed from in this session.
@@ -559,12 +578,13 @@ fn search(
     need: &Resources,
     pool: &Pool,
     protected: &BTreeSet<usize>,
+    free: &Resources,
 ) -> Searched {
     let units = pool.candidates(ssn, job, protected);
     if units.is_empty() {
         return Searched::NoFit;
     }
-    let mut free = free_capacity(ssn);
+    let mut free = free.clone();
     // Taking every candidate could not make room for the gang: nothing to try. (A
     // whole-gang unit holds every victimable member of its job, surplus units only some.)
     let mut most = free.clone();
