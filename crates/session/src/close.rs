@@ -82,11 +82,17 @@ pub fn close(ssn: &Session) -> Plan {
         });
     }
     volume_writes(ssn, &mut plan);
+    // Members keeping their nodes until their claims are bound, by job.
+    let mut waits: std::collections::HashMap<usize, Vec<usize>> = std::collections::HashMap::new();
+    for &(t, _) in &ssn.volume_waits {
+        waits.entry(st.tasks[t].job).or_default().push(t);
+    }
     let mut phases = vec![PodGroupPhase::Pending; st.jobs.len()];
     plan.capacity_releases
         .extend(st.stale_capacity.iter().cloned());
     for (ji, job) in st.jobs.iter().enumerate() {
-        let mut v = verdict(ssn, ji);
+        let waiting = waits.get(&ji).map(Vec::as_slice).unwrap_or_default();
+        let mut v = verdict(ssn, ji, waiting);
         capacity(ssn, ji, &mut v, &mut plan);
         // Pending members: failure on timeout, else the reason they wait.
         for &ti in &job.tasks {
@@ -114,7 +120,7 @@ pub fn close(ssn: &Session) -> Plan {
             let pod = (&t.namespace, &t.name, &t.uid);
             say_pending(&mut plan, pod, t.pending_reason.as_deref(), reason, message);
         }
-        let status = podgroup_status(ssn, ji, &v, now);
+        let status = podgroup_status(ssn, ji, &v, now, waiting);
         phases[ji] = status.phase;
         let Some(old) = &job.status else {
             continue;
@@ -363,7 +369,8 @@ fn say_pending(
     });
 }
 
-fn verdict(ssn: &Session, ji: usize) -> Verdict {
+/// `waiting`: the job's members that keep their nodes until their claims are bound.
+fn verdict(ssn: &Session, ji: usize, waiting: &[usize]) -> Verdict {
     let st = &ssn.state;
     let job = &st.jobs[ji];
     let run = &st.job_runs[ji];
@@ -398,15 +405,9 @@ fn verdict(ssn: &Session, ji: usize) -> Verdict {
             ..none
         };
     }
-    let waiting: Vec<usize> = ssn
-        .volume_waits
-        .iter()
-        .filter(|&&(t, _)| st.tasks[t].job == ji)
-        .map(|&(t, _)| t)
-        .collect();
     if !waiting.is_empty() {
         let mut claims: Vec<String> = Vec::new();
-        for &t in &waiting {
+        for &t in waiting {
             let task = &st.tasks[t];
             if let Some(v) = &task.volumes {
                 claims.extend(
@@ -727,11 +728,17 @@ fn scheduled(t: &caldera_model::Task) -> bool {
     }
 }
 
-fn podgroup_status(ssn: &Session, ji: usize, v: &Verdict, now: Time) -> PodGroupStatus {
+fn podgroup_status(
+    ssn: &Session,
+    ji: usize,
+    v: &Verdict,
+    now: Time,
+    waiting: &[usize],
+) -> PodGroupStatus {
     let st = &ssn.state;
     let job: &Job = &st.jobs[ji];
     // Members keeping their nodes until their claims are bound are not scheduled yet.
-    let waiting = |ti: usize| ssn.volume_waits.iter().any(|&(t, _)| t == ti);
+    let waiting = |ti: usize| waiting.contains(&ti);
     let tasks = job.tasks.iter().map(|&t| (t, &st.tasks[t]));
     let (mut running, mut succeeded, mut failed, mut sched) = (0u32, 0u32, 0u32, 0u32);
     let mut all_ran_and_finished = !job.tasks.is_empty();

@@ -91,6 +91,7 @@ scenarios! {
     unsupported_resource_claims => "unsupported-resource-claims.yaml",
     volumes_local_pv_pins_node => "volumes/local-pv-pins-node.yaml",
     volumes_missing_claim_holds_gang => "volumes/missing-claim-holds-gang.yaml",
+    volumes_read_write_once_pod => "volumes/read-write-once-pod.yaml",
     volumes_wait_for_first_consumer_zones => "volumes/wait-for-first-consumer-zones.yaml",
     // The simulator's own scenarios.
     sim_gang_lifecycle => "sim/gang-lifecycle.yaml",
