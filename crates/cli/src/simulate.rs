@@ -47,7 +47,9 @@ pub struct SimulateArgs {
     /// of plain manifests is read as with -f.
     pub scenario: Option<PathBuf>,
     /// Manifests to apply (multi-document YAML: Nodes, Pods, PodGroups, Queues,
-    /// PriorityClasses); `-` reads stdin. Repeatable.
+    /// PriorityClasses, PodDisruptionBudgets, PersistentVolumes, PersistentVolumeClaims,
+    /// StorageClasses, CSINodes; StatefulSets are expanded as their controller would); `-`
+    /// reads stdin. Repeatable.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub files: Vec<String>,
     /// With -f: how much virtual time to run, e.g. 30s or 5m. Default: until two sessions in a
@@ -440,6 +442,9 @@ pub(crate) fn apply_inputs(sim: &mut Simulation, inputs: &[(String, String)]) ->
             eprintln!("caldera: {notice}");
         }
         for (origin, object) in manifests.objects {
+            if let Some(why) = not_ready(&object) {
+                eprintln!("caldera: {origin}: {why}");
+            }
             sim.apply([object])
                 .map_err(|e| format!("{origin}: rejected: {e}"))?;
         }
@@ -460,6 +465,32 @@ pub(crate) fn apply_inputs(sim: &mut Simulation, inputs: &[(String, String)]) ->
         }
     }
     Ok(())
+}
+
+/// Why nothing will be placed on a Node of the input: its status has no `Ready=True` condition
+/// (Node status is taken as given; there are no kubelets to report it), or `None`.
+fn not_ready(object: &manifest::Object) -> Option<String> {
+    let manifest::Object::Node(node) = object else {
+        return None;
+    };
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.as_str());
+    match ready {
+        Some("True") => None,
+        Some(other) => Some(format!(
+            "Node {}: condition Ready is {other}: nothing is placed on it",
+            object.name()
+        )),
+        None => Some(format!(
+            "Node {}: no Ready condition in its status (add `conditions: [{{type: Ready, status: \"True\"}}]`): \
+             it counts as not ready and nothing is placed on it",
+            object.name()
+        )),
+    }
 }
 
 /// What the StatefulSet controller did, for a user reading `simulate -f` output.

@@ -431,4 +431,33 @@ allowedTopologies:
         stdout.contains("default/llm-tp4  default  4    0"),
         "{stdout}"
     );
+    // The claims table shows each claim annotated with a zone-b node, one node per member, and
+    // the nodes held for the members; nothing provisions, and the output says so.
+    let selected: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("default/cache-llm-tp4-"))
+        .map(|l| l.split_whitespace().last().unwrap_or(""))
+        .collect();
+    let mut sorted = selected.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, ["b0", "b1", "b2", "b3"], "{stdout}");
+    assert!(stdout.contains("CLAIM"), "{stdout}");
+    assert!(
+        stdout.contains("held for pods not bound yet: default/llm-tp4-0 → "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("nothing provisions volumes"), "{stdout}");
+    // A Node without a Ready condition is reported: nothing would be placed on it.
+    let unready = four.replace("  conditions: [{type: Ready, status: 'True'}]\n", "");
+    assert_ne!(unready, four);
+    let cluster = temp_file("zones-unready.yaml", &unready);
+    let out = caldera(
+        &["simulate", "-f", cluster.to_str().unwrap(), "-f", "-"],
+        Some(&changed),
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("Node a0: no Ready condition in its status"),
+        "{stderr}"
+    );
 }

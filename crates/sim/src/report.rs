@@ -1,5 +1,5 @@
 //! What a simulation shows: a JSON document for programs (sorted, byte-identical across runs)
-//! and tables for people (gangs, lone pods, GPU occupancy per node).
+//! and tables for people (gangs, lone pods, claims, GPU occupancy per node).
 
 use crate::driver::Simulation;
 use crate::expect::queue_allocated;
@@ -27,6 +27,27 @@ pub struct Report {
     pub nodes: Vec<NodeRow>,
     /// Every queue the scheduler knows (the implicit `default` included), by name.
     pub queues: Vec<QueueRow>,
+    /// Every PersistentVolumeClaim, by namespace and name.
+    pub claims: Vec<ClaimRow>,
+}
+
+/// One PersistentVolumeClaim: where the volume binder and the PV controller have got to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimRow {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `status.phase` (`Pending` when absent).
+    pub phase: String,
+    /// `spec.storageClassName`, or null.
+    pub storage_class: Option<String>,
+    /// `spec.volumeName` (the PersistentVolume it is bound or pre-bound to), or null.
+    pub volume: Option<String>,
+    /// The `volume.kubernetes.io/selected-node` annotation (the node a scheduler chose for
+    /// provisioning), or null.
+    pub selected_node: Option<String>,
 }
 
 /// One pod.
@@ -45,6 +66,9 @@ pub struct PodRow {
     pub reason: Option<String>,
     /// Reason of `PodScheduled=False`, or null.
     pub condition_reason: Option<String>,
+    /// `status.nominatedNodeName` (a node held for the pod before it is bound: a preemptor
+    /// waiting for its victims, a member waiting for its volumes), or null.
+    pub nominated_node: Option<String>,
 }
 
 /// One PodGroup condition.
@@ -145,6 +169,11 @@ pub fn report(sim: &Simulation) -> Report {
                 phase: pod_phase(p),
                 reason: p.status.as_ref().and_then(|s| s.reason.clone()),
                 condition_reason: scheduled_false(p).map(|(r, _)| r),
+                nominated_node: p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.nominated_node_name.clone())
+                    .filter(|n| !n.is_empty()),
             }
         })
         .collect();
@@ -206,6 +235,32 @@ pub fn report(sim: &Simulation) -> Report {
             name,
         })
         .collect();
+    let claims = store
+        .claims()
+        .map(|c| {
+            let (namespace, name) = ns_name(&c.metadata);
+            let spec = c.spec.as_ref();
+            ClaimRow {
+                namespace,
+                name,
+                phase: c
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.clone())
+                    .unwrap_or_else(|| "Pending".into()),
+                storage_class: spec.and_then(|s| s.storage_class_name.clone()),
+                volume: spec
+                    .and_then(|s| s.volume_name.clone())
+                    .filter(|v| !v.is_empty()),
+                selected_node: c
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(caldera_actors::pv_controller::SELECTED_NODE))
+                    .cloned(),
+            }
+        })
+        .collect();
     Report {
         time: sim.now().to_rfc3339(),
         sessions: sim.sessions(),
@@ -213,6 +268,7 @@ pub fn report(sim: &Simulation) -> Report {
         pod_groups,
         nodes,
         queues,
+        claims,
     }
 }
 
@@ -379,6 +435,55 @@ pub fn lone_pod_table(sim: &Simulation) -> Option<String> {
     (!rows.is_empty()).then(|| table(&["POD", "NODE", "PHASE", "REASON"], &rows))
 }
 
+/// Claims, when there are any: name, phase, class, volume, selected node; and the nodes held for
+/// members that wait for them.
+pub fn claim_table(sim: &Simulation) -> Option<String> {
+    let report = report(sim);
+    let rows: Vec<Vec<String>> = report
+        .claims
+        .iter()
+        .map(|c| {
+            vec![
+                format!("{}/{}", c.namespace, c.name),
+                c.phase.clone(),
+                c.storage_class.clone().unwrap_or_else(|| "-".into()),
+                c.volume.clone().unwrap_or_else(|| "-".into()),
+                c.selected_node.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut out = table(
+        &["CLAIM", "PHASE", "CLASS", "VOLUME", "SELECTED NODE"],
+        &rows,
+    );
+    let held: Vec<String> = report
+        .pods
+        .iter()
+        .filter(|p| p.node.is_none())
+        .filter_map(|p| {
+            let node = p.nominated_node.as_ref()?;
+            Some(format!("{}/{} → {node}", p.namespace, p.name))
+        })
+        .collect();
+    if !held.is_empty() {
+        let _ = writeln!(out, "held for pods not bound yet: {}", held.join(", "));
+    }
+    if report
+        .claims
+        .iter()
+        .any(|c| c.phase == "Pending" && c.selected_node.is_some())
+    {
+        out.push_str(
+            "nothing provisions volumes in the simulator: a claim with a selected node stays Pending \
+             until a PersistentVolume for it is applied (in a scenario, a later `apply` step)\n",
+        );
+    }
+    Some(out)
+}
+
 /// Whether a resource is a GPU (`nvidia.com/gpu`, `amd.com/gpu`, ...).
 fn is_gpu(name: &str) -> bool {
     name.rsplit('/').next().is_some_and(|n| n.contains("gpu"))
@@ -441,6 +546,10 @@ pub fn render_text(sim: &Simulation) -> String {
     if let Some(t) = lone_pod_table(sim) {
         out.push('\n');
         out.push_str(&t);
+    }
+    if let Some(c) = claim_table(sim) {
+        out.push('\n');
+        out.push_str(&c);
     }
     if let Some(g) = gpu_view(sim) {
         out.push('\n');
