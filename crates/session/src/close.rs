@@ -573,7 +573,10 @@ fn capacity(ssn: &Session, ji: usize, v: &mut Verdict, plan: &mut Plan) {
                 "the gang no longer waits for nodes"
             };
             // Members still waiting stop consuming it, so cluster-autoscaler sees them again
-            // (not those a timeout fails in this plan).
+            // (not those a timeout fails in this plan). A member the cache shows without the
+            // annotation is included too: its annotation may have been written and not yet seen
+            // (the pod's watch lags the PodGroup's), and removing an absent annotation is a no-op,
+            // whereas a missed one would keep cluster-autoscaler away from the pod for good.
             let pods = job
                 .tasks
                 .iter()
@@ -583,7 +586,7 @@ fn capacity(ssn: &Session, ji: usize, v: &mut Verdict, plan: &mut Plan) {
                     !v.timed_out
                         && t.node.is_none()
                         && t.status == caldera_model::TaskStatus::Pending
-                        && t.consumes.as_deref() == Some(&*c.name)
+                        && t.consumes.as_deref().is_none_or(|r| r == &*c.name)
                 })
                 .map(|ti| {
                     let t = &st.tasks[ti];
