@@ -126,6 +126,13 @@ async fn caldera_run_binds_serves_metrics_and_stops_on_sigterm() {
         get(&addr, "/readyz").is_some_and(|(status, _)| status.contains("200"))
     })
     .await;
+    // The API server stores a binding before its answer reaches the binder, which counts it
+    // then: the counter follows the bound pods by a moment.
+    wait(10, "caldera_pods_bound_total 4", || {
+        get(&addr, "/metrics")
+            .is_some_and(|(_, metrics)| metrics.contains("caldera_pods_bound_total 4"))
+    })
+    .await;
     let (_, metrics) = get(&addr, "/metrics").unwrap();
     assert!(metrics.contains("caldera_pods_bound_total 4"), "{metrics}");
     assert!(metrics.contains("caldera_leader 1"), "{metrics}");
