@@ -299,7 +299,10 @@ fn narrate(sim: &Simulation, index: usize, step: &Step, result: &StepResult) -> 
             let lines = describe_sessions(sim, &result.sessions);
             let _ = writeln!(out, "run {text}: {}", lines.join("\n        "));
             out.push('\n');
-            out.push_str(&indent(&report::gang_table(sim), "        "));
+            out.push_str(&indent(
+                &report::gang_table(sim, &report::report(sim)),
+                "        ",
+            ));
             if let Some(pods) = report::lone_pod_table(sim) {
                 out.push('\n');
                 out.push_str(&indent(&pods, "        "));

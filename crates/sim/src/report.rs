@@ -310,8 +310,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// The gang table: every PodGroup, plus every group our pods name that does not exist.
-pub fn gang_table(sim: &Simulation) -> String {
-    let report = report(sim);
+pub fn gang_table(sim: &Simulation, report: &Report) -> String {
     let mut rows: Vec<Vec<String>> = report
         .pod_groups
         .iter()
@@ -437,8 +436,7 @@ pub fn lone_pod_table(sim: &Simulation) -> Option<String> {
 
 /// Claims, when there are any: name, phase, class, volume, selected node; and the nodes held for
 /// members that wait for them.
-pub fn claim_table(sim: &Simulation) -> Option<String> {
-    let report = report(sim);
+pub fn claim_table(report: &Report) -> Option<String> {
     let rows: Vec<Vec<String>> = report
         .claims
         .iter()
@@ -542,12 +540,13 @@ pub fn gpu_view(sim: &Simulation) -> Option<String> {
 /// Everything for people: the gang table, lone pods, and GPU occupancy.
 pub fn render_text(sim: &Simulation) -> String {
     let mut out = format!("at {} after {} sessions\n\n", sim.now(), sim.sessions());
-    out.push_str(&gang_table(sim));
+    let report = report(sim);
+    out.push_str(&gang_table(sim, &report));
     if let Some(t) = lone_pod_table(sim) {
         out.push('\n');
         out.push_str(&t);
     }
-    if let Some(c) = claim_table(sim) {
+    if let Some(c) = claim_table(&report) {
         out.push('\n');
         out.push_str(&c);
     }
