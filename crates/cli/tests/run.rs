@@ -6,11 +6,25 @@ use caldera_testkit::apiserver::ApiServer;
 use serde_json::json;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn caldera() -> Command {
     Command::new(env!("CARGO_BIN_EXE_caldera"))
+}
+
+/// A spawned `caldera`, killed when dropped: a failing assertion must not leave it running
+/// (an orphaned `caldera run` keeps retrying its API server's port, which a later test's
+/// stand-in may reuse).
+struct Spawned(Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 fn kubeconfig(server: &ApiServer, dir: &Path) -> PathBuf {
@@ -107,20 +121,22 @@ async fn caldera_run_binds_serves_metrics_and_stops_on_sigterm() {
         .unwrap()
         .port();
     let addr = format!("127.0.0.1:{port}");
-    let mut child = caldera()
-        .args(["run", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .args([
-            "--metrics-addr",
-            &addr,
-            "--log-format",
-            "json",
-            "--lease-namespace",
-            "caldera-system",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Spawned(
+        caldera()
+            .args(["run", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args([
+                "--metrics-addr",
+                &addr,
+                "--log-format",
+                "json",
+                "--lease-namespace",
+                "caldera-system",
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     wait(20, "the gang bound", || bound(&server) == 4).await;
     wait(10, "/readyz 200", || {
         get(&addr, "/readyz").is_some_and(|(status, _)| status.contains("200"))
@@ -140,18 +156,19 @@ async fn caldera_run_binds_serves_metrics_and_stops_on_sigterm() {
     assert!(status.contains("200"));
 
     let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
     let mut status = None;
     wait(15, "exit after SIGTERM", || {
-        status = child.try_wait().unwrap();
+        status = child.0.try_wait().unwrap();
         status.is_some()
     })
     .await;
     let mut logs = String::new();
     child
+        .0
         .stderr
         .take()
         .unwrap()
