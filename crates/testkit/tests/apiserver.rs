@@ -215,6 +215,59 @@ async fn stale_update_conflicts_and_noop_update_writes_nothing() -> TestResult {
 }
 
 #[tokio::test]
+async fn a_uid_that_is_not_the_objects_fails_a_put_and_a_patch() -> TestResult {
+    let server = ApiServer::start().await?;
+    let pods: Api<Pod> = Api::namespaced(server.kube_client()?, "ns");
+    let created = pods.create(&PostParams::default(), &pod("p")).await?;
+    let uid = created.metadata.uid.clone().unwrap_or_default();
+
+    // PUT: the body's uid is a precondition, so a replaced object is a Conflict.
+    let mut other = created.clone();
+    other.metadata.uid = Some("not-the-uid".into());
+    let conflict = api_error(pods.replace("p", &PostParams::default(), &other).await);
+    assert_eq!((conflict.code, conflict.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        conflict.message,
+        format!("Operation cannot be fulfilled on pods \"p\": Precondition failed: UID in precondition: not-the-uid, UID in object meta: {uid}")
+    );
+
+    // PATCH (merge, and on the status subresource): the uid is immutable, 422.
+    let params = PatchParams::default();
+    let wrong = json!({"metadata": {"uid": "not-the-uid", "labels": {"a": "b"}}});
+    let invalid = api_error(pods.patch("p", &params, &Patch::Merge(&wrong)).await);
+    assert_eq!((invalid.code, invalid.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        invalid.message,
+        "Pod \"p\" is invalid: metadata.uid: Invalid value: \"not-the-uid\": field is immutable"
+    );
+    let status = json!({"metadata": {"uid": "not-the-uid"}, "status": {"nominatedNodeName": "n1"}});
+    let invalid = api_error(
+        pods.patch_status("p", &params, &Patch::Merge(&status))
+            .await,
+    );
+    assert_eq!(invalid.code, 422);
+    let unchanged = pods.get("p").await?;
+    assert_eq!(
+        unchanged.metadata.resource_version,
+        created.metadata.resource_version
+    );
+
+    // The right uid is no change at all.
+    let right = json!({"metadata": {"uid": uid, "labels": {"a": "b"}}});
+    let patched = pods.patch("p", &params, &Patch::Merge(&right)).await?;
+    assert_eq!(
+        patched
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("a")
+            .map(String::as_str),
+        Some("b")
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn pod_overhead_comes_only_from_a_runtime_class() -> TestResult {
     let server = ApiServer::start().await?;
     let client = server.kube_client()?;

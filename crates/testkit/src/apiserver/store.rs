@@ -1002,6 +1002,17 @@ impl State {
         if !body_rv.is_empty() && body_rv != meta(&old, "resourceVersion") {
             return Err(ApiError::stale(d, name));
         }
+        // A uid in a PUT body is a precondition (`rest.DefaultUpdatedObjectInfo`), checked by
+        // storage before anything else: a Conflict.
+        let (body_uid, uid) = (meta(&body, "uid"), meta(&old, "uid"));
+        if !body_uid.is_empty() && body_uid != uid {
+            return Err(ApiError::conflict(
+                d.group,
+                d.plural,
+                name,
+                &format!("Precondition failed: UID in precondition: {body_uid}, UID in object meta: {uid}"),
+            ));
+        }
         self.finish_update(id, namespace, name, sub, &old, body, dry_run)
     }
 
@@ -1028,6 +1039,19 @@ impl State {
         let new_rv = meta(&new, "resourceVersion");
         if !new_rv.is_empty() && new_rv != meta(&old, "resourceVersion") {
             return Err(ApiError::stale(d, name));
+        }
+        // A patch carries no precondition: a uid it sets that is not the object's fails
+        // `ValidateObjectMetaUpdate` (the uid is immutable), 422.
+        let new_uid = meta(&new, "uid");
+        if new_uid != meta(&old, "uid") {
+            return Err(ApiError::invalid(
+                d,
+                name,
+                &[(
+                    "metadata.uid".to_string(),
+                    format!("Invalid value: {}: field is immutable", json!(new_uid)),
+                )],
+            ));
         }
         self.finish_update(id, namespace, name, sub, &old, new, dry_run)
     }
