@@ -420,11 +420,22 @@ impl LiveRun {
         if key.kind == Kind::Namespace {
             // A namespace is only ever made when missing: `default` and friends are not ours
             // to relabel. The labels of one this run made are the manifest's (pod affinity
-            // terms may select namespaces by label).
+            // terms may select namespaces by label), applied as `kubectl apply` does: a label
+            // the previous manifest had and this one drops is removed.
             self.ensure_namespace(&key.name).await?;
-            let labels = manifest["metadata"]["labels"].clone();
-            if labels.is_object() && self.created_namespaces.contains(&key.name) {
-                let patch = json!({"metadata": {"labels": labels}});
+            if !self.created_namespaces.contains(&key.name) {
+                return Ok(Ok(()));
+            }
+            let labels = match &manifest["metadata"]["labels"] {
+                labels @ Value::Object(_) => labels.clone(),
+                _ => json!({}),
+            };
+            let wanted = json!({"metadata": {"labels": labels}});
+            let patch = match self.applied.get(key) {
+                Some(old) => merge_diff(old, &wanted),
+                None => wanted.clone(),
+            };
+            if !is_empty_patch(&patch) {
                 let api: Api<Namespace> = Api::all(self.client.clone());
                 if let Err(e) = api
                     .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -436,6 +447,7 @@ impl LiveRun {
                     return Err(Error::api("patch", key.to_string(), e));
                 }
             }
+            self.applied.insert(key.clone(), wanted);
             return Ok(Ok(()));
         }
         if let Some(ns) = &key.namespace {
