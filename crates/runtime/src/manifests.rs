@@ -30,13 +30,9 @@ pub enum SnapshotError {
 }
 
 /// What is dropped from every object: server-side bookkeeping the simulator has no use for.
-const STRIPPED_METADATA: [&str; 5] = [
-    "managedFields",
-    "resourceVersion",
-    "uid",
-    "selfLink",
-    "generation",
-];
+/// The uid stays: owner references (a generic ephemeral claim's to its pod, which the volume
+/// rules check) name their owner by uid, and the simulator keeps a manifest's uid.
+const STRIPPED_METADATA: [&str; 4] = ["managedFields", "resourceVersion", "selfLink", "generation"];
 
 /// The kinds, in the order they are written (what a pod refers to comes first).
 const KINDS: [(&str, &str, &str, &str); 10] = [

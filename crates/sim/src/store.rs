@@ -49,7 +49,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KubeTime};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Converts a model time to a Kubernetes timestamp (`None` only for times outside the years
 /// -9999..=9999, which a virtual clock starting in 2026 never reaches).
@@ -117,6 +117,8 @@ pub struct Store {
     budgets: BTreeMap<Key, PodDisruptionBudget>,
     index: ClusterIndex,
     next_uid: u64,
+    /// Every uid given out (or kept from a manifest), so none is given twice.
+    uids: BTreeSet<String>,
     generation: u64,
     gate_admission: GateAdmission,
     requests: BTreeMap<Key, ProvisioningRequest>,
@@ -263,8 +265,23 @@ impl Store {
         } else {
             meta.namespace = None;
         }
-        self.next_uid += 1;
-        meta.uid = Some(format!("00000000-0000-4000-8000-{:012x}", self.next_uid));
+        // A new object keeps a uid its manifest gives (a `caldera snapshot` keeps the uids, so
+        // owner references, e.g. a generic ephemeral claim's to its pod, still point at their
+        // owners) unless another object has it; otherwise it gets a fresh one, as from the
+        // API server.
+        let given = meta
+            .uid
+            .take()
+            .filter(|u| !u.is_empty() && !self.uids.contains(u));
+        let uid = given.unwrap_or_else(|| loop {
+            self.next_uid += 1;
+            let uid = format!("00000000-0000-4000-8000-{:012x}", self.next_uid);
+            if !self.uids.contains(&uid) {
+                break uid;
+            }
+        });
+        self.uids.insert(uid.clone());
+        meta.uid = Some(uid);
         meta.creation_timestamp = kube_time(now);
         meta.resource_version = None;
         meta.generation = None;

@@ -850,3 +850,67 @@ fn uid_of(sim: &Simulation, pod: &str) -> String {
         .and_then(|p| p.metadata.uid.clone())
         .unwrap()
 }
+
+/// A `caldera snapshot` keeps uids, so a generic ephemeral claim read back still names its pod
+/// as owner (the volume rules refuse a claim the pod does not own); a uid some object already
+/// has is not given twice.
+#[test]
+fn a_manifests_uid_is_kept_so_owner_references_hold() {
+    let text = "
+apiVersion: caldera.sh/v1alpha1
+kind: Scenario
+metadata: {name: snapshot-uids}
+spec:
+  steps:
+  - apply:
+    - apiVersion: v1
+      kind: Node
+      metadata: {name: n0, labels: {kubernetes.io/hostname: n0}}
+      status:
+        allocatable: {cpu: '8', memory: 64Gi, pods: '110'}
+        conditions: [{type: Ready, status: 'True'}]
+    - apiVersion: v1
+      kind: PersistentVolume
+      metadata: {name: pv-scratch}
+      spec:
+        capacity: {storage: 1Gi}
+        accessModes: [ReadWriteOnce]
+        hostPath: {path: /scratch}
+    - apiVersion: v1
+      kind: PersistentVolumeClaim
+      metadata:
+        name: p-scratch
+        ownerReferences:
+        - {apiVersion: v1, kind: Pod, name: p, uid: 6f1c2a9e-0000-4000-8000-000000000abc, controller: true}
+      spec:
+        accessModes: [ReadWriteOnce]
+        storageClassName: ''
+        volumeName: pv-scratch
+        resources: {requests: {storage: 1Gi}}
+    - apiVersion: v1
+      kind: Pod
+      metadata: {name: p, uid: 6f1c2a9e-0000-4000-8000-000000000abc}
+      spec:
+        schedulerName: caldera
+        containers: [{name: c, resources: {requests: {cpu: '1'}}}]
+        volumes:
+        - name: scratch
+          ephemeral:
+            volumeClaimTemplate:
+              spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+    - apiVersion: v1
+      kind: Pod
+      metadata: {name: twin, uid: 6f1c2a9e-0000-4000-8000-000000000abc}
+      spec:
+        containers: [{name: c, resources: {requests: {cpu: '1'}}}]
+  - run: 2s
+  - expect:
+      pods:
+      - {name: default/p, node: n0}
+";
+    let scenario = scenario::load(text, "uids.yaml").unwrap();
+    let (outcome, sim) = scenario.run().unwrap();
+    assert!(outcome.passed(), "{outcome}");
+    assert_eq!(uid_of(&sim, "p"), "6f1c2a9e-0000-4000-8000-000000000abc");
+    assert_ne!(uid_of(&sim, "twin"), uid_of(&sim, "p"));
+}
