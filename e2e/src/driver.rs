@@ -36,7 +36,8 @@
 //! leftovers of earlier runs that were interrupted, and refuses to run when an object the
 //! scenario needs exists without the label.
 
-use crate::error::{status_code, status_message, Error, Result};
+use crate::error::{is_refusal, status_code, status_message, Error, Result};
+use crate::namespaces::Namespaces;
 use crate::objects::{
     add_label, has_status_subresource, is_empty_patch, is_subset, merge_diff, to_json, ObjectKey,
     RUN_LABEL,
@@ -49,9 +50,7 @@ use caldera_sim::expect::Expect;
 use caldera_sim::manifest::Kind;
 use caldera_sim::scenario::{ObjectRef, Step, StepFailure};
 use caldera_sim::{Outcome, Scenario};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
@@ -149,9 +148,7 @@ pub struct LiveRun {
     /// The manifest last applied per object (labelled, without status): the base of the
     /// merge patch of a later apply.
     applied: HashMap<ObjectKey, Value>,
-    known_namespaces: HashSet<String>,
-    created_namespaces: Vec<String>,
-    created_service_accounts: Vec<String>,
+    namespaces: Namespaces,
     default_queue_existed: bool,
     /// Uids of bound pods the invariants have been checked for (or that were created bound).
     verified: HashSet<String>,
@@ -172,12 +169,6 @@ impl std::fmt::Debug for LiveRun {
             .field("next", &self.next)
             .finish_non_exhaustive()
     }
-}
-
-/// Whether an API answer is a 4xx: the server refused the request as such (as opposed to a
-/// transport failure or a server error).
-fn is_refusal(e: &kube::Error) -> bool {
-    status_code(e).is_some_and(|c| (400..500).contains(&c))
 }
 
 fn labels_of(value: &Value) -> Option<&serde_json::Map<String, Value>> {
@@ -213,6 +204,12 @@ impl LiveRun {
             let labels = BTreeMap::from([(RUN_LABEL.to_string(), options.run_id.clone())]);
             Autoscaler::new(settings, labels)
         });
+        let namespaces = Namespaces::new(
+            client.clone(),
+            &options.run_id,
+            options.wait_timeout,
+            options.poll,
+        );
         let mut run = LiveRun {
             kubelets,
             autoscaler,
@@ -221,9 +218,7 @@ impl LiveRun {
             options,
             next: 0,
             applied: HashMap::new(),
-            known_namespaces: HashSet::new(),
-            created_namespaces: Vec::new(),
-            created_service_accounts: Vec::new(),
+            namespaces,
             default_queue_existed: false,
             verified: HashSet::new(),
             created: HashSet::new(),
@@ -241,6 +236,13 @@ impl LiveRun {
                 info!(
                     count = removed.len(),
                     "deleted objects left by earlier e2e runs"
+                );
+            }
+            let restored = run.namespaces.restore_relabelled().await?;
+            if restored > 0 {
+                info!(
+                    count = restored,
+                    "put back the labels of namespaces earlier e2e runs relabelled"
                 );
             }
         }
@@ -418,40 +420,10 @@ impl LiveRun {
         mut manifest: Value,
     ) -> Result<Result<(), String>> {
         if key.kind == Kind::Namespace {
-            // A namespace is only ever made when missing: `default` and friends are not ours
-            // to relabel. The labels of one this run made are the manifest's (pod affinity
-            // terms may select namespaces by label), applied as `kubectl apply` does: a label
-            // the previous manifest had and this one drops is removed.
-            self.ensure_namespace(&key.name).await?;
-            if !self.created_namespaces.contains(&key.name) {
-                return Ok(Ok(()));
-            }
-            let labels = match &manifest["metadata"]["labels"] {
-                labels @ Value::Object(_) => labels.clone(),
-                _ => json!({}),
-            };
-            let wanted = json!({"metadata": {"labels": labels}});
-            let patch = match self.applied.get(key) {
-                Some(old) => merge_diff(old, &wanted),
-                None => wanted.clone(),
-            };
-            if !is_empty_patch(&patch) {
-                let api: Api<Namespace> = Api::all(self.client.clone());
-                if let Err(e) = api
-                    .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    if is_refusal(&e) {
-                        return Ok(Err(status_message(&e)));
-                    }
-                    return Err(Error::api("patch", key.to_string(), e));
-                }
-            }
-            self.applied.insert(key.clone(), wanted);
-            return Ok(Ok(()));
+            return self.namespaces.apply(&key.name, &manifest).await;
         }
         if let Some(ns) = &key.namespace {
-            self.ensure_namespace(ns).await?;
+            self.namespaces.ensure(ns).await?;
         }
         add_label(&mut manifest, RUN_LABEL, &self.options.run_id);
         let status = match &mut manifest {
@@ -552,7 +524,7 @@ impl LiveRun {
                 Some(404) if matches!(key.kind, Kind::PodGroup | Kind::Queue) => true,
                 Some(403) if key.kind == Kind::Pod && message.contains("service account") => {
                     if let Some(ns) = &key.namespace {
-                        self.ensure_service_account(ns).await?;
+                        self.namespaces.ensure_service_account(ns).await?;
                     }
                     true
                 }
@@ -579,83 +551,6 @@ impl LiveRun {
             }
             tokio::time::sleep(self.options.poll).await;
         }
-    }
-
-    async fn ensure_service_account(&mut self, namespace: &str) -> Result<()> {
-        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
-        let mut labels = BTreeMap::new();
-        labels.insert(RUN_LABEL.to_string(), self.options.run_id.clone());
-        let sa = ServiceAccount {
-            metadata: ObjectMeta {
-                name: Some("default".into()),
-                namespace: Some(namespace.into()),
-                labels: Some(labels),
-                ..ObjectMeta::default()
-            },
-            ..ServiceAccount::default()
-        };
-        match api.create(&PostParams::default(), &sa).await {
-            Ok(_) => {
-                self.created_service_accounts.push(namespace.to_string());
-                Ok(())
-            }
-            Err(e) if status_code(&e) == Some(409) => Ok(()),
-            Err(e) => Err(Error::api(
-                "create",
-                format!("ServiceAccount {namespace}/default"),
-                e,
-            )),
-        }
-    }
-
-    /// Creates `namespace` if it is missing; waits out a namespace still terminating.
-    async fn ensure_namespace(&mut self, namespace: &str) -> Result<()> {
-        if self.known_namespaces.contains(namespace) {
-            return Ok(());
-        }
-        let api: Api<Namespace> = Api::all(self.client.clone());
-        let what = format!("Namespace {namespace}");
-        let deadline = Instant::now() + self.options.wait_timeout;
-        loop {
-            let existing = api
-                .get_opt(namespace)
-                .await
-                .map_err(|e| Error::api("get", what.clone(), e))?;
-            match existing {
-                Some(ns) if ns.metadata.deletion_timestamp.is_none() => break,
-                Some(_) => {
-                    if Instant::now() >= deadline {
-                        return Err(Error::Timeout {
-                            what: format!("{what} to finish terminating"),
-                            after: self.options.wait_timeout,
-                        });
-                    }
-                    tokio::time::sleep(self.options.poll).await;
-                }
-                None => {
-                    let mut labels = BTreeMap::new();
-                    labels.insert(RUN_LABEL.to_string(), self.options.run_id.clone());
-                    let ns = Namespace {
-                        metadata: ObjectMeta {
-                            name: Some(namespace.into()),
-                            labels: Some(labels),
-                            ..ObjectMeta::default()
-                        },
-                        ..Namespace::default()
-                    };
-                    match api.create(&PostParams::default(), &ns).await {
-                        Ok(_) => {
-                            self.created_namespaces.push(namespace.to_string());
-                            break;
-                        }
-                        Err(e) if status_code(&e) == Some(409) => continue,
-                        Err(e) => return Err(Error::api("create", what, e)),
-                    }
-                }
-            }
-        }
-        self.known_namespaces.insert(namespace.to_string());
-        Ok(())
     }
 
     async fn delete_all(&mut self, refs: &[ObjectRef]) -> Result<Vec<String>> {
@@ -885,31 +780,7 @@ impl LiveRun {
             }
         }
         self.delete_events(&uids).await?;
-        for ns in std::mem::take(&mut self.created_service_accounts) {
-            let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &ns);
-            match api.delete("default", &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(e) if status_code(&e) == Some(404) => {}
-                Err(e) => {
-                    return Err(Error::api(
-                        "delete",
-                        format!("ServiceAccount {ns}/default"),
-                        e,
-                    ))
-                }
-            }
-        }
-        // Namespaces are not waited for: without the namespace controller a real server
-        // keeps them Terminating. A later run that needs one waits (see ensure_namespace).
-        let api: Api<Namespace> = Api::all(self.client.clone());
-        for ns in std::mem::take(&mut self.created_namespaces) {
-            match api.delete(&ns, &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(e) if status_code(&e) == Some(404) => {}
-                Err(e) => return Err(Error::api("delete", format!("Namespace {ns}"), e)),
-            }
-        }
-        self.known_namespaces.clear();
+        self.namespaces.cleanup().await?;
         self.applied.clear();
         Ok(())
     }

@@ -90,6 +90,12 @@ pub fn status_code(e: &kube::Error) -> Option<u16> {
     }
 }
 
+/// Whether an API answer is a 4xx: the server refused the request as such (as opposed to a
+/// transport failure or a server error).
+pub fn is_refusal(e: &kube::Error) -> bool {
+    status_code(e).is_some_and(|c| (400..500).contains(&c))
+}
+
 /// The message of an API error answer (empty for other errors).
 pub fn status_message(e: &kube::Error) -> String {
     match e {

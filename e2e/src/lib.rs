@@ -9,6 +9,7 @@
 //!   and invariant checks run unchanged.
 //! - [`cluster`]: where to run ([`Target`]: stand-in or `CALDERA_E2E_KUBECONFIG`), starting
 //!   the in-process scheduler, and [`run_scenario`] for a whole scenario.
+//! - [`namespaces`]: the namespaces a run makes or relabels, and putting them back.
 //! - [`objects`]: the scenario kinds as API resources, and manifest JSON helpers.
 //! - [`roles`]: the cluster components the driver plays against a bare control plane (node
 //!   lifecycle controller, kubelets), over the shared rules of `caldera_actors`.
@@ -18,6 +19,7 @@
 pub mod cluster;
 pub mod driver;
 pub mod error;
+pub mod namespaces;
 pub mod objects;
 pub mod roles;
 pub mod view;

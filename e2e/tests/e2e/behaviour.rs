@@ -656,8 +656,9 @@ async fn failing_expectation(target: Target) -> Result<(), Failed> {
 
 /// Applying nodes: a Ready node loses the admission's `not-ready` taint and keeps its own
 /// taints; a NotReady node keeps `not-ready`. A pod in a missing namespace gets the namespace
-/// made. Cleanup removes all of it (on the stand-in: nothing of the run is left, events
-/// included).
+/// made. A Namespace manifest for `default` (which existed before) relabels it, and applied
+/// again without a label removes that label. Cleanup removes all of it and puts `default`'s
+/// labels back (on the stand-in: nothing of the run is left, events included).
 async fn node_lifecycle_and_cleanup(target: Target) -> Result<(), Failed> {
     let cluster = Cluster::connect(&target).await.map_err(failed)?;
     let mut run = prepare(&cluster, "predicates-basic.yaml", "lifecycle").await?;
@@ -673,6 +674,25 @@ async fn node_lifecycle_and_cleanup(target: Target) -> Result<(), Failed> {
             .await
             .map_err(failed)?;
         ensure(refused.is_empty(), || format!("refused: {refused:?}"))?;
+        let labelled = |labels: Value| {
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "default", "labels": labels}})
+        };
+        let applied = run
+            .apply_values(vec![labelled(json!({"e2e-a": "1", "e2e-b": "2"}))])
+            .await
+            .map_err(failed)?;
+        ensure(applied.is_empty(), || format!("refused: {applied:?}"))?;
+        let applied = run
+            .apply_values(vec![labelled(json!({"e2e-a": "1"}))])
+            .await
+            .map_err(failed)?;
+        ensure(applied.is_empty(), || format!("refused: {applied:?}"))?;
+        let now = labels_of_namespace(&cluster, "default").await?;
+        ensure(
+            now.get("e2e-a").map(String::as_str) == Some("1") && !now.contains_key("e2e-b"),
+            || format!("default's labels after two applies: {now:?}"),
+        )?;
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client());
         let taints = async |name: &str| -> Result<Vec<String>, Failed> {
             let n = nodes.get(name).await.map_err(failed)?;
@@ -697,7 +717,23 @@ async fn node_lifecycle_and_cleanup(target: Target) -> Result<(), Failed> {
         Ok(())
     }
     .await;
+    let before = labels_of_namespace(&cluster, "default").await;
     finish(&cluster, run, Vec::new(), None, result).await?;
+    let after = labels_of_namespace(&cluster, "default").await?;
+    ensure(!after.keys().any(|k| k.starts_with("e2e-")), || {
+        format!("default's labels after cleanup: {after:?} (during the run: {before:?})")
+    })?;
+    let annotations = Api::<k8s_openapi::api::core::v1::Namespace>::all(cluster.client())
+        .get("default")
+        .await
+        .map_err(failed)?
+        .metadata
+        .annotations
+        .unwrap_or_default();
+    ensure(
+        !annotations.contains_key(caldera_e2e::namespaces::LABELS_BEFORE),
+        || format!("default's annotations after cleanup: {annotations:?}"),
+    )?;
     let Some(server) = cluster.stand_in_server() else {
         return Ok(());
     };
@@ -717,4 +753,13 @@ async fn node_lifecycle_and_cleanup(target: Target) -> Result<(), Failed> {
     ensure(left.is_none(), || {
         format!("namespace left after cleanup: {left:?}")
     })
+}
+
+async fn labels_of_namespace(
+    cluster: &Cluster,
+    name: &str,
+) -> Result<BTreeMap<String, String>, Failed> {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(cluster.client());
+    let ns = api.get(name).await.map_err(failed)?;
+    Ok(ns.metadata.labels.unwrap_or_default())
 }
