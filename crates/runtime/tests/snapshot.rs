@@ -21,7 +21,12 @@ async fn snapshot_manifests_replay_in_the_simulator() {
         .await
         .unwrap();
     assert!(!yaml.contains("managedFields") && !yaml.contains("resourceVersion"));
-    assert!(!yaml.contains("uid:"), "{yaml}");
+    // The uids stay (owner references name their owners by uid) and are kept on replay.
+    let train0_uid = server.store().get("pods", "ml", "train-0").unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(yaml.contains(&format!("uid: {train0_uid}")), "{yaml}");
 
     let manifests = caldera_sim::manifest::parse_stream(&yaml, "snapshot.yaml").unwrap();
     let mut sim = caldera_sim::Simulation::new(&fast_config()).unwrap();
@@ -34,6 +39,7 @@ async fn snapshot_manifests_replay_in_the_simulator() {
     let job = snap.jobs.iter().find(|j| &*j.id == "ml/train").unwrap();
     assert_eq!(job.min_member, 3);
     assert_eq!(job.tasks.len(), 3);
+    assert!(job.tasks.iter().any(|&t| *snap.tasks[t].uid == *train0_uid));
     let n1 = snap.nodes.iter().find(|n| &*n.name == "n1").unwrap();
     assert_eq!(
         n1.used.get("nvidia.com/gpu"),
