@@ -72,11 +72,7 @@ impl Resources {
         match name {
             CPU => self.cpu,
             MEMORY => self.memory,
-            _ => self
-                .scalars
-                .binary_search_by(|(n, _)| (**n).cmp(name))
-                .map(|i| self.scalars[i].1)
-                .unwrap_or(0),
+            _ => self.scalar(name),
         }
     }
 
@@ -180,7 +176,33 @@ impl Resources {
     pub fn fits_in(&self, other: &Resources) -> bool {
         self.cpu <= other.cpu
             && self.memory <= other.memory
-            && self.scalars.iter().all(|(n, v)| *v <= other.get(n))
+            && self.scalars.iter().all(|(n, v)| *v <= other.scalar(n))
+    }
+
+    /// `self.fits_in(&capacity.minus(used))` without building the difference: the fit test
+    /// run for every node a member is scored on.
+    pub fn fits_in_left(&self, capacity: &Resources, used: &Resources) -> bool {
+        self.cpu <= capacity.cpu.saturating_sub(used.cpu)
+            && self.memory <= capacity.memory.saturating_sub(used.memory)
+            && self
+                .scalars
+                .iter()
+                .all(|(n, v)| *v <= capacity.scalar(n).saturating_sub(used.scalar(n)))
+    }
+
+    /// An extended resource (never cpu or memory, which have fields of their own). Vectors
+    /// hold a few such names: a scan comparing lengths first beats ordering strings.
+    fn scalar(&self, name: &str) -> i64 {
+        if self.scalars.len() <= 8 {
+            return self
+                .scalars
+                .iter()
+                .find(|(n, _)| **n == *name)
+                .map_or(0, |(_, v)| *v);
+        }
+        self.scalars
+            .binary_search_by(|(n, _)| (**n).cmp(name))
+            .map_or(0, |i| self.scalars[i].1)
     }
 
     /// The dimensions where `self` exceeds `other`, in iteration order.

@@ -103,7 +103,7 @@ impl Plugin for NodeOrder {
         // Other pods' terms may score this one even when it states none itself.
         let scored = state.interpod.scores_others();
         if (self.pod_affinity > 0.0 || self.spread > 0.0) && (scored || !pods.is_empty()) {
-            if let Some(i) = state.node_index(&node.name) {
+            if let Some(i) = state.index_of(node) {
                 let i = i as u32;
                 if self.pod_affinity > 0.0 {
                     let s = state.interpod.affinity_score(task, i, &state.nodes);

@@ -139,7 +139,7 @@ impl Plugin for Predicates {
     fn filter(&self, state: &State, task: &Task, node: &Node) -> Result<(), FitReason> {
         ports_check(task, node, self.node_ports)?;
         if task.spec.volumes.dynamic() && (self.volume_binding || self.volume_limits) {
-            if let Some(i) = state.node_index(&node.name) {
+            if let Some(i) = state.index_of(node) {
                 state.volumes.check(
                     task,
                     i as u32,
@@ -153,9 +153,17 @@ impl Plugin for Predicates {
         if !(self.pod_affinity || self.spread) || (interpod.quiet() && task.spec.pods.is_empty()) {
             return Ok(());
         }
-        let Some(i) = state.node_index(&node.name) else {
+        let Some(i) = state.index_of(node) else {
             return Ok(());
         };
-        interpod.check(task, i as u32, &state.nodes, self.pod_affinity, self.spread)
+        let kind = state.kind_of(task);
+        interpod.check(
+            task,
+            kind,
+            i as u32,
+            &state.nodes,
+            self.pod_affinity,
+            self.spread,
+        )
     }
 }

@@ -31,8 +31,54 @@ struct Domains {
     nodes: Vec<Vec<u32>>,
 }
 
-/// Domains closed to a pod, per topology key.
-type Closed = Arc<Vec<(String, HashSet<u32>)>>;
+/// The domains counted pods' required anti-affinity closes to pods of one kind (one
+/// [`crate::state::State::traits`] id: namespace and the labels selectors read), kept current
+/// by every placement and undo.
+#[derive(Debug, Clone)]
+struct Closed {
+    /// A pod of that kind (any: they look alike to every selector).
+    namespace: Arc<str>,
+    labels: Arc<BTreeMap<String, String>>,
+    /// Per topology key: its domains, and how many anti-affinity terms close each domain.
+    by_key: Vec<(String, Arc<Domains>, HashMap<u32, u32>)>,
+}
+
+impl Closed {
+    fn closes(&self, node: u32) -> bool {
+        self.by_key
+            .iter()
+            .any(|(_, d, closed)| closed.contains_key(&d.of_node[node as usize]))
+    }
+
+    /// Counts `delta` for `term` of a pod on `node` if it selects this kind.
+    fn count(&mut self, term: &PodAffinityTerm, d: &Arc<Domains>, node: u32, delta: i64) {
+        if !term.matches(&self.namespace, &self.labels) {
+            return;
+        }
+        let id = d.of_node[node as usize];
+        if id == NONE {
+            return;
+        }
+        let at = match self
+            .by_key
+            .iter()
+            .position(|(k, _, _)| *k == term.topology_key)
+        {
+            Some(i) => i,
+            None => {
+                self.by_key
+                    .push((term.topology_key.clone(), d.clone(), HashMap::new()));
+                self.by_key.len() - 1
+            }
+        };
+        let closed = &mut self.by_key[at].2;
+        let n = closed.entry(id).or_insert(0);
+        *n = (i64::from(*n) + delta).max(0) as u32;
+        if *n == 0 {
+            closed.remove(&id);
+        }
+    }
+}
 
 /// Per topology key, per domain: Σ signed weights of existing pods' scoring terms that match a
 /// pod.
@@ -67,7 +113,7 @@ enum Matcher {
 #[derive(Debug, Clone)]
 struct Counter {
     matcher: Matcher,
-    key: String,
+    domains: Arc<Domains>,
     /// Only pods on these nodes count (spread); `None` = all.
     eligible: Option<Arc<Vec<bool>>>,
     by_domain: HashMap<u32, u32>,
@@ -87,9 +133,8 @@ pub struct InterPod {
     placed: Vec<(usize, Counted)>,
     domains: RefCell<HashMap<String, Arc<Domains>>>,
     counters: RefCell<HashMap<usize, Counter>>,
-    /// Per (namespace, labels) of a task: the domains its match with existing pods'
-    /// anti-affinity forbids, as (key, domain ids); invalidated when anti terms come or go.
-    forbidden: RefCell<HashMap<(usize, usize), Closed>>,
+    /// Per kind of task (its traits id): the domains counted pods' anti-affinity closes to it.
+    forbidden: RefCell<HashMap<u32, Closed>>,
     /// How many counted pods (existing or placed) carry required anti-affinity.
     anti_pods: usize,
     /// Per (namespace, labels) of a task: what existing pods' scoring terms give each domain;
@@ -208,26 +253,26 @@ impl InterPod {
         self.pods.iter().chain(self.placed.iter().map(|(_, c)| c))
     }
 
-    /// Runs `f` on the counter for `m` over `key`, building it on first use.
+    /// Runs `f` on the counter for `m` over `key`, building it on first use (with the nodes
+    /// `eligible` gives, for a spread constraint).
     fn with_counter<R>(
         &self,
         id: usize,
         m: impl FnOnce() -> Matcher,
         key: &str,
-        eligible: Option<Eligible>,
+        eligible: impl FnOnce() -> Option<Eligible>,
         nodes: &[Node],
-        f: impl FnOnce(&mut Counter, &Domains) -> R,
+        f: impl FnOnce(&mut Counter) -> R,
     ) -> R {
-        let d = self.domains(key, nodes);
         let mut counters = self.counters.borrow_mut();
         let c = counters.entry(id).or_insert_with(|| {
-            let (eligible, present) = match eligible {
+            let (eligible, present) = match eligible() {
                 Some((e, p)) => (Some(e), p),
                 None => (None, Arc::new(Vec::new())),
             };
             let mut c = Counter {
                 matcher: m(),
-                key: key.to_string(),
+                domains: self.domains(key, nodes),
                 eligible,
                 by_domain: HashMap::new(),
                 total: 0,
@@ -235,11 +280,11 @@ impl InterPod {
                 present,
             };
             for p in self.all_counted() {
-                count(&mut c, &d, p, 1);
+                c.count(p, 1);
             }
             c
         });
-        f(c, &d)
+        f(c)
     }
 
     /// Records `task` placed on `node`. Returns the nodes whose feasibility for others changed
@@ -268,11 +313,8 @@ impl InterPod {
     }
 
     fn adjust(&mut self, p: &Counted, delta: i64, nodes: &[Node]) -> Vec<u32> {
-        let domains = self.domains.borrow().clone();
         for c in self.counters.get_mut().values_mut() {
-            if let Some(d) = domains.get(&c.key) {
-                count(c, d, p, delta);
-            }
+            c.count(p, delta);
         }
         let mut touched = Vec::new();
         if !p.soft.is_empty() {
@@ -297,11 +339,19 @@ impl InterPod {
             } else {
                 self.anti_pods -= 1;
             }
-            self.forbidden.get_mut().clear();
-            for term in p.anti.iter().filter(|t| t.topology_key != HOSTNAME) {
-                let d = self.domains(&term.topology_key, nodes);
+            let terms: Vec<(&PodAffinityTerm, Arc<Domains>)> = p
+                .anti
+                .iter()
+                .map(|t| (t, self.domains(&t.topology_key, nodes)))
+                .collect();
+            for closed in self.forbidden.get_mut().values_mut() {
+                for (term, d) in &terms {
+                    closed.count(term, d, p.node, delta);
+                }
+            }
+            for (term, d) in &terms {
                 let id = d.of_node[p.node as usize];
-                if id != NONE {
+                if term.topology_key != HOSTNAME && id != NONE {
                     touched.extend_from_slice(&d.nodes[id as usize]);
                 }
             }
@@ -341,42 +391,45 @@ impl InterPod {
         a
     }
 
-    /// Domains that existing pods' required anti-affinity closes to `t` (kube-scheduler's
-    /// symmetric rule).
-    fn forbidden_for(&self, t: &Task, nodes: &[Node]) -> Closed {
-        let key = (
-            Arc::as_ptr(&t.labels) as *const u8 as usize,
-            Arc::as_ptr(&t.namespace) as *const u8 as usize,
-        );
-        if let Some(f) = self.forbidden.borrow().get(&key) {
-            return f.clone();
-        }
-        let mut by_key: BTreeMap<String, HashSet<u32>> = BTreeMap::new();
-        for p in self.all_counted() {
+    /// Domains that counted pods' required anti-affinity closes to `t` (kube-scheduler's
+    /// symmetric rule), counted afresh.
+    fn closed_to(&self, t: &Task, nodes: &[Node]) -> Closed {
+        let mut closed = Closed {
+            namespace: t.namespace.clone(),
+            labels: t.labels.clone(),
+            by_key: Vec::new(),
+        };
+        for p in self.all_counted().filter(|p| !p.anti.is_empty()) {
             for term in p.anti.iter() {
-                if term.matches(&t.namespace, &t.labels) {
-                    let d = self.domains(&term.topology_key, nodes);
-                    let id = d.of_node[p.node as usize];
-                    if id != NONE {
-                        by_key
-                            .entry(term.topology_key.clone())
-                            .or_default()
-                            .insert(id);
-                    }
-                }
+                closed.count(term, &self.domains(&term.topology_key, nodes), p.node, 1);
             }
         }
-        let f = Arc::new(by_key.into_iter().collect::<Vec<_>>());
-        self.forbidden.borrow_mut().insert(key, f.clone());
-        f
+        closed
+    }
+
+    /// Whether counted pods' required anti-affinity keeps `t` off `node`. `kind` is `t`'s
+    /// traits id: pods of one kind share the answer, kept current by placements and undos.
+    fn closed_at(&self, t: &Task, kind: Option<u32>, node: u32, nodes: &[Node]) -> bool {
+        let Some(kind) = kind else {
+            return self.closed_to(t, nodes).closes(node);
+        };
+        if let Some(c) = self.forbidden.borrow().get(&kind) {
+            return c.closes(node);
+        }
+        let closed = self.closed_to(t, nodes);
+        let answer = closed.closes(node);
+        self.forbidden.borrow_mut().insert(kind, closed);
+        answer
     }
 
     /// The filter: existing pods' anti-affinity, the task's required affinity and
     /// anti-affinity, and its `DoNotSchedule` spread constraints, on node index `node`.
-    /// `affinity` and `spread` switch those checks (Volcano's `predicate.*Enable`).
+    /// `affinity` and `spread` switch those checks (Volcano's `predicate.*Enable`). `kind` is
+    /// the task's [`crate::state::State::traits`] id when known (answers are shared by kind).
     pub fn check(
         &self,
         t: &Task,
+        kind: Option<u32>,
         node: u32,
         nodes: &[Node],
         affinity: bool,
@@ -385,13 +438,8 @@ impl InterPod {
         if self.deferred.get() {
             return Ok(());
         }
-        if affinity && self.anti_pods > 0 {
-            for (key, closed) in self.forbidden_for(t, nodes).iter() {
-                let d = self.domains(key, nodes);
-                if closed.contains(&d.of_node[node as usize]) {
-                    return Err("node(s) didn't satisfy existing pods anti-affinity rules".into());
-                }
-            }
+        if affinity && self.anti_pods > 0 && self.closed_at(t, kind, node, nodes) {
+            return Err("node(s) didn't satisfy existing pods anti-affinity rules".into());
         }
         let c = &t.spec.pods;
         if c.is_empty() {
@@ -405,40 +453,41 @@ impl InterPod {
                 addr(term),
                 || Matcher::Term(term.clone()),
                 &term.topology_key,
-                None,
+                || None,
                 nodes,
-                |c, d| domain_count(c, d, node),
+                |c| c.in_domain_of(node),
             );
             if n.is_some_and(|n| n > 0) {
                 return Err("node(s) didn't match pod anti-affinity rules".into());
             }
         }
         for s in c.spread.iter().filter(|s| spread && s.hard) {
-            if !nodes[node as usize].labels.contains_key(&s.topology_key) {
-                return Err(
-                    "node(s) didn't match pod topology spread constraints (missing required label)"
-                        .into(),
-                );
-            }
-            let eligible = self.eligible(t, s, nodes);
-            let self_match = u32::from(s.counts(&t.namespace, &t.labels));
+            // `None`: the node lacks the constraint's key.
             let over = self.with_counter(
                 addr(s),
                 || Matcher::Spread(s.clone()),
                 &s.topology_key,
-                Some(eligible),
+                || Some(self.eligible(t, s, nodes)),
                 nodes,
-                |c, d| {
-                    let here = domain_count(c, d, node).unwrap_or(0);
-                    let mut min = min_count(c);
+                |c| {
+                    let here = c.in_domain_of(node)?;
+                    let mut min = c.min_count();
                     if s.min_domains.is_some_and(|m| (c.present.len() as u32) < m) {
                         min = 0;
                     }
-                    here + self_match > min + s.max_skew
+                    let self_match = u32::from(s.counts(&t.namespace, &t.labels));
+                    Some(here + self_match > min + s.max_skew)
                 },
             );
-            if over {
-                return Err("node(s) didn't match pod topology spread constraints".into());
+            match over {
+                None => return Err(
+                    "node(s) didn't match pod topology spread constraints (missing required label)"
+                        .into(),
+                ),
+                Some(true) => {
+                    return Err("node(s) didn't match pod topology spread constraints".into())
+                }
+                Some(false) => {}
             }
         }
         Ok(())
@@ -452,9 +501,9 @@ impl InterPod {
                 addr(term),
                 || Matcher::Term(term.clone()),
                 &term.topology_key,
-                None,
+                || None,
                 nodes,
-                |c, d| (domain_count(c, d, node), c.total),
+                |c| (c.in_domain_of(node), c.total),
             );
             if total > 0 {
                 none_anywhere = false;
@@ -478,10 +527,6 @@ impl InterPod {
     /// Nodes that count for spread constraint `s` of `t` (`nodeAffinityPolicy`,
     /// `nodeTaintsPolicy`, and every hard constraint's key present), and their domains.
     fn eligible(&self, t: &Task, s: &SpreadConstraint, nodes: &[Node]) -> Eligible {
-        // Built only when the counter is first made; cheap to recompute otherwise skipped.
-        if self.counters.borrow().contains_key(&addr(s)) {
-            return (Arc::new(Vec::new()), Arc::new(Vec::new()));
-        }
         let keys: Vec<&str> = t
             .spec
             .pods
@@ -528,9 +573,9 @@ impl InterPod {
                     addr(term),
                     || Matcher::Term(term.clone()),
                     &term.topology_key,
-                    None,
+                    || None,
                     nodes,
-                    |c, d| domain_count(c, d, node).unwrap_or(0),
+                    |c| c.in_domain_of(node).unwrap_or(0),
                 );
                 raw += sign * f64::from(*w) * f64::from(n);
                 scale += f64::from(*w).abs();
@@ -557,34 +602,25 @@ impl InterPod {
         }
         let (mut score, mut weights) = (0.0, 0.0);
         for s in soft {
-            let eligible = self.eligible(t, s, nodes);
-            let (here, total, domains) = self.with_counter(
+            let (here, total, domains, eligible_here) = self.with_counter(
                 addr(s),
                 || Matcher::Spread(s.clone()),
                 &s.topology_key,
-                Some(eligible),
+                || Some(self.eligible(t, s, nodes)),
                 nodes,
-                |c, d| {
+                |c| {
                     (
-                        domain_count(c, d, node),
+                        c.in_domain_of(node),
                         c.total,
                         c.present.len().max(1) as f64,
+                        c.eligible.as_ref().is_none_or(|e| e[node as usize]),
                     )
                 },
             );
             let w = (domains + 2.0).ln();
             weights += w;
             // A node without the key, or outside the counted nodes, scores lowest.
-            let eligible_here = here.is_some()
-                && self.with_counter(
-                    addr(s),
-                    || Matcher::Spread(s.clone()),
-                    &s.topology_key,
-                    None,
-                    nodes,
-                    |c, _| c.eligible.as_ref().is_none_or(|e| e[node as usize]),
-                );
-            if eligible_here {
+            if here.is_some() && eligible_here {
                 let here = f64::from(here.unwrap_or(0));
                 score += w * (1.0 - here / (f64::from(total) + 1.0));
             }
@@ -593,42 +629,45 @@ impl InterPod {
     }
 }
 
-/// Adds `delta` for `p` to `c` if it matches and sits on a counted node.
-fn count(c: &mut Counter, d: &Domains, p: &Counted, delta: i64) {
-    if !InterPod::matches(&c.matcher, p) {
-        return;
-    }
-    if let Some(e) = &c.eligible {
-        if !e.get(p.node as usize).copied().unwrap_or(false) {
+impl Counter {
+    /// Adds `delta` for `p` if it matches and sits on a counted node.
+    fn count(&mut self, p: &Counted, delta: i64) {
+        let id = self.domains.of_node[p.node as usize];
+        if id == NONE {
             return;
         }
+        if let Some(e) = &self.eligible {
+            if !e.get(p.node as usize).copied().unwrap_or(false) {
+                return;
+            }
+        }
+        if !InterPod::matches(&self.matcher, p) {
+            return;
+        }
+        let n = self.by_domain.entry(id).or_insert(0);
+        *n = (i64::from(*n) + delta).max(0) as u32;
+        self.total = (i64::from(self.total) + delta).max(0) as u32;
+        self.min = None;
     }
-    let id = d.of_node[p.node as usize];
-    if id == NONE {
-        return;
-    }
-    let n = c.by_domain.entry(id).or_insert(0);
-    *n = (i64::from(*n) + delta).max(0) as u32;
-    c.total = (i64::from(c.total) + delta).max(0) as u32;
-    c.min = None;
-}
 
-/// Matching pods in `node`'s domain; `None` when the node lacks the key.
-fn domain_count(c: &Counter, d: &Domains, node: u32) -> Option<u32> {
-    let id = d.of_node[node as usize];
-    (id != NONE).then(|| c.by_domain.get(&id).copied().unwrap_or(0))
-}
-
-fn min_count(c: &mut Counter) -> u32 {
-    if let Some(m) = c.min {
-        return m;
+    /// Matching pods in `node`'s domain; `None` when the node lacks the key.
+    fn in_domain_of(&self, node: u32) -> Option<u32> {
+        let id = self.domains.of_node[node as usize];
+        (id != NONE).then(|| self.by_domain.get(&id).copied().unwrap_or(0))
     }
-    let m = c
-        .present
-        .iter()
-        .map(|id| c.by_domain.get(id).copied().unwrap_or(0))
-        .min()
-        .unwrap_or(0);
-    c.min = Some(m);
-    m
+
+    /// The smallest count over the domains of eligible nodes.
+    fn min_count(&mut self) -> u32 {
+        if let Some(m) = self.min {
+            return m;
+        }
+        let m = self
+            .present
+            .iter()
+            .map(|id| self.by_domain.get(id).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        self.min = Some(m);
+        m
+    }
 }

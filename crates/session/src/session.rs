@@ -454,8 +454,8 @@ impl Session {
     /// every reason that applies (each Insufficient resource counts, as kube-scheduler does).
     fn fits(&self, task: &Task, node: usize) -> Result<(), Vec<FitReason>> {
         let n = &self.state.nodes[node];
-        let idle = n.idle();
-        if !task.request.fits_in(&idle) {
+        if !task.request.fits_in_left(&n.allocatable, &n.used) {
+            let idle = n.idle();
             return Err(task
                 .request
                 .insufficient(&idle)

@@ -182,6 +182,31 @@ impl State {
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.nodes.binary_search_by(|n| (*n.name).cmp(name)).ok()
     }
+
+    /// Index of `node` in [`State::nodes`]: found from its address when it is an element of
+    /// that list (plugins' filters and scores are called with one, for every node of every
+    /// evaluation), else by its name (a copy, e.g. `explain`'s probe).
+    pub fn index_of(&self, node: &Node) -> Option<usize> {
+        let size = std::mem::size_of::<Node>();
+        let offset = (node as *const Node as usize).checked_sub(self.nodes.as_ptr() as usize);
+        match offset {
+            Some(o) if size > 0 && o % size == 0 && o / size < self.nodes.len() => Some(o / size),
+            _ => self.node_index(&node.name),
+        }
+    }
+
+    /// `task`'s [`State::traits`] id when it is an element of [`State::tasks`] (found from its
+    /// address, as [`State::index_of`] finds nodes).
+    pub fn kind_of(&self, task: &Task) -> Option<u32> {
+        let size = std::mem::size_of::<Task>();
+        let base = self.tasks.as_ptr() as usize;
+        let at = task as *const Task as usize;
+        let i = at.checked_sub(base)?;
+        if size == 0 || i % size != 0 {
+            return None;
+        }
+        self.traits.get(i / size).copied()
+    }
 }
 
 /// Counts against its queue's allocation: a member placed or running.
