@@ -34,6 +34,13 @@
 //! same priority) — which takes the same units in the same order — is refused at once when
 //! the room such a job reached was too small for it.
 //!
+//! On a cluster over-committed by earlier preemptions most units free room where the gang
+//! cannot go (a node still short of GPUs after the unit leaves). Such a unit is set aside
+//! instead of taken (`SetAside`) and the pruning pass gives such units back without a probe
+//! (`Sieve::idle_for`); both only where a unit's effect on the gang is confined to its own
+//! nodes' resources, so the search decides exactly as if it took every unit in turn (checked
+//! against the plain search on thousands of random full clusters: same plans).
+//!
 //! **After.** Victims stay on their nodes (they terminate for their grace period); the
 //! preemptor's members are held at the nodes the search placed them on
 //! ([`crate::reserve`]) and nominated there. A preemptor with room held is not planned again
@@ -98,10 +105,14 @@ pub struct Preemption {
 #[derive(Debug, Clone)]
 struct Unit {
     job: usize,
+    /// The victim job's queue.
+    queue: usize,
     tasks: Vec<usize>,
     priority: i32,
     gpus: i64,
     started: Time,
+    /// Σ of its members' requests.
+    request: Resources,
     /// Every bound member of the gang (not one surplus member).
     whole: bool,
 }
@@ -134,9 +145,11 @@ fn units_of(ssn: &Session, v: usize) -> Vec<Unit> {
         }
         Unit {
             job: v,
+            queue: st.job_queue[v],
             gpus: request.get(GPU),
             priority: job.priority,
             started,
+            request,
             tasks,
             whole,
         }
@@ -215,12 +228,16 @@ fn give_back(ssn: &mut Session, task: usize, prev: TaskStatus) {
 
 /// Whether queue `q` may give up `unit` and keep a share (max over resources of allocated /
 /// deserved) of at least 1: on some resource the unit holds, what stays is still at or above
-/// the queue's deserved amount.
-fn stays_at_share(ssn: &Session, q: usize, unit: &Resources) -> bool {
+/// the queue's deserved amount. `gone`: what the queue is counted as having given up already
+/// besides what is taken (units a search set aside).
+fn stays_at_share(ssn: &Session, q: usize, unit: &Resources, gone: Option<&Resources>) -> bool {
     let Some(deserved) = ssn.deserved(q) else {
         return false;
     };
-    let allocated = &ssn.state.queue_allocated[q];
+    let mut allocated = ssn.state.queue_allocated[q].clone();
+    if let Some(gone) = gone {
+        allocated.sub(gone);
+    }
     unit.iter()
         .any(|(r, v)| v > 0 && deserved.get(r) > 0 && allocated.get(r) - v >= deserved.get(r))
 }
@@ -317,6 +334,9 @@ struct Pool {
     units: BTreeMap<UnitKey, Unit>,
     /// The keys of each job's units in `units`.
     keys: Vec<Vec<UnitKey>>,
+    /// Σ of the whole-gang units' requests by (queue, priority): what taking every unit of
+    /// them would free at most.
+    held: BTreeMap<(usize, i32), Resources>,
     mode: Mode,
 }
 
@@ -325,6 +345,7 @@ impl Pool {
         let mut pool = Pool {
             units: BTreeMap::new(),
             keys: vec![Vec::new(); ssn.state.jobs.len()],
+            held: BTreeMap::new(),
             mode,
         };
         for v in 0..ssn.state.jobs.len() {
@@ -352,6 +373,13 @@ impl Pool {
                 job: v,
                 index,
             };
+            if unit.whole {
+                let q = st.job_queue[v];
+                self.held
+                    .entry((q, unit.priority))
+                    .or_default()
+                    .add(&unit.request);
+            }
             self.keys[v].push(key.clone());
             self.units.insert(key, unit);
         }
@@ -359,30 +387,75 @@ impl Pool {
 
     /// Lists job `v`'s units again (members of it were evicted).
     fn refresh(&mut self, ssn: &Session, v: usize) {
+        let q = ssn.state.job_queue[v];
         for key in std::mem::take(&mut self.keys[v]) {
-            self.units.remove(&key);
+            if let Some(unit) = self.units.remove(&key) {
+                if unit.whole {
+                    if let Some(sum) = self.held.get_mut(&(q, unit.priority)) {
+                        sum.sub(&unit.request);
+                    }
+                }
+            }
         }
         self.list(ssn, v);
     }
 
     /// The units `job` may take under the pool's action, cheapest first.
-    fn candidates(&self, ssn: &Session, job: usize, protected: &BTreeSet<usize>) -> Vec<&Unit> {
-        let st = &ssn.state;
-        let q = st.job_queue[job];
-        let priority = st.jobs[job].priority;
+    fn candidates<'a>(&'a self, rule: &'a Rule) -> impl Iterator<Item = &'a Unit> + 'a {
         self.units
             .values()
-            .filter(|u| {
-                let vq = st.job_queue[u.job];
-                u.job != job
-                    && match self.mode {
-                        Mode::Preempt => vq == q && u.priority < priority,
-                        Mode::Reclaim => {
-                            vq != q && st.queues[vq].reclaimable && !protected.contains(&vq)
-                        }
-                    }
-            })
-            .collect()
+            .filter(move |u| u.job != rule.job && rule.allows(u.queue, u.priority))
+    }
+
+    /// Σ of what every whole-gang unit the rule allows holds (the preemptor's own never
+    /// counts: under either action its own units are not its candidates — same priority, or
+    /// its own queue).
+    fn most(&self, rule: &Rule) -> Resources {
+        let mut out = Resources::new();
+        for (&(vq, priority), sum) in &self.held {
+            if rule.allows(vq, priority) {
+                out.add(sum);
+            }
+        }
+        out
+    }
+}
+
+/// Which units one preemptor may take.
+struct Rule {
+    job: usize,
+    mode: Mode,
+    queue: usize,
+    priority: i32,
+    /// Reclaim: the queues it may take from.
+    queues: Vec<bool>,
+}
+
+impl Rule {
+    fn new(ssn: &Session, job: usize, mode: Mode, protected: &BTreeSet<usize>) -> Self {
+        let st = &ssn.state;
+        let queue = st.job_queue[job];
+        let queues = match mode {
+            Mode::Preempt => Vec::new(),
+            Mode::Reclaim => (0..st.queues.len())
+                .map(|vq| vq != queue && st.queues[vq].reclaimable && !protected.contains(&vq))
+                .collect(),
+        };
+        Rule {
+            job,
+            mode,
+            queue,
+            priority: st.jobs[job].priority,
+            queues,
+        }
+    }
+
+    /// Whether units of queue `vq` and priority `priority` may be taken.
+    fn allows(&self, vq: usize, priority: i32) -> bool {
+        match self.mode {
+            Mode::Preempt => vq == self.queue && priority < self.priority,
+            Mode::Reclaim => self.queues.get(vq).copied().unwrap_or(false),
+        }
     }
 }
 
@@ -559,6 +632,10 @@ pub fn run(ssn: &mut Session, mode: Mode) {
     }
 }
 
+/// A unit a search took: its rank among the candidates, the unit, and the tasks taken with
+/// their previous status.
+type Chosen<'a> = (usize, &'a Unit, Vec<(usize, TaskStatus)>);
+
 /// What a search found.
 enum Searched {
     /// Victims chosen and evicted; the victims' jobs.
@@ -580,35 +657,37 @@ fn search(
     protected: &BTreeSet<usize>,
     free: &Resources,
 ) -> Searched {
-    let units = pool.candidates(ssn, job, protected);
-    if units.is_empty() {
-        return Searched::NoFit;
-    }
     let mut free = free.clone();
     // Taking every candidate could not make room for the gang: nothing to try. (A
     // whole-gang unit holds every victimable member of its job, surplus units only some.)
-    let mut most = free.clone();
-    for u in units.iter().filter(|u| u.whole) {
-        for &t in &u.tasks {
-            most.add(&ssn.state.tasks[t].request);
-        }
+    let rule = Rule::new(ssn, job, mode, protected);
+    let mut most = pool.most(&rule);
+    if most.is_empty() {
+        return Searched::NoFit;
     }
+    most.add(&free);
     if !need.fits_in(&most) {
         return Searched::NoFit;
     }
+    let sieve = Sieve::new(ssn, job, need);
+    // A gang that fits as things are needs no victim (allocate places it).
+    if need.fits_in(&free) && probe(ssn, job).is_some() {
+        return Searched::NoFit;
+    }
     let mut spent: BTreeMap<u32, u32> = BTreeMap::new();
-    // Chosen units: (index into `units`, the tasks taken and their previous status).
-    let mut chosen: Vec<(usize, Vec<(usize, TaskStatus)>)> = Vec::new();
+    // Chosen units in candidate order, with the tasks taken and their previous status.
+    let mut chosen: Vec<Chosen> = Vec::new();
+    let mut set_aside = SetAside::default();
     let mut placement = None;
-    for (i, unit) in units.iter().enumerate() {
+    for (rank, unit) in pool.candidates(&rule).enumerate() {
         let tasks: Vec<usize> = unit
             .tasks
             .iter()
             .copied()
-            .filter(|&t| victimable(ssn, t))
+            .filter(|&t| victimable(ssn, t) && !set_aside.tasks.contains_key(&t))
             .collect();
         if tasks.is_empty() {
-            continue; // taken already as part of another unit
+            continue; // taken (or set aside) already as part of another unit
         }
         // Budgets: never a unit the eviction API would refuse.
         let mut want: BTreeMap<u32, u32> = BTreeMap::new();
@@ -625,23 +704,51 @@ fn search(
             continue;
         }
         if mode == Mode::Reclaim {
+            // As if every unit considered so far were taken, set-aside ones included.
             let mut req = Resources::new();
             for &t in &tasks {
                 req.add(&ssn.state.tasks[t].request);
             }
             let vq = ssn.state.job_queue[unit.job];
-            if !stays_at_share(ssn, vq, &req) {
+            if !stays_at_share(ssn, vq, &req, set_aside.by_queue.get(&vq)) {
                 continue;
             }
         }
         for (b, n) in want {
             *spent.entry(b).or_insert(0) += n;
         }
+        if sieve.sets_aside(ssn, &tasks, &set_aside) {
+            // The gang could use none of its nodes even with it gone: nothing changes for
+            // the gang, so no probe either (see [`SetAside`]).
+            set_aside.add(ssn, rank, unit, &tasks);
+            continue;
+        }
         let taken: Vec<(usize, TaskStatus)> = tasks
             .iter()
-            .map(|&t| (t, take_into(ssn, t, &mut free)))
+            .map(|&t| (t, set_aside.take_into(ssn, t, &mut free)))
             .collect();
-        chosen.push((i, taken));
+        let nodes: BTreeSet<usize> = taken
+            .iter()
+            .filter_map(|&(t, _)| task_node(ssn, t))
+            .collect();
+        chosen.push((rank, unit, taken));
+        // Units set aside on a node this one made usable are taken now, and so are those of
+        // the same victim job as any unit taken (what the pruning pass may give back of a
+        // victim gang depends on which of its units were taken).
+        let mut wanted: Vec<usize> = set_aside.of_job(unit.job);
+        for n in nodes {
+            if sieve.usable(ssn, n, &set_aside) {
+                wanted.extend(set_aside.on_node(n));
+            }
+        }
+        while !wanted.is_empty() {
+            let mut jobs = BTreeSet::new();
+            for (rank, unit, taken) in set_aside.take_units(ssn, &wanted, &mut free) {
+                jobs.insert(unit.job);
+                chosen.push((rank, unit, taken));
+            }
+            wanted = jobs.into_iter().flat_map(|v| set_aside.of_job(v)).collect();
+        }
         if need.fits_in(&free) {
             if let Some(p) = probe(ssn, job) {
                 placement = Some(p);
@@ -650,19 +757,25 @@ fn search(
         }
     }
     let Some(mut placement) = placement else {
-        for (_, taken) in chosen.into_iter().rev() {
+        // The room that taking every unit considered would have made, set-aside ones
+        // included (what an alike job reaches: see `Searched::Short`).
+        let reached = set_aside.room_with(ssn, &free);
+        for (_, _, taken) in chosen.into_iter().rev() {
             for (t, prev) in taken.into_iter().rev() {
                 give_back(ssn, t, prev);
             }
         }
         // The room only grew as units were taken: if the gang's resources never fit in it,
         // no placement was ever tried.
-        return if need.fits_in(&free) {
+        return if need.fits_in(&reached) {
             Searched::NoFit
         } else {
-            Searched::Short(free)
+            Searched::Short(reached)
         };
     };
+    chosen.sort_by_key(|&(rank, _, _)| rank);
+    let mut chosen: Vec<(&Unit, Vec<(usize, TaskStatus)>)> =
+        chosen.into_iter().map(|(_, u, t)| (u, t)).collect();
     // What a successful probe places: the same members every time (the shortest prefix of
     // the gang's members, in order, that makes it ready), so they must fit in what is free.
     let mut placed = Resources::new();
@@ -682,10 +795,18 @@ fn search(
         if !placed.fits_in(&without) {
             continue;
         }
+        let idle = sieve.idle_for(ssn, &taken);
         for &(t, prev) in taken.iter().rev() {
             give_back(ssn, t, prev);
         }
-        let victim = units[chosen[k].0].job;
+        let victim = chosen[k].0.job;
+        if idle && gang_whole_or_enough(ssn, victim) {
+            // The gang can use none of its nodes even with the unit gone: the probe would
+            // place it exactly as now.
+            free = without;
+            chosen.remove(k);
+            continue;
+        }
         let fits = if gang_whole_or_enough(ssn, victim) {
             probe(ssn, job)
         } else {
@@ -704,9 +825,263 @@ fn search(
             }
         }
     }
-    let victim_jobs = chosen.iter().map(|(i, _)| units[*i].job).collect();
-    commit(ssn, job, mode, &units, chosen, placement);
+    let victim_jobs = chosen.iter().map(|(u, _)| u.job).collect();
+    commit(ssn, job, mode, chosen, placement);
     Searched::Evicted(victim_jobs)
+}
+
+/// What the preemptor's members could use, to tell units that cannot change where its gang
+/// goes.
+struct Sieve {
+    /// The distinct requests of the preemptor's pending members; empty when a unit's effect
+    /// on the gang is not confined to the resources of the unit's own nodes (inter-pod
+    /// terms, volumes or a topology on the preemptor's side, or its queue's quota within
+    /// reach), so no unit is ever found idle.
+    requests: Vec<Resources>,
+}
+
+impl Sieve {
+    /// `need`: what the gang's members still needed hold ([`gang_need`]).
+    fn new(ssn: &mut Session, job: usize, need: &Resources) -> Self {
+        let off = Sieve {
+            requests: Vec::new(),
+        };
+        let st = &ssn.state;
+        if st.jobs[job].topology.is_some() {
+            return off;
+        }
+        let mut requests: Vec<Resources> = Vec::new();
+        let mut kinds: Vec<usize> = Vec::new();
+        for t in st.pending_tasks(job) {
+            let spec = &st.tasks[t].spec;
+            if !spec.pods.is_empty() || !spec.volumes.is_empty() {
+                return off;
+            }
+            if !requests.contains(&st.tasks[t].request) {
+                requests.push(st.tasks[t].request.clone());
+                kinds.push(t);
+            }
+        }
+        // Taking a unit of the preemptor's own queue (preempt) gives the queue room: with its
+        // quota in reach, a unit on nodes the gang cannot use may still be what lets it in.
+        // The quota is out of reach when one more member of each kind passes it on top of
+        // the whole gang, with no unit taken.
+        let q = st.job_queue[job];
+        ssn.state.queue_allocated[q].add(need);
+        let spare = kinds.iter().all(|&t| ssn.allocatable(t).is_ok());
+        ssn.state.queue_allocated[q].sub(need);
+        if !spare {
+            return off;
+        }
+        Sieve { requests }
+    }
+
+    /// Whether a search may set aside the unit of victim `tasks` (not taken): on each of their
+    /// nodes no member would fit even with them and every unit set aside there gone, and
+    /// they carry no inter-pod terms.
+    fn sets_aside(&self, ssn: &Session, tasks: &[usize], aside: &SetAside) -> bool {
+        if self.requests.is_empty() {
+            return false;
+        }
+        let st = &ssn.state;
+        let mut freed: BTreeMap<usize, Resources> = BTreeMap::new();
+        for &t in tasks {
+            if !st.tasks[t].spec.pods.is_empty() {
+                return false;
+            }
+            let Some(n) = task_node(ssn, t) else {
+                continue;
+            };
+            freed.entry(n).or_default().add(&st.tasks[t].request);
+        }
+        freed.into_iter().all(|(n, mut room)| {
+            if let Some((pending, _)) = aside.on_node.get(&n) {
+                room.add(pending);
+            }
+            !self.usable_with(ssn, n, &room)
+        })
+    }
+
+    /// Whether a member could go on node `n` were the units set aside there gone.
+    fn usable(&self, ssn: &Session, n: usize, aside: &SetAside) -> bool {
+        match aside.on_node.get(&n) {
+            Some((pending, _)) if !pending.is_empty() => self.usable_with(ssn, n, pending),
+            _ => false,
+        }
+    }
+
+    /// Whether some member fits on node `n` with `more` freed there.
+    fn usable_with(&self, ssn: &Session, n: usize, more: &Resources) -> bool {
+        let node = &ssn.state.nodes[n];
+        if !node.ready {
+            return false;
+        }
+        let mut idle = node.idle();
+        idle.add(more);
+        self.requests.iter().any(|r| r.fits_in(&idle))
+    }
+
+    /// Whether `taken` (victim tasks now taken off their nodes) cannot matter to the gang:
+    /// on each of their nodes no member fits even with them gone, and they carry no
+    /// inter-pod terms (whose reach goes beyond their node). Given back, they leave every
+    /// node the gang could use exactly as it is, so a probe places it exactly as now.
+    fn idle_for(&self, ssn: &Session, taken: &[(usize, TaskStatus)]) -> bool {
+        if self.requests.is_empty() {
+            return false;
+        }
+        let st = &ssn.state;
+        taken.iter().all(|&(t, _)| {
+            let task = &st.tasks[t];
+            if !task.spec.pods.is_empty() {
+                return false;
+            }
+            let Some(n) = task.node.as_deref().and_then(|n| st.node_index(n)) else {
+                return true;
+            };
+            let idle = st.nodes[n].idle();
+            !self.requests.iter().any(|r| r.fits_in(&idle))
+        })
+    }
+}
+
+/// Units a search passed over without taking them: on nodes the preemptor's members could not
+/// use even with them gone (see [`Sieve::sets_aside`]). They count as taken (budgets are
+/// charged, reclaim's share counts them gone, later units leave their tasks out), so the
+/// search decides exactly as if it had taken them — taking them changes nothing a probe sees, and the pruning pass would give
+/// every one of them back — without the cost: on a cluster over-committed by earlier
+/// preemptions most units are such. When a unit taken later makes one of their nodes usable,
+/// every unit set aside there is taken at once (together they may free what one does not).
+#[derive(Debug, Default)]
+struct SetAside<'a> {
+    /// (rank among the candidates, unit, the tasks it set aside).
+    units: Vec<(usize, &'a Unit, Vec<usize>)>,
+    /// Tasks set aside and not taken since, with their node.
+    tasks: HashMap<usize, Option<usize>>,
+    /// Per node: Σ requests of its tasks set aside, and the units (index in `units`) with
+    /// tasks there.
+    on_node: HashMap<usize, (Resources, Vec<usize>)>,
+    /// Per victim queue: Σ requests of its tasks set aside.
+    by_queue: HashMap<usize, Resources>,
+    /// Per victim job: its units set aside (index in `units`).
+    by_job: HashMap<usize, Vec<usize>>,
+}
+
+impl<'a> SetAside<'a> {
+    fn add(&mut self, ssn: &Session, rank: usize, unit: &'a Unit, tasks: &[usize]) {
+        let index = self.units.len();
+        let mut mine = Vec::new();
+        for &t in tasks {
+            let node = task_node(ssn, t);
+            let request = &ssn.state.tasks[t].request;
+            self.tasks.insert(t, node);
+            if let Some(n) = node {
+                let (pending, units) = self.on_node.entry(n).or_default();
+                pending.add(request);
+                if units.last() != Some(&index) {
+                    units.push(index);
+                }
+            }
+            self.by_queue
+                .entry(ssn.state.job_queue[ssn.state.tasks[t].job])
+                .or_default()
+                .add(request);
+            mine.push(t);
+        }
+        self.by_job.entry(unit.job).or_default().push(index);
+        self.units.push((rank, unit, mine));
+    }
+
+    /// [`take_into`], forgetting `task` as set aside.
+    fn take_into(&mut self, ssn: &mut Session, task: usize, free: &mut Resources) -> TaskStatus {
+        if let Some(node) = self.tasks.remove(&task) {
+            let request = &ssn.state.tasks[task].request;
+            if let Some((pending, _)) = node.and_then(|n| self.on_node.get_mut(&n)) {
+                pending.sub(request);
+            }
+            let q = ssn.state.job_queue[ssn.state.tasks[task].job];
+            if let Some(sum) = self.by_queue.get_mut(&q) {
+                sum.sub(request);
+            }
+        }
+        take_into(ssn, task, free)
+    }
+
+    /// The units set aside with tasks on node `n`.
+    fn on_node(&self, n: usize) -> Vec<usize> {
+        self.on_node
+            .get(&n)
+            .map(|(_, units)| units.clone())
+            .unwrap_or_default()
+    }
+
+    /// The units of victim job `v` set aside and not taken since.
+    fn of_job(&self, v: usize) -> Vec<usize> {
+        self.by_job
+            .get(&v)
+            .map(|units| {
+                units
+                    .iter()
+                    .copied()
+                    .filter(|&u| self.units[u].2.iter().any(|t| self.tasks.contains_key(t)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Takes units (indices in `units`) set aside: all their tasks not taken yet, wherever
+    /// they are.
+    fn take_units(
+        &mut self,
+        ssn: &mut Session,
+        units: &[usize],
+        free: &mut Resources,
+    ) -> Vec<Chosen<'a>> {
+        let mut out = Vec::new();
+        for &u in units {
+            let (rank, unit) = (self.units[u].0, self.units[u].1);
+            let tasks: Vec<usize> = self.units[u]
+                .2
+                .iter()
+                .copied()
+                .filter(|t| self.tasks.contains_key(t))
+                .collect();
+            if tasks.is_empty() {
+                continue;
+            }
+            let taken = tasks
+                .into_iter()
+                .map(|t| (t, self.take_into(ssn, t, free)))
+                .collect();
+            out.push((rank, unit, taken));
+        }
+        out
+    }
+
+    /// `free` as it would be with every unit set aside taken too.
+    fn room_with(&self, ssn: &Session, free: &Resources) -> Resources {
+        let mut out = free.clone();
+        for (&n, (pending, _)) in &self.on_node {
+            if pending.is_empty() || !ssn.state.nodes[n].ready {
+                continue;
+            }
+            let node = &ssn.state.nodes[n];
+            out.sub(&room(ssn, n));
+            let mut after = node.idle();
+            after.add(pending);
+            for (r, v) in after.iter() {
+                if v > 0 {
+                    out.add_named(r, v);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The node victim task `t` is on.
+fn task_node(ssn: &Session, t: usize) -> Option<usize> {
+    let st = &ssn.state;
+    st.tasks[t].node.as_deref().and_then(|n| st.node_index(n))
 }
 
 /// Whether victim job `v` keeps either none of its members or at least `minMember`.
@@ -722,14 +1097,12 @@ fn commit(
     ssn: &mut Session,
     job: usize,
     mode: Mode,
-    units: &[&Unit],
-    chosen: Vec<(usize, Vec<(usize, TaskStatus)>)>,
+    chosen: Vec<(&Unit, Vec<(usize, TaskStatus)>)>,
     placement: Vec<(usize, usize)>,
 ) {
     let mut victims = Vec::new();
     let mut lines = Vec::new();
-    for (i, taken) in &chosen {
-        let unit = &units[*i];
+    for (unit, taken) in &chosen {
         let v = &ssn.state.jobs[unit.job];
         let whole = unit.whole && unit.tasks.len() > 1;
         lines.push(format!(
