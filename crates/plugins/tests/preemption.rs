@@ -290,3 +290,99 @@ fn room_held_for_one_preemptor_does_not_stop_the_next() {
         ]
     );
 }
+
+/// A cluster where room is held on `n0` (8 GPUs, its victims gone) for `mid` (priority 3, one
+/// 8-GPU member nominated there), `n1` is full with a low-priority gang, and a job of
+/// priority `other` needing 8 GPUs arrives.
+fn held_room_and(other: i32) -> Snapshot {
+    let mut c = Cluster::new()
+        .queue(queue("q0"))
+        .node(node("n0").gpus(8).cpu(64))
+        .node(node("n1").gpus(8).cpu(64))
+        .group(podgroup("ns", "low").min_member(1).priority(0).queue("q0"))
+        .pod(
+            pod("ns", "low-0")
+                .group("low")
+                .gpus(8)
+                .priority(0)
+                .on("n1")
+                .running(),
+        );
+    for (name, priority, created) in [("mid", 3, 10), ("other", other, 20)] {
+        c = c
+            .group(
+                podgroup("ns", name)
+                    .min_member(1)
+                    .priority(priority)
+                    .queue("q0")
+                    .created(created),
+            )
+            .pod(
+                pod("ns", &format!("{name}-0"))
+                    .group(name)
+                    .gpus(8)
+                    .priority(priority)
+                    .created(created),
+            );
+    }
+    let mut snap = c.snapshot();
+    let mid = snap
+        .tasks
+        .iter()
+        .position(|t| &*t.name == "mid-0")
+        .expect("mid-0 exists");
+    snap.tasks[mid].nominated = Some("n0".into());
+    snap
+}
+
+fn binds(plan: &Plan) -> Vec<(&str, &str)> {
+    plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect()
+}
+
+fn nominations(plan: &Plan) -> Vec<(&str, Option<&str>)> {
+    plan.nominations
+        .iter()
+        .map(|n| (&*n.name, n.node.as_deref()))
+        .collect()
+}
+
+/// Room held for a nominated preemptor is held from jobs of lower or equal priority only: a
+/// job of strictly higher priority takes it (kube-scheduler adds only nominated pods of
+/// greater or equal priority when it filters a pod). The displaced preemptor loses its
+/// nomination and is planned again in the same session: it preempts the low gang on `n1`.
+#[test]
+fn held_room_goes_to_a_job_of_higher_priority_and_the_holder_is_planned_again() {
+    let snap = held_room_and(5);
+    let plan = run(&snap);
+    assert_eq!(binds(&plan), [("other-0", "n0")], "{plan:#?}");
+    let evicted: Vec<(&str, &str)> = plan
+        .evictions
+        .iter()
+        .map(|e| (&*e.name, &*e.preemptor))
+        .collect();
+    assert_eq!(evicted, [("low-0", "ns/mid")]);
+    assert_eq!(nominations(&plan), [("mid-0", Some("n1"))]);
+    // Nothing is over-committed once the evicted pod is gone.
+    let mut after = snap.clone();
+    after.record(&plan);
+    for n in &after.nodes {
+        assert!(n.used.fits_in(&n.allocatable), "{} over-committed", n.name);
+    }
+}
+
+/// A job of equal (or lower) priority does not take the held room: the holder binds there,
+/// and the other job preempts the low gang instead.
+#[test]
+fn held_room_is_kept_from_a_job_of_equal_or_lower_priority() {
+    for other in [3, 2] {
+        let plan = run(&held_room_and(other));
+        assert_eq!(binds(&plan), [("mid-0", "n0")], "{plan:#?}");
+        let evicted: Vec<(&str, &str)> = plan
+            .evictions
+            .iter()
+            .map(|e| (&*e.name, &*e.preemptor))
+            .collect();
+        assert_eq!(evicted, [("low-0", "ns/other")]);
+        assert_eq!(nominations(&plan), [("other-0", Some("n1"))]);
+    }
+}

@@ -19,7 +19,8 @@ pub enum Attempt {
 /// Tries `job` once: if its gang is not yet satisfied, places members until it is and commits
 /// them together, or undoes them all; if it is satisfied, places one more member on its own.
 /// Only members for which `wanted` holds are tried.
-/// Room held for the job's own tasks (see [`crate::reserve`]) is theirs during the attempt.
+/// Room held for the job's own tasks, and for jobs of lower priority (see [`crate::reserve`]),
+/// is usable during the attempt.
 pub fn attempt(
     ssn: &mut Session,
     job: usize,
@@ -28,11 +29,9 @@ pub fn attempt(
     if ssn.reservations.is_empty() {
         return attempt_inner(ssn, job, wanted);
     }
-    let had = crate::reserve::release(ssn, job);
+    let released = crate::reserve::release(ssn, job);
     let result = attempt_inner(ssn, job, wanted);
-    if had {
-        crate::reserve::restore(ssn, job);
-    }
+    crate::reserve::restore(ssn, job, released);
     result
 }
 
@@ -150,12 +149,14 @@ fn attempt_inner(
         .max(1);
     // With nodes booked for some job, where a member may go depends on its job: alike gangs
     // no longer place alike.
-    // Room held for the job's own members (a nomination) makes it differ from alike gangs too.
-    let key = if ssn.state.has_bookings || crate::reserve::waiting(ssn, job) {
-        None
-    } else {
-        fail_key(ssn, job, &tasks)
-    };
+    // Room held for the job's own members (a nomination), or lent to it by jobs of lower
+    // priority, makes it differ from alike gangs too.
+    let key =
+        if ssn.state.has_bookings || crate::reserve::waiting(ssn, job) || ssn.reservations.lent() {
+            None
+        } else {
+            fail_key(ssn, job, &tasks)
+        };
     if let Some(key) = &key {
         if let Some((epoch, placeable, msg)) = ssn.fail_cache.get(key) {
             // In this epoch at most `placeable` such members fit: a gang needing more fails.

@@ -325,9 +325,18 @@ fn preemptions(ssn: &Session, plan: &mut Plan) {
             }
         }
     }
-    for (task, node) in &ssn.nominations {
+    // A task nominated more than once in the session (its room lent to a job of higher
+    // priority, then chosen again by preempt) ends where the last one says.
+    let mut last: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for (i, (task, _)) in ssn.nominations.iter().enumerate() {
+        last.insert(*task, i);
+    }
+    for (i, (task, node)) in ssn.nominations.iter().enumerate() {
         let t = &st.tasks[*task];
-        if t.nominated.as_deref() == node.as_deref() || t.status != TaskStatus::Pending {
+        if last.get(task) != Some(&i)
+            || t.nominated.as_deref() == node.as_deref()
+            || t.status != TaskStatus::Pending
+        {
             continue;
         }
         plan.nominations.push(Nomination {
@@ -497,8 +506,8 @@ fn verdict(ssn: &Session, ji: usize, waiting: &[usize]) -> Verdict {
     if !ssn.reservations.is_empty() && crate::reserve::waiting(ssn, ji) {
         let mut nodes: Vec<&str> = ssn
             .reservations
+            .of_job(ji)
             .iter()
-            .filter(|r| st.tasks[r.task].job == ji)
             .map(|r| &*st.nodes[r.node].name)
             .collect();
         nodes.sort_unstable();

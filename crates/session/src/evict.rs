@@ -272,8 +272,8 @@ fn gang_need(ssn: &Session, job: usize) -> Resources {
 fn protected_queues(ssn: &Session) -> BTreeSet<usize> {
     let mut out: BTreeSet<usize> = ssn
         .reservations
-        .iter()
-        .map(|r| ssn.state.job_queue[ssn.state.tasks[r.task].job])
+        .jobs()
+        .map(|j| ssn.state.job_queue[j])
         .collect();
     for p in ssn.preemptions.iter().filter(|p| p.action == "reclaim") {
         out.insert(ssn.state.job_queue[p.job]);

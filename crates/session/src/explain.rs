@@ -104,8 +104,8 @@ impl Scheduler {
         });
         let mut held_on: Vec<String> = ssn
             .reservations
+            .of_job(ji)
             .iter()
-            .filter(|r| ssn.state.tasks[r.task].job == ji)
             .map(|r| ssn.state.nodes[r.node].name.to_string())
             .collect();
         held_on.sort();

@@ -1,9 +1,19 @@
 //! Reservations: capacity held at a node for a task that is not bound yet.
 //!
 //! A reservation is a pending task held at a node. While it stands, the task's request counts
-//! on that node for every other task — exactly as if it were bound — so nobody else takes the
-//! room; the task itself gets the room back whenever its own job is tried (see
-//! [`release`]/[`restore`] around [`crate::attempt::attempt`]).
+//! on that node for every job of lower or equal priority — exactly as if it were bound — so
+//! none of them takes the room; the task itself gets the room back whenever its own job is
+//! tried (see [`release`]/[`restore`] around [`crate::attempt::attempt`]).
+//!
+//! **Priority.** As kube-scheduler adds only nominated pods of greater or equal priority when
+//! it filters a pod, a job of strictly higher priority than the holder may use held room:
+//! while it is tried, the reservations of lower-priority jobs are released as well. After
+//! its attempt each of them is held again if its task still fits on its node; when one no
+//! longer does (the higher job took the room), the holder loses all its room at once (a gang
+//! held in part is of no use) and its nominations are cleared, so it is planned again like
+//! any pending job — preempt may choose victims for it anew in the same session. Room held
+//! for members waiting for their volumes (claims being provisioned for those nodes) is not
+//! lent. Preempt and reclaim still count all held room as taken.
 //!
 //! Today a reservation comes from a nomination: `status.nominatedNodeName` of one of our
 //! pending pods, written after a preemption so the capacity freed by terminating victims goes
@@ -16,7 +26,8 @@
 //! room for the task; otherwise it is dropped and the plan clears `nominatedNodeName`.
 
 use crate::session::Session;
-use caldera_model::TaskStatus;
+use caldera_model::{Resources, TaskStatus};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A pending task held at a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,23 +40,108 @@ pub struct Reservation {
     pub held: bool,
 }
 
+/// Every reservation of a session, kept per job: a job's own are found (and released and
+/// restored around each of its attempts) without looking at anyone else's.
+#[derive(Debug, Clone, Default)]
+pub struct Reservations {
+    /// Per job index: its tasks' reservations.
+    by_job: Vec<Vec<Reservation>>,
+    /// Σ of their lengths.
+    count: usize,
+    /// Jobs with room held that a job of higher priority may use, by their priority.
+    lendable: BTreeMap<i32, BTreeSet<usize>>,
+    /// Per job: room held for it is never lent (members waiting for their volumes).
+    kept: Vec<bool>,
+    /// The job being tried now uses room held for others (its attempt differs from alike
+    /// gangs').
+    lent: bool,
+}
+
+impl Reservations {
+    /// No reservation for any of `jobs` jobs.
+    pub fn new(jobs: usize) -> Self {
+        Reservations {
+            by_job: vec![Vec::new(); jobs],
+            count: 0,
+            lendable: BTreeMap::new(),
+            kept: vec![false; jobs],
+            lent: false,
+        }
+    }
+
+    /// Whether no room is held for anyone.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The reservations of `job`'s tasks.
+    pub fn of_job(&self, job: usize) -> &[Reservation] {
+        self.by_job.get(job).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The jobs with room held for them, in job order.
+    pub fn jobs(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.by_job.len()).filter(|&j| !self.by_job[j].is_empty())
+    }
+
+    /// Whether the job being tried uses room held for jobs of lower priority.
+    pub fn lent(&self) -> bool {
+        self.lent
+    }
+
+    /// Forgets `job`'s reservations (their room is already given back on the nodes).
+    fn clear(&mut self, job: usize, priority: i32) {
+        if let Some(mine) = self.by_job.get_mut(job) {
+            self.count -= mine.len();
+            mine.clear();
+        }
+        self.unlist(job, priority);
+    }
+
+    fn unlist(&mut self, job: usize, priority: i32) {
+        if let Some(set) = self.lendable.get_mut(&priority) {
+            set.remove(&job);
+            if set.is_empty() {
+                self.lendable.remove(&priority);
+            }
+        }
+    }
+}
+
+/// The room let go for one attempt: the jobs of lower priority whose reservations were
+/// released (besides the job's own).
+#[derive(Debug, Default)]
+pub struct Released {
+    own: bool,
+    /// Each job released, with the load of its reservations' nodes once released.
+    others: Vec<(usize, Vec<(Resources, i64)>)>,
+}
+
 /// Holds `task` at `node`: its request counts there for everyone else from now on.
 pub fn hold(ssn: &mut Session, task: usize, node: usize) {
     let t = &ssn.state.tasks[task];
-    let (req, ports) = (t.request.clone(), t.spec.host_ports.clone());
+    let (req, ports, job) = (t.request.clone(), t.spec.host_ports.clone(), t.job);
     ssn.state.nodes[node].add_pod(&req, &ports);
     ssn.touch_nodes(&[node as u32]);
-    ssn.reservations.push(Reservation {
+    ssn.reservations.by_job[job].push(Reservation {
         task,
         node,
         held: true,
     });
-    let job = ssn.state.tasks[task].job;
-    ssn.reserved[job] += 1;
+    ssn.reservations.count += 1;
+    let priority = ssn.state.jobs[job].priority;
+    let r = &mut ssn.reservations;
+    if ssn.state.tasks[task].volumes.is_some() {
+        r.kept[job] = true;
+        r.unlist(job, priority);
+    } else if !r.kept[job] {
+        r.lendable.entry(priority).or_default().insert(job);
+    }
 }
 
-fn set_held(ssn: &mut Session, i: usize, held: bool) {
-    let r = ssn.reservations[i];
+/// Counts (or stops counting) reservation `i` of `job` on its node.
+fn set_held(ssn: &mut Session, job: usize, i: usize, held: bool) {
+    let r = ssn.reservations.by_job[job][i];
     if r.held == held {
         return;
     }
@@ -57,48 +153,119 @@ fn set_held(ssn: &mut Session, i: usize, held: bool) {
     } else {
         node.remove_pod(&req, &ports);
     }
-    ssn.reservations[i].held = held;
+    ssn.reservations.by_job[job][i].held = held;
     ssn.touch_nodes(&[r.node as u32]);
 }
 
-/// Lets `job` use the room held for its own tasks (before it is tried). Returns whether it
-/// had any.
-pub fn release(ssn: &mut Session, job: usize) -> bool {
-    if !waiting(ssn, job) {
-        return false;
+/// Lets `job` use the room held for its own tasks and for jobs of lower priority (before it
+/// is tried).
+pub fn release(ssn: &mut Session, job: usize) -> Released {
+    if ssn.reservations.is_empty() {
+        return Released::default();
     }
-    let mine: Vec<usize> = (0..ssn.reservations.len())
-        .filter(|&i| ssn.state.tasks[ssn.reservations[i].task].job == job)
+    let priority = ssn.state.jobs[job].priority;
+    let others: Vec<usize> = ssn
+        .reservations
+        .lendable
+        .range(..priority)
+        .flat_map(|(_, jobs)| jobs.iter().copied())
+        .filter(|&j| j != job)
         .collect();
-    for &i in &mine {
-        set_held(ssn, i, false);
+    for &j in others.iter().chain(std::iter::once(&job)) {
+        for i in 0..ssn.reservations.of_job(j).len() {
+            set_held(ssn, j, i, false);
+        }
     }
-    !mine.is_empty()
+    ssn.reservations.lent = !others.is_empty();
+    let others = others
+        .into_iter()
+        .map(|j| {
+            let loads = ssn
+                .reservations
+                .of_job(j)
+                .iter()
+                .map(|r| {
+                    let node = &ssn.state.nodes[r.node];
+                    (node.used.clone(), node.pod_count)
+                })
+                .collect();
+            (j, loads)
+        })
+        .collect();
+    Released {
+        own: waiting(ssn, job),
+        others,
+    }
 }
 
-/// After `job` was tried: reservations of its tasks still pending are held again; those of
-/// tasks placed meanwhile are used up.
-pub fn restore(ssn: &mut Session, job: usize) {
-    let mut i = 0;
-    while i < ssn.reservations.len() {
-        let r = ssn.reservations[i];
-        if ssn.state.tasks[r.task].job != job || r.held {
-            i += 1;
-            continue;
+/// After `job` was tried: its tasks' reservations are held again while still pending, used up
+/// once placed; those of lower-priority jobs released for it are held again where their task
+/// still fits, and a job any of whose tasks no longer fits loses all its room (see the
+/// module's "Priority").
+pub fn restore(ssn: &mut Session, job: usize, released: Released) {
+    ssn.reservations.lent = false;
+    if released.own {
+        restore_own(ssn, job);
+    }
+    for (j, loads) in released.others {
+        let mut fits = true;
+        for (i, (used, pods)) in loads.iter().enumerate() {
+            let r = ssn.reservations.by_job[j][i];
+            let node = &ssn.state.nodes[r.node];
+            // Untouched by the attempt: the hold stands as it stood (beside victims still
+            // terminating, the node may be over-committed until they are gone).
+            let untouched = node.used == *used && node.pod_count == *pods;
+            if fits && (untouched || still_fits(ssn, r)) {
+                set_held(ssn, j, i, true);
+            } else {
+                fits = false;
+            }
         }
-        if ssn.state.tasks[r.task].status == TaskStatus::Pending {
-            set_held(ssn, i, true);
+        if !fits {
+            let tasks: Vec<usize> = ssn.reservations.of_job(j).iter().map(|r| r.task).collect();
+            drop_job(ssn, j);
+            ssn.nominations.extend(tasks.into_iter().map(|t| (t, None)));
+        }
+    }
+}
+
+/// Whether reservation `r` (not held now) fits on its node once the pods terminating there are
+/// gone, as [`open`] judges a nomination.
+fn still_fits(ssn: &Session, r: Reservation) -> bool {
+    let st = &ssn.state;
+    let node = &st.nodes[r.node];
+    let mut idle = node.idle();
+    for t in &st.tasks {
+        if t.status == TaskStatus::Releasing && t.node.as_deref() == Some(&*node.name) {
+            idle.add(&t.request);
+        }
+    }
+    st.tasks[r.task].request.fits_in(&idle)
+}
+
+fn restore_own(ssn: &mut Session, job: usize) {
+    let mut i = 0;
+    while i < ssn.reservations.of_job(job).len() {
+        let r = ssn.reservations.by_job[job][i];
+        if r.held {
+            i += 1;
+        } else if ssn.state.tasks[r.task].status == TaskStatus::Pending {
+            set_held(ssn, job, i, true);
             i += 1;
         } else {
-            ssn.reservations.swap_remove(i);
-            ssn.reserved[job] -= 1;
+            ssn.reservations.by_job[job].swap_remove(i);
+            ssn.reservations.count -= 1;
         }
+    }
+    if ssn.reservations.of_job(job).is_empty() {
+        let priority = ssn.state.jobs[job].priority;
+        ssn.reservations.unlist(job, priority);
     }
 }
 
 /// Whether `job` has room held for it.
 pub fn waiting(ssn: &Session, job: usize) -> bool {
-    ssn.reserved[job] > 0
+    !ssn.reservations.of_job(job).is_empty()
 }
 
 /// Reads the nominations of the snapshot's pending tasks into reservations, dropping (and
@@ -140,13 +307,9 @@ pub fn open(ssn: &mut Session) {
 
 /// Drops the room held for `job`'s tasks (their wait ended): it is free for everyone again.
 pub fn drop_job(ssn: &mut Session, job: usize) {
-    let mut i = 0;
-    while i < ssn.reservations.len() {
-        if ssn.state.tasks[ssn.reservations[i].task].job == job {
-            set_held(ssn, i, false);
-            ssn.reservations.swap_remove(i);
-        } else {
-            i += 1;
-        }
+    for i in 0..ssn.reservations.of_job(job).len() {
+        set_held(ssn, job, i, false);
     }
+    let priority = ssn.state.jobs[job].priority;
+    ssn.reservations.clear(job, priority);
 }

@@ -162,9 +162,7 @@ pub struct Session {
     /// Candidates per kind of member, kept across attempts (no topology restriction only).
     pub kind_cache: HashMap<KindKey, Candidates>,
     /// Capacity held for pending tasks (see [`crate::reserve`]).
-    pub reservations: Vec<crate::reserve::Reservation>,
-    /// Per job: how many of `reservations` are its tasks' (kept by `reserve`).
-    pub reserved: Vec<u32>,
+    pub reservations: crate::reserve::Reservations,
     /// `nominatedNodeName` writes: (task, node or `None` to clear).
     pub nominations: Vec<(usize, Option<Arc<str>>)>,
     /// Preemptions and reclaims decided in this session (see [`crate::evict`]).
@@ -207,8 +205,7 @@ impl Session {
             version_counter: 0,
             change_log: Vec::new(),
             kind_cache: HashMap::new(),
-            reservations: Vec::new(),
-            reserved: vec![0; jobs],
+            reservations: crate::reserve::Reservations::new(jobs),
             nominations: Vec::new(),
             preemptions: Vec::new(),
             eviction: crate::evict::Switches::default(),
