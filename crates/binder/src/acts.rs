@@ -90,9 +90,9 @@ pub(crate) async fn run(inner: Arc<Inner>, acts: Vec<(Act, ActTicket)>, epoch: u
     while set.join_next().await.is_some() {}
 }
 
-/// A volume write: retried like a bind's attempts; a failure is logged and left to the next
-/// sessions (the members keep waiting, and their claims are chosen again if the write never
-/// lands: the wait times out).
+/// A volume write: retried like a bind's attempts; a write given up is logged and reported
+/// (`Observer::volume_write_dropped`), so the cache forgets what it assumed and the next
+/// session decides again.
 async fn volume_task(
     inner: Arc<Inner>,
     w: caldera_model::VolumeWrite,
@@ -107,6 +107,7 @@ async fn volume_task(
         _ => WriteKind::ClaimSelection,
     };
     let mut failures = 0u32;
+    let mut done = false;
     while inner.current(epoch) {
         inner.limiter.acquire().await;
         if !inner.current(epoch) {
@@ -114,7 +115,10 @@ async fn volume_task(
         }
         inner.observer.request(kind);
         match writes::volume(&inner.client, &w, now, &inner.options.field_manager).await {
-            Ok(()) => break,
+            Ok(()) => {
+                done = true;
+                break;
+            }
             Err(e) => {
                 inner.observer.failed_attempt(kind, &e);
                 failures += 1;
@@ -125,6 +129,9 @@ async fn volume_task(
                 tokio::time::sleep(backoff(policy, failures)).await;
             }
         }
+    }
+    if !done {
+        inner.observer.volume_write_dropped(&w);
     }
     drop(permit);
     drop(ticket);

@@ -232,6 +232,9 @@ pub trait Observer: Send + Sync {
     /// A status patch was given up (failed, or cancelled); the next session may write it
     /// again.
     fn write_dropped(&self, _target: &Target) {}
+    /// A volume write was given up (refused, failed every attempt, or cancelled): the claim
+    /// or volume is not as the plan assumed.
+    fn volume_write_dropped(&self, _write: &caldera_model::VolumeWrite) {}
     /// An event was folded into a queued one (the queue is over its soft cap).
     fn event_folded(&self) {}
     /// An event was dropped (the queue is at its memory cap and nothing to fold it into).

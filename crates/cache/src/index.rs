@@ -576,7 +576,9 @@ impl ClusterIndex {
 
     /// Removes a PersistentVolumeClaim.
     pub fn delete_claim(&mut self, namespace: &str, name: &str) {
-        self.volumes.claims.remove(&key_of(namespace, name));
+        let key = key_of(namespace, name);
+        self.volumes.claims.remove(&key);
+        self.volumes.watched_claims.remove(&key);
     }
 
     /// Replaces every PersistentVolumeClaim.
@@ -585,6 +587,7 @@ impl ClusterIndex {
         claims: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
     ) -> Vec<Error> {
         self.volumes.claims.clear();
+        self.volumes.watched_claims.clear();
         claims
             .into_iter()
             .filter_map(|c| self.apply_claim(c).err())
@@ -594,7 +597,7 @@ impl ClusterIndex {
     /// Adds or replaces a PersistentVolume. On error the previous version is removed.
     pub fn apply_volume(&mut self, pv: &PersistentVolume) -> Result<()> {
         if let Some(name) = pv.metadata.name.as_deref() {
-            self.volumes.volumes.remove(name);
+            self.delete_volume(name);
         }
         let v = crate::volumes::volume(pv)?;
         self.volumes.volumes.insert(v.volume.name.clone(), v);
@@ -604,6 +607,7 @@ impl ClusterIndex {
     /// Removes a PersistentVolume.
     pub fn delete_volume(&mut self, name: &str) {
         self.volumes.volumes.remove(name);
+        self.volumes.watched_volumes.remove(name);
     }
 
     /// Replaces every PersistentVolume.
@@ -612,6 +616,7 @@ impl ClusterIndex {
         volumes: impl IntoIterator<Item = &'a PersistentVolume>,
     ) -> Vec<Error> {
         self.volumes.volumes.clear();
+        self.volumes.watched_volumes.clear();
         volumes
             .into_iter()
             .filter_map(|v| self.apply_volume(v).err())
@@ -673,21 +678,13 @@ impl ClusterIndex {
                 claim,
                 node,
             } => {
-                if let Some(c) = self
-                    .volumes
-                    .claims
-                    .get_mut(&(namespace.clone(), claim.clone()))
-                {
+                if let Some(c) = self.volumes.assumed_claim(namespace, claim) {
                     c.selected_node = Some(node.clone());
                     c.selected_at = Some(now);
                 }
             }
             VolumeWrite::Unselect { namespace, claim } => {
-                if let Some(c) = self
-                    .volumes
-                    .claims
-                    .get_mut(&(namespace.clone(), claim.clone()))
-                {
+                if let Some(c) = self.volumes.assumed_claim(namespace, claim) {
                     c.selected_node = None;
                     c.selected_at = None;
                 }
@@ -698,10 +695,35 @@ impl ClusterIndex {
                 claim,
                 uid,
             } => {
-                if let Some(v) = self.volumes.volumes.get_mut(volume) {
+                if let Some(v) = self.volumes.assumed_volume(volume) {
                     v.claim_ref = Some((namespace.clone(), claim.clone(), uid.clone()));
                     v.volume.claim_ref = Some(format!("{namespace}/{claim}").into());
                     v.selected_at = Some(now);
+                }
+            }
+        }
+    }
+
+    /// A volume write the binder gave up on (refused, failed every attempt, or cancelled by a
+    /// lost leadership): the claim or volume is as last watched again, so the next session
+    /// decides afresh instead of waiting for a write that never landed. Nothing changes if the
+    /// watch has delivered the object since.
+    pub fn volume_write_failed(&mut self, w: &caldera_model::VolumeWrite) {
+        use caldera_model::VolumeWrite;
+        let v = &mut self.volumes;
+        match w {
+            VolumeWrite::SelectNode {
+                namespace, claim, ..
+            }
+            | VolumeWrite::Unselect { namespace, claim } => {
+                let key = (namespace.clone(), claim.clone());
+                if let Some(watched) = v.watched_claims.remove(&key) {
+                    v.claims.insert(key, watched);
+                }
+            }
+            VolumeWrite::PreBind { volume, .. } => {
+                if let Some(watched) = v.watched_volumes.remove(volume) {
+                    v.volumes.insert(volume.clone(), watched);
                 }
             }
         }

@@ -322,9 +322,34 @@ pub(crate) struct VolumeIndex {
     pub(crate) csinodes: BTreeMap<Arc<str>, BTreeMap<Arc<str>, u32>>,
     /// Pods on nodes that use claims: (namespace, pod) → (node, claim names).
     pub(crate) users: BTreeMap<Key, (Arc<str>, PodClaims)>,
+    /// A claim as last watched, while a volume write to it is assumed and not yet watched.
+    pub(crate) watched_claims: BTreeMap<Key, ClaimInfo>,
+    /// A volume as last watched, while a pre-bind of it is assumed and not yet watched.
+    pub(crate) watched_volumes: BTreeMap<Arc<str>, VolumeInfo>,
 }
 
 impl VolumeIndex {
+    /// The claim a volume write is assumed on, its watched version kept first.
+    pub(crate) fn assumed_claim(
+        &mut self,
+        namespace: &Arc<str>,
+        name: &Arc<str>,
+    ) -> Option<&mut ClaimInfo> {
+        let key = (namespace.clone(), name.clone());
+        let c = self.claims.get_mut(&key)?;
+        self.watched_claims.entry(key).or_insert_with(|| c.clone());
+        Some(c)
+    }
+
+    /// The volume a pre-bind is assumed on, its watched version kept first.
+    pub(crate) fn assumed_volume(&mut self, name: &Arc<str>) -> Option<&mut VolumeInfo> {
+        let v = self.volumes.get_mut(name)?;
+        self.watched_volumes
+            .entry(name.clone())
+            .or_insert_with(|| v.clone());
+        Some(v)
+    }
+
     /// Drivers with an attach limit on some node.
     fn limited_drivers(&self) -> BTreeSet<&Arc<str>> {
         self.csinodes.values().flat_map(|m| m.keys()).collect()

@@ -363,6 +363,11 @@ impl Observer for RuntimeObserver {
         }
     }
 
+    fn volume_write_dropped(&self, write: &caldera_model::VolumeWrite) {
+        self.shared.lock_cluster().index.volume_write_failed(write);
+        self.shared.trigger();
+    }
+
     fn event_folded(&self) {
         self.shared.metrics.events_folded.inc();
     }
