@@ -226,7 +226,15 @@ fn count_kinds(objects: &[Object]) -> String {
     }
     counts
         .into_iter()
-        .map(|(k, n)| format!("{n} {k}{}", if n == 1 { "" } else { "s" }))
+        .map(|(k, n)| {
+            let k = k.to_string();
+            let plural = match n {
+                1 => "",
+                _ if k.ends_with('s') => "es",
+                _ => "s",
+            };
+            format!("{n} {k}{plural}")
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -544,6 +552,20 @@ mod tests {
     fn times_read_as_offsets_from_the_start() {
         assert_eq!(elapsed(START.plus_millis(3000)), "+3s");
         assert_eq!(elapsed(START.plus_millis(90_500)), "+1m30.5s");
+    }
+
+    #[test]
+    fn kinds_are_counted_in_plain_english() {
+        let objects = caldera_sim::manifest::parse_stream(
+            "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: a}\nvalue: 1\n---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: b}\nvalue: 2\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n}\n",
+            "t.yaml",
+        )
+        .unwrap()
+        .objects
+        .into_iter()
+        .map(|(_, o)| o)
+        .collect::<Vec<_>>();
+        assert_eq!(count_kinds(&objects), "2 PriorityClasses, 1 Node");
     }
 
     #[test]
