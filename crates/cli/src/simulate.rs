@@ -275,6 +275,27 @@ fn describe_sessions(sim: &Simulation, sessions: &[SessionReport]) -> Vec<String
                 spread.join(", ")
             ));
         }
+        let mut released: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, node) in &s.released {
+            *released.entry(node).or_default() += 1;
+        }
+        if !released.is_empty() {
+            let spread: Vec<String> = released.iter().map(|(n, c)| format!("{n} ×{c}")).collect();
+            lines.push(format!(
+                "{}: released {} pod{} to kube-scheduler → {}",
+                elapsed(s.time),
+                s.released.len(),
+                if s.released.len() == 1 { "" } else { "s" },
+                spread.join(", ")
+            ));
+        }
+        if !s.evicted.is_empty() {
+            lines.push(format!(
+                "{}: evicted (preempt/reclaim; they keep their nodes for their grace period): {}",
+                elapsed(s.time),
+                s.evicted.join(", ")
+            ));
+        }
         if !s.failed.is_empty() {
             lines.push(format!(
                 "{}: marked Failed (gang timeout): {}",

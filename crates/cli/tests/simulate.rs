@@ -461,3 +461,21 @@ allowedTopologies:
         "{stderr}"
     );
 }
+
+#[test]
+fn a_preemption_is_told_step_by_step() {
+    let file = scenario("preempt-defragments.yaml");
+    let out = caldera(&["simulate", file.to_str().unwrap()], None);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let evicted = stdout
+        .find("+4s: evicted (preempt/reclaim; they keep their nodes for their grace period): default/low-n1-0, default/low-n1-1, default/low-n1-2")
+        .expect(&stdout);
+    let terminating = stdout[evicted..]
+        .find("default/low-n1-0  n1    Running  Terminating (EvictionByEvictionAPI)")
+        .expect(&stdout);
+    assert!(
+        stdout[evicted + terminating..].contains("bound gang default/tp4, 4 pods → n1 ×4"),
+        "{stdout}"
+    );
+}

@@ -69,6 +69,9 @@ pub struct PodRow {
     /// `status.nominatedNodeName` (a node held for the pod before it is bound: a preemptor
     /// waiting for its victims, a member waiting for its volumes), or null.
     pub nominated_node: Option<String>,
+    /// Being deleted (`metadata.deletionTimestamp` set): a victim still on its node for its
+    /// grace period.
+    pub terminating: bool,
 }
 
 /// One PodGroup condition.
@@ -141,6 +144,21 @@ fn pod_phase(pod: &Pod) -> String {
         .unwrap_or_else(|| "Pending".into())
 }
 
+/// `Terminating`, with the `DisruptionTarget` condition's reason when there is one (an
+/// eviction's).
+fn terminating(pod: &Pod) -> String {
+    let why = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "DisruptionTarget"))
+        .and_then(|c| c.reason.clone());
+    match why {
+        Some(r) => format!("Terminating ({r})"),
+        None => "Terminating".into(),
+    }
+}
+
 fn scheduled_false(pod: &Pod) -> Option<(String, String)> {
     pod.status
         .as_ref()
@@ -174,6 +192,7 @@ pub fn report(sim: &Simulation) -> Report {
                     .as_ref()
                     .and_then(|s| s.nominated_node_name.clone())
                     .filter(|n| !n.is_empty()),
+                terminating: p.metadata.deletion_timestamp.is_some(),
             }
         })
         .collect();
@@ -419,6 +438,7 @@ pub fn lone_pod_table(sim: &Simulation) -> Option<String> {
                 p.status.as_ref().and_then(|s| s.reason.clone()),
                 scheduled_false(p),
             ) {
+                _ if p.metadata.deletion_timestamp.is_some() => terminating(p),
                 (Some(r), _) => r,
                 (None, Some((r, m))) if node_name(p).is_none() => format!("{r}: {m}"),
                 _ => String::new(),
