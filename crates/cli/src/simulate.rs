@@ -265,16 +265,6 @@ fn describe_sessions(sim: &Simulation, sessions: &[SessionReport]) -> Vec<String
                 .unwrap_or_else(|| format!("pod {pod}"));
             *by_gang.entry(gang).or_default().entry(node).or_default() += 1;
         }
-        for (gang, nodes) in by_gang {
-            let total: usize = nodes.values().sum();
-            let spread: Vec<String> = nodes.iter().map(|(n, c)| format!("{n} ×{c}")).collect();
-            lines.push(format!(
-                "{}: bound {gang}, {total} pod{} → {}",
-                elapsed(s.time),
-                if total == 1 { "" } else { "s" },
-                spread.join(", ")
-            ));
-        }
         let mut released: BTreeMap<&str, usize> = BTreeMap::new();
         for (_, node) in &s.released {
             *released.entry(node).or_default() += 1;
@@ -286,6 +276,16 @@ fn describe_sessions(sim: &Simulation, sessions: &[SessionReport]) -> Vec<String
                 elapsed(s.time),
                 s.released.len(),
                 if s.released.len() == 1 { "" } else { "s" },
+                spread.join(", ")
+            ));
+        }
+        for (gang, nodes) in by_gang {
+            let total: usize = nodes.values().sum();
+            let spread: Vec<String> = nodes.iter().map(|(n, c)| format!("{n} ×{c}")).collect();
+            lines.push(format!(
+                "{}: bound {gang}, {total} pod{} → {}",
+                elapsed(s.time),
+                if total == 1 { "" } else { "s" },
                 spread.join(", ")
             ));
         }
