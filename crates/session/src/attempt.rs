@@ -269,7 +269,7 @@ fn place_gang(
                     continue;
                 }
                 None => {
-                    holdup = Some(Holdup::Fit(Session::fit_message(&c)));
+                    holdup = Some(Holdup::Fit(ssn.fit_message(&c)));
                     no_room = true;
                     break;
                 }
@@ -319,7 +319,7 @@ fn place_gang(
                 ssn.refresh(t, node, &mut kinds[kind].1, placement);
             }
             None => {
-                holdup = Some(Holdup::Fit(Session::fit_message(&kinds[kind].1)));
+                holdup = Some(Holdup::Fit(ssn.fit_message(&kinds[kind].1)));
                 no_room = true;
                 break;
             }

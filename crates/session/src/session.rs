@@ -3,6 +3,7 @@
 use crate::plugin::{FitReason, Hooks, Plugin, Verdict};
 use crate::state::{Holdup, State};
 use caldera_model::{PlacementSpec, Resources, Task, TaskStatus};
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::Arc;
@@ -108,8 +109,8 @@ pub struct Candidates {
     latest: Vec<u64>,
     /// Per node: passes the static filters and lies in the placement's domain.
     in_scope: Vec<bool>,
-    /// Why in-scope nodes that do not fit now do not.
-    dropped: HashMap<u32, Vec<FitReason>>,
+    /// Per node: why it does not fit now (a set in [`Session`]'s reasons), or [`FITS`].
+    dropped: Vec<u32>,
     /// Out-of-scope nodes counted by reason.
     static_reasons: BTreeMap<FitReason, u32>,
     considered: u32,
@@ -121,6 +122,51 @@ pub struct Candidates {
 }
 
 const NO_ENTRY: u64 = u64::MAX;
+
+/// In [`Candidates::dropped`]: the node is not known not to fit.
+const FITS: u32 = u32::MAX;
+
+/// Why nodes do not fit, interned for the session: a node's reasons are one id, so thousands
+/// of nodes failing alike cost no allocation each and are counted by id for the message.
+#[derive(Debug, Default)]
+struct Reasons {
+    sets: Vec<Vec<FitReason>>,
+    ids: HashMap<Vec<FitReason>, u32>,
+    /// Sets of one reason, by it.
+    single: HashMap<FitReason, u32>,
+    /// The set `Insufficient <resource>`, by resource name.
+    insufficient: HashMap<String, u32>,
+}
+
+impl Reasons {
+    fn of(&mut self, reasons: Vec<FitReason>) -> u32 {
+        if let Some(&id) = self.ids.get(&reasons) {
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        self.sets.push(reasons.clone());
+        self.ids.insert(reasons, id);
+        id
+    }
+
+    fn single(&mut self, reason: FitReason) -> u32 {
+        if let Some(&id) = self.single.get(&reason) {
+            return id;
+        }
+        let id = self.of(vec![reason.clone()]);
+        self.single.insert(reason, id);
+        id
+    }
+
+    fn insufficient(&mut self, resource: &str) -> u32 {
+        if let Some(&id) = self.insufficient.get(resource) {
+            return id;
+        }
+        let id = self.single(format!("Insufficient {resource}"));
+        self.insufficient.insert(resource.to_string(), id);
+        id
+    }
+}
 
 /// Why a node booked for another gang was not considered.
 pub const BOOKED: &str = "node(s) were booked for another gang";
@@ -161,6 +207,8 @@ pub struct Session {
     change_log: Vec<u32>,
     /// Candidates per kind of member, kept across attempts (no topology restriction only).
     pub kind_cache: HashMap<KindKey, Candidates>,
+    /// Why nodes did not fit, by id (see [`Candidates`]).
+    reasons: RefCell<Reasons>,
     /// Capacity held for pending tasks (see [`crate::reserve`]).
     pub reservations: crate::reserve::Reservations,
     /// `nominatedNodeName` writes: (task, node or `None` to clear).
@@ -205,6 +253,7 @@ impl Session {
             version_counter: 0,
             change_log: Vec::new(),
             kind_cache: HashMap::new(),
+            reasons: RefCell::default(),
             reservations: crate::reserve::Reservations::new(jobs),
             nominations: Vec::new(),
             preemptions: Vec::new(),
@@ -448,19 +497,27 @@ impl Session {
     }
 
     /// The dynamic check of `task` on `node`: resources, then plugin filters. `Err` carries
-    /// every reason that applies (each Insufficient resource counts, as kube-scheduler does).
-    fn fits(&self, task: &Task, node: usize) -> Result<(), Vec<FitReason>> {
+    /// the id of every reason that applies (each Insufficient resource counts, as
+    /// kube-scheduler does).
+    fn fits(&self, task: &Task, node: usize) -> Result<(), u32> {
         let n = &self.state.nodes[node];
         if !task.request.fits_in_left(&n.allocatable, &n.used) {
             let idle = n.idle();
-            return Err(task
-                .request
-                .insufficient(&idle)
-                .map(|r| format!("Insufficient {r}"))
-                .collect());
+            let mut short = task.request.insufficient(&idle);
+            let mut reasons = self.reasons.borrow_mut();
+            return Err(match (short.next(), short.next()) {
+                (Some(r), None) => reasons.insufficient(r),
+                _ => reasons.of(task
+                    .request
+                    .insufficient(&idle)
+                    .map(|r| format!("Insufficient {r}"))
+                    .collect()),
+            });
         }
         for s in self.slots.iter().filter(|s| s.hooks.predicate) {
-            s.plugin.filter(&self.state, task, n).map_err(|r| vec![r])?;
+            s.plugin
+                .filter(&self.state, task, n)
+                .map_err(|r| self.reasons.borrow_mut().single(r))?;
         }
         Ok(())
     }
@@ -497,11 +554,11 @@ impl Session {
                     version,
                 });
                 c.latest[n] = version;
-                c.dropped.remove(&node);
+                c.dropped[n] = FITS;
             }
             Err(reasons) => {
                 c.latest[n] = NO_ENTRY;
-                c.dropped.insert(node, reasons);
+                c.dropped[n] = reasons;
             }
         }
     }
@@ -514,7 +571,7 @@ impl Session {
             heap: BinaryHeap::new(),
             latest: vec![NO_ENTRY; n],
             in_scope: vec![false; n],
-            dropped: HashMap::new(),
+            dropped: vec![FITS; n],
             static_reasons: BTreeMap::new(),
             considered: 0,
             seen: self.change_log.len(),
@@ -612,7 +669,7 @@ impl Session {
             } else {
                 // Nothing fits: these nodes' reasons go into the fit message.
                 cands.latest[e.node as usize] = NO_ENTRY;
-                cands.dropped.insert(e.node, reasons);
+                cands.dropped[e.node as usize] = reasons;
             }
         }
         found
@@ -630,11 +687,20 @@ impl Session {
     }
 
     /// The kube-scheduler style message for a member that found no node.
-    pub fn fit_message(cands: &Candidates) -> String {
-        let mut counts = cands.static_reasons.clone();
-        for reasons in cands.dropped.values() {
-            for r in reasons {
-                *counts.entry(r.clone()).or_insert(0) += 1;
+    pub fn fit_message(&self, cands: &Candidates) -> String {
+        let reasons = self.reasons.borrow();
+        let mut by_set = vec![0u32; reasons.sets.len()];
+        for &id in cands.dropped.iter().filter(|&&id| id != FITS) {
+            by_set[id as usize] += 1;
+        }
+        let mut counts: BTreeMap<&str, u32> = cands
+            .static_reasons
+            .iter()
+            .map(|(r, c)| (r.as_str(), *c))
+            .collect();
+        for (set, &n) in reasons.sets.iter().zip(&by_set).filter(|(_, &n)| n > 0) {
+            for r in set {
+                *counts.entry(r.as_str()).or_insert(0) += n;
             }
         }
         let mut parts: Vec<String> = counts.iter().map(|(r, c)| format!("{c} {r}")).collect();
