@@ -50,6 +50,7 @@ use crate::attempt::probe;
 use crate::reserve;
 use crate::session::Session;
 use crate::state::{holds_node, Holdup};
+use caldera_model::resources::{CPU, MEMORY};
 use caldera_model::{PodGroupPhase, Resources, TaskStatus, Time};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -172,14 +173,12 @@ fn units_of(ssn: &Session, v: usize) -> Vec<Unit> {
     out
 }
 
-/// Takes `task` off its node for the search (as if gone).
-fn take(ssn: &mut Session, task: usize) -> TaskStatus {
+/// Takes `task` off its node (`node`, its index) for the search (as if gone).
+fn take(ssn: &mut Session, task: usize, node: Option<usize>) -> TaskStatus {
     for s in ssn.slots.iter_mut().rev() {
         s.plugin.on_deallocate(&ssn.state, task);
     }
     let st = &mut ssn.state;
-    let node = st.tasks[task].node.clone();
-    let node = node.as_deref().and_then(|n| st.node_index(n));
     let t = &mut st.tasks[task];
     let prev = t.status;
     t.status = TaskStatus::Releasing;
@@ -201,10 +200,8 @@ fn take(ssn: &mut Session, task: usize) -> TaskStatus {
 }
 
 /// Undoes [`take`].
-fn give_back(ssn: &mut Session, task: usize, prev: TaskStatus) {
+fn give_back(ssn: &mut Session, task: usize, node: Option<usize>, prev: TaskStatus) {
     let st = &mut ssn.state;
-    let node = st.tasks[task].node.clone();
-    let node = node.as_deref().and_then(|n| st.node_index(n));
     let t = &mut st.tasks[task];
     t.status = prev;
     let (req, job) = (t.request.clone(), t.job);
@@ -338,6 +335,8 @@ struct Pool {
     /// them would free at most.
     held: BTreeMap<(usize, i32), Resources>,
     mode: Mode,
+    /// Where each task is.
+    at: At,
 }
 
 impl Pool {
@@ -347,6 +346,7 @@ impl Pool {
             keys: vec![Vec::new(); ssn.state.jobs.len()],
             held: BTreeMap::new(),
             mode,
+            at: At::new(ssn),
         };
         for v in 0..ssn.state.jobs.len() {
             pool.list(ssn, v);
@@ -421,6 +421,36 @@ impl Pool {
     }
 }
 
+/// Where each task is: the index of its node (tasks keep their nodes while a preemption is
+/// chosen; taken victims stay on theirs as they terminate), looked up once per action.
+#[derive(Debug)]
+struct At(Vec<u32>);
+
+impl At {
+    const NONE: u32 = u32::MAX;
+
+    fn new(ssn: &Session) -> Self {
+        let st = &ssn.state;
+        At(st
+            .tasks
+            .iter()
+            .map(|t| {
+                t.node
+                    .as_deref()
+                    .and_then(|n| st.node_index(n))
+                    .map_or(Self::NONE, |n| n as u32)
+            })
+            .collect())
+    }
+
+    fn node(&self, task: usize) -> Option<usize> {
+        self.0
+            .get(task)
+            .filter(|&&n| n != Self::NONE)
+            .map(|&n| n as usize)
+    }
+}
+
 /// Which units one preemptor may take.
 struct Rule {
     job: usize,
@@ -489,11 +519,10 @@ fn free_capacity(ssn: &Session) -> Resources {
 }
 
 /// [`take`]s `task` and adds the room it frees on its node to `free`.
-fn take_into(ssn: &mut Session, task: usize, free: &mut Resources) -> TaskStatus {
-    let node = ssn.state.tasks[task].node.as_deref();
-    let node = node.and_then(|n| ssn.state.node_index(n));
+fn take_into(ssn: &mut Session, at: &At, task: usize, free: &mut Resources) -> TaskStatus {
+    let node = at.node(task);
     let before = node.map(|n| room(ssn, n));
-    let prev = take(ssn, task);
+    let prev = take(ssn, task, node);
     if let (Some(n), Some(before)) = (node, before) {
         free.add(&room(ssn, n));
         free.sub(&before);
@@ -502,12 +531,19 @@ fn take_into(ssn: &mut Session, task: usize, free: &mut Resources) -> TaskStatus
 }
 
 /// The room giving `tasks` back (they are taken now) would cost `free`: `free` without it.
-fn free_without(ssn: &Session, tasks: &[(usize, TaskStatus)], free: &Resources) -> Resources {
+fn free_without(
+    ssn: &Session,
+    at: &At,
+    tasks: &[(usize, TaskStatus)],
+    free: &Resources,
+) -> Resources {
     let mut on_node: BTreeMap<usize, Resources> = BTreeMap::new();
     for &(t, _) in tasks {
-        let task = &ssn.state.tasks[t];
-        if let Some(n) = task.node.as_deref().and_then(|n| ssn.state.node_index(n)) {
-            on_node.entry(n).or_default().add(&task.request);
+        if let Some(n) = at.node(t) {
+            on_node
+                .entry(n)
+                .or_default()
+                .add(&ssn.state.tasks[t].request);
         }
     }
     let mut out = free.clone();
@@ -677,7 +713,8 @@ fn search(
     let mut spent: BTreeMap<u32, u32> = BTreeMap::new();
     // Chosen units in candidate order, with the tasks taken and their previous status.
     let mut chosen: Vec<Chosen> = Vec::new();
-    let mut set_aside = SetAside::default();
+    let at = &pool.at;
+    let mut set_aside = SetAside::new(at);
     let mut placement = None;
     for (rank, unit) in pool.candidates(&rule).enumerate() {
         let tasks: Vec<usize> = unit
@@ -717,7 +754,7 @@ fn search(
         for (b, n) in want {
             *spent.entry(b).or_insert(0) += n;
         }
-        if sieve.sets_aside(ssn, &tasks, &set_aside) {
+        if sieve.sets_aside(ssn, at, &tasks, &set_aside) {
             // The gang could use none of its nodes even with it gone: nothing changes for
             // the gang, so no probe either (see [`SetAside`]).
             set_aside.add(ssn, rank, unit, &tasks);
@@ -727,10 +764,7 @@ fn search(
             .iter()
             .map(|&t| (t, set_aside.take_into(ssn, t, &mut free)))
             .collect();
-        let nodes: BTreeSet<usize> = taken
-            .iter()
-            .filter_map(|&(t, _)| task_node(ssn, t))
-            .collect();
+        let nodes: BTreeSet<usize> = taken.iter().filter_map(|&(t, _)| at.node(t)).collect();
         chosen.push((rank, unit, taken));
         // Units set aside on a node this one made usable are taken now, and so are those of
         // the same victim job as any unit taken (what the pruning pass may give back of a
@@ -762,7 +796,7 @@ fn search(
         let reached = set_aside.room_with(ssn, &free);
         for (_, _, taken) in chosen.into_iter().rev() {
             for (t, prev) in taken.into_iter().rev() {
-                give_back(ssn, t, prev);
+                give_back(ssn, t, at.node(t), prev);
             }
         }
         // The room only grew as units were taken: if the gang's resources never fit in it,
@@ -791,13 +825,13 @@ fn search(
         let (_, taken) = &chosen[k];
         let taken = taken.clone();
         // `free` bounds what any placement can use: without the unit, a probe would fail.
-        let without = free_without(ssn, &taken, &free);
+        let without = free_without(ssn, at, &taken, &free);
         if !placed.fits_in(&without) {
             continue;
         }
-        let idle = sieve.idle_for(ssn, &taken);
+        let idle = sieve.idle_for(ssn, at, &taken);
         for &(t, prev) in taken.iter().rev() {
-            give_back(ssn, t, prev);
+            give_back(ssn, t, at.node(t), prev);
         }
         let victim = chosen[k].0.job;
         if idle && gang_whole_or_enough(ssn, victim) {
@@ -820,7 +854,7 @@ fn search(
             }
             None => {
                 for &(t, _) in &taken {
-                    take(ssn, t);
+                    take(ssn, t, at.node(t));
                 }
             }
         }
@@ -879,7 +913,7 @@ impl Sieve {
     /// Whether a search may set aside the unit of victim `tasks` (not taken): on each of their
     /// nodes no member would fit even with them and every unit set aside there gone, and
     /// they carry no inter-pod terms.
-    fn sets_aside(&self, ssn: &Session, tasks: &[usize], aside: &SetAside) -> bool {
+    fn sets_aside(&self, ssn: &Session, at: &At, tasks: &[usize], aside: &SetAside) -> bool {
         if self.requests.is_empty() {
             return false;
         }
@@ -889,57 +923,64 @@ impl Sieve {
             if !st.tasks[t].spec.pods.is_empty() {
                 return false;
             }
-            let Some(n) = task_node(ssn, t) else {
+            let Some(n) = at.node(t) else {
                 continue;
             };
             freed.entry(n).or_default().add(&st.tasks[t].request);
         }
-        freed.into_iter().all(|(n, mut room)| {
-            if let Some((pending, _)) = aside.on_node.get(&n) {
-                room.add(pending);
-            }
-            !self.usable_with(ssn, n, &room)
+        let none = Resources::new();
+        freed.into_iter().all(|(n, room)| {
+            let pending = aside.on_node.get(&n).map_or(&none, |(p, _)| p);
+            !self.usable_with(ssn, n, &room, pending)
         })
     }
 
     /// Whether a member could go on node `n` were the units set aside there gone.
     fn usable(&self, ssn: &Session, n: usize, aside: &SetAside) -> bool {
         match aside.on_node.get(&n) {
-            Some((pending, _)) if !pending.is_empty() => self.usable_with(ssn, n, pending),
+            Some((pending, _)) if !pending.is_empty() => {
+                self.usable_with(ssn, n, pending, &Resources::new())
+            }
             _ => false,
         }
     }
 
-    /// Whether some member fits on node `n` with `more` freed there.
-    fn usable_with(&self, ssn: &Session, n: usize, more: &Resources) -> bool {
+    /// Whether some member fits on node `n` (Ready) with `more` and `also` freed there.
+    fn usable_with(&self, ssn: &Session, n: usize, more: &Resources, also: &Resources) -> bool {
         let node = &ssn.state.nodes[n];
         if !node.ready {
             return false;
         }
-        let mut idle = node.idle();
-        idle.add(more);
-        self.requests.iter().any(|r| r.fits_in(&idle))
+        let left = |name: &str| {
+            node.allocatable.get(name) - node.used.get(name) + more.get(name) + also.get(name)
+        };
+        // As `Resources::fits_in`: cpu and memory always, other resources the member asks for.
+        let (cpu, memory) = (left(CPU), left(MEMORY));
+        self.requests.iter().any(|r| {
+            r.cpu <= cpu
+                && r.memory <= memory
+                && r.iter()
+                    .filter(|&(name, _)| name != CPU && name != MEMORY)
+                    .all(|(name, v)| v <= left(name))
+        })
     }
 
     /// Whether `taken` (victim tasks now taken off their nodes) cannot matter to the gang:
     /// on each of their nodes no member fits even with them gone, and they carry no
     /// inter-pod terms (whose reach goes beyond their node). Given back, they leave every
     /// node the gang could use exactly as it is, so a probe places it exactly as now.
-    fn idle_for(&self, ssn: &Session, taken: &[(usize, TaskStatus)]) -> bool {
+    fn idle_for(&self, ssn: &Session, at: &At, taken: &[(usize, TaskStatus)]) -> bool {
         if self.requests.is_empty() {
             return false;
         }
         let st = &ssn.state;
+        let none = Resources::new();
         taken.iter().all(|&(t, _)| {
-            let task = &st.tasks[t];
-            if !task.spec.pods.is_empty() {
+            if !st.tasks[t].spec.pods.is_empty() {
                 return false;
             }
-            let Some(n) = task.node.as_deref().and_then(|n| st.node_index(n)) else {
-                return true;
-            };
-            let idle = st.nodes[n].idle();
-            !self.requests.iter().any(|r| r.fits_in(&idle))
+            at.node(t)
+                .is_none_or(|n| !self.usable_with(ssn, n, &none, &none))
         })
     }
 }
@@ -951,8 +992,9 @@ impl Sieve {
 /// every one of them back — without the cost: on a cluster over-committed by earlier
 /// preemptions most units are such. When a unit taken later makes one of their nodes usable,
 /// every unit set aside there is taken at once (together they may free what one does not).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct SetAside<'a> {
+    at: &'a At,
     /// (rank among the candidates, unit, the tasks it set aside).
     units: Vec<(usize, &'a Unit, Vec<usize>)>,
     /// Tasks set aside and not taken since, with their node.
@@ -967,11 +1009,22 @@ struct SetAside<'a> {
 }
 
 impl<'a> SetAside<'a> {
+    fn new(at: &'a At) -> Self {
+        SetAside {
+            at,
+            units: Vec::new(),
+            tasks: HashMap::new(),
+            on_node: HashMap::new(),
+            by_queue: HashMap::new(),
+            by_job: HashMap::new(),
+        }
+    }
+
     fn add(&mut self, ssn: &Session, rank: usize, unit: &'a Unit, tasks: &[usize]) {
         let index = self.units.len();
         let mut mine = Vec::new();
         for &t in tasks {
-            let node = task_node(ssn, t);
+            let node = self.at.node(t);
             let request = &ssn.state.tasks[t].request;
             self.tasks.insert(t, node);
             if let Some(n) = node {
@@ -1003,7 +1056,7 @@ impl<'a> SetAside<'a> {
                 sum.sub(request);
             }
         }
-        take_into(ssn, task, free)
+        take_into(ssn, self.at, task, free)
     }
 
     /// The units set aside with tasks on node `n`.
@@ -1076,12 +1129,6 @@ impl<'a> SetAside<'a> {
         }
         out
     }
-}
-
-/// The node victim task `t` is on.
-fn task_node(ssn: &Session, t: usize) -> Option<usize> {
-    let st = &ssn.state;
-    st.tasks[t].node.as_deref().and_then(|n| st.node_index(n))
 }
 
 /// Whether victim job `v` keeps either none of its members or at least `minMember`.
