@@ -73,6 +73,7 @@ scenarios! {
     predicates_basic => "predicates-basic.yaml",
     preempt_defragments => "preempt-defragments.yaml",
     preempt_free_plus_emptied_node => "preempt-free-plus-emptied-node.yaml",
+    preempt_held_room_higher_priority => "preempt-held-room-higher-priority.yaml",
     preempt_keeps_gangs_whole => "preempt-keeps-gangs-whole.yaml",
     preempt_lowest_whole_gangs => "preempt-lowest-whole-gangs.yaml",
     preempt_no_thrash => "preempt-no-thrash.yaml",
