@@ -799,6 +799,39 @@ fn members_of_a_half_bound_required_topology_gang_join_their_domain() {
 }
 
 #[test]
+fn a_required_topology_gang_kept_out_by_its_own_anti_affinity_is_told_both_causes() {
+    // Four one-per-node members that must share one node: every node has the room, none the
+    // fit. The message names the topology and, from the domains with room, the anti-affinity.
+    let mut c = Cluster::new();
+    for i in 0..3 {
+        c = c.node(gpu_node(&format!("n{i}")));
+    }
+    let c = c
+        .group(
+            podgroup("ns", "ps")
+                .min_member(4)
+                .topology(true, "kubernetes.io/hostname"),
+        )
+        .members("ns", "ps", 4, |p| {
+            p.gpus(1)
+                .label("app", "ps")
+                .anti_affinity("app", "ps", "kubernetes.io/hostname")
+        });
+    let out = run(&c.snapshot());
+    assert!(out.plan.binds.is_empty(), "{:?}", out.plan.binds);
+    let msg = pg_condition(&out.plan, "ps").map(|c| c.message.clone());
+    let msg = msg.unwrap_or_default();
+    assert!(
+        msg.contains("0/3 kubernetes.io/hostname domains can hold all 4 members"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("3 had room for it, but its members do not all fit there: 0/1 nodes are available: 1 node(s) didn't satisfy existing pods anti-affinity rules."),
+        "{msg}"
+    );
+}
+
+#[test]
 fn a_job_naming_a_missing_queue_takes_no_share_from_real_queues() {
     let c = Cluster::new()
         .node(gpu_node("n1"))

@@ -450,6 +450,9 @@ fn place_in_topology(
         }
     }
     fitting.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    // Why the first domain with room enough still could not take the gang (its members'
+    // other constraints: anti-affinity, spread, volumes, ports), for the message.
+    let mut other_cause: Option<String> = None;
     for (_, _, nodes) in &fitting {
         let mut placement = Placement {
             only: Some(Arc::new((*nodes).clone())),
@@ -459,19 +462,29 @@ fn place_in_topology(
         if let Ok(n) = place_gang(ssn, job, tasks, &mut placement, None, dry) {
             return Ok(n);
         }
-        if matches!(ssn.state.job_runs[job].holdup, Some(Holdup::Quota(_))) {
-            return Err(None);
+        match &ssn.state.job_runs[job].holdup {
+            Some(Holdup::Quota(_)) => return Err(None),
+            Some(Holdup::Fit(msg)) if saved.is_none() && other_cause.is_none() => {
+                other_cause = Some(msg.clone());
+            }
+            _ => {}
         }
         ssn.state.job_runs[job].holdup = saved;
     }
     if topo.required {
-        let msg = format!(
+        let mut msg = format!(
             "0/{} {} domains can hold all {} members of the gang together (it needs {})",
             domains.len(),
             topo.key,
             need,
             gang
         );
+        if let Some(cause) = other_cause {
+            msg = format!(
+                "{msg}; {} had room for it, but its members do not all fit there: {cause}",
+                fitting.len()
+            );
+        }
         ssn.hold(job, Holdup::Fit(msg));
         // No domain holds `need` such members, so no gang needing as many does either; a
         // smaller one might.
