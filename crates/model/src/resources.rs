@@ -190,6 +190,19 @@ impl Resources {
                 .all(|(n, v)| *v <= capacity.scalar(n).saturating_sub(used.scalar(n)))
     }
 
+    /// The dimensions where `self` exceeds what is left of `capacity` after `used`, in
+    /// iteration order: `self.insufficient(&capacity.minus(used))` without building the
+    /// difference.
+    pub fn insufficient_left<'a>(
+        &'a self,
+        capacity: &'a Resources,
+        used: &'a Resources,
+    ) -> impl Iterator<Item = &'a str> + 'a {
+        self.iter()
+            .filter(move |(n, v)| *v > 0 && *v > capacity.get(n).saturating_sub(used.get(n)))
+            .map(|(n, _)| n)
+    }
+
     /// An extended resource (never cpu or memory, which have fields of their own). Vectors
     /// hold a few such names: a scan comparing lengths first beats ordering strings.
     fn scalar(&self, name: &str) -> i64 {

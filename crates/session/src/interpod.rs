@@ -11,12 +11,14 @@
 //! (eligible nodes by `nodeAffinityPolicy`/`nodeTaintsPolicy`, domains of eligible nodes,
 //! `minDomains`, terminating pods not counted).
 
-use caldera_model::selector::untolerated_taint;
+use caldera_model::selector::{untolerated_taint, SelectorOp};
 use caldera_model::{
     Node, PlacedPod, PodAffinityTerm, PodConstraints, SpreadConstraint, Task, HOSTNAME,
 };
+use std::cell::OnceCell;
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// No domain: the node lacks the topology label.
@@ -87,6 +89,65 @@ type Attraction = Arc<Vec<(String, HashMap<u32, i64>)>>;
 /// Nodes that count for a spread constraint, and the domains they make up.
 type Eligible = (Arc<Vec<bool>>, Arc<Vec<u32>>);
 
+/// The snapshot's pods by label, so a new counter starts from the pods its selector can match
+/// (those carrying the label its narrowest requirement needs) instead of every pod. Keyed by
+/// hashes: a collision only adds a pod the full match then rejects.
+#[derive(Debug, Clone, Default)]
+struct LabelIndex {
+    /// hash(key, value) → indices into [`InterPod::pods`].
+    pairs: HashMap<u64, Vec<u32>>,
+    /// hash(key) → indices into [`InterPod::pods`].
+    keys: HashMap<u64, Vec<u32>>,
+}
+
+fn label_hash(key: &str, value: Option<&str>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    value.hash(&mut h);
+    h.finish()
+}
+
+impl LabelIndex {
+    fn new(pods: &[Counted]) -> Self {
+        let mut index = LabelIndex::default();
+        for (i, p) in pods.iter().enumerate() {
+            for (k, v) in p.labels.iter() {
+                let pair = label_hash(k, Some(v));
+                index.pairs.entry(pair).or_default().push(i as u32);
+                index
+                    .keys
+                    .entry(label_hash(k, None))
+                    .or_default()
+                    .push(i as u32);
+            }
+        }
+        index
+    }
+
+    /// The pods `selector` can match, ascending; `None` when it could match any pod.
+    fn candidates(&self, selector: &caldera_model::LabelSelector) -> Option<Vec<u32>> {
+        let r = selector.narrowest()?;
+        let mut out: Vec<u32> = match r.op {
+            SelectorOp::In => r
+                .values
+                .iter()
+                .filter_map(|v| self.pairs.get(&label_hash(&r.key, Some(v))))
+                .flatten()
+                .copied()
+                .collect(),
+            SelectorOp::Exists => self
+                .keys
+                .get(&label_hash(&r.key, None))
+                .cloned()
+                .unwrap_or_default(),
+            _ => return None,
+        };
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
+}
+
 /// A pod counted by inter-pod constraints.
 #[derive(Debug, Clone)]
 struct Counted {
@@ -133,6 +194,8 @@ pub struct InterPod {
     placed: Vec<(usize, Counted)>,
     domains: RefCell<HashMap<String, Arc<Domains>>>,
     counters: RefCell<HashMap<usize, Counter>>,
+    /// `pods` by label, built with the first counter.
+    by_label: OnceCell<LabelIndex>,
     /// Per kind of task (its traits id): the domains counted pods' anti-affinity closes to it.
     forbidden: RefCell<HashMap<u32, Closed>>,
     /// How many counted pods (existing or placed) carry required anti-affinity.
@@ -279,12 +342,38 @@ impl InterPod {
                 min: None,
                 present,
             };
-            for p in self.all_counted() {
-                c.count(p, 1);
-            }
+            self.count_all(&mut c);
             c
         });
         f(c)
+    }
+
+    /// Counts every counted pod `c` matches into a new counter.
+    fn count_all(&self, c: &mut Counter) {
+        let selector = match &c.matcher {
+            Matcher::Term(t) => t.selector.as_ref(),
+            Matcher::Spread(s) => s.selector.as_ref(),
+        };
+        // Without a selector nothing matches.
+        let Some(selector) = selector else {
+            return;
+        };
+        let index = self.by_label.get_or_init(|| LabelIndex::new(&self.pods));
+        match index.candidates(selector) {
+            Some(list) => {
+                for i in list {
+                    c.count(&self.pods[i as usize], 1);
+                }
+            }
+            None => {
+                for p in &self.pods {
+                    c.count(p, 1);
+                }
+            }
+        }
+        for (_, p) in &self.placed {
+            c.count(p, 1);
+        }
     }
 
     /// Records `task` placed on `node`. Returns the nodes whose feasibility for others changed
@@ -527,29 +616,32 @@ impl InterPod {
     /// Nodes that count for spread constraint `s` of `t` (`nodeAffinityPolicy`,
     /// `nodeTaintsPolicy`, and every hard constraint's key present), and their domains.
     fn eligible(&self, t: &Task, s: &SpreadConstraint, nodes: &[Node]) -> Eligible {
-        let keys: Vec<&str> = t
+        // A node has a key when it lies in one of the key's domains.
+        let keys: Vec<Arc<Domains>> = t
             .spec
             .pods
             .spread
             .iter()
             .filter(|c| c.hard == s.hard)
-            .map(|c| c.topology_key.as_str())
+            .map(|c| self.domains(&c.topology_key, nodes))
             .collect();
         let d = self.domains(&s.topology_key, nodes);
         let mut eligible = vec![false; nodes.len()];
-        let mut present = HashSet::new();
+        let mut present = vec![false; d.nodes.len()];
         for (i, n) in nodes.iter().enumerate() {
-            let ok = keys.iter().all(|k| n.labels.contains_key(*k))
+            let ok = keys.iter().all(|k| k.of_node[i] != NONE)
                 && (!s.honor_node_affinity || t.spec.matches_node(&n.name, &n.labels))
                 && (!s.honor_taints || untolerated_taint(&n.taints, &t.spec.tolerations).is_none());
             if ok {
                 eligible[i] = true;
-                present.insert(d.of_node[i]);
+                if let Some(p) = present.get_mut(d.of_node[i] as usize) {
+                    *p = true;
+                }
             }
         }
-        present.remove(&NONE);
-        let mut present: Vec<u32> = present.into_iter().collect();
-        present.sort_unstable();
+        let present: Vec<u32> = (0..d.nodes.len() as u32)
+            .filter(|&id| present[id as usize])
+            .collect();
         (Arc::new(eligible), Arc::new(present))
     }
 

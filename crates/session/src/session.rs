@@ -134,8 +134,8 @@ struct Reasons {
     ids: HashMap<Vec<FitReason>, u32>,
     /// Sets of one reason, by it.
     single: HashMap<FitReason, u32>,
-    /// The set `Insufficient <resource>`, by resource name.
-    insufficient: HashMap<String, u32>,
+    /// The set `Insufficient <resource>`, by resource name (a few: a list).
+    insufficient: Vec<(String, u32)>,
 }
 
 impl Reasons {
@@ -159,11 +159,11 @@ impl Reasons {
     }
 
     fn insufficient(&mut self, resource: &str) -> u32 {
-        if let Some(&id) = self.insufficient.get(resource) {
-            return id;
+        if let Some((_, id)) = self.insufficient.iter().find(|(r, _)| r == resource) {
+            return *id;
         }
         let id = self.single(format!("Insufficient {resource}"));
-        self.insufficient.insert(resource.to_string(), id);
+        self.insufficient.push((resource.to_string(), id));
         id
     }
 }
@@ -502,16 +502,12 @@ impl Session {
     fn fits(&self, task: &Task, node: usize) -> Result<(), u32> {
         let n = &self.state.nodes[node];
         if !task.request.fits_in_left(&n.allocatable, &n.used) {
-            let idle = n.idle();
-            let mut short = task.request.insufficient(&idle);
+            let short = || task.request.insufficient_left(&n.allocatable, &n.used);
+            let mut first = short();
             let mut reasons = self.reasons.borrow_mut();
-            return Err(match (short.next(), short.next()) {
+            return Err(match (first.next(), first.next()) {
                 (Some(r), None) => reasons.insufficient(r),
-                _ => reasons.of(task
-                    .request
-                    .insufficient(&idle)
-                    .map(|r| format!("Insufficient {r}"))
-                    .collect()),
+                _ => reasons.of(short().map(|r| format!("Insufficient {r}")).collect()),
             });
         }
         for s in self.slots.iter().filter(|s| s.hooks.predicate) {
