@@ -17,7 +17,8 @@ use caldera_model::{
 };
 use k8s_openapi::api::core::v1::{
     Container, Node as KubeNode, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-    PodAffinityTerm as KubePodAffinityTerm, PodSpec, ResourceRequirements, WeightedPodAffinityTerm,
+    PodAffinityTerm as KubePodAffinityTerm, PodCondition, PodSpec, ResourceRequirements,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -177,6 +178,14 @@ fn request_of(ctx: &Ctx, list: &str, i: usize, c: &Container) -> Result<Resource
         &format!("spec.{list}[{i}].resources"),
         c.resources.as_ref(),
     )
+}
+
+/// The pod's `status.conditions` entry of `type_`, if it has one.
+pub fn pod_condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
 }
 
 /// The name of the pod's group (SPEC §2): annotation `scheduling.k8s.io/group-name`, else
@@ -340,12 +349,7 @@ impl TryFrom<&Pod> for PodInfo {
             Some(g) => format!("{namespace}/{g}").into(),
             None => format!("{namespace}/pod:{name}").into(),
         };
-        let scheduled = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
-            .filter(|c| c.status == "False");
+        let scheduled = pod_condition(pod, "PodScheduled").filter(|c| c.status == "False");
         let priority_class = spec
             .priority_class_name
             .as_deref()

@@ -24,8 +24,8 @@ pub mod provisioning;
 pub mod volumes;
 
 pub use convert::{
-    group_name, node, pod_request, priority_class, queue, GroupInfo, PodInfo, PodPhase,
-    PriorityClassInfo,
+    group_name, node, pod_condition, pod_request, priority_class, queue, GroupInfo, PodInfo,
+    PodPhase, PriorityClassInfo,
 };
 pub use error::{Error, ObjectKind, Problem, Result};
 pub use index::{

@@ -195,12 +195,7 @@ fn phase_of(pod: &Pod) -> &str {
 
 /// How a pod's `PodScheduled` condition reads for a `conditionReason` check.
 fn condition_reason(pod: &Pod) -> String {
-    let cond = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
-    match cond {
+    match caldera_cache::pod_condition(pod, "PodScheduled") {
         None => "no PodScheduled condition".into(),
         Some(c) if c.status == "False" => c.reason.clone().unwrap_or_default(),
         Some(c) => format!("PodScheduled={}", c.status),

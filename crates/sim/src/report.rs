@@ -147,23 +147,14 @@ fn pod_phase(pod: &Pod) -> String {
 /// `Terminating`, with the `DisruptionTarget` condition's reason when there is one (an
 /// eviction's).
 fn terminating(pod: &Pod) -> String {
-    let why = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "DisruptionTarget"))
-        .and_then(|c| c.reason.clone());
-    match why {
+    match caldera_cache::pod_condition(pod, "DisruptionTarget").and_then(|c| c.reason.clone()) {
         Some(r) => format!("Terminating ({r})"),
         None => "Terminating".into(),
     }
 }
 
 fn scheduled_false(pod: &Pod) -> Option<(String, String)> {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+    caldera_cache::pod_condition(pod, "PodScheduled")
         .filter(|c| c.status == "False")
         .map(|c| {
             (
