@@ -101,6 +101,26 @@ impl ApiError {
         .with_details(group, resource, name)
     }
 
+    /// storage's `Preconditions.Check` refusing a write: `label` (`UID` or `ResourceVersion`)
+    /// in the request is not the object's.
+    pub(crate) fn precondition_failed(
+        group: &str,
+        resource: &str,
+        name: &str,
+        label: &str,
+        wanted: &str,
+        actual: &str,
+    ) -> Self {
+        Self::conflict(
+            group,
+            resource,
+            name,
+            &format!(
+                "Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {actual}"
+            ),
+        )
+    }
+
     pub(crate) fn stale(def: &ResourceDef, name: &str) -> Self {
         Self::conflict(
             def.group,

@@ -1006,11 +1006,8 @@ impl State {
         // storage before anything else: a Conflict.
         let (body_uid, uid) = (meta(&body, "uid"), meta(&old, "uid"));
         if !body_uid.is_empty() && body_uid != uid {
-            return Err(ApiError::conflict(
-                d.group,
-                d.plural,
-                name,
-                &format!("Precondition failed: UID in precondition: {body_uid}, UID in object meta: {uid}"),
+            return Err(ApiError::precondition_failed(
+                d.group, d.plural, name, "UID", body_uid, uid,
             ));
         }
         self.finish_update(id, namespace, name, sub, &old, body, dry_run)
@@ -1203,22 +1200,21 @@ impl State {
         if let Some(uid) = &opts.uid {
             let actual = meta(&old, "uid");
             if uid != actual {
-                return Err(ApiError::conflict(
-                    d.group,
-                    d.plural,
-                    name,
-                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                return Err(ApiError::precondition_failed(
+                    d.group, d.plural, name, "UID", uid, actual,
                 ));
             }
         }
         if let Some(rv) = &opts.resource_version {
             let actual = meta(&old, "resourceVersion");
             if rv != actual {
-                return Err(ApiError::conflict(
+                return Err(ApiError::precondition_failed(
                     d.group,
                     d.plural,
                     name,
-                    &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
+                    "ResourceVersion",
+                    rv,
+                    actual,
                 ));
             }
         }
@@ -1352,11 +1348,8 @@ impl State {
             let wanted = meta(binding, field);
             let actual = meta(&pod, field);
             if !wanted.is_empty() && wanted != actual {
-                return Err(ApiError::conflict(
-                    "",
-                    "pods",
-                    &name,
-                    &format!("Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {actual}"),
+                return Err(ApiError::precondition_failed(
+                    "", "pods", &name, label, wanted, actual,
                 ));
             }
             Ok(())
