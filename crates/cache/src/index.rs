@@ -709,24 +709,7 @@ impl ClusterIndex {
     /// decides afresh instead of waiting for a write that never landed. Nothing changes if the
     /// watch has delivered the object since.
     pub fn volume_write_failed(&mut self, w: &caldera_model::VolumeWrite) {
-        use caldera_model::VolumeWrite;
-        let v = &mut self.volumes;
-        match w {
-            VolumeWrite::SelectNode {
-                namespace, claim, ..
-            }
-            | VolumeWrite::Unselect { namespace, claim } => {
-                let key = (namespace.clone(), claim.clone());
-                if let Some(watched) = v.watched_claims.remove(&key) {
-                    v.claims.insert(key, watched);
-                }
-            }
-            VolumeWrite::PreBind { volume, .. } => {
-                if let Some(watched) = v.watched_volumes.remove(volume) {
-                    v.volumes.insert(volume.clone(), watched);
-                }
-            }
-        }
+        self.volumes.write_failed(w);
     }
 
     /// Replaces every CSINode.

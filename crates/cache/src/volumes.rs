@@ -350,6 +350,28 @@ impl VolumeIndex {
         Some(v)
     }
 
+    /// Puts back the watched version of what a failed volume write was assumed on (nothing if
+    /// the watch has delivered the object since).
+    pub(crate) fn write_failed(&mut self, w: &caldera_model::VolumeWrite) {
+        use caldera_model::VolumeWrite;
+        match w {
+            VolumeWrite::SelectNode {
+                namespace, claim, ..
+            }
+            | VolumeWrite::Unselect { namespace, claim } => {
+                let key = (namespace.clone(), claim.clone());
+                if let Some(watched) = self.watched_claims.remove(&key) {
+                    self.claims.insert(key, watched);
+                }
+            }
+            VolumeWrite::PreBind { volume, .. } => {
+                if let Some(watched) = self.watched_volumes.remove(volume) {
+                    self.volumes.insert(volume.clone(), watched);
+                }
+            }
+        }
+    }
+
     /// Drivers with an attach limit on some node.
     fn limited_drivers(&self) -> BTreeSet<&Arc<str>> {
         self.csinodes.values().flat_map(|m| m.keys()).collect()
