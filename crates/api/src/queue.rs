@@ -33,12 +33,7 @@ use crate::string_enum::string_enum;
     doc = "Queue is a share of the cluster that PodGroups are scheduled in.",
     printcolumn(name = "Weight", type_ = "integer", json_path = ".spec.weight"),
     printcolumn(name = "State", type_ = "string", json_path = ".status.state"),
-    printcolumn(
-        name = "Parent",
-        type_ = "string",
-        json_path = ".spec.parent",
-        priority = 1
-    ),
+    printcolumn(name = "Parent", type_ = "string", json_path = ".spec.parent"),
     printcolumn(
         name = "Age",
         type_ = "date",

@@ -820,6 +820,19 @@ pub fn queue(q: &ApiQueue) -> Result<Queue> {
     out.open = !matches!(state, Some(QueueState::Closed) | Some(QueueState::Closing));
     out.status = status;
     out.exists = true;
+    out.zero_capability = match (&out.capability, &spec.capability) {
+        (Some(parsed), Some(listed)) => listed
+            .keys()
+            .filter(|n| *n != "cpu" && *n != "memory" && parsed.get(n) == 0)
+            .map(|n| Arc::from(n.as_str()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    out.parent = spec
+        .parent
+        .as_deref()
+        .filter(|p| !p.is_empty())
+        .map(Arc::from);
     Ok(out)
 }
 

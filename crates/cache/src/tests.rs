@@ -583,6 +583,31 @@ fn queues_convert_with_defaults_and_state() {
     );
     assert_eq!(snap.queues[1].weight, 1, "out-of-range weight reads as 1");
     assert!(snap.queues[1].exists);
+    assert_eq!(q.parent, None);
+}
+
+#[test]
+fn queue_parent_and_zero_capabilities_convert() {
+    let mut index = ClusterIndex::new();
+    index
+        .apply_queue(&mk_queue(
+            "vision",
+            json!({"parent": "research", "capability": {GPU: "0", "cpu": "0", "example.com/fpga": "2"}}),
+        ))
+        .unwrap();
+    index
+        .apply_queue(&mk_queue("top", json!({"parent": ""})))
+        .unwrap();
+    let snap = snapshot(&index);
+    let find = |n: &str| snap.queues.iter().find(|q| &*q.name == n).unwrap();
+    let (top, vision) = (find("top"), find("vision"));
+    assert_eq!(vision.parent.as_deref(), Some("research"));
+    assert_eq!(
+        vision.zero_capability,
+        [std::sync::Arc::<str>::from(GPU)],
+        "a GPU bound of 0 is kept; cpu 0 means unset, as in Volcano"
+    );
+    assert_eq!(top.parent, None, "an empty parent is the root");
 }
 
 #[test]

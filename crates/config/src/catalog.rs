@@ -40,7 +40,7 @@ pub(crate) fn all_action_names() -> Vec<&'static str> {
 }
 
 /// Plugins Caldera implements, in the order the shipped config lists them.
-pub(crate) const SUPPORTED_PLUGINS: [&str; 9] = [
+pub(crate) const SUPPORTED_PLUGINS: [&str; 10] = [
     "priority",
     "gang",
     "conformance",
@@ -50,11 +50,11 @@ pub(crate) const SUPPORTED_PLUGINS: [&str; 9] = [
     "proportion",
     "nodeorder",
     "binpack",
+    "capacity",
 ];
 
 /// Volcano's other plugins.
-const VOLCANO_ONLY_PLUGINS: [&str; 16] = [
-    "capacity",
+const VOLCANO_ONLY_PLUGINS: [&str; 15] = [
     "cdp",
     "deviceshare",
     "dynamicresources",
@@ -214,10 +214,21 @@ const PREDICATES: &[ArgSpec] = &[
     },
 ];
 
+/// Volcano's capacity plugin (`pkg/scheduler/plugins/capacity`): `ancestorReclaimLevel` is
+/// checked (only 0, Volcano's default, is implemented: the validator refuses more); the DRA
+/// quota switches are accepted and ignored, since Caldera holds every pod with
+/// `spec.resourceClaims` with a message before any quota applies.
+const CAPACITY: &[ArgSpec] = &[
+    used("ancestorReclaimLevel", ArgKind::Int { min: 0 }),
+    ignored("capacity.DynamicResourceAllocationEnable"),
+    ignored("capacity.DRAConsumableCapacityEnable"),
+];
+
 /// The arguments a supported plugin accepts. gang, priority, drf, proportion and conformance
-/// take none in Volcano either (drf's hierarchy is the `enableHierarchy` flag).
+/// take none in Volcano either (hierarchy is the `enableHierarchy` flag).
 pub(crate) fn argument_specs(plugin: &str) -> &'static [ArgSpec] {
     match plugin {
+        "capacity" => CAPACITY,
         "overcommit" => OVERCOMMIT,
         "nodeorder" => NODEORDER,
         "binpack" => BINPACK,

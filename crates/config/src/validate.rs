@@ -116,6 +116,9 @@ struct Problem {
     needle: Option<(String, usize)>,
 }
 
+/// The capacity plugin's argument choosing which ancestors reclaim checks.
+const RECLAIM_LEVEL: &str = "ancestorReclaimLevel";
+
 fn problem(ptr: &Ptr, message: impl Into<String>) -> Problem {
     Problem {
         ptr: ptr.clone(),
@@ -436,6 +439,16 @@ impl Validator {
             Some(entry) => self.tiers(entry)?,
             None => Vec::new(),
         };
+        let capacity_hierarchy = tiers
+            .iter()
+            .flat_map(|t| &t.plugins)
+            .any(|p| p.name == "capacity" && p.enabled(Hook::Hierarchy));
+        if capacity_hierarchy && actions.contains(&Action::Reclaim) {
+            return Err(problem(
+                &actions_entry.target(),
+                "the reclaim action is not supported with hierarchical queues (capacity with enableHierarchy: true) yet: it would choose victims as if the queues were flat; remove reclaim or the hierarchy",
+            ));
+        }
         let configurations = match known.get("configurations") {
             Some(entry) => self.configurations(entry, &actions)?,
             None => BTreeMap::new(),
@@ -576,6 +589,17 @@ impl Validator {
             }
             tiers.push(Tier { plugins });
         }
+        if let (Some(capacity), Some(proportion)) = (seen.get("capacity"), seen.get("proportion")) {
+            // Volcano's capacity and proportion are alternatives: both would own the queues'
+            // deserved shares, capabilities and order.
+            return Err(problem(
+                capacity,
+                format!(
+                    "the capacity and proportion plugins cannot both be enabled (proportion is at {}): they are alternative queue-share plugins; keep one",
+                    proportion.path
+                ),
+            ));
+        }
         if let Some(flag) = drf_hierarchy {
             if seen.contains_key("proportion") {
                 // Volcano refuses this pair too: both would own the queues' shares.
@@ -660,7 +684,7 @@ impl Validator {
                     };
                     let value = boolean(entry)?;
                     flags.set(hook, Some(value));
-                    if hook == Hook::Hierarchy && value {
+                    if hook == Hook::Hierarchy && value && name != "capacity" {
                         self.warn(
                             &entry.ptr,
                             "hierarchical queues are not implemented by Caldera; shares are computed flat",
@@ -668,6 +692,20 @@ impl Validator {
                         hierarchy = Some(entry.ptr.clone());
                     }
                 }
+            }
+        }
+        if name == "capacity" && arguments.contains_key(RECLAIM_LEVEL) {
+            let level = arguments.get_i64(RECLAIM_LEVEL).unwrap_or(0);
+            if level > 0 || flags.enabled(Hook::Hierarchy) {
+                let at = entries
+                    .iter()
+                    .find(|e| e.key == "arguments")
+                    .map(|e| e.ptr.clone())
+                    .unwrap_or_else(|| ptr.clone());
+                return Err(problem(
+                    &at,
+                    format!("{RECLAIM_LEVEL} {level} is not supported: with hierarchical queues Caldera's reclaim keeps every queue on a victim's path below the reclaimer's family at or above its deserved share, whatever the level (docs/queues.md); remove the argument"),
+                ));
             }
         }
         let option = PluginOption {

@@ -23,7 +23,7 @@ enabledOverused, enabledAllocatable, enabledHyperNodeOrder, enabledSubJobReady, 
 enabledSubJobPipelined, enabledSubJobOrder, enabledHyperNodeGradient";
 
 const SUPPORTED: &str =
-    "priority, gang, conformance, overcommit, drf, predicates, proportion, nodeorder, binpack";
+    "priority, gang, conformance, overcommit, drf, predicates, proportion, nodeorder, binpack, capacity";
 
 #[test]
 fn bad_configs_name_file_line_column_and_key() {
@@ -63,8 +63,23 @@ fn bad_configs_name_file_line_column_and_key() {
         ),
         (
             "volcano plugin caldera lacks",
-            "actions: enqueue\ntiers:\n- plugins:\n  - name: capacity\n",
-            format!("bad.yaml:4:11: tiers[0].plugins[0].name: plugin \"capacity\" is a Volcano plugin not supported by Caldera; supported plugins: {SUPPORTED}"),
+            "actions: enqueue\ntiers:\n- plugins:\n  - name: tdm\n",
+            format!("bad.yaml:4:11: tiers[0].plugins[0].name: plugin \"tdm\" is a Volcano plugin not supported by Caldera; supported plugins: {SUPPORTED}"),
+        ),
+        (
+            "capacity and proportion together",
+            "actions: enqueue\ntiers:\n- plugins:\n  - name: proportion\n- plugins:\n  - name: capacity\n    enableHierarchy: true\n",
+            "bad.yaml:6:5: tiers[1].plugins[0]: the capacity and proportion plugins cannot both be enabled (proportion is at tiers[0].plugins[0]): they are alternative queue-share plugins; keep one".into(),
+        ),
+        (
+            "capacity reclaim levels Caldera lacks",
+            "actions: enqueue\ntiers:\n- plugins:\n  - name: capacity\n    arguments:\n      ancestorReclaimLevel: 2\n",
+            "bad.yaml:6:7: tiers[0].plugins[0].arguments: ancestorReclaimLevel 2 is not supported: with hierarchical queues Caldera's reclaim keeps every queue on a victim's path below the reclaimer's family at or above its deserved share, whatever the level (docs/queues.md); remove the argument".into(),
+        ),
+        (
+            "reclaim with hierarchical capacity",
+            "actions: enqueue, allocate, reclaim\ntiers:\n- plugins:\n  - name: capacity\n    enableHierarchy: true\n",
+            "bad.yaml:1:10: actions: the reclaim action is not supported with hierarchical queues (capacity with enableHierarchy: true) yet: it would choose victims as if the queues were flat; remove reclaim or the hierarchy".into(),
         ),
         (
             "duplicate plugin across tiers",

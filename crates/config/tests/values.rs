@@ -115,6 +115,26 @@ tiers:
 }
 
 #[test]
+fn capacity_with_hierarchy_is_accepted_and_its_dra_switches_are_reported() {
+    let config = ok(r#"
+actions: enqueue, allocate, backfill
+tiers:
+- plugins:
+  - name: gang
+  - name: capacity
+    enableHierarchy: true
+    arguments:
+      capacity.DynamicResourceAllocationEnable: true
+"#);
+    let capacity = config.plugin("capacity").unwrap();
+    assert!(capacity.enabled(Hook::Hierarchy));
+    assert_eq!(
+        config.warnings,
+        ["line 9, column 7: tiers[0].plugins[1].arguments[\"capacity.DynamicResourceAllocationEnable\"]: Volcano argument of the capacity plugin that Caldera does not use; ignored"]
+    );
+}
+
+#[test]
 fn binpack_weight_for_an_unlisted_resource_is_a_warning() {
     let config = ok(r#"
 actions: allocate

@@ -45,6 +45,12 @@ pub struct Queue {
     pub status: Option<QueueStatus>,
     /// Whether a Queue object exists (the `default` queue may be implicit).
     pub exists: bool,
+    /// `spec.parent`: the queue above this one in a hierarchy (`None`: a child of `root`).
+    pub parent: Option<Arc<str>>,
+    /// Resources other than cpu and memory that `spec.capability` names with amount 0
+    /// (`capability` drops zero amounts): the capacity plugin bounds them at 0 rather than
+    /// inheriting the parent's bound, as Volcano does.
+    pub zero_capability: Vec<Arc<str>>,
 }
 
 impl Queue {
@@ -61,6 +67,8 @@ impl Queue {
             open: true,
             status: None,
             exists: true,
+            parent: None,
+            zero_capability: Vec::new(),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The scheduling plugins: gang, priority, drf, proportion, predicates, nodeorder, binpack,
+//! The scheduling plugins: gang, priority, drf, proportion, capacity, predicates, nodeorder, binpack,
 //! overcommit, conformance — with Volcano's names and arguments.
 //!
 //! Each plugin is built fresh for every session from its config arguments (see
@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod binpack;
+pub mod capacity;
 pub mod conformance;
 pub mod drf;
 pub mod gang;
@@ -23,7 +24,8 @@ use caldera_session::{Registry, Scheduler, SessionError};
 /// Every plugin Caldera ships, by its config name.
 pub fn registry() -> Registry {
     let mut r = Registry::new();
-    let all: [(&'static str, caldera_session::PluginFactory); 9] = [
+    let all: [(&'static str, caldera_session::PluginFactory); 10] = [
+        ("capacity", capacity::build),
         ("gang", gang::build),
         ("priority", priority::build),
         ("drf", drf::build),
@@ -60,4 +62,15 @@ pub(crate) fn weight(
         Some(v) if v < 0 => Err(format!("argument {key:?} must not be negative")),
         Some(v) => Ok(v as f64),
     }
+}
+
+/// The positive amounts of `r` (what is still missing of a job's `minResources`).
+pub(crate) fn positive_part(r: &caldera_model::Resources) -> caldera_model::Resources {
+    let mut out = caldera_model::Resources::new();
+    for (n, v) in r.iter() {
+        if v > 0 {
+            out.set(n, v);
+        }
+    }
+    out
 }

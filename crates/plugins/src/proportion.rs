@@ -19,14 +19,15 @@ pub fn build(_: &PluginOption) -> Result<Box<dyn Plugin>, String> {
     Ok(Box::new(Proportion::default()))
 }
 
-fn positive_part(r: &Resources) -> Resources {
-    let mut out = Resources::new();
-    for (n, v) in r.iter() {
-        if v > 0 {
-            out.set(n, v);
-        }
-    }
-    out
+/// proportion's shares are flat: a queue placed under a parent (`spec.parent`) would silently
+/// take a share of the whole cluster, so its jobs are held with a message instead.
+fn unsupported_parent(state: &State, q: usize) -> Option<String> {
+    let queue = &state.queues[q];
+    let parent = queue.parent.as_ref()?;
+    Some(format!(
+        "queue {} has parent {parent}: hierarchical queues need the capacity plugin with enableHierarchy: true (proportion's shares are flat)",
+        queue.name
+    ))
 }
 
 impl Proportion {
@@ -70,7 +71,7 @@ impl Plugin for Proportion {
         for (j, job) in state.jobs.iter().enumerate() {
             if job.phase() == PodGroupPhase::Inqueue {
                 if let Some(min) = &job.min_resources {
-                    let rest = positive_part(&min.minus(&state.job_runs[j].allocated));
+                    let rest = crate::positive_part(&min.minus(&state.job_runs[j].allocated));
                     shares[state.job_queue[j]].inqueue.add(&rest);
                 }
             }
@@ -104,6 +105,9 @@ impl Plugin for Proportion {
     }
 
     fn allocatable(&self, state: &State, queue: usize, task: &Task) -> Result<(), String> {
+        if let Some(message) = unsupported_parent(state, queue) {
+            return Err(message);
+        }
         let s = &self.shares[queue];
         let allocated = &state.queue_allocated[queue];
         let over: Vec<&str> = task
@@ -140,6 +144,12 @@ impl Plugin for Proportion {
             return Verdict::Reject {
                 quota: true,
                 message: format!("queue {} is closed", queue.name),
+            };
+        }
+        if let Some(message) = unsupported_parent(state, q) {
+            return Verdict::Reject {
+                quota: true,
+                message,
             };
         }
         let Some(min) = &state.jobs[job].min_resources else {

@@ -1,9 +1,16 @@
 //! Queues: ordering and fair-share accounting (deserved, allocated, share, overused).
 //!
 //! The proportion plugin keeps one [`QueueShare`] per queue and calls [`water_fill`] once per
-//! session; the allocate action asks it for order, `overused` and `allocatable`.
+//! session; the allocate action asks it for order, `overused` and `allocatable`. The queue
+//! tree ([`tree::QueueTree`], `Queue.spec.parent`) is built by the session for every config;
+//! the capacity plugin reads it through [`capacity`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod capacity;
+pub mod tree;
+
+pub use tree::{QueueTree, ROOT};
 
 use caldera_model::Resources;
 use std::sync::Arc;

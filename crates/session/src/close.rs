@@ -5,7 +5,7 @@ use crate::state::{holds_node, Holdup};
 use caldera_model::{
     Bind, Condition, Event, EventObject, Eviction, Job, Nomination, PendingReason, Plan,
     PodConditionUpdate, PodFailure, PodGroupPhase, PodGroupStatus, PodGroupStatusUpdate,
-    QueueStatus, QueueStatusUpdate, TaskStatus, Time,
+    QueueStatus, QueueStatusUpdate, Resources, TaskStatus, Time,
 };
 use std::sync::Arc;
 
@@ -830,6 +830,18 @@ fn queue_statuses(ssn: &Session, phases: &[PodGroupPhase], plan: &mut Plan) {
     for t in &st.tasks {
         if holds_node(t) {
             statuses[st.job_queue[t.job]].allocated.add(&t.request);
+        }
+    }
+    // An inner queue of the tree (`spec.parent`) reports what its whole subtree holds.
+    let own: Vec<Resources> = statuses.iter().map(|s| s.allocated.clone()).collect();
+    for (q, held) in own.iter().enumerate() {
+        if held.is_empty() {
+            continue;
+        }
+        for &a in st.tree.ancestors(q) {
+            if let Some(s) = statuses.get_mut(a) {
+                s.allocated.add(held);
+            }
         }
     }
     for (ji, job) in st.jobs.iter().enumerate() {

@@ -192,7 +192,7 @@ fn take(ssn: &mut Session, task: usize, node: Option<usize>) -> TaskStatus {
         st.job_runs[job].ready -= 1;
     }
     let q = st.job_queue[job];
-    st.queue_allocated[q].sub(&req);
+    st.discharge_queue(q, &req);
     if let Some(n) = node {
         ssn.touch_nodes(&[n as u32]);
     }
@@ -214,7 +214,7 @@ fn give_back(ssn: &mut Session, task: usize, node: Option<usize>, prev: TaskStat
         st.job_runs[job].ready += 1;
     }
     let q = st.job_queue[job];
-    st.queue_allocated[q].add(&req);
+    st.charge_queue(q, &req);
     if let Some(n) = node {
         ssn.touch_nodes(&[n as u32]);
     }
@@ -901,9 +901,9 @@ impl Sieve {
         // The quota is out of reach when one more member of each kind passes it on top of
         // the whole gang, with no unit taken.
         let q = st.job_queue[job];
-        ssn.state.queue_allocated[q].add(need);
+        ssn.state.charge_queue(q, need);
         let spare = kinds.iter().all(|&t| ssn.allocatable(t).is_ok());
-        ssn.state.queue_allocated[q].sub(need);
+        ssn.state.discharge_queue(q, need);
         if !spare {
             return off;
         }

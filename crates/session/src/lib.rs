@@ -123,7 +123,8 @@ pub struct QueueReport {
     pub name: Arc<str>,
     /// Deserved share, if a plugin computed one.
     pub deserved: Option<Resources>,
-    /// Σ requests of members holding a node, this session's placements included.
+    /// Σ requests of members holding a node, this session's placements included, summed
+    /// over the queue's subtree (`spec.parent`).
     pub allocated: Resources,
 }
 
@@ -261,7 +262,7 @@ impl Scheduler {
             .map(|(i, q)| QueueReport {
                 name: q.name.clone(),
                 deserved: ssn.slots.iter().find_map(|s| s.plugin.deserved(i)),
-                allocated: ssn.state.queue_allocated[i].clone(),
+                allocated: ssn.state.tree_allocated[i].clone(),
             })
             .collect();
         Outcome {

@@ -379,7 +379,7 @@ impl Session {
         self.state.job_runs[job].allocated.add(&req);
         self.state.job_runs[job].ready += 1;
         let q = self.state.job_queue[job];
-        self.state.queue_allocated[q].add(&req);
+        self.state.charge_queue(q, &req);
         self.bump(node);
         let touched = self.state.interpod.place(
             task,
@@ -416,7 +416,7 @@ impl Session {
             self.state.job_runs[job].allocated.sub(&req);
             self.state.job_runs[job].ready -= 1;
             let q = self.state.job_queue[job];
-            self.state.queue_allocated[q].sub(&req);
+            self.state.discharge_queue(q, &req);
             self.bump(node);
             let touched = self.state.interpod.unplace(task, &self.state.nodes);
             self.touch_nodes(&touched);

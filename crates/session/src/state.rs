@@ -58,6 +58,12 @@ pub struct State {
     pub job_runs: Vec<JobRun>,
     /// Σ requests of members holding a node, per queue.
     pub queue_allocated: Vec<Resources>,
+    /// The queue tree (`Queue.spec.parent`): node `i < queues.len()` is queue `i`; a virtual
+    /// `root` follows when no queue is named so.
+    pub tree: caldera_queue::QueueTree,
+    /// Per tree node: Σ requests of members holding a node in its whole subtree (a leaf's is
+    /// its `queue_allocated`). Kept current with every placement, undo and eviction.
+    pub tree_allocated: Vec<Resources>,
     /// Σ allocatable of Ready nodes.
     pub total: Resources,
     /// Σ used over Ready nodes at session open.
@@ -108,6 +114,17 @@ impl State {
                 }
             }
         }
+        let tree = caldera_queue::QueueTree::of(&snapshot.queues);
+        let mut tree_allocated = vec![Resources::new(); tree.len()];
+        for (q, a) in queue_allocated.iter().enumerate() {
+            if a.is_empty() {
+                continue;
+            }
+            tree_allocated[q].add(a);
+            for &p in tree.ancestors(q) {
+                tree_allocated[p].add(a);
+            }
+        }
         let mut used = Resources::new();
         for n in snapshot.nodes.iter().filter(|n| n.ready) {
             used.add(&n.used);
@@ -132,6 +149,8 @@ impl State {
             job_queue,
             job_runs,
             queue_allocated,
+            tree,
+            tree_allocated,
             total,
             used,
             waiting: snapshot.waiting,
@@ -140,6 +159,24 @@ impl State {
             has_bookings,
             budget_left: snapshot.budgets.iter().map(|b| b.allowed).collect(),
             budgets: snapshot.budgets,
+        }
+    }
+
+    /// Counts `req` on queue `q` and every queue above it.
+    pub fn charge_queue(&mut self, q: usize, req: &Resources) {
+        self.queue_allocated[q].add(req);
+        self.tree_allocated[q].add(req);
+        for &p in self.tree.ancestors(q) {
+            self.tree_allocated[p].add(req);
+        }
+    }
+
+    /// Undoes [`State::charge_queue`].
+    pub fn discharge_queue(&mut self, q: usize, req: &Resources) {
+        self.queue_allocated[q].sub(req);
+        self.tree_allocated[q].sub(req);
+        for &p in self.tree.ancestors(q) {
+            self.tree_allocated[p].sub(req);
         }
     }
 

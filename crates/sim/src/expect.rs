@@ -465,23 +465,33 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
     out
 }
 
-/// Σ requests of each queue's members that hold a node (not finished), from a fresh snapshot;
-/// every queue the snapshot knows is present, at zero if it holds nothing.
+/// Σ requests of each queue's members that hold a node (not finished), from a fresh snapshot,
+/// summed up the queue tree (`spec.parent`): an inner queue counts its whole subtree. Every
+/// queue the snapshot knows is present, at zero if it holds nothing.
 pub fn queue_allocated(sim: &Simulation) -> BTreeMap<String, Resources> {
     let snap = sim.snapshot();
+    let tree = caldera_queue::QueueTree::of(&snap.queues);
     let mut out: BTreeMap<String, Resources> = snap
         .queues
         .iter()
         .map(|q| (q.name.to_string(), Resources::new()))
         .collect();
     for job in &snap.jobs {
-        let entry = out.entry(job.queue.to_string()).or_default();
+        let mut held = Resources::new();
         for &t in &job.tasks {
             let task = &snap.tasks[t];
             let holds = task.node.is_some()
                 && !matches!(task.status, TaskStatus::Succeeded | TaskStatus::Failed);
             if holds {
-                entry.add(&task.request);
+                held.add(&task.request);
+            }
+        }
+        out.entry(job.queue.to_string()).or_default().add(&held);
+        if let Some(q) = snap.queue_index(&job.queue) {
+            for &a in tree.ancestors(q) {
+                if a < snap.queues.len() {
+                    out.entry(tree.name(a).to_string()).or_default().add(&held);
+                }
             }
         }
     }

@@ -414,6 +414,11 @@ impl QueueBuilder {
     /// Capability of `gpus` GPUs.
     pub fn capability_gpus(mut self, gpus: i64) -> Self {
         self.0.capability = Some(Resources::from_pairs([(GPU, gpus)]));
+        self.0.zero_capability = if gpus == 0 {
+            vec![GPU.into()]
+        } else {
+            Vec::new()
+        };
         self
     }
     /// Guarantee of `gpus` GPUs.
@@ -429,6 +434,16 @@ impl QueueBuilder {
     /// Queue priority.
     pub fn priority(mut self, p: i32) -> Self {
         self.0.priority = p;
+        self
+    }
+    /// Explicit deserved share of `gpus` GPUs.
+    pub fn deserved_gpus(mut self, gpus: i64) -> Self {
+        self.0.deserved = Some(Resources::from_pairs([(GPU, gpus)]));
+        self
+    }
+    /// Parent queue (`spec.parent`).
+    pub fn parent(mut self, parent: &str) -> Self {
+        self.0.parent = Some(parent.into());
         self
     }
 }

@@ -1,0 +1,230 @@
+//! Property tests of hierarchical queues (capacity with `enableHierarchy: true`) over random
+//! queue trees and workloads: no queue on any path is taken past its capability (nor past what
+//! its parent's capability leaves once its siblings' guarantees are kept), only leaf queues
+//! get binds, and the plan is deterministic.
+
+use caldera_config::SchedulerConfig;
+use caldera_model::{Snapshot, Time};
+use caldera_plugins::scheduler;
+use caldera_testkit::builders::{node, pod, podgroup, queue, Cluster, GPU};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const CONFIG: &str = r#"
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: capacity
+    enableHierarchy: true
+  - name: nodeorder
+"#;
+
+#[derive(Debug, Clone)]
+struct QueueSpec {
+    /// Index of an earlier queue, or none (a child of root): the tree is acyclic by
+    /// construction.
+    parent: Option<usize>,
+    capability: Option<i64>,
+    guarantee: i64,
+    deserved: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+struct GroupSpec {
+    queue: usize,
+    min: u32,
+    members: usize,
+    gpus: i64,
+    running: usize,
+}
+
+fn queue_spec(i: usize) -> impl Strategy<Value = QueueSpec> {
+    (
+        prop::option::weighted(0.7, 0..i.max(1)),
+        prop::option::weighted(0.5, 0i64..24),
+        prop_oneof![Just(0i64), 1i64..4],
+        prop::option::weighted(0.5, 1i64..16),
+    )
+        .prop_map(move |(parent, capability, guarantee, deserved)| QueueSpec {
+            parent: parent.filter(|&p| p < i),
+            capability,
+            guarantee,
+            deserved,
+        })
+}
+
+fn tree_spec() -> impl Strategy<Value = Vec<QueueSpec>> {
+    (2usize..8).prop_flat_map(|n| (0..n).map(queue_spec).collect::<Vec<_>>())
+}
+
+fn group_spec(queues: usize) -> impl Strategy<Value = GroupSpec> {
+    (0..queues, 1u32..5, 1usize..7, 1i64..4, 0usize..3).prop_map(
+        |(queue, min, members, gpus, running)| GroupSpec {
+            queue,
+            min,
+            members: members.max(min as usize),
+            gpus,
+            running,
+        },
+    )
+}
+
+fn name(i: usize) -> String {
+    format!("q{i}")
+}
+
+fn cluster() -> impl Strategy<Value = (Vec<QueueSpec>, Snapshot)> {
+    tree_spec().prop_flat_map(|tree| {
+        let n = tree.len();
+        (
+            Just(tree),
+            1usize..5,
+            prop::collection::vec(group_spec(n), 1..8),
+        )
+            .prop_map(|(tree, nodes, groups)| {
+                let mut c = Cluster::new();
+                for (i, q) in tree.iter().enumerate() {
+                    let mut b = queue(&name(i)).guarantee_gpus(q.guarantee);
+                    if let Some(p) = q.parent {
+                        b = b.parent(&name(p));
+                    }
+                    if let Some(cap) = q.capability {
+                        b = b.capability_gpus(cap);
+                    }
+                    if let Some(d) = q.deserved {
+                        b = b.deserved_gpus(d);
+                    }
+                    c = c.queue(b);
+                }
+                for i in 0..nodes {
+                    c = c.node(node(&format!("n{i}")).gpus(8).cpu(64));
+                }
+                let mut next_node = 0;
+                for (i, g) in groups.iter().enumerate() {
+                    let group = format!("g{i}");
+                    c = c.group(
+                        podgroup("ns", &group)
+                            .min_member(g.min)
+                            .queue(&name(g.queue))
+                            .created(i as i64),
+                    );
+                    let gpus = g.gpus;
+                    c = c.members("ns", &group, g.members, move |p| {
+                        p.gpus(gpus).created(i as i64)
+                    });
+                    // Some already run (perhaps past today's limits: the property is about
+                    // what a session adds).
+                    for k in 0..g.running {
+                        let on = format!("n{}", next_node % nodes);
+                        next_node += 1;
+                        c = c.pod(
+                            pod("ns", &format!("{group}-run-{k}"))
+                                .group(&group)
+                                .gpus(1)
+                                .on(&on)
+                                .running(),
+                        );
+                    }
+                }
+                (tree, c.snapshot())
+            })
+    })
+}
+
+fn config() -> SchedulerConfig {
+    caldera_config::parse(CONFIG, None).expect("test config parses")
+}
+
+/// GPUs held per queue's subtree before the session, and added by its binds.
+fn held(tree: &[QueueSpec], s: &Snapshot, plan: &caldera_model::Plan) -> (Vec<i64>, Vec<i64>) {
+    let by_name: BTreeMap<String, usize> = (0..tree.len()).map(|i| (name(i), i)).collect();
+    let path = |mut q: usize| {
+        let mut p = vec![q];
+        while let Some(up) = tree[q].parent {
+            p.push(up);
+            q = up;
+        }
+        p
+    };
+    let mut before = vec![0; tree.len()];
+    let mut added = vec![0; tree.len()];
+    for t in &s.tasks {
+        if !caldera_session::state::holds_node(t) {
+            continue;
+        }
+        if let Some(&q) = by_name.get(&*s.jobs[t.job].queue) {
+            for x in path(q) {
+                before[x] += t.request.get(GPU);
+            }
+        }
+    }
+    for b in &plan.binds {
+        let Some(t) = s
+            .tasks
+            .iter()
+            .find(|t| t.namespace == b.namespace && t.name == b.name)
+        else {
+            continue;
+        };
+        if let Some(&q) = by_name.get(&*s.jobs[t.job].queue) {
+            for x in path(q) {
+                added[x] += t.request.get(GPU);
+            }
+        }
+    }
+    (before, added)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    #[test]
+    fn no_queue_on_any_path_is_taken_past_its_capability((tree, s) in cluster()) {
+        let out = scheduler(&config()).unwrap().run(&s, Time::from_secs(10));
+        let (before, added) = held(&tree, &s, &out.plan);
+        for (q, spec) in tree.iter().enumerate() {
+            if let Some(cap) = spec.capability {
+                prop_assert!(added[q] == 0 || before[q] + added[q] <= cap,
+                    "queue {} (subtree) went from {} to {} GPUs past its capability {cap}",
+                    name(q), before[q], before[q] + added[q]);
+            }
+            // What a parent's capability leaves a child once its siblings' guarantees are kept.
+            let Some(p) = spec.parent else { continue };
+            let Some(parent_cap) = tree[p].capability else { continue };
+            let others: i64 = tree
+                .iter()
+                .enumerate()
+                .filter(|(i, o)| *i != q && o.parent == Some(p))
+                .map(|(_, o)| o.guarantee)
+                .sum();
+            let room = (parent_cap - others).max(0);
+            prop_assert!(added[q] == 0 || before[q] + added[q] <= room,
+                "queue {} went to {} GPUs, past its parent's {parent_cap} less its siblings' guarantees {others}",
+                name(q), before[q] + added[q]);
+        }
+    }
+
+    #[test]
+    fn only_leaf_queues_get_binds((tree, s) in cluster()) {
+        let out = scheduler(&config()).unwrap().run(&s, Time::from_secs(10));
+        let inner: Vec<String> = (0..tree.len())
+            .filter(|&i| tree.iter().any(|o| o.parent == Some(i)))
+            .map(name)
+            .collect();
+        for b in &out.plan.binds {
+            let t = s.tasks.iter().find(|t| t.namespace == b.namespace && t.name == b.name).unwrap();
+            let q = &*s.jobs[t.job].queue;
+            prop_assert!(!inner.iter().any(|i| i == q), "{} bound in inner queue {q}", b.name);
+        }
+    }
+
+    #[test]
+    fn the_same_tree_gives_the_same_plan((_tree, s) in cluster()) {
+        let sched = scheduler(&config()).unwrap();
+        prop_assert_eq!(sched.run(&s, Time::from_secs(10)).plan, sched.run(&s, Time::from_secs(10)).plan);
+    }
+}
