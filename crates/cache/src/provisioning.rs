@@ -9,7 +9,8 @@ use caldera_api::{
     Reference, ANNOTATION_CONSUME_PROVISIONING_REQUEST, ANNOTATION_PROVISIONING_CLASS,
 };
 use caldera_model::{
-    CapacityNeed, CapacityRequest, CapacityState, PlacementSpec, Resources, SelectorOp, Time,
+    overcommit_allowed, CapacityNeed, CapacityRequest, CapacityState, PlacementSpec, Resources,
+    SelectorOp, Time,
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, NodeAffinity, NodeSelector, NodeSelectorRequirement,
@@ -225,11 +226,23 @@ pub fn consume_annotations(need: &CapacityNeed) -> BTreeMap<String, String> {
 
 /// A pod spec with what scheduling looks at: the request (one container), node selector,
 /// node affinity, tolerations and host ports.
+///
+/// The container requests the member's whole request (its containers, init containers and
+/// overhead as the scheduler adds them up), and has a limit equal to it for every resource
+/// kube-apiserver does not let a container overcommit (extended resources such as
+/// `nvidia.com/gpu`, huge pages): without it the API server refuses the PodTemplate ("Limit
+/// must be set for non overcommitable resources"). Limits of cpu and memory are left out: the
+/// autoscaler simulates scheduling, which reads requests only, and the pod is never run.
 pub fn pod_spec(request: &Resources, spec: &PlacementSpec) -> PodSpec {
     let requests: BTreeMap<String, Quantity> = request
         .to_quantities()
         .into_iter()
         .map(|(k, v)| (k, Quantity(v)))
+        .collect();
+    let limits: BTreeMap<String, Quantity> = requests
+        .iter()
+        .filter(|(name, _)| !overcommit_allowed(name))
+        .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let ports: Vec<ContainerPort> = spec
         .host_ports
@@ -277,6 +290,7 @@ pub fn pod_spec(request: &Resources, spec: &PlacementSpec) -> PodSpec {
             image: Some(TEMPLATE_IMAGE.into()),
             resources: Some(ResourceRequirements {
                 requests: Some(requests).filter(|r| !r.is_empty()),
+                limits: Some(limits).filter(|l| !l.is_empty()),
                 ..ResourceRequirements::default()
             }),
             ports: Some(ports).filter(|p| !p.is_empty()),

@@ -838,6 +838,52 @@ mod provisioning {
     }
 
     #[test]
+    fn templates_limit_what_a_container_may_not_overcommit() {
+        // kube-apiserver refuses a container requesting an extended resource or huge pages
+        // without an equal limit; cpu and memory need none.
+        let mut n = need("train", "pg-train", 1);
+        n.pod_sets[0].request = Resources::from_pairs([
+            (GPU, 2),
+            ("cpu", 1500),
+            ("memory", 1 << 30),
+            ("hugepages-2Mi", 4 << 20),
+        ]);
+        let (_, templates) = build(&n);
+        let spec = templates[0]
+            .template
+            .as_ref()
+            .unwrap()
+            .spec
+            .as_ref()
+            .unwrap();
+        let resources = spec.containers[0].resources.as_ref().unwrap();
+        let text = |l: &Option<
+            std::collections::BTreeMap<
+                String,
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+            >,
+        >| {
+            l.iter()
+                .flatten()
+                .map(|(k, v)| format!("{k}={}", v.0))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            text(&resources.requests),
+            [
+                "cpu=1500m",
+                "hugepages-2Mi=4Mi",
+                "memory=1Gi",
+                "nvidia.com/gpu=2"
+            ]
+        );
+        assert_eq!(
+            text(&resources.limits),
+            ["hugepages-2Mi=4Mi", "nvidia.com/gpu=2"]
+        );
+    }
+
+    #[test]
     fn built_requests_read_back_and_point_at_their_podgroup() {
         let (pr, templates) = build(&need("train", "pg-train", 2));
         assert_eq!(pr.spec.pod_sets.len(), 1);

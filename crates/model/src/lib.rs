@@ -36,7 +36,7 @@ pub use plan::{
 };
 pub use quantity::{parse_quantity, QuantityError, Scale};
 pub use queue::{Queue, QueueStatus};
-pub use resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+pub use resources::{overcommit_allowed, Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 pub use selector::{
     HostPort, PlacementSpec, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, Toleration,
 };

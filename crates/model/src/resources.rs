@@ -35,6 +35,15 @@ pub fn is_byte_resource(name: &str) -> bool {
     name == MEMORY || name == EPHEMERAL_STORAGE || name.starts_with("hugepages-")
 }
 
+/// Whether a container may request less of `name` than its limit (kube-apiserver's
+/// `helper.IsOvercommitAllowed`): native resources (unprefixed or in the `kubernetes.io`
+/// namespace) but huge pages. Extended resources (`nvidia.com/gpu`) and huge pages need a
+/// limit equal to the request.
+pub fn overcommit_allowed(name: &str) -> bool {
+    let native = !name.contains('/') || name.contains("kubernetes.io/");
+    native && !name.starts_with("hugepages-")
+}
+
 impl Resources {
     /// The empty vector.
     pub fn new() -> Self {

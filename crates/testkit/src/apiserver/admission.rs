@@ -103,9 +103,15 @@ fn at<'a>(value: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
 /// keep numbers: their schemas say int-or-string.)
 pub(crate) fn normalize_quantities(flavor: Flavor, obj: &mut Value) {
     match flavor {
-        Flavor::Pod => {
+        Flavor::Pod | Flavor::PodTemplate => {
+            let spec: &[&str] = if flavor == Flavor::Pod {
+                &["spec"]
+            } else {
+                &["template", "spec"]
+            };
             for list in ["containers", "initContainers"] {
-                if let Some(Value::Array(cs)) = at(obj, &["spec", list]) {
+                let path: Vec<&str> = spec.iter().copied().chain([list]).collect();
+                if let Some(Value::Array(cs)) = at(obj, &path) {
                     for c in cs {
                         for kind in ["requests", "limits"] {
                             if let Some(l) = at(c, &["resources", kind]) {
@@ -115,7 +121,8 @@ pub(crate) fn normalize_quantities(flavor: Flavor, obj: &mut Value) {
                     }
                 }
             }
-            if let Some(l) = at(obj, &["spec", "overhead"]) {
+            let path: Vec<&str> = spec.iter().copied().chain(["overhead"]).collect();
+            if let Some(l) = at(obj, &path) {
                 normalize_list(l);
             }
             for kind in ["requests", "limits"] {
@@ -142,7 +149,19 @@ pub(crate) fn normalize_quantities(flavor: Flavor, obj: &mut Value) {
 
 /// `SetDefaults_Pod` / `SetDefaults_PodSpec` / container defaults, for the fields a scheduler reads.
 pub(crate) fn default_pod(pod: &mut Value) {
-    let spec = obj_mut(pod, "spec");
+    default_pod_spec(obj_mut(pod, "spec"));
+}
+
+/// `SetDefaults_PodTemplate`: a PodTemplate's pod spec is defaulted as a Pod's is.
+pub(crate) fn default_pod_template(template: &mut Value) {
+    let spec = obj_mut(template, "template");
+    let spec = spec.entry("spec").or_insert_with(|| json!({}));
+    if let Value::Object(spec) = spec {
+        default_pod_spec(spec);
+    }
+}
+
+fn default_pod_spec(spec: &mut Map<String, Value>) {
     set_default(spec, "restartPolicy", json!("Always"));
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));

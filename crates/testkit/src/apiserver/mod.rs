@@ -219,6 +219,7 @@ mod admission;
 mod counters;
 pub mod kube_scheduler;
 mod patch;
+mod podspec;
 mod resources;
 mod selector;
 mod server;

@@ -52,6 +52,8 @@ pub(crate) enum Flavor {
     Claim,
     /// `storage.k8s.io/v1` StorageClasses: defaulted, provisioner/parameters/policies fixed.
     StorageClass,
+    /// `v1` PodTemplates: the template's pod spec defaulted and validated as a Pod's is.
+    PodTemplate,
 }
 
 /// One served resource.
@@ -348,7 +350,7 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         categories: &[],
         verbs: FULL,
         subresources: &[],
-        flavor: Flavor::Lease,
+        flavor: Flavor::PodTemplate,
         requires_crd: false,
     },
     // cluster-autoscaler's CRD: served only when installed (see `requires_crd`).

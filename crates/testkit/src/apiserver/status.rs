@@ -150,7 +150,7 @@ impl ApiError {
         if let Some(Value::Object(d)) = err.details.as_mut() {
             let causes: Vec<Value> = causes
                 .iter()
-                .map(|(f, m)| json!({"reason": "FieldValueInvalid", "message": m, "field": f}))
+                .map(|(f, m)| json!({"reason": cause_reason(m), "message": m, "field": f}))
                 .collect();
             d.insert("causes".into(), Value::Array(causes));
         }
@@ -233,6 +233,23 @@ impl ApiError {
             _ => "InternalError",
         }
     }
+}
+
+/// A field error's `reason` in a Status cause, from the message's type prefix as
+/// `field.Error.ErrorBody` writes it (`Required value: ...`, `Duplicate value: ...`).
+fn cause_reason(message: &str) -> &'static str {
+    [
+        ("Required value", "FieldValueRequired"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+        ("Not found", "FieldValueNotFound"),
+    ]
+    .iter()
+    .find(|(prefix, _)| message.starts_with(prefix))
+    .map_or("FieldValueInvalid", |(_, reason)| reason)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::admission::{self, obj_mut};
 use super::patch;
+use super::podspec;
 use super::resources::{
     self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, NAMESPACES, NODES, PODS,
     PRIORITY_CLASSES, RESOURCES, RUNTIME_CLASSES, STORAGE_CLASSES, VOLUMES,
@@ -743,6 +744,17 @@ impl State {
                 self.admit_priority(name, obj)?;
                 admission::add_default_tolerations(obj);
                 admission::reset_pod_status(obj);
+                let errors = podspec::validate_pod_spec(&obj["spec"], "spec");
+                if !errors.is_empty() {
+                    return Err(ApiError::invalid(d, name, &errors));
+                }
+            }
+            Flavor::PodTemplate => {
+                admission::default_pod_template(obj);
+                let errors = podspec::validate_pod_spec(&obj["template"]["spec"], "template.spec");
+                if !errors.is_empty() {
+                    return Err(ApiError::invalid(d, name, &errors));
+                }
             }
             Flavor::Node => admission::add_not_ready_taint(obj),
             Flavor::Namespace => {
@@ -1151,6 +1163,10 @@ impl State {
                 Flavor::Volume => storage::validate_volume_update(old, &new),
                 Flavor::Claim => storage::validate_claim_update(old, &new),
                 Flavor::StorageClass => storage::validate_class_update(old, &new),
+                Flavor::PodTemplate => {
+                    admission::default_pod_template(&mut new);
+                    podspec::validate_pod_spec(&new["template"]["spec"], "template.spec")
+                }
                 _ => Vec::new(),
             };
             if !errors.is_empty() {
