@@ -52,6 +52,8 @@ pub(crate) enum Flavor {
     Claim,
     /// `storage.k8s.io/v1` StorageClasses: defaulted, provisioner/parameters/policies fixed.
     StorageClass,
+    /// `batch/v1` Jobs: defaulted, status dropped on create (the Job controller's).
+    Job,
 }
 
 /// One served resource.
@@ -110,7 +112,12 @@ impl ResourceDef {
     pub fn tracks_generation(&self) -> bool {
         matches!(
             self.flavor,
-            Flavor::Pod | Flavor::Custom | Flavor::Crd | Flavor::PriorityClass | Flavor::Budget
+            Flavor::Pod
+                | Flavor::Custom
+                | Flavor::Crd
+                | Flavor::PriorityClass
+                | Flavor::Budget
+                | Flavor::Job
         )
     }
 
@@ -422,6 +429,20 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         flavor: Flavor::Lease,
         requires_crd: false,
     },
+    ResourceDef {
+        group: "batch",
+        version: "v1",
+        plural: "jobs",
+        singular: "job",
+        kind: "Job",
+        namespaced: true,
+        short_names: &[],
+        categories: &["all"],
+        verbs: FULL,
+        subresources: &[status_sub("Job")],
+        flavor: Flavor::Job,
+        requires_crd: false,
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -441,6 +462,7 @@ pub(crate) const BUDGETS: ResourceId = 12;
 pub(crate) const CLAIMS: ResourceId = 15;
 pub(crate) const VOLUMES: ResourceId = 16;
 pub(crate) const STORAGE_CLASSES: ResourceId = 17;
+pub(crate) const JOBS: ResourceId = 19;
 
 /// Finds the resource served at `/{group}/{version}/{plural}`.
 pub(crate) fn find_served(
