@@ -593,7 +593,12 @@ impl LiveRun {
                 .await
                 .map_err(|e| Error::api("list", format!("{kind}s"), e))?;
             for o in list.items {
-                let owned = o.metadata.owner_references.iter().flatten().any(|r| r.uid == uid);
+                let owned = o
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.uid == uid);
                 if let (true, Some(u)) = (owned, o.metadata.uid) {
                     out.insert(u);
                 }
@@ -605,7 +610,11 @@ impl LiveRun {
     /// Deletes an object (see [`delete_params`]) and waits until it is gone. Returns whether it
     /// existed.
     async fn delete_and_wait(&self, key: &ObjectKey) -> Result<bool> {
-        match key.api(&self.client).delete(&key.name, &delete_params(key.kind)).await {
+        match key
+            .api(&self.client)
+            .delete(&key.name, &delete_params(key.kind))
+            .await
+        {
             Ok(_) => {}
             Err(e) if status_code(&e) == Some(404) => return Ok(false),
             Err(e) => return Err(Error::api("delete", key.to_string(), e)),
@@ -788,14 +797,23 @@ impl LiveRun {
             .await
             .map_err(|e| Error::api("list", "PodGroups".to_string(), e))?;
         for o in podgroups.items {
-            let owned = o.metadata.owner_references.iter().flatten().any(|r| uids.contains(&r.uid));
+            let owned = o
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| uids.contains(&r.uid));
             if let (true, Some(uid)) = (owned, &o.metadata.uid) {
                 uids.insert(uid.clone());
             }
         }
         let mut deleted = Vec::new();
         for key in listed {
-            match key.api(&self.client).delete(&key.name, &delete_params(key.kind)).await {
+            match key
+                .api(&self.client)
+                .delete(&key.name, &delete_params(key.kind))
+                .await
+            {
                 Ok(_) => deleted.push(key),
                 Err(e) if status_code(&e) == Some(404) => {}
                 Err(e) => return Err(Error::api("delete", key.to_string(), e)),

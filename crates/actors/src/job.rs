@@ -145,7 +145,11 @@ pub fn sync(job: &Job, pods: &[&Pod], taken: &dyn Fn(&str) -> bool) -> Sync {
     if complete {
         let conditions = status.conditions.get_or_insert_with(Vec::new);
         let message = "Reached expected number of succeeded pods";
-        conditions.push(condition("SuccessCriteriaMet", "CompletionsReached", message));
+        conditions.push(condition(
+            "SuccessCriteriaMet",
+            "CompletionsReached",
+            message,
+        ));
         conditions.push(condition("Complete", "CompletionsReached", message));
         return out;
     }
@@ -173,8 +177,8 @@ pub fn sync(job: &Job, pods: &[&Pod], taken: &dyn Fn(&str) -> bool) -> Sync {
     };
     let missing = (wanted - active.len() as i32).max(0);
     let busy: BTreeSet<i32> = active.iter().filter_map(|p| index_of(p)).collect();
-    let mut free = (0..completions.unwrap_or(0))
-        .filter(|i| !done_indexes.contains(i) && !busy.contains(i));
+    let mut free =
+        (0..completions.unwrap_or(0)).filter(|i| !done_indexes.contains(i) && !busy.contains(i));
     let mut n = mine.len() as u64;
     for _ in 0..missing {
         let index = if indexed {
@@ -295,9 +299,17 @@ mod tests {
         let s = sync(&j, &[], &|_| false);
         assert_eq!(s.create.len(), 8);
         let idx = by_index(&s.create);
-        assert_eq!(idx.keys().copied().collect::<Vec<_>>(), (0..8).collect::<Vec<_>>());
+        assert_eq!(
+            idx.keys().copied().collect::<Vec<_>>(),
+            (0..8).collect::<Vec<_>>()
+        );
         assert!(s.create.iter().all(|p| owned_by(p, &j)));
-        assert!(s.create[3].metadata.name.as_deref().unwrap().starts_with("train-3-"));
+        assert!(s.create[3]
+            .metadata
+            .name
+            .as_deref()
+            .unwrap()
+            .starts_with("train-3-"));
         // Synced again with its pods: nothing more.
         let refs: Vec<&Pod> = s.create.iter().collect();
         assert!(sync(&j, &refs, &|_| false).create.is_empty());
@@ -323,7 +335,13 @@ mod tests {
         let again = with_phase(s.create[0].clone(), "Succeeded");
         let s = sync(&j, &[&done, &failed, &again], &|_| false);
         assert!(s.create.is_empty());
-        let types: Vec<_> = s.status.conditions.unwrap().into_iter().map(|c| c.type_).collect();
+        let types: Vec<_> = s
+            .status
+            .conditions
+            .unwrap()
+            .into_iter()
+            .map(|c| c.type_)
+            .collect();
         assert!(types.contains(&"Complete".to_string()));
     }
 

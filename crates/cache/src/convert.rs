@@ -1086,5 +1086,11 @@ fn unsupported_input(spec: &PodSpec) -> Option<String> {
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
         return Some("spec.resourceClaims (dynamic resource allocation)".into());
     }
+    if spec.scheduling_group.is_some() {
+        return Some(
+            "spec.schedulingGroup (native scheduling.k8s.io/v1alpha2 PodGroups are not supported yet; docs/workloads.md)"
+                .into(),
+        );
+    }
     None
 }

@@ -7,6 +7,7 @@ use crate::convert::{
 use crate::error::{Error, Result};
 use crate::intern::SpecInterner;
 use crate::provisioning::{request_info, RequestInfo};
+use crate::workload::{job_finished, job_gang, job_podgroup_name, JobGang};
 use caldera_api::ProvisioningRequest;
 use caldera_api::{PodGroup, Queue as ApiQueue, DEFAULT_QUEUE};
 use caldera_model::{
@@ -14,7 +15,6 @@ use caldera_model::{
     Resources, SelectorOp, Snapshot, Task, TaskStatus, WaitingPod,
 };
 use caldera_model::{CapacityRelease, ConsumingPod};
-use crate::workload::{job_finished, job_gang, job_podgroup_name, JobGang};
 use k8s_openapi::api::batch::v1::Job as KubeJob;
 use k8s_openapi::api::core::v1::{
     Namespace, Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -1105,7 +1105,11 @@ impl ClusterIndex {
             let why = derived_ids.get(&id);
             let grouped = why.is_some() || pods.first().is_none_or(|p| p.group.is_some());
             let job = if grouped {
-                match self.podgroups.get(&id).filter(|_| why.is_none_or(Option::is_none)) {
+                match self
+                    .podgroups
+                    .get(&id)
+                    .filter(|_| why.is_none_or(Option::is_none))
+                {
                     Some(g) => self.group_job(g, opts),
                     None => {
                         snap.waiting.extend(

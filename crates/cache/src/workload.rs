@@ -64,7 +64,11 @@ impl AutoGroup {
 
     /// Whether workloads in `namespace` are auto-grouped.
     pub fn covers(&self, namespace: &str) -> bool {
-        self.enabled && self.namespaces.as_ref().is_none_or(|n| n.contains(namespace))
+        self.enabled
+            && self
+                .namespaces
+                .as_ref()
+                .is_none_or(|n| n.contains(namespace))
     }
 }
 
@@ -113,7 +117,10 @@ pub fn job_podgroup_name(job: &str) -> String {
 /// ([`group_name`]), else the PodGroup derived from its Job when that exists and the Job owns
 /// it (`owner_of(name)` gives the uid of the controller of the PodGroup `name` in the pod's
 /// namespace).
-pub fn member_group(meta: &ObjectMeta, owner_of: impl Fn(&str) -> Option<String>) -> Option<String> {
+pub fn member_group(
+    meta: &ObjectMeta,
+    owner_of: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
     if let Some(g) = group_name(meta) {
         return Some(g.to_string());
     }
@@ -224,9 +231,7 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
         Ok(Some(n)) => n,
         Ok(None) => {
             let parallelism = spec.parallelism.unwrap_or(1);
-            let n = spec
-                .completions
-                .map_or(parallelism, |c| c.min(parallelism));
+            let n = spec.completions.map_or(parallelism, |c| c.min(parallelism));
             n.max(1)
         }
     };
@@ -297,4 +302,242 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
         status: None,
     };
     JobGang::Gang(Box::new(pg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ClusterIndex, SnapshotOptions};
+    use caldera_model::TaskStatus;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::{json, Value};
+
+    fn names() -> Vec<String> {
+        vec!["caldera".into(), "volcano".into()]
+    }
+
+    fn mk_job(name: &str, patch: Value) -> Job {
+        let mut v = json!({
+            "metadata": {"namespace": "ml", "name": name, "uid": format!("uid-{name}")},
+            "spec": {"parallelism": 4, "completions": 4, "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"schedulerName": "caldera", "restartPolicy": "Never",
+                    "priorityClassName": "high",
+                    "containers": [{"name": "main", "resources": {
+                        "limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "2"}}}]}}},
+        });
+        merge(&mut v, patch);
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn merge(base: &mut Value, patch: Value) {
+        match (base, patch) {
+            (Value::Object(b), Value::Object(p)) => {
+                for (k, v) in p {
+                    merge(b.entry(k).or_insert(Value::Null), v);
+                }
+            }
+            (b, p) => *b = p,
+        }
+    }
+
+    fn gang(job: &Job) -> PodGroup {
+        match job_gang(job, &names()) {
+            JobGang::Gang(pg) => *pg,
+            other => panic!("not a gang: {other:?}"),
+        }
+    }
+
+    fn job_pod(job: &Job, name: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": "ml", "name": name, "uid": format!("uid-{name}"),
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                    "name": job.metadata.name, "uid": job.metadata.uid, "controller": true}]},
+            "spec": job.spec.as_ref().unwrap().template.spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn derivation_table_for_jobs() {
+        // (parallelism, completions) → minMember
+        for (p, c, want) in [
+            (json!(8), json!(8), 8),
+            (json!(8), json!(3), 3),
+            (json!(4), Value::Null, 4),
+            (Value::Null, Value::Null, 1),
+            (json!(0), json!(5), 1),
+        ] {
+            let job = mk_job("t", json!({"spec": {"parallelism": p, "completions": c}}));
+            assert_eq!(gang(&job).spec.min_member, Some(want), "{p} {c}");
+        }
+        let pg = gang(&mk_job("train", json!({})));
+        assert_eq!(pg.metadata.name.as_deref(), Some("job-train"));
+        assert_eq!(pg.metadata.namespace.as_deref(), Some("ml"));
+        let owner = &pg.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("Job", "uid-train")
+        );
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(
+            pg.metadata.annotations.as_ref().unwrap()[ANNOTATION_DERIVED_FROM],
+            "job.batch/train"
+        );
+        assert_eq!(pg.spec.priority_class_name.as_deref(), Some("high"));
+        assert_eq!(pg.spec.queue, None);
+        let min = pg.spec.min_resources.unwrap();
+        assert_eq!(min["nvidia.com/gpu"].0, "4");
+        assert_eq!(min["cpu"].0, "8");
+    }
+
+    #[test]
+    fn annotations_override_and_opt_out() {
+        let job = mk_job(
+            "t",
+            json!({"metadata": {
+                "annotations": {ANNOTATION_MIN_MEMBER: "2", ANNOTATION_SCHEDULE_TIMEOUT: "60",
+                    "scheduling.volcano.sh/queue-name": "team-a"},
+                "labels": {LABEL_KUEUE_QUEUE_NAME: "ignored-when-volcano-names-one"}}}),
+        );
+        let pg = gang(&job);
+        assert_eq!(pg.spec.min_member, Some(2));
+        assert_eq!(pg.spec.schedule_timeout_seconds, Some(60));
+        assert_eq!(pg.spec.queue.as_deref(), Some("team-a"));
+        let kueue = mk_job(
+            "k",
+            json!({"metadata": {"labels": {LABEL_KUEUE_QUEUE_NAME: "lq"}}}),
+        );
+        assert_eq!(gang(&kueue).spec.queue.as_deref(), Some("lq"));
+
+        let out = mk_job(
+            "o",
+            json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}}}),
+        );
+        assert!(matches!(job_gang(&out, &names()), JobGang::NotGrouped(_)));
+        let tmpl_out = mk_job(
+            "o",
+            json!({"spec": {"template": {"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}}}}}),
+        );
+        assert!(matches!(
+            job_gang(&tmpl_out, &names()),
+            JobGang::NotGrouped(_)
+        ));
+        let bad = mk_job(
+            "b",
+            json!({"metadata": {"annotations": {ANNOTATION_MIN_MEMBER: "two"}}}),
+        );
+        match job_gang(&bad, &names()) {
+            JobGang::Invalid(m) => assert!(m.contains(ANNOTATION_MIN_MEMBER), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn not_grouped_when_another_scheduler_an_own_group_or_a_larger_workload() {
+        let other = mk_job(
+            "x",
+            json!({"spec": {"template": {"spec": {"schedulerName": "default-scheduler"}}}}),
+        );
+        assert!(matches!(job_gang(&other, &names()), JobGang::NotGrouped(_)));
+        let own = mk_job(
+            "x",
+            json!({"spec": {"template": {"metadata": {"annotations": {"scheduling.k8s.io/group-name": "pg"}}}}}),
+        );
+        assert!(matches!(job_gang(&own, &names()), JobGang::NotGrouped(_)));
+        let child = mk_job(
+            "x",
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet", "name": "js", "uid": "u-js", "controller": true}]}}),
+        );
+        assert!(matches!(job_gang(&child, &names()), JobGang::NotGrouped(_)));
+        let cron = mk_job(
+            "x",
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "batch/v1",
+                "kind": "CronJob", "name": "c", "uid": "u-c", "controller": true}]}}),
+        );
+        assert!(matches!(job_gang(&cron, &names()), JobGang::Gang(_)));
+    }
+
+    /// The index puts a Job's pods in its derived gang once the PodGroup exists; before that
+    /// they wait; a PodGroup of that name the Job does not own is a clash, never adopted.
+    #[test]
+    fn index_resolves_job_pods_to_the_derived_gang() {
+        let job = mk_job("train", json!({}));
+        let mut index = ClusterIndex::new();
+        index.reset_jobs([&job]);
+        for i in 0..4 {
+            index
+                .apply_pod(&job_pod(&job, &format!("train-{i}")))
+                .unwrap();
+        }
+        let opts = SnapshotOptions::default();
+        let snap = index.snapshot(&opts);
+        assert!(snap.jobs.is_empty());
+        assert_eq!(snap.waiting.len(), 4);
+        assert_eq!(&*snap.waiting[0].group, "ml/job-train");
+        assert!(snap.waiting[0].why.is_none());
+
+        let wanted = index.derived_podgroups(&opts);
+        assert_eq!(wanted.len(), 1);
+        let mut pg = wanted[0].clone();
+        pg.metadata.uid = Some("uid-pg".into());
+        index.apply_podgroup(&pg).unwrap();
+        assert!(index.derived_podgroups(&opts).is_empty());
+        let snap = index.snapshot(&opts);
+        assert_eq!(snap.jobs.len(), 1);
+        assert_eq!(&*snap.jobs[0].id, "ml/job-train");
+        assert_eq!(snap.jobs[0].min_member, 4);
+        assert_eq!(snap.jobs[0].tasks.len(), 4);
+        assert!(snap.tasks.iter().all(|t| t.status == TaskStatus::Pending));
+
+        // Off for the namespace: pods alone again, nothing to create.
+        let off = SnapshotOptions {
+            auto_group: AutoGroup::new(true, Some(&["other".to_string()])),
+            ..SnapshotOptions::default()
+        };
+        assert_eq!(
+            index.snapshot(&off).jobs.len(),
+            5,
+            "4 lone pods + the PodGroup"
+        );
+
+        // A clash: the PodGroup is someone else's.
+        let mut foreign = pg.clone();
+        foreign.metadata.owner_references = None;
+        index.apply_podgroup(&foreign).unwrap();
+        let snap = index.snapshot(&opts);
+        assert_eq!(snap.waiting.len(), 4);
+        let why = snap.waiting[0].why.as_deref().unwrap();
+        assert!(why.contains("not derived from Job ml/train"), "{why}");
+    }
+
+    #[test]
+    fn pods_whose_job_is_not_seen_yet_wait_and_say_so() {
+        let job = mk_job("train", json!({}));
+        let mut index = ClusterIndex::new();
+        index.reset_jobs([]);
+        index.apply_pod(&job_pod(&job, "train-0")).unwrap();
+        let snap = index.snapshot(&SnapshotOptions::default());
+        let why = snap.waiting[0].why.as_deref().unwrap();
+        assert!(why.contains("waiting for Job ml/train"), "{why}");
+        // Jobs not watched at all: the pod is scheduled alone, as before.
+        let mut unwatched = ClusterIndex::new();
+        unwatched.apply_pod(&job_pod(&job, "train-0")).unwrap();
+        assert_eq!(
+            unwatched.snapshot(&SnapshotOptions::default()).jobs.len(),
+            1
+        );
+    }
+
+    #[test]
+    fn member_group_needs_the_jobs_own_podgroup() {
+        let job = mk_job("train", json!({}));
+        let pod = job_pod(&job, "train-0");
+        let owned = member_group(&pod.metadata, |name| {
+            (name == "job-train").then(|| "uid-train".to_string())
+        });
+        assert_eq!(owned.as_deref(), Some("job-train"));
+        assert_eq!(member_group(&pod.metadata, |_| Some("other".into())), None);
+    }
 }

@@ -11,10 +11,10 @@ use crate::overlay::{Kind, ObjKey, Overlay};
 use caldera_api::{PodGroup, Queue as ApiQueue};
 use caldera_cache::{ClusterIndex, PodInfo};
 use caldera_model::{Node, TaskStatus};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     Namespace, Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
 };
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};

@@ -196,7 +196,9 @@ async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut 
             .derived_podgroups(&active.snapshot_options)
     };
     let now = Instant::now();
-    state.derived.retain(|_, at| now.duration_since(*at) < DERIVED_RETRY);
+    state
+        .derived
+        .retain(|_, at| now.duration_since(*at) < DERIVED_RETRY);
     for pg in wanted {
         let namespace = pg.metadata.namespace.clone().unwrap_or_default();
         let name = pg.metadata.name.clone().unwrap_or_default();
@@ -210,7 +212,9 @@ async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut 
         match api.create(&PostParams::default(), &pg).await {
             Ok(_) => info!(podgroup = %key, "created PodGroup derived from its workload"),
             Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => warn!(podgroup = %key, error = %e, "could not create derived PodGroup; will try again"),
+            Err(e) => {
+                warn!(podgroup = %key, error = %e, "could not create derived PodGroup; will try again")
+            }
         }
     }
 }

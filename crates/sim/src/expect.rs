@@ -233,10 +233,7 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
                 .namespace
                 .clone()
                 .unwrap_or_else(|| "default".into());
-            members
-                .entry((ns, group))
-                .or_default()
-                .push(pod);
+            members.entry((ns, group)).or_default().push(pod);
         }
     }
     for e in &expect.pod_groups {
@@ -255,7 +252,10 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
             continue;
         };
         if let Some(want) = e.min_member {
-            let got = pg.spec.min_member.map_or("absent".into(), |m| m.to_string());
+            let got = pg
+                .spec
+                .min_member
+                .map_or("absent".into(), |m| m.to_string());
             out.compare(&format!("{what} minMember"), &want.to_string(), &got);
         }
         let key = (ns.to_string(), name.to_string());

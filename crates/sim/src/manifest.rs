@@ -408,7 +408,11 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
         Object::PodDisruptionBudget(_) | Object::CSINode(_) => Ok(()),
         // Its pods convert as the template does (a pod's name stands in for theirs).
         Object::Job(job) => {
-            let template = job.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+            let template = job
+                .spec
+                .as_ref()
+                .map(|s| s.template.clone())
+                .unwrap_or_default();
             let mut meta = template.metadata.unwrap_or_default();
             meta.name = job.metadata.name.clone();
             meta.namespace = job.metadata.namespace.clone();

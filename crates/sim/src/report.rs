@@ -420,8 +420,7 @@ pub fn lone_pod_table(sim: &Simulation) -> Option<String> {
         .pods()
         .filter(|p| {
             let sched = p.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
-            sched.is_some_and(|s| ours.contains(s))
-                && sim.store().group_of(p).is_none()
+            sched.is_some_and(|s| ours.contains(s)) && sim.store().group_of(p).is_none()
         })
         .map(|p| {
             let (ns, name) = ns_name(&p.metadata);

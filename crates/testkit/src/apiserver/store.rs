@@ -15,8 +15,8 @@ use tokio::sync::mpsc;
 use super::admission::{self, obj_mut};
 use super::patch;
 use super::resources::{
-    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, NAMESPACES, NODES, PODS,
-    JOBS, PRIORITY_CLASSES, RESOURCES, RUNTIME_CLASSES, STORAGE_CLASSES, VOLUMES,
+    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, JOBS, NAMESPACES, NODES, PODS,
+    PRIORITY_CLASSES, RESOURCES, RUNTIME_CLASSES, STORAGE_CLASSES, VOLUMES,
 };
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
@@ -225,7 +225,8 @@ fn prepare_job(obj: &mut Value) -> Result<(), Vec<(String, String)>> {
     }
     spec.entry("parallelism").or_insert_with(|| json!(1));
     spec.entry("backoffLimit").or_insert_with(|| json!(6));
-    spec.entry("completionMode").or_insert_with(|| json!("NonIndexed"));
+    spec.entry("completionMode")
+        .or_insert_with(|| json!("NonIndexed"));
     spec.entry("suspend").or_insert_with(|| json!(false));
     Ok(())
 }
@@ -524,10 +525,9 @@ impl State {
     /// kube-controller-manager's Job controller ([`caldera_actors::job`]): the Job's missing
     /// pods, the deletion of a failed Job's active pods, and its status, each its own write.
     fn sync_job(&mut self, namespace: &str, name: &str) {
-        let Some(job) = self
-            .lookup(JOBS, namespace, name)
-            .and_then(|j| serde_json::from_value::<k8s_openapi::api::batch::v1::Job>(j.value.clone()).ok())
-        else {
+        let Some(job) = self.lookup(JOBS, namespace, name).and_then(|j| {
+            serde_json::from_value::<k8s_openapi::api::batch::v1::Job>(j.value.clone()).ok()
+        }) else {
             return;
         };
         let pods: Vec<Pod> = self.resources[PODS]
@@ -537,9 +537,8 @@ impl State {
             .filter_map(|(_, p)| serde_json::from_value(p.value.clone()).ok())
             .collect();
         let refs: Vec<&Pod> = pods.iter().collect();
-        let out = caldera_actors::job::sync(&job, &refs, &|n| {
-            self.lookup(PODS, namespace, n).is_some()
-        });
+        let out =
+            caldera_actors::job::sync(&job, &refs, &|n| self.lookup(PODS, namespace, n).is_some());
         for pod in out.create {
             if let Ok(body) = serde_json::to_value(&pod) {
                 let _ = self.create(PODS, namespace, body, false);
