@@ -307,6 +307,7 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::merge;
     use crate::{ClusterIndex, SnapshotOptions};
     use caldera_model::TaskStatus;
     use k8s_openapi::api::core::v1::Pod;
@@ -328,17 +329,6 @@ mod tests {
         });
         merge(&mut v, patch);
         serde_json::from_value(v).unwrap()
-    }
-
-    fn merge(base: &mut Value, patch: Value) {
-        match (base, patch) {
-            (Value::Object(b), Value::Object(p)) => {
-                for (k, v) in p {
-                    merge(b.entry(k).or_insert(Value::Null), v);
-                }
-            }
-            (b, p) => *b = p,
-        }
     }
 
     fn gang(job: &Job) -> PodGroup {

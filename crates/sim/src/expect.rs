@@ -243,7 +243,7 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
         if let Some(want) = e.deleted {
             let gone = found.is_none_or(|pg| pg.metadata.deletion_timestamp.is_some());
             let say = |d: bool| if d { "deleted" } else { "present" };
-            out.compare(&format!("{what}"), say(want), say(gone));
+            out.compare(&what, say(want), say(gone));
         }
         let Some(pg) = found else {
             if e.deleted != Some(true) {

@@ -751,12 +751,18 @@ impl Store {
     /// unfinished pod terminates for its grace period; any other goes at once.
     fn delete_gracefully(&mut self, namespace: &str, name: &str, now: Time) {
         let key = (namespace.to_string(), name.to_string());
-        let Some(mut pod) = self.pods.get(&key).cloned() else {
+        let Some(pod) = self.pods.get(&key).cloned() else {
             return;
         };
+        self.delete_pod_object(key, pod, now);
+    }
+
+    /// Deletes the stored pod `key` (given as `pod`, possibly changed) as kube-apiserver's
+    /// DELETE does: at once, or terminating for its grace period when bound and unfinished.
+    fn delete_pod_object(&mut self, key: Key, mut pod: Pod, now: Time) {
         match kubelet::deletion(&pod, None, now) {
             Deletion::Now => {
-                self.index.delete_pod(namespace, name);
+                self.index.delete_pod(&key.0, &key.1);
                 self.pods.remove(&key);
                 self.generation += 1;
             }
@@ -767,7 +773,7 @@ impl Store {
                 kubelet::mark_terminating(&mut pod, until, grace_seconds);
                 self.put_pod(key, pod);
             }
-            Deletion::Unchanged => {}
+            Deletion::Unchanged => self.put_pod(key, pod),
         }
     }
 
@@ -1440,21 +1446,7 @@ impl Store {
         if !finished {
             disruption::put_condition(&mut pod, disruption::disruption_target(now));
         }
-        match kubelet::deletion(&pod, None, now) {
-            Deletion::Now => {
-                self.index.delete_pod(namespace, name);
-                self.pods.remove(&key);
-                self.generation += 1;
-            }
-            Deletion::Graceful {
-                until,
-                grace_seconds,
-            } => {
-                kubelet::mark_terminating(&mut pod, until, grace_seconds);
-                self.put_pod(key, pod);
-            }
-            Deletion::Unchanged => self.put_pod(key, pod),
-        }
+        self.delete_pod_object(key, pod, now);
         self.refresh_budgets(now);
         Ok(())
     }
