@@ -426,6 +426,12 @@ impl LiveRun {
             self.namespaces.ensure(ns).await?;
         }
         add_label(&mut manifest, RUN_LABEL, &self.options.run_id);
+        if key.kind == Kind::Job {
+            // The Job's pods carry the run's label too, so cleanup finds them.
+            if let Some(template) = manifest.pointer_mut("/spec/template") {
+                add_label(template, RUN_LABEL, &self.options.run_id);
+            }
+        }
         let status = match &mut manifest {
             Value::Object(map) => map.remove("status").filter(|s| !s.is_null()),
             _ => None,
@@ -557,6 +563,11 @@ impl LiveRun {
         let mut problems = Vec::new();
         for r in refs {
             let key = ObjectKey::new(r.kind, r.namespace.as_deref(), &r.name);
+            if key.kind == Kind::Job {
+                // What the garbage collector deletes with it: their events are the run's too.
+                let dependents = self.dependents(&key).await?;
+                self.created.extend(dependents);
+            }
             match self.delete_and_wait(&key).await? {
                 true => {}
                 false => problems.push(format!("{r}: not found")),
@@ -566,14 +577,44 @@ impl LiveRun {
         Ok(problems)
     }
 
-    /// Deletes an object (a pod with no grace period) and waits until it is gone. Returns
-    /// whether it existed.
-    async fn delete_and_wait(&self, key: &ObjectKey) -> Result<bool> {
-        let params = DeleteParams {
-            grace_period_seconds: (key.kind == Kind::Pod).then_some(0),
-            ..DeleteParams::default()
+    /// The uids of the pods and PodGroups the object `key` owns.
+    async fn dependents(&self, key: &ObjectKey) -> Result<HashSet<String>> {
+        let mut out = HashSet::new();
+        let Some(uid) = self
+            .get(key)
+            .await?
+            .and_then(|o| o["metadata"]["uid"].as_str().map(str::to_string))
+        else {
+            return Ok(out);
         };
-        match key.api(&self.client).delete(&key.name, &params).await {
+        for kind in [Kind::Pod, Kind::PodGroup] {
+            let list = crate::objects::api(&self.client, kind, key.namespace.as_deref())
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| Error::api("list", format!("{kind}s"), e))?;
+            for o in list.items {
+                let owned = o
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.uid == uid);
+                if let (true, Some(u)) = (owned, o.metadata.uid) {
+                    out.insert(u);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes an object (see [`delete_params`]) and waits until it is gone. Returns whether it
+    /// existed.
+    async fn delete_and_wait(&self, key: &ObjectKey) -> Result<bool> {
+        match key
+            .api(&self.client)
+            .delete(&key.name, &delete_params(key.kind))
+            .await
+        {
             Ok(_) => {}
             Err(e) if status_code(&e) == Some(404) => return Ok(false),
             Err(e) => return Err(Error::api("delete", key.to_string(), e)),
@@ -717,8 +758,11 @@ impl LiveRun {
     /// uids.
     async fn delete_labelled(&self, selector: &str) -> Result<HashSet<String>> {
         let mut uids = HashSet::new();
-        let mut deleted = Vec::new();
+        // Listed first, deleted after: deleting a Job takes its pods with it.
+        let mut listed = Vec::new();
         for kind in [
+            // Before the pods: a Job's controller would make them again.
+            Kind::Job,
             Kind::Pod,
             Kind::PersistentVolumeClaim,
             Kind::PodDisruptionBudget,
@@ -743,15 +787,36 @@ impl LiveRun {
                 if let Some(uid) = &o.metadata.uid {
                     uids.insert(uid.clone());
                 }
-                let params = DeleteParams {
-                    grace_period_seconds: (kind == Kind::Pod).then_some(0),
-                    ..DeleteParams::default()
-                };
-                match key.api(&self.client).delete(&key.name, &params).await {
-                    Ok(_) => deleted.push(key),
-                    Err(e) if status_code(&e) == Some(404) => {}
-                    Err(e) => return Err(Error::api("delete", key.to_string(), e)),
-                }
+                listed.push(key);
+            }
+        }
+        // PodGroups derived from the run's workloads (owned by them, not labelled): their
+        // events go too; the garbage collector deletes them with their owner.
+        let podgroups = crate::objects::api(&self.client, Kind::PodGroup, None)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::api("list", "PodGroups".to_string(), e))?;
+        for o in podgroups.items {
+            let owned = o
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| uids.contains(&r.uid));
+            if let (true, Some(uid)) = (owned, &o.metadata.uid) {
+                uids.insert(uid.clone());
+            }
+        }
+        let mut deleted = Vec::new();
+        for key in listed {
+            match key
+                .api(&self.client)
+                .delete(&key.name, &delete_params(key.kind))
+                .await
+            {
+                Ok(_) => deleted.push(key),
+                Err(e) if status_code(&e) == Some(404) => {}
+                Err(e) => return Err(Error::api("delete", key.to_string(), e)),
             }
         }
         for key in &deleted {
@@ -836,6 +901,17 @@ impl LiveRun {
             }
         }
         Ok(())
+    }
+}
+
+/// How the driver deletes an object of `kind`: a pod with no grace period (no kubelet would
+/// confirm it), a Job with `propagationPolicy: Background` as `kubectl delete` does (the API's
+/// default for `batch/v1` Jobs orphans their pods and the PodGroup derived from them).
+fn delete_params(kind: Kind) -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds: (kind == Kind::Pod).then_some(0),
+        propagation_policy: (kind == Kind::Job).then_some(kube::api::PropagationPolicy::Background),
+        ..DeleteParams::default()
     }
 }
 

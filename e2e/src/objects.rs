@@ -29,6 +29,7 @@ pub fn gvr(kind: Kind) -> (&'static str, &'static str, &'static str) {
         Kind::CSINode => ("storage.k8s.io", "v1", "csinodes"),
         Kind::PersistentVolume => ("", "v1", "persistentvolumes"),
         Kind::PersistentVolumeClaim => ("", "v1", "persistentvolumeclaims"),
+        Kind::Job => ("batch", "v1", "jobs"),
     }
 }
 
@@ -122,6 +123,7 @@ pub fn to_json(object: &Object) -> Result<(ObjectKey, Value)> {
         Object::CSINode(o) => serde_json::to_value(o),
         Object::PersistentVolume(o) => serde_json::to_value(o),
         Object::PersistentVolumeClaim(o) => serde_json::to_value(o),
+        Object::Job(o) => serde_json::to_value(o),
     };
     let mut value = encoded.map_err(|source| Error::Json {
         object: object.describe(),

@@ -146,6 +146,10 @@ fn snapshot_options(config: &SchedulerConfig) -> SnapshotOptions {
         gate: false,
         provisioning: config.autoscaler.as_ref().map(|a| a.policy()),
         predict: None,
+        auto_group: caldera_cache::workload::AutoGroup::new(
+            config.auto_group.enabled,
+            config.auto_group.namespaces.as_deref(),
+        ),
     }
 }
 
@@ -332,7 +336,7 @@ pub fn check_invariants(
     for b in new_binds {
         let group = objects
             .pod(&b.namespace, &b.name)
-            .and_then(|p| caldera_cache::group_name(&p.metadata).map(str::to_string));
+            .and_then(|p| after.sim.store().group_of(p));
         if let Some(group) = group {
             gangs
                 .entry(format!("{}/{group}", b.namespace))

@@ -16,6 +16,7 @@
 
 pub mod autoscaler;
 pub mod disruption;
+pub mod job;
 pub mod kube_scheduler;
 pub mod kubelet;
 pub mod pv_controller;

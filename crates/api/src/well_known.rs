@@ -70,3 +70,26 @@ pub const GANG_GATE: &str = "scheduling.caldera.sh/gang";
 
 /// kube-scheduler's default profile: the scheduler name gate mode works beside.
 pub const KUBE_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// Annotations and names of the gangs Caldera derives from workloads (docs/workloads.md).
+pub mod workload {
+    /// On a derived PodGroup: the workload it was derived from, as `kubectl` names it
+    /// (`job.batch/train`).
+    pub const ANNOTATION_DERIVED_FROM: &str = "scheduling.caldera.sh/derived-from";
+    /// On a workload (or its pod template): `"false"` opts it out of auto-grouping; its pods
+    /// are scheduled one by one as before.
+    pub const ANNOTATION_AUTO_GROUP: &str = "scheduling.caldera.sh/auto-group";
+    /// On a workload: the derived gang's `minMember` (a positive integer) instead of the one
+    /// derived from its spec.
+    pub const ANNOTATION_MIN_MEMBER: &str = "scheduling.caldera.sh/min-member";
+    /// On a workload: the derived gang's `scheduleTimeoutSeconds` (a positive integer).
+    pub const ANNOTATION_SCHEDULE_TIMEOUT: &str = "scheduling.caldera.sh/schedule-timeout-seconds";
+    /// Label Kueue reads on a workload naming its LocalQueue; read as the queue's name.
+    pub const LABEL_KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
+    /// Label on every derived PodGroup: who manages it.
+    pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+    /// The value of [`LABEL_MANAGED_BY`] on derived PodGroups.
+    pub const MANAGED_BY_CALDERA: &str = "caldera";
+    /// Prefix of the name of the PodGroup derived from a `batch/v1` Job: `job-<job name>`.
+    pub const JOB_PODGROUP_PREFIX: &str = "job-";
+}

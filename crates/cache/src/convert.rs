@@ -133,7 +133,7 @@ pub fn pod_request(pod: &Pod) -> Result<Resources> {
     }
 }
 
-fn spec_request(ctx: &Ctx, spec: &PodSpec) -> Result<Resources> {
+pub(crate) fn spec_request(ctx: &Ctx, spec: &PodSpec) -> Result<Resources> {
     let mut sum = Resources::new();
     for (i, c) in spec.containers.iter().enumerate() {
         sum.add(&request_of(ctx, "containers", i, c)?);
@@ -248,6 +248,9 @@ pub struct PodInfo {
     pub scheduler_name: Arc<str>,
     /// The group name from annotations or labels, if any.
     pub group: Option<Arc<str>>,
+    /// Its controller (`ownerReferences[]` with `controller: true`), kept only for a pod that
+    /// names no group: the workload a gang may be derived from ([`crate::workload`]).
+    pub owner: Option<crate::workload::Owner>,
     /// The job this pod belongs to: `<ns>/<group>`, or `<ns>/pod:<name>` without a group.
     pub job_id: Arc<str>,
     /// Annotation `scheduling.volcano.sh/queue-name` (used only without a group).
@@ -368,6 +371,11 @@ impl TryFrom<&Pod> for PodInfo {
                 .filter(|s| !s.is_empty())
                 .unwrap_or("default-scheduler")
                 .into(),
+            owner: if group.is_none() {
+                crate::workload::Owner::of(meta)
+            } else {
+                None
+            },
             group,
             job_id,
             queue_annotation: annotation(ANNOTATION_QUEUE_NAME)
@@ -669,6 +677,9 @@ pub struct GroupInfo {
     /// Annotation `scheduling.caldera.sh/provisioning-request`: `"true"` opts the gang in to
     /// autoscaler requests, `"false"` out; absent follows the config.
     pub autoscale: Option<bool>,
+    /// The uid of its controller (`ownerReferences[]` with `controller: true`): for a PodGroup
+    /// derived from a workload, that workload's.
+    pub owner_uid: Option<Arc<str>>,
 }
 
 impl TryFrom<&PodGroup> for GroupInfo {
@@ -765,6 +776,7 @@ impl TryFrom<&PodGroup> for GroupInfo {
                     "false" => Some(false),
                     _ => None,
                 }),
+            owner_uid: crate::workload::Owner::of(meta).map(|o| o.uid),
             status: PodGroupStatus {
                 phase: match &api_status.phase {
                     None => PodGroupPhase::Pending,
@@ -1086,6 +1098,12 @@ fn pod_constraints(
 fn unsupported_input(spec: &PodSpec) -> Option<String> {
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
         return Some("spec.resourceClaims (dynamic resource allocation)".into());
+    }
+    if spec.scheduling_group.is_some() {
+        return Some(
+            "spec.schedulingGroup (native scheduling.k8s.io/v1alpha2 PodGroups are not supported yet; docs/workloads.md)"
+                .into(),
+        );
     }
     None
 }

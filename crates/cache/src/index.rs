@@ -7,6 +7,7 @@ use crate::convert::{
 use crate::error::{Error, Result};
 use crate::intern::SpecInterner;
 use crate::provisioning::{request_info, RequestInfo};
+use crate::workload::{job_finished, job_gang, job_podgroup_name, JobGang};
 use caldera_api::ProvisioningRequest;
 use caldera_api::{PodGroup, Queue as ApiQueue, DEFAULT_QUEUE};
 use caldera_model::{
@@ -14,6 +15,7 @@ use caldera_model::{
     Resources, SelectorOp, Snapshot, Task, TaskStatus, WaitingPod,
 };
 use caldera_model::{CapacityRelease, ConsumingPod};
+use k8s_openapi::api::batch::v1::Job as KubeJob;
 use k8s_openapi::api::core::v1::{
     Namespace, Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
 };
@@ -48,6 +50,8 @@ pub struct SnapshotOptions {
     /// run over the pending, ungated pods of `scheduler_names` that Caldera does not serve,
     /// so the room they are about to take counts as used.
     pub predict: Option<Predictor>,
+    /// Where gangs are derived from workloads (config `autoGroup`; never in gate mode).
+    pub auto_group: crate::workload::AutoGroup,
 }
 
 /// Places pending pods `(pod, priority)` on `nodes` as kube-scheduler would, adding each to
@@ -78,6 +82,7 @@ impl Default for SnapshotOptions {
             gate: false,
             provisioning: None,
             predict: None,
+            auto_group: crate::workload::AutoGroup::default(),
         }
     }
 }
@@ -91,6 +96,7 @@ impl SnapshotOptions {
             gate: true,
             provisioning: None,
             predict: None,
+            auto_group: crate::workload::AutoGroup::off(),
         }
     }
 
@@ -149,6 +155,21 @@ pub struct ClusterIndex {
     /// Nodes booked for provisioned autoscaler requests, by node name: they stick from one
     /// snapshot to the next (see `book_nodes`). The only state a snapshot carries forward.
     bookings: Mutex<BTreeMap<Arc<str>, Booking>>,
+    /// `batch/v1` Jobs by (namespace, name), the workloads gangs are derived from.
+    jobs: BTreeMap<PodKey, KubeJob>,
+    /// Whether Jobs are watched (`reset_jobs` was called): without them no gang is derived and
+    /// their pods are scheduled one by one, as before.
+    jobs_watched: bool,
+}
+
+/// How a pod of ours that names no group is grouped.
+enum Resolved {
+    /// A group of one, as before.
+    Lone,
+    /// A member of the derived group with this job id (`namespace/name`).
+    Derived(Arc<str>),
+    /// Waits, for the derived group with this id, with this message.
+    Wait(Arc<str>, Arc<str>),
 }
 
 /// The label kube-apiserver puts on every Namespace, naming it.
@@ -428,6 +449,108 @@ impl ClusterIndex {
             .into_iter()
             .filter_map(|n| self.apply_node(n).err())
             .collect()
+    }
+
+    // ----- jobs (workloads gangs are derived from) -----
+
+    /// Adds or replaces a `batch/v1` Job.
+    pub fn apply_job(&mut self, job: &KubeJob) {
+        let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
+        if let Some(name) = job.metadata.name.as_deref() {
+            self.jobs.insert(key_of(namespace, name), job.clone());
+        }
+        self.jobs_watched = true;
+    }
+
+    /// Removes a Job.
+    pub fn delete_job(&mut self, namespace: &str, name: &str) {
+        self.jobs.remove(&key_of(namespace, name));
+    }
+
+    /// Replaces every Job; from now on gangs are derived from them.
+    pub fn reset_jobs<'a>(&mut self, jobs: impl IntoIterator<Item = &'a KubeJob>) {
+        self.jobs.clear();
+        for job in jobs {
+            self.apply_job(job);
+        }
+        self.jobs_watched = true;
+    }
+
+    /// The Job `namespace/name`, if known.
+    pub fn job(&self, namespace: &str, name: &str) -> Option<&KubeJob> {
+        self.jobs.get(&key_of(namespace, name))
+    }
+
+    /// The PodGroups to create for workloads whose gang is derived (docs/workloads.md): one
+    /// per known Job that [`job_gang`] groups, in a namespace `opts.auto_group` covers, not
+    /// finished, whose PodGroup does not exist. A PodGroup of that name the Job does not own
+    /// is a clash: nothing is created (its pods say so). Sorted by namespace, then name.
+    pub fn derived_podgroups(&self, opts: &SnapshotOptions) -> Vec<PodGroup> {
+        if opts.gate || !opts.auto_group.enabled {
+            return Vec::new();
+        }
+        self.jobs
+            .iter()
+            .filter(|((ns, _), job)| opts.auto_group.covers(ns) && !job_finished(job))
+            .filter_map(|((ns, name), job)| {
+                let id = format!("{ns}/{}", job_podgroup_name(name));
+                if self.podgroups.contains_key(id.as_str()) {
+                    return None;
+                }
+                match job_gang(job, &opts.scheduler_names) {
+                    JobGang::Gang(pg) => Some(*pg),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// How the pod `p` of ours (no group of its own) is grouped: by the gang derived from its
+    /// Job when auto-grouping covers it, else alone. `derived` caches [`job_gang`] per Job
+    /// for one snapshot.
+    fn resolve(
+        &self,
+        p: &PodInfo,
+        opts: &SnapshotOptions,
+        derived: &mut HashMap<PodKey, JobGang>,
+    ) -> Resolved {
+        let Some(owner) = p.owner.as_ref().filter(|o| o.is_job()) else {
+            return Resolved::Lone;
+        };
+        if opts.gate || !self.jobs_watched || !opts.auto_group.covers(&p.namespace) {
+            return Resolved::Lone;
+        }
+        let pg_name = job_podgroup_name(&owner.name);
+        let id: Arc<str> = format!("{}/{pg_name}", p.namespace).into();
+        let key = key_of(&p.namespace, &owner.name);
+        let Some(job) = self
+            .jobs
+            .get(&key)
+            .filter(|j| j.metadata.uid.as_deref() == Some(&*owner.uid))
+        else {
+            let why = format!(
+                "waiting for Job {}/{} (its gang is derived from the Job)",
+                p.namespace, owner.name
+            );
+            return Resolved::Wait(id, why.into());
+        };
+        let gang = derived
+            .entry(key)
+            .or_insert_with(|| job_gang(job, &opts.scheduler_names));
+        match gang {
+            JobGang::NotGrouped(_) => Resolved::Lone,
+            JobGang::Invalid(why) => Resolved::Wait(id, why.as_str().into()),
+            JobGang::Gang(_) => match self.podgroups.get(&id) {
+                Some(g) if g.owner_uid.as_deref() != Some(&*owner.uid) => {
+                    let why = format!(
+                        "PodGroup {id} exists but is not derived from Job {}/{}; Caldera does not adopt it (rename the Job, or delete the PodGroup)",
+                        p.namespace, owner.name
+                    );
+                    Resolved::Wait(id, why.into())
+                }
+                _ => Resolved::Derived(id),
+            },
+        }
     }
 
     // ----- podgroups -----
@@ -931,7 +1054,11 @@ impl ClusterIndex {
                 (predict.0)(&mut nodes, &pending);
             }
         }
-        let mut by_job: BTreeMap<&Arc<str>, Vec<&PodInfo>> = BTreeMap::new();
+        let mut by_job: BTreeMap<Arc<str>, Vec<&PodInfo>> = BTreeMap::new();
+        // Jobs of pods that name no group but belong to a gang derived from their workload,
+        // with the message of those that must wait.
+        let mut derived_ids: HashMap<Arc<str>, Option<Arc<str>>> = HashMap::new();
+        let mut derived: HashMap<PodKey, JobGang> = HashMap::new();
         for name in &names {
             for (job, keys) in self.members.get(*name).into_iter().flatten() {
                 let mut served = keys
@@ -939,10 +1066,24 @@ impl ClusterIndex {
                     .filter_map(|k| self.pods.get(k))
                     .filter(|p| opts.serves(p))
                     .peekable();
-                if served.peek().is_none() {
+                let Some(first) = served.peek() else {
                     continue;
+                };
+                let mut id = job.clone();
+                if first.group.is_none() {
+                    match self.resolve(first, opts, &mut derived) {
+                        Resolved::Lone => {}
+                        Resolved::Derived(g) => {
+                            derived_ids.entry(g.clone()).or_insert(None);
+                            id = g;
+                        }
+                        Resolved::Wait(g, why) => {
+                            derived_ids.insert(g.clone(), Some(why));
+                            id = g;
+                        }
+                    }
                 }
-                let entry = by_job.entry(job).or_default();
+                let entry = by_job.entry(id).or_default();
                 let merging = !entry.is_empty();
                 entry.extend(served);
                 if merging {
@@ -952,7 +1093,7 @@ impl ClusterIndex {
         }
         for id in self.podgroups.keys() {
             if !self.group_refs.contains_key(id) {
-                by_job.entry(id).or_default();
+                by_job.entry(id.clone()).or_default();
             }
         }
 
@@ -961,9 +1102,14 @@ impl ClusterIndex {
         let mut volume_specs: HashSet<Arc<PlacementSpec>> = HashSet::new();
         let mut with_claims = false;
         for (id, pods) in by_job {
-            let grouped = pods.first().is_none_or(|p| p.group.is_some());
+            let why = derived_ids.get(&id);
+            let grouped = why.is_some() || pods.first().is_none_or(|p| p.group.is_some());
             let job = if grouped {
-                match self.podgroups.get(id) {
+                match self
+                    .podgroups
+                    .get(&id)
+                    .filter(|_| why.is_none_or(Option::is_none))
+                {
                     Some(g) => self.group_job(g, opts),
                     None => {
                         snap.waiting.extend(
@@ -974,6 +1120,7 @@ impl ClusterIndex {
                                     namespace: p.namespace.clone(),
                                     name: p.name.clone(),
                                     group: id.clone(),
+                                    why: why.cloned().flatten(),
                                     created: p.created,
                                     pending_reason: p.pending_reason.clone(),
                                     consumes: p.consumes.clone(),

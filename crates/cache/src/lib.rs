@@ -22,6 +22,7 @@ mod intern;
 pub mod labels;
 pub mod provisioning;
 pub mod volumes;
+pub mod workload;
 
 pub use convert::{
     group_name, node, pod_condition, pod_request, priority_class, queue, GroupInfo, PodInfo,

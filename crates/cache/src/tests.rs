@@ -11,7 +11,7 @@ use std::time::Duration;
 const GPU: &str = "nvidia.com/gpu";
 
 /// JSON merge patch (RFC 7386): objects merge, everything else replaces.
-fn merge(base: &mut Value, patch: Value) {
+pub(crate) fn merge(base: &mut Value, patch: Value) {
     match (base, patch) {
         (Value::Object(b), Value::Object(p)) => {
             for (k, v) in p {

@@ -1,4 +1,4 @@
-//! `caldera explain NS/PODGROUP`: why a gang is (or is not) placed, node by node — on the live
+//! `caldera explain NS/PODGROUP` (or `NS/JOB`): why a gang is (or is not) placed, node by node — on the live
 //! cluster (read through the kubeconfig, as `caldera snapshot` reads it), or on manifests given
 //! with `-f`.
 
@@ -17,7 +17,8 @@ Examples:
   caldera explain default/training-job-tp8 -f cluster.yaml -f jobs.yaml
   caldera snapshot | caldera explain default/training-job-tp8 -f -")]
 pub struct ExplainArgs {
-    /// The PodGroup, as NAMESPACE/NAME (a pod without a group: NAMESPACE/pod:NAME).
+    /// The PodGroup, as NAMESPACE/NAME (a `batch/v1` Job's name stands for the PodGroup derived
+    /// from it; a pod without a group: NAMESPACE/pod:NAME).
     pub podgroup: String,
     /// Manifests describing the cluster (multi-document YAML; `-` reads stdin). Repeatable.
     /// Without -f, the live cluster is read.
@@ -56,9 +57,13 @@ pub fn run(args: ExplainArgs) -> CommandResult {
     };
     let mut sim = Simulation::new(&config)?;
     crate::simulate::apply_inputs(&mut sim, &inputs)?;
+    // The PodGroups Caldera derives from Jobs, as the live scheduler would have made them.
+    let (opts, now) = (sim.options().clone(), sim.now());
+    sim.store_mut().create_derived_podgroups(&opts, now);
     let scheduler = caldera_plugins::scheduler(&config)?;
     let snapshot = sim.snapshot();
-    let Some(explanation) = scheduler.explain(&snapshot, sim.now(), &args.podgroup) else {
+    let id = gang_id(&sim, &args.podgroup);
+    let Some(explanation) = scheduler.explain(&snapshot, sim.now(), &id) else {
         let known: Vec<&str> = snapshot
             .jobs
             .iter()
@@ -86,6 +91,22 @@ pub fn run(args: ExplainArgs) -> CommandResult {
         .lock()
         .write_all(explanation.to_string().as_bytes())?;
     Ok(())
+}
+
+/// The gang `NAMESPACE/NAME` names: that PodGroup, or, when `NAME` is a `batch/v1` Job and no
+/// PodGroup has that name, the PodGroup derived from the Job (`job-<name>`, docs/workloads.md).
+fn gang_id(sim: &Simulation, name: &str) -> String {
+    let (ns, short) = name.split_once('/').unwrap_or(("default", name));
+    let store = sim.store();
+    if store.podgroup(ns, short).is_none()
+        && store.jobs().any(|j| {
+            j.metadata.namespace.as_deref().unwrap_or("default") == ns
+                && j.metadata.name.as_deref() == Some(short)
+        })
+    {
+        return format!("{ns}/{}", caldera_cache::workload::job_podgroup_name(short));
+    }
+    name.to_string()
 }
 
 /// Reads the live cluster as manifests, the way `caldera snapshot` does.

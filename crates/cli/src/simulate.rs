@@ -260,7 +260,7 @@ fn describe_sessions(sim: &Simulation, sessions: &[SessionReport]) -> Vec<String
             let gang = sim
                 .store()
                 .pod(ns, name)
-                .and_then(|p| caldera_cache::group_name(&p.metadata))
+                .and_then(|p| sim.store().group_of(p))
                 .map(|g| format!("gang {ns}/{g}"))
                 .unwrap_or_else(|| format!("pod {pod}"));
             *by_gang.entry(gang).or_default().entry(node).or_default() += 1;

@@ -104,3 +104,49 @@ fn explain_names_a_missing_podgroup() {
         "{stderr}"
     );
 }
+
+/// A `batch/v1` Job's name stands for the PodGroup derived from it (docs/workloads.md): its
+/// pods are made by the Job controller the simulator plays, and the gang is explained whole.
+#[test]
+fn explains_a_job_by_its_name() {
+    let job = "\
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status:
+  allocatable: {cpu: '64', memory: 512Gi, nvidia.com/gpu: '8'}
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: busy}
+spec:
+  nodeName: node-a
+  containers: [{name: m, resources: {limits: {nvidia.com/gpu: '2'}}}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  parallelism: 8
+  completions: 8
+  completionMode: Indexed
+  template:
+    spec:
+      schedulerName: caldera
+      restartPolicy: Never
+      containers: [{name: m, resources: {limits: {nvidia.com/gpu: '1'}}}]
+";
+    let out = caldera(&["explain", "default/train", "-f", "-"], job);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("PodGroup default/job-train (queue default): minMember 8, 8 members"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("6 fit"), "{stdout}");
+}

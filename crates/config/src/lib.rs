@@ -29,6 +29,9 @@
 //!     bookingTimeout: 10m                   # how long new nodes stay booked for their gang
 //!     maxWait: 1h                           # bound of a gang's wait for a live request
 //! podScheduledEvents: true
+//! autoGroup:                                # gangs derived from workloads (docs/workloads.md)
+//!   enabled: true                           # default true
+//!   namespaces: [team-a, team-b]            # default: every namespace
 //! ```
 //!
 //! [`parse`] and [`load`] check everything: action and plugin names, flag and argument
@@ -124,6 +127,9 @@ pub struct SchedulerConfig {
     /// node", what `kubectl describe pod` shows) (`podScheduledEvents`; default true). Off, a
     /// gang's binds cost one write per pod; the PodGroup's own `Scheduled` event stays.
     pub pod_scheduled_events: bool,
+    /// `autoGroup`: where gangs are derived from workloads (`batch/v1` Jobs) whose pods name
+    /// no group (default: on in every namespace).
+    pub auto_group: AutoGroupConfig,
     /// Things accepted but ignored (Volcano arguments Caldera does not use, configurations of
     /// actions that do not run, …), each a one-line message with file, line and key path.
     pub warnings: Vec<String>,
@@ -159,6 +165,25 @@ impl Default for SchedulerConfig {
         // (here and in tests/shipped.rs) parse it on every build of the test suite.
         #[allow(clippy::expect_used)]
         parse(SHIPPED_CONFIG, None).expect("the shipped config/scheduler.yaml is valid")
+    }
+}
+
+/// `autoGroup`: gangs derived from workloads (docs/workloads.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoGroupConfig {
+    /// `enabled` (default true).
+    pub enabled: bool,
+    /// `namespaces`: only workloads in these namespaces (sorted, no duplicates); absent or
+    /// `null` (the default): every namespace.
+    pub namespaces: Option<Vec<String>>,
+}
+
+impl Default for AutoGroupConfig {
+    fn default() -> Self {
+        AutoGroupConfig {
+            enabled: true,
+            namespaces: None,
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// Keys allowed at the top level, in the order they are listed in messages.
-const TOP_LEVEL_KEYS: [&str; 11] = [
+const TOP_LEVEL_KEYS: [&str; 12] = [
     "actions",
     "tiers",
     "configurations",
@@ -30,6 +30,7 @@ const TOP_LEVEL_KEYS: [&str; 11] = [
     "bindConcurrency",
     "autoscaler",
     "podScheduledEvents",
+    "autoGroup",
 ];
 
 /// `enableNamespaceOrder`: in Volcano up to 1.3, since removed; accepted and ignored.
@@ -488,9 +489,14 @@ impl Validator {
             Some(entry) => autoscaler(entry)?,
             None => None,
         };
+        let auto_group = match known.get("autoGroup") {
+            Some(entry) => auto_group(entry)?,
+            None => crate::AutoGroupConfig::default(),
+        };
 
         Ok(SchedulerConfig {
             autoscaler,
+            auto_group,
             actions,
             tiers,
             configurations,
@@ -947,6 +953,62 @@ fn scheduler_names(entry: &Entry) -> Checked<Vec<String>> {
         names.push(name.to_string());
     }
     Ok(names)
+}
+
+/// Keys of `autoGroup`.
+const AUTO_GROUP_KEYS: [&str; 2] = ["enabled", "namespaces"];
+
+/// `autoGroup: {enabled, namespaces}`: gangs derived from workloads (docs/workloads.md).
+fn auto_group(entry: &Entry) -> Checked<crate::AutoGroupConfig> {
+    let mut out = crate::AutoGroupConfig::default();
+    if matches!(entry.value, Raw::Null) {
+        return Ok(out);
+    }
+    for e in mapping(
+        entry.value,
+        &entry.ptr,
+        "a mapping with the keys enabled and namespaces",
+    )? {
+        match e.key.as_str() {
+            "enabled" => out.enabled = boolean(&e)?,
+            "namespaces" => {
+                out.namespaces = match e.value {
+                    Raw::Null => None,
+                    Raw::Seq(items) => {
+                        let mut names = Vec::with_capacity(items.len());
+                        for (index, item) in items.iter().enumerate() {
+                            let ptr = e.ptr.item(index);
+                            let Raw::Str(name) = item else {
+                                return Err(problem(
+                                    &ptr,
+                                    format!("expected a namespace name, got {}", item.describe()),
+                                ));
+                            };
+                            let name = name.trim();
+                            if name.is_empty() {
+                                return Err(problem(&ptr, "empty namespace name"));
+                            }
+                            names.push(name.to_string());
+                        }
+                        names.sort();
+                        names.dedup();
+                        Some(names)
+                    }
+                    other => {
+                        return Err(problem(
+                            &e.target(),
+                            format!(
+                                "expected a list of namespace names, got {}",
+                                other.describe()
+                            ),
+                        ))
+                    }
+                }
+            }
+            _ => return Err(unknown_key(&e, "in autoGroup", &AUTO_GROUP_KEYS)),
+        }
+    }
+    Ok(out)
 }
 
 /// Keys of `autoscaler`.

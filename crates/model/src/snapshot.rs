@@ -20,6 +20,9 @@ pub struct WaitingPod {
     pub name: Arc<str>,
     /// `namespace/name` of the missing PodGroup.
     pub group: Arc<str>,
+    /// Why it waits, when it is not simply that the PodGroup does not exist yet (a gang derived
+    /// from a workload that cannot be made: a clash, a malformed annotation).
+    pub why: Option<Arc<str>>,
     /// The pod's creation time.
     pub created: crate::Time,
     /// Current `PodScheduled=False` condition.

@@ -11,6 +11,7 @@ use crate::overlay::{Kind, ObjKey, Overlay};
 use caldera_api::{PodGroup, Queue as ApiQueue};
 use caldera_cache::{ClusterIndex, PodInfo};
 use caldera_model::{Node, TaskStatus};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     Namespace, Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
 };
@@ -47,11 +48,13 @@ pub enum Watched {
     StorageClasses,
     /// CSINodes (attach limits).
     CsiNodes,
+    /// `batch/v1` Jobs (gangs derived from them, docs/workloads.md).
+    Jobs,
 }
 
 impl Watched {
     /// Every watched kind.
-    pub const ALL: [Watched; 11] = [
+    pub const ALL: [Watched; 12] = [
         Watched::Pods,
         Watched::Nodes,
         Watched::PodGroups,
@@ -63,6 +66,7 @@ impl Watched {
         Watched::Volumes,
         Watched::StorageClasses,
         Watched::CsiNodes,
+        Watched::Jobs,
     ];
 
     /// Plural resource name.
@@ -79,6 +83,7 @@ impl Watched {
             Watched::Volumes => "persistentvolumes",
             Watched::StorageClasses => "storageclasses",
             Watched::CsiNodes => "csinodes",
+            Watched::Jobs => "jobs",
         }
     }
 }
@@ -541,6 +546,24 @@ impl Cluster {
     pub fn reset_namespaces(&mut self, namespaces: &[Namespace]) {
         self.index.reset_namespaces(namespaces.iter());
         self.synced.insert(Watched::Namespaces, true);
+    }
+
+    // ----- jobs -----
+
+    pub fn apply_job(&mut self, job: &Job) -> bool {
+        self.index.apply_job(job);
+        true
+    }
+
+    pub fn delete_job(&mut self, job: &Job) -> bool {
+        let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
+        self.index.delete_job(namespace, &job.name_any());
+        true
+    }
+
+    pub fn reset_jobs(&mut self, jobs: &[Job]) {
+        self.index.reset_jobs(jobs.iter());
+        self.synced.insert(Watched::Jobs, true);
     }
 }
 

@@ -55,6 +55,10 @@ pub(crate) fn activate(
             gate: false,
             provisioning: None,
             predict: None,
+            auto_group: caldera_cache::workload::AutoGroup::new(
+                config.auto_group.enabled,
+                config.auto_group.namespaces.as_deref(),
+            ),
         }
     };
     if !names.is_empty() {

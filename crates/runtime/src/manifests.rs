@@ -1,6 +1,6 @@
 //! `caldera snapshot`: the live cluster as multi-document YAML manifests (Namespaces, Nodes
 //! with their status, Pods, PodGroups, Queues, PriorityClasses, StorageClasses, CSINodes,
-//! PersistentVolumes and PersistentVolumeClaims) that `caldera simulate -f` and
+//! PersistentVolumes, PersistentVolumeClaims and `batch/v1` Jobs) that `caldera simulate -f` and
 //! `caldera explain -f` read back.
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
@@ -35,7 +35,7 @@ pub enum SnapshotError {
 const STRIPPED_METADATA: [&str; 4] = ["managedFields", "resourceVersion", "selfLink", "generation"];
 
 /// The kinds, in the order they are written (what a pod refers to comes first).
-const KINDS: [(&str, &str, &str, &str); 10] = [
+const KINDS: [(&str, &str, &str, &str); 11] = [
     ("", "v1", "Namespace", "namespaces"),
     (
         "scheduling.k8s.io",
@@ -51,6 +51,8 @@ const KINDS: [(&str, &str, &str, &str); 10] = [
     ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
     ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
     ("", "v1", "Pod", "pods"),
+    // After their pods: the simulator's Job controller then finds them and makes none again.
+    ("batch", "v1", "Job", "jobs"),
 ];
 
 fn clean(mut obj: Value, api_version: &str, kind: &str) -> Value {
@@ -66,7 +68,7 @@ fn clean(mut obj: Value, api_version: &str, kind: &str) -> Value {
     obj
 }
 
-/// Lists every object of the ten kinds (500 per page) and writes them as YAML documents
+/// Lists every object of the eleven kinds (500 per page) and writes them as YAML documents
 /// separated by `---`. A Volcano kind whose CRD is not installed (404) is left out.
 pub async fn cluster_manifests(client: &Client) -> Result<String, SnapshotError> {
     let mut out = String::new();

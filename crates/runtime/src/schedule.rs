@@ -72,6 +72,9 @@ struct LoopState {
     /// Gate mode: members released in this term, when, and whether their overrun was
     /// reported.
     released: HashMap<Arc<str>, (Instant, bool)>,
+    /// PodGroups derived from workloads that this term asked the API server to create, and
+    /// when: not asked again before the watch can show them.
+    derived: HashMap<String, Instant>,
 }
 
 pub(crate) async fn run(
@@ -142,6 +145,7 @@ pub(crate) async fn run(
         if !state.default_queue {
             state.default_queue = ensure_default_queue(&shared, &client).await;
         }
+        ensure_derived_podgroups(&shared, &client, &mut state).await;
         // A pause that raced with the start of this term (the leadership guard saw the old
         // value) must not stop this leader's writes.
         if !binder.is_active() && *leader.borrow() {
@@ -171,6 +175,46 @@ async fn ensure_default_queue(shared: &Shared, client: &Client) -> bool {
         Err(e) => {
             warn!(error = %e, "could not create Queue default; will try again");
             false
+        }
+    }
+}
+
+/// How long a derived PodGroup this term created is not created again while the watch has
+/// not shown it yet.
+const DERIVED_RETRY: Duration = Duration::from_secs(10);
+
+/// Creates the PodGroups Caldera derives from workloads (`ClusterIndex::derived_podgroups`,
+/// docs/workloads.md) that the cache does not hold yet. Their pods wait ("PodGroup … does not
+/// exist yet") until the watch brings them. A 409 means it exists already; other failures
+/// are retried after [`DERIVED_RETRY`].
+async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut LoopState) {
+    let wanted = {
+        let active = shared.active();
+        shared
+            .lock_cluster()
+            .index
+            .derived_podgroups(&active.snapshot_options)
+    };
+    let now = Instant::now();
+    state
+        .derived
+        .retain(|_, at| now.duration_since(*at) < DERIVED_RETRY);
+    for pg in wanted {
+        let namespace = pg.metadata.namespace.clone().unwrap_or_default();
+        let name = pg.metadata.name.clone().unwrap_or_default();
+        let key = format!("{namespace}/{name}");
+        if state.derived.contains_key(&key) {
+            continue;
+        }
+        state.derived.insert(key.clone(), now);
+        let api: Api<caldera_api::PodGroup> = Api::namespaced(client.clone(), &namespace);
+        shared.metrics.api_write("podgroup");
+        match api.create(&PostParams::default(), &pg).await {
+            Ok(_) => info!(podgroup = %key, "created PodGroup derived from its workload"),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                warn!(podgroup = %key, error = %e, "could not create derived PodGroup; will try again")
+            }
         }
     }
 }

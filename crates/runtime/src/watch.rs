@@ -6,6 +6,7 @@
 use crate::cluster::{Cluster, Watched};
 use crate::Shared;
 use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -92,7 +93,7 @@ fn volcano(kind: &str, plural: &str) -> ApiResource {
     )
 }
 
-/// Spawns the eleven watches.
+/// Spawns the twelve watches.
 pub(crate) fn spawn_all(
     shared: Arc<Shared>,
     client: Client,
@@ -210,13 +211,24 @@ pub(crate) fn spawn_all(
             stop.clone(),
         )),
         tokio::spawn(run(
-            shared,
-            Api::<CSINode>::all(client),
+            shared.clone(),
+            Api::<CSINode>::all(client.clone()),
             Handler {
                 kind: Watched::CsiNodes,
                 apply: |c, o, _| c.apply_csinode(o),
                 delete: Cluster::delete_csinode,
                 reset: Cluster::reset_csinodes,
+            },
+            stop.clone(),
+        )),
+        tokio::spawn(run(
+            shared,
+            Api::<Job>::all(client),
+            Handler {
+                kind: Watched::Jobs,
+                apply: |c, o, _| c.apply_job(o),
+                delete: Cluster::delete_job,
+                reset: Cluster::reset_jobs,
             },
             stop,
         )),

@@ -169,7 +169,10 @@ pub fn close(ssn: &Session) -> Plan {
         if now.millis_since(w.created) < ARRIVAL_GRACE_MS {
             continue;
         }
-        let message = format!("PodGroup {} does not exist yet", w.group);
+        let message = match &w.why {
+            Some(why) => why.to_string(),
+            None => format!("PodGroup {} does not exist yet", w.group),
+        };
         let pod = (&w.namespace, &w.name, &w.uid);
         say_pending(
             &mut plan,

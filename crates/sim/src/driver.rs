@@ -194,6 +194,10 @@ impl Simulation {
                 gate: false,
                 provisioning: config.autoscaler.as_ref().map(|a| a.policy()),
                 predict: None,
+                auto_group: caldera_cache::workload::AutoGroup::new(
+                    config.auto_group.enabled,
+                    config.auto_group.namespaces.as_deref(),
+                ),
             },
         };
         let mut sim = Self::with_scheduler(Box::new(scheduler), config.schedule_period, opts);
@@ -417,6 +421,10 @@ impl Simulation {
         // the workload controllers make their next pods.
         self.store.kubelet(self.now);
         self.store.controllers(self.now);
+        // Caldera's binder creates the PodGroups it derives from workloads.
+        if self.mode == Mode::Run {
+            self.store.create_derived_podgroups(&self.opts, self.now);
+        }
         self.ensure_default_queue();
         self.autoscale();
         let snapshot = self.store.snapshot(&self.opts);

@@ -88,6 +88,10 @@ pub struct PodGroupExpect {
     pub nodes: Option<Vec<String>>,
     /// At most this many distinct nodes.
     pub max_nodes: Option<usize>,
+    /// `spec.minMember` (e.g. of a PodGroup derived from a workload).
+    pub min_member: Option<i32>,
+    /// `true`: gone (or being deleted); `false`: exists and is not being deleted.
+    pub deleted: Option<bool>,
 }
 
 /// A PodGroup condition that must be present.
@@ -223,25 +227,37 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
 
     let mut members: BTreeMap<(String, String), Vec<&Pod>> = BTreeMap::new();
     for pod in store.pods() {
-        if let Some(group) = caldera_cache::group_name(&pod.metadata) {
+        if let Some(group) = store.group_of(pod) {
             let ns = pod
                 .metadata
                 .namespace
                 .clone()
                 .unwrap_or_else(|| "default".into());
-            members
-                .entry((ns, group.to_string()))
-                .or_default()
-                .push(pod);
+            members.entry((ns, group)).or_default().push(pod);
         }
     }
     for e in &expect.pod_groups {
         let what = format!("podGroup {}", e.name);
         let (ns, name) = split_name(&e.name);
-        let Some(pg) = store.podgroup(ns, name) else {
-            out.fail(format!("{what}: not found"));
+        let found = store.podgroup(ns, name);
+        if let Some(want) = e.deleted {
+            let gone = found.is_none_or(|pg| pg.metadata.deletion_timestamp.is_some());
+            let say = |d: bool| if d { "deleted" } else { "present" };
+            out.compare(&what, say(want), say(gone));
+        }
+        let Some(pg) = found else {
+            if e.deleted != Some(true) {
+                out.fail(format!("{what}: not found"));
+            }
             continue;
         };
+        if let Some(want) = e.min_member {
+            let got = pg
+                .spec
+                .min_member
+                .map_or("absent".into(), |m| m.to_string());
+            out.compare(&format!("{what} minMember"), &want.to_string(), &got);
+        }
         let key = (ns.to_string(), name.to_string());
         let pods = members.get(&key).map(Vec::as_slice).unwrap_or_default();
         let nodes: BTreeSet<&str> = pods.iter().filter_map(|p| node_name(p)).collect();

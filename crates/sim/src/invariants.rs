@@ -32,7 +32,7 @@ pub fn bound_counts(store: &Store) -> HashMap<String, usize> {
         if node_name(pod).is_none() {
             continue;
         }
-        if let Some(group) = caldera_cache::group_name(&pod.metadata) {
+        if let Some(group) = store.group_of(pod) {
             let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
             *out.entry(format!("{ns}/{group}")).or_default() += 1;
         }

@@ -3,7 +3,7 @@
 //!
 //! Only the kinds the scheduler looks at are kept (Node, Pod, PodGroup, Queue, PriorityClass,
 //! Namespace, PodDisruptionBudget, PersistentVolume, PersistentVolumeClaim, StorageClass,
-//! CSINode). Workload kinds whose pods a controller would create (Deployment, Job, ...) are
+//! CSINode, and `batch/v1` Job, whose controller the simulator plays). Workload kinds whose pods a controller would create (Deployment, Job, ...) are
 //! skipped with one notice per kind, since no controllers run in the simulator; other kinds
 //! are skipped with a notice that they do not affect scheduling. In plain manifests
 //! ([`parse_stream`]) `apps/v1` StatefulSets are kept apart ([`Manifests::statefulsets`]) for
@@ -12,6 +12,7 @@
 use crate::error::{Error, Origin, Result};
 use caldera_api::{PodGroup, Queue};
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -47,11 +48,13 @@ pub enum Kind {
     PersistentVolume,
     /// `v1` PersistentVolumeClaim.
     PersistentVolumeClaim,
+    /// `batch/v1` Job (its controller is played: docs/workloads.md).
+    Job,
 }
 
 impl Kind {
     /// Every kept kind.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Namespace,
         Kind::PriorityClass,
         Kind::Queue,
@@ -63,6 +66,7 @@ impl Kind {
         Kind::CSINode,
         Kind::PersistentVolume,
         Kind::PersistentVolumeClaim,
+        Kind::Job,
     ];
 
     /// The `kind` spelling.
@@ -79,6 +83,7 @@ impl Kind {
             Kind::CSINode => "CSINode",
             Kind::PersistentVolume => "PersistentVolume",
             Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Kind::Job => "Job",
         }
     }
 
@@ -94,6 +99,7 @@ impl Kind {
             Kind::PriorityClass => "scheduling.k8s.io",
             Kind::Queue | Kind::PodGroup => "scheduling.volcano.sh",
             Kind::PodDisruptionBudget => "policy",
+            Kind::Job => "batch",
         }
     }
 
@@ -101,7 +107,11 @@ impl Kind {
     pub fn namespaced(self) -> bool {
         matches!(
             self,
-            Kind::Pod | Kind::PodGroup | Kind::PodDisruptionBudget | Kind::PersistentVolumeClaim
+            Kind::Pod
+                | Kind::PodGroup
+                | Kind::PodDisruptionBudget
+                | Kind::PersistentVolumeClaim
+                | Kind::Job
         )
     }
 
@@ -147,6 +157,8 @@ pub enum Object {
     PersistentVolume(PersistentVolume),
     /// A PersistentVolumeClaim.
     PersistentVolumeClaim(PersistentVolumeClaim),
+    /// A `batch/v1` Job.
+    Job(Job),
 }
 
 impl Object {
@@ -164,6 +176,7 @@ impl Object {
             Object::CSINode(_) => Kind::CSINode,
             Object::PersistentVolume(_) => Kind::PersistentVolume,
             Object::PersistentVolumeClaim(_) => Kind::PersistentVolumeClaim,
+            Object::Job(_) => Kind::Job,
         }
     }
 
@@ -180,6 +193,7 @@ impl Object {
             Object::CSINode(o) => &o.metadata,
             Object::PersistentVolume(o) => &o.metadata,
             Object::PersistentVolumeClaim(o) => &o.metadata,
+            Object::Job(o) => &o.metadata,
         }
     }
 
@@ -199,12 +213,11 @@ impl Object {
 }
 
 /// Kinds whose pods a controller would make: the simulator runs no controllers.
-const WORKLOAD_KINDS: [&str; 16] = [
+const WORKLOAD_KINDS: [&str; 15] = [
     "Deployment",
     "ReplicaSet",
     "StatefulSet",
     "DaemonSet",
-    "Job",
     "CronJob",
     "ReplicationController",
     "PyTorchJob",
@@ -352,6 +365,7 @@ fn parse_document(
         Kind::CSINode => Object::CSINode(typed(value, origin)?),
         Kind::PersistentVolume => Object::PersistentVolume(typed(value, origin)?),
         Kind::PersistentVolumeClaim => Object::PersistentVolumeClaim(typed(value, origin)?),
+        Kind::Job => Object::Job(typed(value, origin)?),
     };
     if object.name().is_empty() {
         return Err(Error::Invalid {
@@ -392,6 +406,23 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
         Object::PersistentVolume(pv) => caldera_cache::volumes::volume(pv).map(drop),
         Object::PersistentVolumeClaim(c) => caldera_cache::volumes::claim(c).map(drop),
         Object::PodDisruptionBudget(_) | Object::CSINode(_) => Ok(()),
+        // Its pods convert as the template does (a pod's name stands in for theirs).
+        Object::Job(job) => {
+            let template = job
+                .spec
+                .as_ref()
+                .map(|s| s.template.clone())
+                .unwrap_or_default();
+            let mut meta = template.metadata.unwrap_or_default();
+            meta.name = job.metadata.name.clone();
+            meta.namespace = job.metadata.namespace.clone();
+            let pod = k8s_openapi::api::core::v1::Pod {
+                metadata: meta,
+                spec: template.spec,
+                status: None,
+            };
+            caldera_cache::PodInfo::try_from(&pod).map(drop)
+        }
     }
 }
 

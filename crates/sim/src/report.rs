@@ -368,9 +368,9 @@ pub fn gang_table(sim: &Simulation, report: &Report) -> String {
         if !sched.is_some_and(|s| ours.contains(s)) {
             continue;
         }
-        if let Some(group) = caldera_cache::group_name(&pod.metadata) {
+        if let Some(group) = sim.store().group_of(pod) {
             let (ns, _) = ns_name(&pod.metadata);
-            let key = (ns, group.to_string());
+            let key = (ns, group);
             if !known.contains(&key) {
                 *missing.entry(key).or_default() += 1;
             }
@@ -420,8 +420,7 @@ pub fn lone_pod_table(sim: &Simulation) -> Option<String> {
         .pods()
         .filter(|p| {
             let sched = p.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
-            sched.is_some_and(|s| ours.contains(s))
-                && caldera_cache::group_name(&p.metadata).is_none()
+            sched.is_some_and(|s| ours.contains(s)) && sim.store().group_of(p).is_none()
         })
         .map(|p| {
             let (ns, name) = ns_name(&p.metadata);

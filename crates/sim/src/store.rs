@@ -27,6 +27,10 @@
 //!   ([`Store::add_statefulset`], plain manifests only) at every session, and its ephemeral
 //!   volume controller makes the claims of a pod's generic ephemeral volumes when the pod is
 //!   created ([`caldera_actors::statefulset`]).
+//! - Its Job controller runs for every `batch/v1` Job at every session and right after the
+//!   Job is applied ([`caldera_actors::job`]); deleting a Job deletes, as the garbage collector
+//!   does with `kubectl delete`'s background propagation, the pods (gracefully) and the
+//!   PodGroups it owns.
 //!
 //! Every write goes through to a [`ClusterIndex`], the same index the live scheduler keeps,
 //! so a snapshot here is built exactly as it is in a cluster.
@@ -41,6 +45,7 @@ use caldera_cache::{ClusterIndex, SnapshotOptions};
 use caldera_model::{CapacityNeed, ConsumingPod};
 use caldera_model::{Snapshot, Time};
 use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PodTemplate;
 use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodCondition, PodStatus};
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
@@ -130,6 +135,7 @@ pub struct Store {
     storage_classes: BTreeMap<String, StorageClass>,
     csinodes: BTreeMap<String, CSINode>,
     statefulsets: BTreeMap<Key, StatefulSet>,
+    jobs: BTreeMap<Key, Job>,
 }
 
 /// What the store does with Caldera's gate on pods being created.
@@ -428,6 +434,24 @@ impl Store {
                 }
                 applied
             }
+            Object::Job(mut o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                match self.jobs.get(&key) {
+                    // Status is the Job controller's (a status subresource).
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        o.status = old.status.clone();
+                    }
+                    None => {
+                        self.fresh_meta(&mut o.metadata, true, now);
+                        o.status = None;
+                    }
+                }
+                self.index.apply_job(&o);
+                let applied = replace(&mut self.jobs, key.clone(), o);
+                self.sync_job(&key, now)?;
+                applied
+            }
             Object::PodDisruptionBudget(mut o) => {
                 let key = (ns_of(&o.metadata), name_of(&o.metadata));
                 match self.budgets.get(&key) {
@@ -654,6 +678,12 @@ impl Store {
     pub fn controllers(&mut self, now: Time) -> Vec<String> {
         let keys: Vec<Key> = self.statefulsets.keys().cloned().collect();
         let mut made = Vec::new();
+        let jobs: Vec<Key> = self.jobs.keys().cloned().collect();
+        for key in jobs {
+            if let Ok(created) = self.sync_job(&key, now) {
+                made.extend(created);
+            }
+        }
         for key in keys {
             if let Ok(created) = self.sync_statefulset(&key, now) {
                 made.extend(
@@ -663,6 +693,118 @@ impl Store {
                         .map(|p| format!("{}/{}", key.0, name_of(&p.metadata))),
                 );
             }
+        }
+        made
+    }
+
+    /// The group the pod counts in: its own, or the PodGroup derived from its Job
+    /// ([`caldera_cache::workload::member_group`]).
+    pub fn group_of(&self, pod: &Pod) -> Option<String> {
+        let ns = ns_of(&pod.metadata);
+        caldera_cache::workload::member_group(&pod.metadata, |name| {
+            let pg = self.podgroups.get(&(ns.clone(), name.to_string()))?;
+            caldera_cache::workload::Owner::of(&pg.metadata).map(|o| o.uid.to_string())
+        })
+    }
+
+    /// `batch/v1` Jobs, by namespace then name.
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+
+    /// One sync of the Job controller for the Job `key`: creates its missing pods, deletes
+    /// the active pods of a Job that has failed, writes its status. Returns the pods created
+    /// (`namespace/name`).
+    fn sync_job(&mut self, key: &Key, now: Time) -> Result<Vec<String>, caldera_cache::Error> {
+        let Some(job) = self.jobs.get(key) else {
+            return Ok(Vec::new());
+        };
+        let ns = key.0.clone();
+        let pods: Vec<&Pod> = self
+            .pods
+            .range((ns.clone(), String::new())..)
+            .take_while(|((n, _), _)| *n == ns)
+            .map(|(_, p)| p)
+            .collect();
+        let out = caldera_actors::job::sync(job, &pods, &|name| {
+            self.pods.contains_key(&(ns.clone(), name.to_string()))
+        });
+        let mut made = Vec::new();
+        for pod in out.create {
+            made.push(format!("{ns}/{}", name_of(&pod.metadata)));
+            self.apply(Object::Pod(pod), now)?;
+        }
+        for name in &out.delete {
+            self.delete_gracefully(&ns, name, now);
+        }
+        if let Some(job) = self.jobs.get_mut(key) {
+            if job.status.as_ref() != Some(&out.status) {
+                job.status = Some(out.status);
+                self.index.apply_job(job);
+                self.generation += 1;
+            }
+        }
+        Ok(made)
+    }
+
+    /// Deletes a pod as a controller's or the garbage collector's DELETE does: a bound,
+    /// unfinished pod terminates for its grace period; any other goes at once.
+    fn delete_gracefully(&mut self, namespace: &str, name: &str, now: Time) {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(pod) = self.pods.get(&key).cloned() else {
+            return;
+        };
+        self.delete_pod_object(key, pod, now);
+    }
+
+    /// Deletes the stored pod `key` (given as `pod`, possibly changed) as kube-apiserver's
+    /// DELETE does: at once, or terminating for its grace period when bound and unfinished.
+    fn delete_pod_object(&mut self, key: Key, mut pod: Pod, now: Time) {
+        match kubelet::deletion(&pod, None, now) {
+            Deletion::Now => {
+                self.index.delete_pod(&key.0, &key.1);
+                self.pods.remove(&key);
+                self.generation += 1;
+            }
+            Deletion::Graceful {
+                until,
+                grace_seconds,
+            } => {
+                kubelet::mark_terminating(&mut pod, until, grace_seconds);
+                self.put_pod(key, pod);
+            }
+            Deletion::Unchanged => self.put_pod(key, pod),
+        }
+    }
+
+    /// The garbage collector's part for pods: those owned by `uid` are deleted gracefully.
+    fn delete_owned_pods(&mut self, uid: &str, now: Time) {
+        let owned: Vec<Key> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| {
+                p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == uid)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (ns, name) in owned {
+            self.delete_gracefully(&ns, &name, now);
+        }
+        self.refresh_budgets(now);
+    }
+
+    /// Creates the PodGroups Caldera derives from workloads (`ClusterIndex::derived_podgroups`)
+    /// as the binder does. Returns them (`namespace/name`).
+    pub fn create_derived_podgroups(&mut self, opts: &SnapshotOptions, now: Time) -> Vec<String> {
+        let mut made = Vec::new();
+        for pg in self.index.derived_podgroups(opts) {
+            made.push(format!("{}/{}", ns_of(&pg.metadata), name_of(&pg.metadata)));
+            // Derived from a Job that converted, so the PodGroup converts too.
+            let _ = self.apply(Object::PodGroup(pg), now);
         }
         made
     }
@@ -885,6 +1027,15 @@ impl Store {
             Kind::CSINode => self.csinodes.remove(name).is_some(),
             Kind::PersistentVolume => self.volumes.remove(name).is_some(),
             Kind::PersistentVolumeClaim => self.claims.remove(&key).is_some(),
+            Kind::Job => {
+                self.index.delete_job(&ns, name);
+                let gone = self.jobs.remove(&key);
+                if let Some(uid) = gone.as_ref().and_then(|j| j.metadata.uid.clone()) {
+                    self.collect_garbage(&uid);
+                    self.delete_owned_pods(&uid, now);
+                }
+                gone.is_some()
+            }
         };
         if existed
             && matches!(
@@ -1040,6 +1191,17 @@ impl Store {
             .collect();
         for (ns, name) in requests {
             self.delete_capacity(&ns, &name);
+        }
+        let podgroups: Vec<Key> = self
+            .podgroups
+            .iter()
+            .filter(|(_, pg)| owned(&pg.metadata))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (ns, name) in podgroups {
+            self.index.delete_podgroup(&ns, &name);
+            self.podgroups.remove(&(ns, name));
+            self.generation += 1;
         }
         self.pod_templates.retain(|_, t| !owned(&t.metadata));
         let before = self.claims.len();
@@ -1284,21 +1446,7 @@ impl Store {
         if !finished {
             disruption::put_condition(&mut pod, disruption::disruption_target(now));
         }
-        match kubelet::deletion(&pod, None, now) {
-            Deletion::Now => {
-                self.index.delete_pod(namespace, name);
-                self.pods.remove(&key);
-                self.generation += 1;
-            }
-            Deletion::Graceful {
-                until,
-                grace_seconds,
-            } => {
-                kubelet::mark_terminating(&mut pod, until, grace_seconds);
-                self.put_pod(key, pod);
-            }
-            Deletion::Unchanged => self.put_pod(key, pod),
-        }
+        self.delete_pod_object(key, pod, now);
         self.refresh_budgets(now);
         Ok(())
     }

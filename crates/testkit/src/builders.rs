@@ -572,6 +572,7 @@ impl Cluster {
                             namespace: p.namespace.as_str().into(),
                             name: p.name.as_str().into(),
                             group: id.into(),
+                            why: None,
                             created: p.created,
                             pending_reason: p.pending_reason.clone(),
                             consumes: None,

@@ -3,7 +3,7 @@
 use crate::manifests::{read, root};
 use std::collections::BTreeSet;
 
-const DOCS: [&str; 8] = [
+const DOCS: [&str; 9] = [
     "docs/install.md",
     "docs/migrating.md",
     "docs/configuration.md",
@@ -12,6 +12,7 @@ const DOCS: [&str; 8] = [
     "docs/autoscaler.md",
     "docs/gate-mode.md",
     "docs/preemption.md",
+    "docs/workloads.md",
 ];
 
 /// The string literals that directly follow (after white space) each occurrence of `marker`
@@ -124,6 +125,8 @@ fn configuration_reference_names_every_action_plugin_flag_and_key() {
         "bookingTimeout",
         "maxWait",
         "allGangs",
+        "autoGroup",
+        "namespaces",
     ] {
         expect("key", key);
     }

@@ -33,6 +33,7 @@
 //! | `v1` | `persistentvolumes` (`pv`) | cluster | `status` |
 //! | `storage.k8s.io/v1` | `storageclasses` (`sc`) | cluster | |
 //! | `storage.k8s.io/v1` | `csinodes` | cluster | |
+//! | `batch/v1` | `jobs` | namespaced | `status` |
 //!
 //! Discovery answers `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>` and
 //! `/apis/<group>/<version>` with the same `APIResourceList` entries (names, singular names,
@@ -133,6 +134,18 @@
 //!   finalizers are not added. With the same option the ephemeral volume controller creates
 //!   the claim `<pod>-<volume>` (owned by the pod) of each generic ephemeral volume of a pod
 //!   when it is missing; no garbage collector removes it with the pod.
+//! * **Jobs.** Created with `status` dropped and `generation` 1, defaulted as kube-apiserver
+//!   does (`parallelism` 1, `completions` 1 when neither is set, `backoffLimit` 6,
+//!   `completionMode: NonIndexed`, `suspend: false`); a template whose `restartPolicy` is not
+//!   `Never` or `OnFailure` is 422. With [`Options::job_controller`] (default on)
+//!   kube-controller-manager's Job controller (`caldera_actors::job`) runs after every write
+//!   to a Job or to a pod it owns: it creates the missing pods, deletes the active pods of a
+//!   Job past its `backoffLimit`, and writes the Job's status, each as its own write. Deleting
+//!   a Job is what the garbage collector then does with its dependents (objects whose
+//!   `ownerReferences` name it): with `propagationPolicy` `Background` or `Foreground` (what
+//!   `kubectl delete` sends) they are deleted (bound pods gracefully); with none or `Orphan`
+//!   (the default for `batch/v1` Jobs) their owner reference is removed. No other kind's
+//!   dependents are collected.
 //! * **Delete.** Pods that are bound and not finished are deleted gracefully: the grace
 //!   period is the request's `gracePeriodSeconds` (query or `DeleteOptions` body) or the pod's
 //!   `terminationGracePeriodSeconds`; `deletionTimestamp`/`deletionGracePeriodSeconds` are
@@ -288,6 +301,9 @@ pub struct Options {
     /// their phases kept, after each write to a claim, a volume or a StorageClass (see the
     /// module docs). Default `true`.
     pub pv_controller: bool,
+    /// Emulate kube-controller-manager's Job controller and the garbage collector for Jobs'
+    /// dependents (see the module docs). Default `true`.
+    pub job_controller: bool,
 }
 
 impl Default for Options {
@@ -299,6 +315,7 @@ impl Default for Options {
             auto_create_namespaces: true,
             disruption_controller: true,
             pv_controller: true,
+            job_controller: true,
         }
     }
 }
@@ -330,6 +347,7 @@ impl ApiServer {
             auto_create_namespaces: options.auto_create_namespaces,
             disruption_controller: options.disruption_controller,
             pv_controller: options.pv_controller,
+            job_controller: options.job_controller,
         });
         let app = Arc::new(App {
             store,

@@ -54,6 +54,8 @@ pub(crate) enum Flavor {
     StorageClass,
     /// `v1` PodTemplates: the template's pod spec defaulted and validated as a Pod's is.
     PodTemplate,
+    /// `batch/v1` Jobs: defaulted, status dropped on create (the Job controller's).
+    Job,
 }
 
 /// One served resource.
@@ -112,7 +114,12 @@ impl ResourceDef {
     pub fn tracks_generation(&self) -> bool {
         matches!(
             self.flavor,
-            Flavor::Pod | Flavor::Custom | Flavor::Crd | Flavor::PriorityClass | Flavor::Budget
+            Flavor::Pod
+                | Flavor::Custom
+                | Flavor::Crd
+                | Flavor::PriorityClass
+                | Flavor::Budget
+                | Flavor::Job
         )
     }
 
@@ -424,6 +431,20 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         flavor: Flavor::Lease,
         requires_crd: false,
     },
+    ResourceDef {
+        group: "batch",
+        version: "v1",
+        plural: "jobs",
+        singular: "job",
+        kind: "Job",
+        namespaced: true,
+        short_names: &[],
+        categories: &["all"],
+        verbs: FULL,
+        subresources: &[status_sub("Job")],
+        flavor: Flavor::Job,
+        requires_crd: false,
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -443,6 +464,7 @@ pub(crate) const BUDGETS: ResourceId = 12;
 pub(crate) const CLAIMS: ResourceId = 15;
 pub(crate) const VOLUMES: ResourceId = 16;
 pub(crate) const STORAGE_CLASSES: ResourceId = 17;
+pub(crate) const JOBS: ResourceId = 19;
 
 /// Finds the resource served at `/{group}/{version}/{plural}`.
 pub(crate) fn find_served(

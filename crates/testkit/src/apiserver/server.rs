@@ -523,6 +523,7 @@ fn serve_resource(
                 (
                     DeleteOptions {
                         grace_period_seconds: grace,
+                        propagation_policy: param(query, "propagationPolicy").map(str::to_string),
                         ..Default::default()
                     },
                     dry_run(query)?,

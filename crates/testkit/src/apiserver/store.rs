@@ -16,7 +16,7 @@ use super::admission::{self, obj_mut};
 use super::patch;
 use super::podspec;
 use super::resources::{
-    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, NAMESPACES, NODES, PODS,
+    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, JOBS, NAMESPACES, NODES, PODS,
     PRIORITY_CLASSES, RESOURCES, RUNTIME_CLASSES, STORAGE_CLASSES, VOLUMES,
 };
 use super::selector::{FieldSelector, LabelSelector};
@@ -109,6 +109,7 @@ pub(crate) struct StoreConfig {
     pub auto_create_namespaces: bool,
     pub disruption_controller: bool,
     pub pv_controller: bool,
+    pub job_controller: bool,
 }
 
 /// Which part of an object a write addresses.
@@ -132,6 +133,9 @@ pub(crate) struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     pub uid: Option<String>,
     pub resource_version: Option<String>,
+    /// `propagationPolicy`: `Orphan`, `Background` or `Foreground` (only Jobs' dependents are
+    /// collected).
+    pub propagation_policy: Option<String>,
 }
 
 impl DeleteOptions {
@@ -142,6 +146,7 @@ impl DeleteOptions {
             resource_version: body["preconditions"]["resourceVersion"]
                 .as_str()
                 .map(str::to_string),
+            propagation_policy: body["propagationPolicy"].as_str().map(str::to_string),
         }
     }
 }
@@ -195,6 +200,36 @@ pub(crate) struct State {
     syncing_budgets: bool,
     /// Set while the PV controller writes, so its own writes do not re-trigger it.
     syncing_volumes: bool,
+    /// Set while the Job controller writes, so its own writes do not re-trigger it.
+    syncing_jobs: bool,
+}
+
+/// kube-apiserver's defaulting and validation of a new `batch/v1` Job (what a scheduler's
+/// view depends on); its status is the Job controller's.
+fn prepare_job(obj: &mut Value) -> Result<(), Vec<(String, String)>> {
+    let restart = obj["spec"]["template"]["spec"]["restartPolicy"].as_str();
+    if !matches!(restart, Some("Never" | "OnFailure")) {
+        return Err(vec![(
+            "spec.template.spec.restartPolicy".into(),
+            format!(
+                "Unsupported value: \"{}\": supported values: \"OnFailure\", \"Never\"",
+                restart.unwrap_or("Always")
+            ),
+        )]);
+    }
+    if let Value::Object(map) = obj {
+        map.remove("status");
+    }
+    let spec = obj_mut(obj, "spec");
+    if spec.get("completions").is_none() && spec.get("parallelism").is_none() {
+        spec.insert("completions".into(), json!(1));
+    }
+    spec.entry("parallelism").or_insert_with(|| json!(1));
+    spec.entry("backoffLimit").or_insert_with(|| json!(6));
+    spec.entry("completionMode")
+        .or_insert_with(|| json!("NonIndexed"));
+    spec.entry("suspend").or_insert_with(|| json!(false));
+    Ok(())
 }
 
 fn meta<'a>(obj: &'a Value, field: &str) -> &'a str {
@@ -314,6 +349,7 @@ impl State {
             random: seed,
             syncing_budgets: false,
             syncing_volumes: false,
+            syncing_jobs: false,
         };
         state.seed_builtin_objects();
         state
@@ -487,6 +523,74 @@ impl State {
         }
     }
 
+    /// kube-controller-manager's Job controller ([`caldera_actors::job`]): the Job's missing
+    /// pods, the deletion of a failed Job's active pods, and its status, each its own write.
+    fn sync_job(&mut self, namespace: &str, name: &str) {
+        let Some(job) = self.lookup(JOBS, namespace, name).and_then(|j| {
+            serde_json::from_value::<k8s_openapi::api::batch::v1::Job>(j.value.clone()).ok()
+        }) else {
+            return;
+        };
+        let pods: Vec<Pod> = self.resources[PODS]
+            .objects
+            .range((namespace.to_string(), String::new())..)
+            .take_while(|(k, _)| k.0 == namespace)
+            .filter_map(|(_, p)| serde_json::from_value(p.value.clone()).ok())
+            .collect();
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let out =
+            caldera_actors::job::sync(&job, &refs, &|n| self.lookup(PODS, namespace, n).is_some());
+        for pod in out.create {
+            if let Ok(body) = serde_json::to_value(&pod) {
+                let _ = self.create(PODS, namespace, body, false);
+            }
+        }
+        for pod in &out.delete {
+            let _ = self.delete(PODS, namespace, pod, &DeleteOptions::default(), false);
+        }
+        if let Ok(status) = serde_json::to_value(&out.status) {
+            let _ = self.modify(JOBS, namespace, name, |j| {
+                if let Value::Object(map) = j {
+                    map.insert("status".into(), status);
+                }
+            });
+        }
+    }
+
+    /// The garbage collector for the dependents of the deleted Job `uid` in `namespace`:
+    /// deleted (`Background`, `Foreground`) or orphaned (`Orphan`, and no policy: the default
+    /// of `batch/v1` Jobs).
+    fn collect_job_dependents(&mut self, namespace: &str, uid: &str, policy: Option<&str>) {
+        let orphan = !matches!(policy, Some("Background" | "Foreground"));
+        for id in 0..RESOURCES.len() {
+            if !def(id).namespaced || !def(id).is_stored() {
+                continue;
+            }
+            let owned: Vec<Key> = self.resources[id]
+                .objects
+                .range((namespace.to_string(), String::new())..)
+                .take_while(|(k, _)| k.0 == namespace)
+                .filter(|(_, o)| {
+                    o.value["metadata"]["ownerReferences"]
+                        .as_array()
+                        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in owned {
+                if orphan {
+                    let _ = self.modify(id, &key.0, &key.1, |o| {
+                        if let Some(refs) = o["metadata"]["ownerReferences"].as_array_mut() {
+                            refs.retain(|r| r["uid"] != uid);
+                        }
+                    });
+                } else {
+                    let _ = self.delete(id, &key.0, &key.1, &DeleteOptions::default(), false);
+                }
+            }
+        }
+    }
+
     /// kube-controller-manager's PV controller ([`caldera_actors::pv_controller`]): binds claims
     /// and volumes, each object it changes written as its own write (volumes first).
     fn sync_volumes(&mut self) {
@@ -515,6 +619,24 @@ impl State {
     fn after_write(&mut self, id: ResourceId, key: &Key) {
         if id == PODS && self.config.pv_controller {
             self.ephemeral_claims(key);
+        }
+        if self.config.job_controller && !self.syncing_jobs {
+            let job = match id {
+                JOBS => Some(key.1.clone()),
+                PODS => self.resources[PODS].objects.get(key).and_then(|p| {
+                    p.value["metadata"]["ownerReferences"]
+                        .as_array()?
+                        .iter()
+                        .find(|o| o["controller"] == true && o["kind"] == "Job")
+                        .and_then(|o| o["name"].as_str().map(str::to_string))
+                }),
+                _ => None,
+            };
+            if let Some(name) = job {
+                self.syncing_jobs = true;
+                self.sync_job(&key.0, &name);
+                self.syncing_jobs = false;
+            }
         }
         if id == NODES && self.config.node_lifecycle_controller {
             let Some(node) = self.resources[NODES].objects.get(key).cloned() else {
@@ -855,6 +977,7 @@ impl State {
             Flavor::StorageClass => {
                 storage::prepare_class(obj).map_err(|c| ApiError::invalid(d, name, &c))?
             }
+            Flavor::Job => prepare_job(obj).map_err(|c| ApiError::invalid(d, name, &c))?,
             Flavor::CoreEvent
             | Flavor::EventV1
             | Flavor::Lease
@@ -1268,6 +1391,9 @@ impl State {
         }
         let uid = meta(&old, "uid").to_string();
         let stored = self.commit(id, &key, None, Some(last));
+        if id == JOBS && self.config.job_controller {
+            self.collect_job_dependents(namespace, &uid, opts.propagation_policy.as_deref());
+        }
         if d.returns_deleted_object() {
             Ok(stored.value.clone())
         } else {
@@ -1773,6 +1899,7 @@ mod tests {
             auto_create_namespaces: true,
             disruption_controller: true,
             pv_controller: true,
+            job_controller: true,
         })
     }
 

@@ -1,0 +1,533 @@
+//! Gangs derived from workloads (docs/workloads.md): which workload a pod of ours that names
+//! no group belongs to, and the Volcano PodGroup Caldera makes for that workload, so a plain
+//! `batch/v1` Job is scheduled all or nothing without a hand-written PodGroup.
+//!
+//! Pure functions from objects to group facts. The index keeps the Jobs and resolves pods
+//! through [`job_gang`] when it builds a snapshot ([`crate::ClusterIndex::snapshot`]); the
+//! PodGroups that should exist and do not are listed by
+//! [`crate::ClusterIndex::derived_podgroups`] for the binder (live) or the simulator to create.
+//! Once the PodGroup exists the gang is an ordinary PodGroup's job: one model for the session.
+//!
+//! Which workloads are grouped (today): a `batch/v1` Job whose pod template names one of
+//! Caldera's schedulers and no group, that is not opted out and is not part of a larger
+//! workload (a Job owned by anything but a CronJob — a JobSet's child Jobs — is left alone, so
+//! no workload is ever half-grouped). Other owners' pods are scheduled as before.
+
+use crate::convert::{group_name, spec_request, Ctx};
+use crate::error::ObjectKind;
+use caldera_api::workload::{
+    ANNOTATION_AUTO_GROUP, ANNOTATION_DERIVED_FROM, ANNOTATION_MIN_MEMBER,
+    ANNOTATION_SCHEDULE_TIMEOUT, JOB_PODGROUP_PREFIX, LABEL_KUEUE_QUEUE_NAME, LABEL_MANAGED_BY,
+    MANAGED_BY_CALDERA,
+};
+use caldera_api::{PodGroup, PodGroupSpec, ANNOTATION_QUEUE_NAME};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Where auto-grouping applies (config `autoGroup`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoGroup {
+    /// `autoGroup.enabled` (default true).
+    pub enabled: bool,
+    /// `autoGroup.namespaces`: only these namespaces; `None` (the default) for all.
+    pub namespaces: Option<BTreeSet<String>>,
+}
+
+impl Default for AutoGroup {
+    fn default() -> Self {
+        AutoGroup {
+            enabled: true,
+            namespaces: None,
+        }
+    }
+}
+
+impl AutoGroup {
+    /// On (or not) in `namespaces`, every namespace when `None`.
+    pub fn new(enabled: bool, namespaces: Option<&[String]>) -> Self {
+        AutoGroup {
+            enabled,
+            namespaces: namespaces.map(|n| n.iter().cloned().collect()),
+        }
+    }
+
+    /// Auto-grouping switched off everywhere.
+    pub fn off() -> Self {
+        AutoGroup {
+            enabled: false,
+            namespaces: None,
+        }
+    }
+
+    /// Whether workloads in `namespace` are auto-grouped.
+    pub fn covers(&self, namespace: &str) -> bool {
+        self.enabled
+            && self
+                .namespaces
+                .as_ref()
+                .is_none_or(|n| n.contains(namespace))
+    }
+}
+
+/// A pod's controller (`ownerReferences[]` with `controller: true`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Owner {
+    /// `apiVersion`.
+    pub api_version: Arc<str>,
+    /// `kind`.
+    pub kind: Arc<str>,
+    /// `name`.
+    pub name: Arc<str>,
+    /// `uid`.
+    pub uid: Arc<str>,
+}
+
+impl Owner {
+    /// The object's controller, if it has one.
+    pub fn of(meta: &ObjectMeta) -> Option<Owner> {
+        meta.owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| Owner {
+                api_version: o.api_version.as_str().into(),
+                kind: o.kind.as_str().into(),
+                name: o.name.as_str().into(),
+                uid: o.uid.as_str().into(),
+            })
+    }
+
+    /// Whether this is a `batch/v1` Job.
+    pub fn is_job(&self) -> bool {
+        &*self.api_version == "batch/v1" && &*self.kind == "Job"
+    }
+}
+
+/// The name of the PodGroup derived from the Job `job`: `job-<job>`. It does not depend on the
+/// uid, so users (and scenarios) can name it; a PodGroup of that name that the Job does not
+/// own is a clash, reported on the pods and never adopted.
+pub fn job_podgroup_name(job: &str) -> String {
+    format!("{JOB_PODGROUP_PREFIX}{job}")
+}
+
+/// The group a pod counts in, for reports and checks over stored objects: its own group
+/// ([`group_name`]), else the PodGroup derived from its Job when that exists and the Job owns
+/// it (`owner_of(name)` gives the uid of the controller of the PodGroup `name` in the pod's
+/// namespace).
+pub fn member_group(
+    meta: &ObjectMeta,
+    owner_of: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    if let Some(g) = group_name(meta) {
+        return Some(g.to_string());
+    }
+    let owner = Owner::of(meta).filter(Owner::is_job)?;
+    let name = job_podgroup_name(&owner.name);
+    (owner_of(&name).as_deref() == Some(&*owner.uid)).then_some(name)
+}
+
+/// What Caldera makes of a Job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobGang {
+    /// Its pods are one gang: the PodGroup that should exist for it (no status).
+    Gang(Box<PodGroup>),
+    /// Not auto-grouped; its pods are scheduled as before. Says why (for `explain`).
+    NotGrouped(&'static str),
+    /// Refused: an override annotation is malformed, or its pod template does not convert.
+    /// Its pods wait with this message until the Job is fixed.
+    Invalid(String),
+}
+
+/// Whether the Job has finished (`Complete` or `Failed` condition True): no PodGroup is made
+/// for it any more.
+pub fn job_finished(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        })
+}
+
+fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(|v| v.trim())
+}
+
+fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(|v| v.trim())
+}
+
+/// A positive integer annotation, or a message naming it.
+fn positive(meta: &ObjectMeta, key: &str, what: &str) -> std::result::Result<Option<i32>, String> {
+    match annotation(meta, key) {
+        None => Ok(None),
+        Some(v) => match v.parse::<i32>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(format!(
+                "annotation {key}: {v:?} is not a positive integer ({what})"
+            )),
+        },
+    }
+}
+
+/// The gang of a `batch/v1` Job (docs/workloads.md, "Derivation"):
+/// - `minMember`: `spec.parallelism` (default 1), or `spec.completions` when smaller (at least
+///   1); annotation `scheduling.caldera.sh/min-member` overrides it;
+/// - `minResources`: `minMember` × the pod template's request;
+/// - `queue`: the Job's annotation `scheduling.volcano.sh/queue-name`, else its label
+///   `kueue.x-k8s.io/queue-name`, else the template's `scheduling.volcano.sh/queue-name`
+///   annotation, else `default`;
+/// - `priorityClassName`: the template's;
+/// - `scheduleTimeoutSeconds`: annotation `scheduling.caldera.sh/schedule-timeout-seconds`.
+///
+/// Not grouped: a template naming another scheduler (`scheduler_names` are Caldera's) or a
+/// PodGroup of its own (explicit groups keep precedence), annotation
+/// `scheduling.caldera.sh/auto-group: "false"` on the Job or its template, or a Job owned by
+/// another workload than a CronJob (a JobSet's child).
+pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
+    let meta = &job.metadata;
+    let Some(name) = meta.name.as_deref().filter(|n| !n.is_empty()) else {
+        return JobGang::NotGrouped("the Job has no name");
+    };
+    let namespace = meta.namespace.as_deref().unwrap_or("default");
+    let Some(spec) = job.spec.as_ref() else {
+        return JobGang::NotGrouped("the Job has no spec");
+    };
+    let template_meta = spec.template.metadata.clone().unwrap_or_default();
+    let default_spec = Default::default();
+    let pod_spec = spec.template.spec.as_ref().unwrap_or(&default_spec);
+    let scheduler = pod_spec
+        .scheduler_name
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(caldera_api::KUBE_SCHEDULER_NAME);
+    if !scheduler_names.iter().any(|s| s == scheduler) {
+        return JobGang::NotGrouped("its pods name another scheduler");
+    }
+    if group_name(&template_meta).is_some() {
+        return JobGang::NotGrouped("its pods name a PodGroup of their own");
+    }
+    if [meta, &template_meta]
+        .iter()
+        .any(|m| annotation(m, ANNOTATION_AUTO_GROUP) == Some("false"))
+    {
+        return JobGang::NotGrouped("opted out (scheduling.caldera.sh/auto-group: \"false\")");
+    }
+    if Owner::of(meta).is_some_and(|o| &*o.kind != "CronJob") {
+        return JobGang::NotGrouped("the Job is part of a larger workload, not grouped yet");
+    }
+    let min_member = match positive(meta, ANNOTATION_MIN_MEMBER, "the gang's minMember") {
+        Err(e) => return JobGang::Invalid(format!("Job {namespace}/{name}: {e}")),
+        Ok(Some(n)) => n,
+        Ok(None) => {
+            let parallelism = spec.parallelism.unwrap_or(1);
+            let n = spec.completions.map_or(parallelism, |c| c.min(parallelism));
+            n.max(1)
+        }
+    };
+    let timeout = match positive(meta, ANNOTATION_SCHEDULE_TIMEOUT, "seconds") {
+        Err(e) => return JobGang::Invalid(format!("Job {namespace}/{name}: {e}")),
+        Ok(t) => t,
+    };
+    let mut template_pod_meta = template_meta.clone();
+    template_pod_meta.name = Some(format!("{name} (pod template)"));
+    template_pod_meta.namespace = Some(namespace.to_string());
+    let ctx = Ctx::new(ObjectKind::Pod, &template_pod_meta);
+    let request = match spec_request(&ctx, pod_spec) {
+        Ok(r) => r,
+        Err(e) => return JobGang::Invalid(format!("Job {namespace}/{name}: {e}")),
+    };
+    let mut min_resources = caldera_model::Resources::new();
+    for _ in 0..min_member {
+        min_resources.add(&request);
+    }
+    let queue = annotation(meta, ANNOTATION_QUEUE_NAME)
+        .or_else(|| label(meta, LABEL_KUEUE_QUEUE_NAME))
+        .or_else(|| annotation(&template_meta, ANNOTATION_QUEUE_NAME))
+        .filter(|q| !q.is_empty())
+        .map(String::from);
+    let owner = match (&meta.uid, &meta.name) {
+        (Some(uid), Some(n)) => Some(vec![OwnerReference {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            name: n.clone(),
+            uid: uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }]),
+        _ => None,
+    };
+    let pg = PodGroup {
+        metadata: ObjectMeta {
+            name: Some(job_podgroup_name(name)),
+            namespace: Some(namespace.to_string()),
+            annotations: Some(BTreeMap::from([(
+                ANNOTATION_DERIVED_FROM.to_string(),
+                format!("job.batch/{name}"),
+            )])),
+            labels: Some(BTreeMap::from([(
+                LABEL_MANAGED_BY.to_string(),
+                MANAGED_BY_CALDERA.to_string(),
+            )])),
+            owner_references: owner,
+            ..Default::default()
+        },
+        spec: PodGroupSpec {
+            min_member: Some(min_member),
+            queue,
+            priority_class_name: pod_spec
+                .priority_class_name
+                .clone()
+                .filter(|c| !c.is_empty()),
+            min_resources: (!min_resources.is_empty()).then(|| {
+                min_resources
+                    .to_quantities()
+                    .into_iter()
+                    .map(|(k, v)| (k, Quantity(v)))
+                    .collect()
+            }),
+            schedule_timeout_seconds: timeout,
+            ..Default::default()
+        },
+        status: None,
+    };
+    JobGang::Gang(Box::new(pg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::merge;
+    use crate::{ClusterIndex, SnapshotOptions};
+    use caldera_model::TaskStatus;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::{json, Value};
+
+    fn names() -> Vec<String> {
+        vec!["caldera".into(), "volcano".into()]
+    }
+
+    fn mk_job(name: &str, patch: Value) -> Job {
+        let mut v = json!({
+            "metadata": {"namespace": "ml", "name": name, "uid": format!("uid-{name}")},
+            "spec": {"parallelism": 4, "completions": 4, "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"schedulerName": "caldera", "restartPolicy": "Never",
+                    "priorityClassName": "high",
+                    "containers": [{"name": "main", "resources": {
+                        "limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "2"}}}]}}},
+        });
+        merge(&mut v, patch);
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn gang(job: &Job) -> PodGroup {
+        match job_gang(job, &names()) {
+            JobGang::Gang(pg) => *pg,
+            other => panic!("not a gang: {other:?}"),
+        }
+    }
+
+    fn job_pod(job: &Job, name: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": "ml", "name": name, "uid": format!("uid-{name}"),
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                    "name": job.metadata.name, "uid": job.metadata.uid, "controller": true}]},
+            "spec": job.spec.as_ref().unwrap().template.spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn derivation_table_for_jobs() {
+        // (parallelism, completions) → minMember
+        for (p, c, want) in [
+            (json!(8), json!(8), 8),
+            (json!(8), json!(3), 3),
+            (json!(4), Value::Null, 4),
+            (Value::Null, Value::Null, 1),
+            (json!(0), json!(5), 1),
+        ] {
+            let job = mk_job("t", json!({"spec": {"parallelism": p, "completions": c}}));
+            assert_eq!(gang(&job).spec.min_member, Some(want), "{p} {c}");
+        }
+        let pg = gang(&mk_job("train", json!({})));
+        assert_eq!(pg.metadata.name.as_deref(), Some("job-train"));
+        assert_eq!(pg.metadata.namespace.as_deref(), Some("ml"));
+        let owner = &pg.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("Job", "uid-train")
+        );
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(
+            pg.metadata.annotations.as_ref().unwrap()[ANNOTATION_DERIVED_FROM],
+            "job.batch/train"
+        );
+        assert_eq!(pg.spec.priority_class_name.as_deref(), Some("high"));
+        assert_eq!(pg.spec.queue, None);
+        let min = pg.spec.min_resources.unwrap();
+        assert_eq!(min["nvidia.com/gpu"].0, "4");
+        assert_eq!(min["cpu"].0, "8");
+    }
+
+    #[test]
+    fn annotations_override_and_opt_out() {
+        let job = mk_job(
+            "t",
+            json!({"metadata": {
+                "annotations": {ANNOTATION_MIN_MEMBER: "2", ANNOTATION_SCHEDULE_TIMEOUT: "60",
+                    "scheduling.volcano.sh/queue-name": "team-a"},
+                "labels": {LABEL_KUEUE_QUEUE_NAME: "ignored-when-volcano-names-one"}}}),
+        );
+        let pg = gang(&job);
+        assert_eq!(pg.spec.min_member, Some(2));
+        assert_eq!(pg.spec.schedule_timeout_seconds, Some(60));
+        assert_eq!(pg.spec.queue.as_deref(), Some("team-a"));
+        let kueue = mk_job(
+            "k",
+            json!({"metadata": {"labels": {LABEL_KUEUE_QUEUE_NAME: "lq"}}}),
+        );
+        assert_eq!(gang(&kueue).spec.queue.as_deref(), Some("lq"));
+
+        let out = mk_job(
+            "o",
+            json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}}}),
+        );
+        assert!(matches!(job_gang(&out, &names()), JobGang::NotGrouped(_)));
+        let tmpl_out = mk_job(
+            "o",
+            json!({"spec": {"template": {"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}}}}}),
+        );
+        assert!(matches!(
+            job_gang(&tmpl_out, &names()),
+            JobGang::NotGrouped(_)
+        ));
+        let bad = mk_job(
+            "b",
+            json!({"metadata": {"annotations": {ANNOTATION_MIN_MEMBER: "two"}}}),
+        );
+        match job_gang(&bad, &names()) {
+            JobGang::Invalid(m) => assert!(m.contains(ANNOTATION_MIN_MEMBER), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn not_grouped_when_another_scheduler_an_own_group_or_a_larger_workload() {
+        let other = mk_job(
+            "x",
+            json!({"spec": {"template": {"spec": {"schedulerName": "default-scheduler"}}}}),
+        );
+        assert!(matches!(job_gang(&other, &names()), JobGang::NotGrouped(_)));
+        let own = mk_job(
+            "x",
+            json!({"spec": {"template": {"metadata": {"annotations": {"scheduling.k8s.io/group-name": "pg"}}}}}),
+        );
+        assert!(matches!(job_gang(&own, &names()), JobGang::NotGrouped(_)));
+        let child = mk_job(
+            "x",
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet", "name": "js", "uid": "u-js", "controller": true}]}}),
+        );
+        assert!(matches!(job_gang(&child, &names()), JobGang::NotGrouped(_)));
+        let cron = mk_job(
+            "x",
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "batch/v1",
+                "kind": "CronJob", "name": "c", "uid": "u-c", "controller": true}]}}),
+        );
+        assert!(matches!(job_gang(&cron, &names()), JobGang::Gang(_)));
+    }
+
+    /// The index puts a Job's pods in its derived gang once the PodGroup exists; before that
+    /// they wait; a PodGroup of that name the Job does not own is a clash, never adopted.
+    #[test]
+    fn index_resolves_job_pods_to_the_derived_gang() {
+        let job = mk_job("train", json!({}));
+        let mut index = ClusterIndex::new();
+        index.reset_jobs([&job]);
+        for i in 0..4 {
+            index
+                .apply_pod(&job_pod(&job, &format!("train-{i}")))
+                .unwrap();
+        }
+        let opts = SnapshotOptions::default();
+        let snap = index.snapshot(&opts);
+        assert!(snap.jobs.is_empty());
+        assert_eq!(snap.waiting.len(), 4);
+        assert_eq!(&*snap.waiting[0].group, "ml/job-train");
+        assert!(snap.waiting[0].why.is_none());
+
+        let wanted = index.derived_podgroups(&opts);
+        assert_eq!(wanted.len(), 1);
+        let mut pg = wanted[0].clone();
+        pg.metadata.uid = Some("uid-pg".into());
+        index.apply_podgroup(&pg).unwrap();
+        assert!(index.derived_podgroups(&opts).is_empty());
+        let snap = index.snapshot(&opts);
+        assert_eq!(snap.jobs.len(), 1);
+        assert_eq!(&*snap.jobs[0].id, "ml/job-train");
+        assert_eq!(snap.jobs[0].min_member, 4);
+        assert_eq!(snap.jobs[0].tasks.len(), 4);
+        assert!(snap.tasks.iter().all(|t| t.status == TaskStatus::Pending));
+
+        // Off for the namespace: pods alone again, nothing to create.
+        let off = SnapshotOptions {
+            auto_group: AutoGroup::new(true, Some(&["other".to_string()])),
+            ..SnapshotOptions::default()
+        };
+        assert_eq!(
+            index.snapshot(&off).jobs.len(),
+            5,
+            "4 lone pods + the PodGroup"
+        );
+
+        // A clash: the PodGroup is someone else's.
+        let mut foreign = pg.clone();
+        foreign.metadata.owner_references = None;
+        index.apply_podgroup(&foreign).unwrap();
+        let snap = index.snapshot(&opts);
+        assert_eq!(snap.waiting.len(), 4);
+        let why = snap.waiting[0].why.as_deref().unwrap();
+        assert!(why.contains("not derived from Job ml/train"), "{why}");
+    }
+
+    #[test]
+    fn pods_whose_job_is_not_seen_yet_wait_and_say_so() {
+        let job = mk_job("train", json!({}));
+        let mut index = ClusterIndex::new();
+        index.reset_jobs([]);
+        index.apply_pod(&job_pod(&job, "train-0")).unwrap();
+        let snap = index.snapshot(&SnapshotOptions::default());
+        let why = snap.waiting[0].why.as_deref().unwrap();
+        assert!(why.contains("waiting for Job ml/train"), "{why}");
+        // Jobs not watched at all: the pod is scheduled alone, as before.
+        let mut unwatched = ClusterIndex::new();
+        unwatched.apply_pod(&job_pod(&job, "train-0")).unwrap();
+        assert_eq!(
+            unwatched.snapshot(&SnapshotOptions::default()).jobs.len(),
+            1
+        );
+    }
+
+    #[test]
+    fn member_group_needs_the_jobs_own_podgroup() {
+        let job = mk_job("train", json!({}));
+        let pod = job_pod(&job, "train-0");
+        let owned = member_group(&pod.metadata, |name| {
+            (name == "job-train").then(|| "uid-train".to_string())
+        });
+        assert_eq!(owned.as_deref(), Some("job-train"));
+        assert_eq!(member_group(&pod.metadata, |_| Some("other".into())), None);
+    }
+}
