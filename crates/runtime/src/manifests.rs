@@ -35,7 +35,7 @@ pub enum SnapshotError {
 const STRIPPED_METADATA: [&str; 4] = ["managedFields", "resourceVersion", "selfLink", "generation"];
 
 /// The kinds, in the order they are written (what a pod refers to comes first).
-const KINDS: [(&str, &str, &str, &str); 10] = [
+const KINDS: [(&str, &str, &str, &str); 11] = [
     ("", "v1", "Namespace", "namespaces"),
     (
         "scheduling.k8s.io",
@@ -45,6 +45,7 @@ const KINDS: [(&str, &str, &str, &str); 10] = [
     ),
     ("scheduling.volcano.sh", "v1beta1", "Queue", "queues"),
     ("", "v1", "Node", "nodes"),
+    ("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes"),
     ("storage.k8s.io", "v1", "StorageClass", "storageclasses"),
     ("storage.k8s.io", "v1", "CSINode", "csinodes"),
     ("", "v1", "PersistentVolume", "persistentvolumes"),
@@ -66,7 +67,7 @@ fn clean(mut obj: Value, api_version: &str, kind: &str) -> Value {
     obj
 }
 
-/// Lists every object of the ten kinds (500 per page) and writes them as YAML documents
+/// Lists every object of the eleven kinds (500 per page) and writes them as YAML documents
 /// separated by `---`. A Volcano kind whose CRD is not installed (404) is left out.
 pub async fn cluster_manifests(client: &Client) -> Result<String, SnapshotError> {
     let mut out = String::new();
