@@ -527,7 +527,9 @@ impl LiveRun {
             let message = status_message(&err);
             let code = status_code(&err);
             let retry = match code {
-                Some(404) if matches!(key.kind, Kind::PodGroup | Kind::Queue) => true,
+                Some(404) if matches!(key.kind, Kind::PodGroup | Kind::Queue | Kind::HyperNode) => {
+                    true
+                }
                 Some(403) if key.kind == Kind::Pod && message.contains("service account") => {
                     if let Some(ns) = &key.namespace {
                         self.namespaces.ensure_service_account(ns).await?;
@@ -769,6 +771,7 @@ impl LiveRun {
             Kind::PodGroup,
             Kind::Queue,
             Kind::PriorityClass,
+            Kind::HyperNode,
             Kind::Node,
             Kind::PersistentVolume,
             Kind::StorageClass,
@@ -926,11 +929,11 @@ pub fn failure(report: &StepReport) -> StepFailure {
     }
 }
 
-/// Installs the PodGroup and Queue CRDs if missing and waits until they are established and
+/// Installs the PodGroup, Queue and HyperNode CRDs if missing and waits until they are established and
 /// their resources served. An existing CRD is left as it is.
 pub async fn install_crds(client: &Client, timeout: Duration, poll: Duration) -> Result<()> {
     install(client, caldera_api::crds(), timeout, poll).await?;
-    for kind in [Kind::PodGroup, Kind::Queue] {
+    for kind in [Kind::PodGroup, Kind::Queue, Kind::HyperNode] {
         let deadline = Instant::now() + timeout;
         loop {
             match crate::objects::api(client, kind, None)

@@ -35,6 +35,8 @@ pub struct LiveObjects {
     pub queues: Vec<serde_json::Value>,
     /// Nodes.
     pub nodes: Vec<Node>,
+    /// HyperNodes, as JSON (none when the API does not serve them).
+    pub hypernodes: Vec<serde_json::Value>,
     /// PodGroups, as JSON (a custom resource may not decode).
     pub podgroups: Vec<serde_json::Value>,
     /// Pods, all namespaces.
@@ -80,12 +82,20 @@ async fn list_json(client: &Client, kind: Kind) -> Result<Vec<serde_json::Value>
 }
 
 impl LiveObjects {
-    /// Lists every kind (ten requests).
+    /// Lists every kind (eleven requests).
     pub async fn read(client: &Client) -> Result<LiveObjects> {
         Ok(LiveObjects {
             priority_classes: list_typed(Api::all(client.clone()), "priorityclasses").await?,
             queues: list_json(client, Kind::Queue).await?,
             nodes: list_typed(Api::all(client.clone()), "nodes").await?,
+            hypernodes: match list_json(client, Kind::HyperNode).await {
+                Err(Error::Api { ref source, .. })
+                    if crate::error::status_code(source) == Some(404) =>
+                {
+                    Vec::new()
+                }
+                other => other?,
+            },
             podgroups: list_json(client, Kind::PodGroup).await?,
             pods: list_typed(Api::all(client.clone()), "pods").await?,
             provisioning_requests: match Api::<ProvisioningRequest>::all(client.clone())
@@ -195,6 +205,12 @@ impl View {
         }
         for n in &objects.nodes {
             add(Object::Node(n.clone()), &mut skipped);
+        }
+        for h in &objects.hypernodes {
+            match serde_json::from_value::<caldera_api::HyperNode>(h.clone()) {
+                Ok(h) => add(Object::HyperNode(h), &mut skipped),
+                Err(e) => skipped.push(format!("HyperNode {}: {e}", h["metadata"]["name"])),
+            }
         }
         let storage = (objects
             .storage_classes

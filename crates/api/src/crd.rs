@@ -3,7 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{PodGroup, Queue};
+use crate::{HyperNode, PodGroup, Queue};
 
 /// Errors of this module. None is worth retrying: they mean a bug in the types.
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +27,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// whose `nullable` markers and `null` enum values this function removes and whose quantities
 /// lack the `anyOf` Kubernetes' int-or-string rules want.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    [PodGroup::crd(), Queue::crd()]
+    [PodGroup::crd(), Queue::crd(), HyperNode::crd()]
         .into_iter()
         .map(finish)
         .collect()

@@ -1,4 +1,5 @@
-//! Volcano-compatible CRD types: PodGroup and Queue in scheduling.volcano.sh/v1beta1.
+//! Volcano-compatible CRD types: PodGroup and Queue in scheduling.volcano.sh/v1beta1, HyperNode
+//! in topology.volcano.sh/v1alpha1.
 //!
 //! The types mirror Volcano's `v1beta1` API field for field, with every field optional so that
 //! any object round-trips without loss; getters such as [`PodGroupSpec::min_member`] apply the
@@ -8,6 +9,7 @@
 #![warn(missing_docs)]
 
 mod crd;
+mod hypernode;
 mod podgroup;
 mod provisioning;
 mod queue;
@@ -18,6 +20,10 @@ mod structural_tests;
 mod well_known;
 
 pub use crd::{crds, crds_yaml, Error, Result};
+pub use hypernode::{
+    ExactMatch, HyperNode, HyperNodeSpec, HyperNodeStatus, MemberSelector, MemberSpec, MemberType,
+    RegexMatch,
+};
 pub use podgroup::{
     ConditionStatus, NetworkTopologyMode, NetworkTopologySpec, PodGroup, PodGroupCondition,
     PodGroupConditionType, PodGroupPhase, PodGroupSpec, PodGroupStatus, SubGroupPolicySpec,

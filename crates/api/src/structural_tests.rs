@@ -318,11 +318,22 @@ fn generated_crds_have_status_subresource_and_expected_names() {
                 "Cluster",
                 vec!["q".to_owned(), "queue-v1beta1".to_owned()]
             ),
+            (
+                "hypernodes.topology.volcano.sh",
+                "Cluster",
+                vec!["hn".to_owned()]
+            ),
         ]
     );
     for crd in &crds {
         let version = &crd.spec.versions[0];
-        assert_eq!(version.name, "v1beta1");
+        let group = crd.spec.group.as_str();
+        let expected = if group == "topology.volcano.sh" {
+            "v1alpha1"
+        } else {
+            "v1beta1"
+        };
+        assert_eq!(version.name, expected);
         assert!(version.served && version.storage);
         let status = version
             .subresources

@@ -66,7 +66,8 @@ fn crds_yaml_is_deterministic_and_multi_document() {
         names,
         [
             "podgroups.scheduling.volcano.sh",
-            "queues.scheduling.volcano.sh"
+            "queues.scheduling.volcano.sh",
+            "hypernodes.topology.volcano.sh"
         ]
     );
 }

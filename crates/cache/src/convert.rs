@@ -666,8 +666,10 @@ pub struct GroupInfo {
     pub min_resources: Option<Resources>,
     /// `scheduleTimeoutSeconds`, when positive.
     pub timeout_seconds: Option<u64>,
-    /// `topology`.
+    /// `topology` (one tier from a node label) or `networkTopology` (HyperNodes).
     pub topology: Option<Topology>,
+    /// A PodGroup input Caldera does not honour yet (see [`caldera_model::Job::unsupported`]).
+    pub unsupported: Option<Arc<str>>,
     /// `metadata.creationTimestamp`.
     pub created: Time,
     /// Transition time of a True `Unschedulable` condition whose reason is not NotEnoughTasks.
@@ -700,16 +702,27 @@ impl TryFrom<&PodGroup> for GroupInfo {
             Some(list) => Some(resource_list(&ctx, "spec.minResources", Some(list))?),
             None => None,
         };
-        let topology = match &spec.topology {
-            Some(t) if t.key.is_empty() => {
+        let topology = match (&spec.topology, &spec.network_topology) {
+            (Some(t), _) if t.key.is_empty() => {
                 return Err(ctx.err("spec.topology.key", Problem::Missing))
             }
-            Some(t) => Some(Topology {
-                required: t.mode == TopologyMode::Required,
-                key: t.key.clone(),
-            }),
-            None => None,
+            (Some(t), _) => Some(Topology::one_tier(&t.key, t.mode == TopologyMode::Required)),
+            (None, Some(n)) => Some(crate::topology::network_topology(n)),
+            (None, None) => None,
         };
+        // Inputs Caldera does not honour yet hold the gang with a message; never ignored.
+        let unsupported: Option<Arc<str>> =
+            if spec.topology.is_some() && spec.network_topology.is_some() {
+                Some("both spec.topology and spec.networkTopology (give one topology rule)".into())
+            } else if spec
+                .sub_group_policy
+                .as_ref()
+                .is_some_and(|p| !p.is_empty())
+            {
+                Some("spec.subGroupPolicy (sub-groups are not supported yet)".into())
+            } else {
+                None
+            };
         let api_status = pg.status.clone().unwrap_or_default();
         let conditions: Vec<Condition> = api_status
             .conditions
@@ -765,6 +778,7 @@ impl TryFrom<&PodGroup> for GroupInfo {
                 .filter(|&s| s > 0)
                 .map(|s| s as u64),
             topology,
+            unsupported,
             created,
             pending_since,
             autoscale: meta

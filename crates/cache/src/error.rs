@@ -27,6 +27,8 @@ pub enum ObjectKind {
     StorageClass,
     /// `storage.k8s.io/v1` CSINode.
     CsiNode,
+    /// `topology.volcano.sh/v1alpha1` HyperNode.
+    HyperNode,
 }
 
 impl ObjectKind {
@@ -42,6 +44,7 @@ impl ObjectKind {
             Self::PersistentVolumeClaim => "persistentvolumeclaim",
             Self::StorageClass => "storageclass",
             Self::CsiNode => "csinode",
+            Self::HyperNode => "hypernode",
         }
     }
 }
@@ -69,6 +72,9 @@ pub enum Problem {
     /// A required field is missing or empty.
     #[error("missing")]
     Missing,
+    /// A value that breaks a rule of the field (a bad pattern, a negative tier).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// An object that cannot be converted, naming the object and the field.

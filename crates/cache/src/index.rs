@@ -135,6 +135,7 @@ pub struct ClusterIndex {
     held: BTreeSet<PodKey>,
     podgroups: BTreeMap<Arc<str>, GroupInfo>,
     queues: BTreeMap<Arc<str>, Queue>,
+    hypernodes: BTreeMap<Arc<str>, crate::topology::HyperNodeInfo>,
     priority_classes: BTreeMap<Arc<str>, PriorityClassInfo>,
     global_default_priority: Option<i32>,
     specs: SpecInterner,
@@ -610,6 +611,35 @@ impl ClusterIndex {
         queues
             .into_iter()
             .filter_map(|q| self.apply_queue(q).err())
+            .collect()
+    }
+
+    // ----- hypernodes -----
+
+    /// Adds or replaces a HyperNode. On error the previous version is removed.
+    pub fn apply_hypernode(&mut self, hn: &caldera_api::HyperNode) -> Result<()> {
+        if let Some(name) = hn.metadata.name.as_deref() {
+            self.hypernodes.remove(name);
+        }
+        let info = crate::topology::HyperNodeInfo::try_from(hn)?;
+        self.hypernodes.insert(info.name.clone(), info);
+        Ok(())
+    }
+
+    /// Removes a HyperNode.
+    pub fn delete_hypernode(&mut self, name: &str) {
+        self.hypernodes.remove(name);
+    }
+
+    /// Replaces every HyperNode.
+    pub fn reset_hypernodes<'a>(
+        &mut self,
+        hypernodes: impl IntoIterator<Item = &'a caldera_api::HyperNode>,
+    ) -> Vec<Error> {
+        self.hypernodes.clear();
+        hypernodes
+            .into_iter()
+            .filter_map(|h| self.apply_hypernode(h).err())
             .collect()
     }
 
@@ -1190,6 +1220,9 @@ impl ClusterIndex {
         }
         snap.queues = queues.into_values().collect();
         snap.nodes = nodes;
+        if !self.hypernodes.is_empty() {
+            snap.topology = crate::topology::build_tree(&self.hypernodes, &snap.nodes);
+        }
         self.resolve_namespaces(&mut snap.tasks);
         snap.pods = self.placed_pods(&snap.tasks);
         if let Some(policy) = &opts.provisioning {
@@ -1342,6 +1375,7 @@ impl ClusterIndex {
             min_resources: g.min_resources.clone(),
             timeout_seconds: g.timeout_seconds.or(default_timeout),
             topology: g.topology.clone(),
+            unsupported: g.unsupported.clone(),
             created: g.created,
             pending_since: g.pending_since,
             status: Some(g.status.clone()),
@@ -1369,6 +1403,7 @@ impl ClusterIndex {
             min_resources: None,
             timeout_seconds: None,
             topology: None,
+            unsupported: None,
             created: p.created,
             pending_since: p.pending_since,
             status: None,

@@ -21,6 +21,7 @@ mod index;
 mod intern;
 pub mod labels;
 pub mod provisioning;
+pub mod topology;
 pub mod volumes;
 pub mod workload;
 

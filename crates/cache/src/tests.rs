@@ -1238,3 +1238,171 @@ fn namespace_selectors_are_resolved_against_current_namespace_labels() {
         Namespaces::Only(vec!["dev".into(), "listed".into(), "prod-a".into()])
     );
 }
+
+fn mk_hypernode(name: &str, tier: i64, members: Value) -> caldera_api::HyperNode {
+    serde_json::from_value(json!({
+        "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": name}, "spec": {"tier": tier, "members": members},
+    }))
+    .unwrap()
+}
+
+fn domain<'a>(snap: &'a Snapshot, name: &str) -> &'a caldera_model::Domain {
+    snap.topology
+        .domains
+        .iter()
+        .find(|d| &*d.name == name)
+        .unwrap()
+}
+
+fn node_names(snap: &Snapshot, d: &caldera_model::Domain) -> Vec<String> {
+    d.nodes
+        .iter()
+        .map(|&n| snap.nodes[n as usize].name.to_string())
+        .collect()
+}
+
+#[test]
+fn hypernodes_resolve_exact_unanchored_regex_and_label_members_into_a_tree() {
+    let mut index = ClusterIndex::default();
+    for (name, patch) in [
+        ("a-0", json!({})),
+        ("ga-7", json!({})),
+        ("b-0", json!({"metadata": {"labels": {"rack": "b"}}})),
+        ("c-0", json!({})),
+    ] {
+        index.apply_node(&mk_node(name, 4, patch)).unwrap();
+    }
+    let hypernodes = [
+        mk_hypernode(
+            "rack-a",
+            1,
+            json!([{"type": "Node", "selector": {"regexMatch": {"pattern": "a-[0-9]"}}}]),
+        ),
+        mk_hypernode(
+            "rack-b",
+            1,
+            json!([{"type": "Node", "selector": {"labelMatch": {"matchLabels": {"rack": "b"}}}}]),
+        ),
+        // c-0 is claimed by rack-a too: the first tier-1 claim by name keeps it.
+        mk_hypernode(
+            "rack-c",
+            1,
+            json!([
+            {"type": "Node", "selector": {"exactMatch": {"name": "c-0"}}},
+            {"type": "Node", "selector": {"exactMatch": {"name": "a-0"}}}]),
+        ),
+        mk_hypernode(
+            "spine",
+            2,
+            json!([
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": "rack-a"}}},
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": "rack-b"}}}]),
+        ),
+    ];
+    assert!(index.reset_hypernodes(hypernodes.iter()).is_empty());
+    let snap = snapshot(&index);
+    let tree = &snap.topology;
+    assert_eq!(node_names(&snap, domain(&snap, "rack-a")), ["a-0", "ga-7"]);
+    assert_eq!(node_names(&snap, domain(&snap, "rack-b")), ["b-0"]);
+    assert_eq!(node_names(&snap, domain(&snap, "rack-c")), ["c-0"]);
+    assert_eq!(
+        node_names(&snap, domain(&snap, "spine")),
+        ["a-0", "b-0", "ga-7"]
+    );
+    let spine = tree.domain_named("spine");
+    assert_eq!(domain(&snap, "rack-a").parent, spine);
+    assert_eq!(domain(&snap, "rack-c").parent, None);
+    assert_eq!(tree.root_tier(), 3);
+    assert_eq!(
+        tree.problems,
+        ["node a-0 is in two tier-1 HyperNodes, rack-a and rack-c; rack-a is kept"]
+    );
+}
+
+#[test]
+fn hypernode_cycles_are_broken_and_bad_members_are_named() {
+    let mut index = ClusterIndex::default();
+    index.apply_node(&mk_node("n", 4, json!({}))).unwrap();
+    let cycle = [
+        mk_hypernode(
+            "x",
+            2,
+            json!([{"type": "HyperNode", "selector": {"exactMatch": {"name": "y"}}}]),
+        ),
+        mk_hypernode(
+            "y",
+            2,
+            json!([
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": "x"}}},
+            {"type": "Node", "selector": {"exactMatch": {"name": "n"}}}]),
+        ),
+    ];
+    assert!(index.reset_hypernodes(cycle.iter()).is_empty());
+    let snap = snapshot(&index);
+    assert_eq!(
+        snap.topology.problems.len(),
+        1,
+        "{:?}",
+        snap.topology.problems
+    );
+    assert!(snap.topology.problems[0].contains("form a cycle"));
+
+    let bad = mk_hypernode(
+        "bad",
+        1,
+        json!([{"type": "Node", "selector": {"regexMatch": {"pattern": "("}}}]),
+    );
+    let err = index.apply_hypernode(&bad).unwrap_err().to_string();
+    assert!(
+        err.starts_with("hypernode bad: spec.members[0].selector.regexMatch.pattern:"),
+        "{err}"
+    );
+    let two = mk_hypernode(
+        "two",
+        1,
+        json!([{"type": "Node", "selector": {
+        "exactMatch": {"name": "n"}, "regexMatch": {"pattern": "n"}}}]),
+    );
+    let err = index.apply_hypernode(&two).unwrap_err().to_string();
+    assert!(
+        err.contains("exactly one of exactMatch, regexMatch, labelMatch"),
+        "{err}"
+    );
+}
+
+#[test]
+fn network_topology_becomes_the_rule_and_sub_groups_are_refused() {
+    let mut index = ClusterIndex::default();
+    index
+        .apply_podgroup(&mk_podgroup(
+            "ns",
+            "hard",
+            json!({"minMember": 2,
+            "networkTopology": {"highestTierName": "spine"}}),
+        ))
+        .unwrap();
+    index
+        .apply_podgroup(&mk_podgroup(
+            "ns",
+            "split",
+            json!({"minMember": 2,
+            "networkTopology": {"mode": "soft"},
+            "subGroupPolicy": [{"name": "w", "subGroupSize": 1}]}),
+        ))
+        .unwrap();
+    let snap = snapshot(&index);
+    let hard = job(&snap, "ns/hard");
+    let rule = hard.topology.as_ref().unwrap();
+    assert!(rule.required, "Volcano's default mode is hard");
+    assert_eq!(rule.highest, caldera_model::TierLimit::Name("spine".into()));
+    assert_eq!(rule.source, caldera_model::TopologySource::HyperNodes);
+    assert!(hard.unsupported.is_none());
+    let split = job(&snap, "ns/split");
+    assert!(!split.topology.as_ref().unwrap().required);
+    assert!(split
+        .unsupported
+        .as_deref()
+        .unwrap()
+        .contains("spec.subGroupPolicy"));
+}

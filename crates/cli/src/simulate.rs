@@ -47,7 +47,7 @@ pub struct SimulateArgs {
     /// of plain manifests is read as with -f.
     pub scenario: Option<PathBuf>,
     /// Manifests to apply (multi-document YAML: Nodes, Pods, PodGroups, Queues,
-    /// PriorityClasses, PodDisruptionBudgets, PersistentVolumes, PersistentVolumeClaims,
+    /// PriorityClasses, HyperNodes, PodDisruptionBudgets, PersistentVolumes, PersistentVolumeClaims,
     /// StorageClasses, CSINodes; StatefulSets are expanded as their controller would); `-`
     /// reads stdin. Repeatable.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]

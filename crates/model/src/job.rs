@@ -116,15 +116,6 @@ impl PodGroupStatus {
     }
 }
 
-/// Topology rule of a gang (Caldera extension).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Topology {
-    /// `required`: one domain or nothing; `preferred`: as few domains as possible.
-    pub required: bool,
-    /// Node label whose value names the domain.
-    pub key: String,
-}
-
 /// A job: the unit that is placed all-or-nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
@@ -148,8 +139,11 @@ pub struct Job {
     pub min_resources: Option<Resources>,
     /// `scheduleTimeoutSeconds` (or the config default).
     pub timeout_seconds: Option<u64>,
-    /// Topology rule.
-    pub topology: Option<Topology>,
+    /// Topology rule (HyperNodes' `networkTopology`, or one tier from `spec.topology`'s label).
+    pub topology: Option<crate::topology::Topology>,
+    /// A scheduling input of the PodGroup that Caldera does not honour yet (e.g.
+    /// `subGroupPolicy`): the job waits, `Unschedulable`, with this named — never ignored.
+    pub unsupported: Option<Arc<str>>,
     /// Creation time.
     pub created: Time,
     /// Since when the gang has been valid and waiting: the `Unschedulable` condition's

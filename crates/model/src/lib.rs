@@ -18,6 +18,7 @@ pub mod selector;
 pub mod snapshot;
 pub mod task;
 pub mod time;
+pub mod topology;
 pub mod volume;
 
 pub use capacity::{
@@ -28,7 +29,7 @@ pub use interpod::{
     LabelSelector, Labels, Namespaces, PlacedPod, PodAffinityTerm, PodConstraints,
     SpreadConstraint, HARD_POD_AFFINITY_WEIGHT, HOSTNAME,
 };
-pub use job::{Condition, Job, PodGroupPhase, PodGroupStatus, Topology};
+pub use job::{Condition, Job, PodGroupPhase, PodGroupStatus};
 pub use node::Node;
 pub use plan::{
     Bind, Event, EventObject, Eviction, Nomination, Plan, PodConditionUpdate, PodFailure,
@@ -43,6 +44,7 @@ pub use selector::{
 pub use snapshot::{Budget, Snapshot, WaitingPod};
 pub use task::{PendingReason, Task, TaskStatus};
 pub use time::Time;
+pub use topology::{Domain, TierLimit, Topology, TopologySource, TopologyTree};
 pub use volume::{
     ClaimNeed, NodeAttach, TaskVolumes, Volume, VolumeCatalog, VolumeNeeds, VolumeWrite,
 };

@@ -62,6 +62,8 @@ pub struct Snapshot {
     pub budgets: Vec<Budget>,
     /// Volumes `WaitForFirstConsumer` claims may take, claims in use, attach limits.
     pub volumes: crate::volume::VolumeCatalog,
+    /// The HyperNode tree over `nodes` (empty without HyperNodes).
+    pub topology: crate::topology::TopologyTree,
 }
 
 /// A PodDisruptionBudget, as far as choosing victims needs it.

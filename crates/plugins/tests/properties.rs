@@ -8,7 +8,7 @@ use caldera_model::{Snapshot, TaintEffect, Time};
 use caldera_plugins::predicates::{dynamic_check, static_check};
 use caldera_plugins::scheduler;
 use caldera_session::session::Statement;
-use caldera_testkit::builders::{node, pod, podgroup, queue, Cluster, PodBuilder, GPU};
+use caldera_testkit::builders::{hypernode, node, pod, podgroup, queue, Cluster, PodBuilder, GPU};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -31,7 +31,9 @@ struct GroupSpec {
     queue: u8,
     priority: i32,
     gated: usize,
-    topology: Option<bool>,
+    /// 0: none; 1/2: `spec.topology` required/preferred over zones; 3/4: hard
+    /// `networkTopology` up to tier 1/2 (racks of two nodes, spines of two racks); 5: soft.
+    topology: u8,
     tolerate: bool,
     zone: Option<u8>,
     min_gpus: Option<i64>,
@@ -63,7 +65,7 @@ fn group_spec() -> impl Strategy<Value = GroupSpec> {
         (1u32..6, 1usize..7, 0i64..4, 0i64..6000),
         (0u8..3, 0i32..3, 0usize..2),
         (
-            prop_oneof![Just(None), Just(Some(true)), Just(Some(false))],
+            prop_oneof![Just(0u8), 1u8..6],
             prop::bool::weighted(0.3),
             prop_oneof![Just(None), (0u8..3).prop_map(Some)],
             prop_oneof![Just(None), (1i64..20).prop_map(Some)],
@@ -136,6 +138,23 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
                     c = c.pod(busy);
                 }
             }
+            // HyperNodes: racks of two nodes (tier 1) under spines of two racks (tier 2).
+            for r in 0..nodes.len().div_ceil(2) {
+                let members: Vec<String> = (2 * r..(2 * r + 2).min(nodes.len()))
+                    .map(|i| format!("n{i}"))
+                    .collect();
+                c = c.hypernode(
+                    hypernode(&format!("rack-{r}"), 1).nodes(members.iter().map(String::as_str)),
+                );
+            }
+            for s in 0..nodes.len().div_ceil(4) {
+                let racks: Vec<String> = (2 * s..(2 * s + 2).min(nodes.len().div_ceil(2)))
+                    .map(|r| format!("rack-{r}"))
+                    .collect();
+                c = c.hypernode(
+                    hypernode(&format!("spine-{s}"), 2).children(racks.iter().map(String::as_str)),
+                );
+            }
             for (i, g) in groups.iter().enumerate() {
                 let name = format!("g{i}");
                 let mut pg = podgroup("ns", &name)
@@ -143,9 +162,14 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
                     .queue(&format!("q{}", g.queue))
                     .priority(g.priority)
                     .created(i as i64);
-                if let Some(req) = g.topology {
-                    pg = pg.topology(req, "zone");
-                }
+                pg = match g.topology {
+                    1 => pg.topology(true, "zone"),
+                    2 => pg.topology(false, "zone"),
+                    3 => pg.network_topology(true, 1),
+                    4 => pg.network_topology(true, 2),
+                    5 => pg.network_topology(false, 1),
+                    _ => pg,
+                };
                 if let Some(m) = g.min_gpus {
                     pg = pg.min_gpus(m);
                 }
@@ -240,6 +264,19 @@ proptest! {
         for _ in 0..2 {
             let out = run(&s);
             let broken = caldera_model::interpod::check_binds(&s, &out.plan);
+            prop_assert!(broken.is_empty(), "{broken:#?}");
+            s.record(&out.plan);
+        }
+    }
+
+    #[test]
+    fn hard_topology_gangs_lie_in_one_allowed_domain(s in cluster()) {
+        // After each of two sessions back to back, every member holding a node of a gang with
+        // a hard rule lies in one domain of an allowed tier (its earlier members included).
+        let mut s = s;
+        for _ in 0..2 {
+            let out = run(&s);
+            let broken = caldera_model::topology::check_binds(&s, &out.plan);
             prop_assert!(broken.is_empty(), "{broken:#?}");
             s.record(&out.plan);
         }

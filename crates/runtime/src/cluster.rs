@@ -127,6 +127,10 @@ pub(crate) struct Cluster {
     invalid: BTreeMap<(Watched, String), Invalid>,
     /// The API server serves ProvisioningRequests (checked once at start).
     pub provisioning_served: bool,
+    /// Whether the API server serves HyperNodes (Volcano's CRD is installed).
+    pub hypernodes_served: bool,
+    /// Whether the HyperNodes have been listed once (when served).
+    pub hypernodes_synced: bool,
     /// Caldera's ProvisioningRequests have been listed.
     pub provisioning_synced: bool,
 }
@@ -159,6 +163,7 @@ impl Cluster {
 
     pub fn all_synced(&self) -> bool {
         Watched::ALL.iter().all(|k| self.is_synced(*k))
+            && (!self.hypernodes_served || self.hypernodes_synced)
     }
 
     pub fn resource_version(&self, key: &ObjKey) -> Option<&str> {

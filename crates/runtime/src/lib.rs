@@ -36,6 +36,7 @@ mod capacity;
 mod cluster;
 mod config;
 mod http;
+mod hypernodes;
 pub mod leader;
 pub mod manifests;
 mod metrics;
@@ -444,6 +445,15 @@ impl Runtime {
         let stop_lease = CancellationToken::new();
         let stop_rest = CancellationToken::new();
         let mut tasks = watch::spawn_all(shared.clone(), client.clone(), stop_rest.clone());
+        // HyperNodes belong to Volcano's CRD (`caldera crd` ships it): watched only when served.
+        if hypernodes::served(&client).await {
+            shared.lock_cluster().hypernodes_served = true;
+            tasks.push(tokio::spawn(hypernodes::watch(
+                shared.clone(),
+                client.clone(),
+                stop_rest.clone(),
+            )));
+        }
         // ProvisioningRequests belong to cluster-autoscaler's CRD: watched only when served.
         if capacity::served(&client).await {
             shared.lock_cluster().provisioning_served = true;

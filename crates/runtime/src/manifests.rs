@@ -45,6 +45,7 @@ const KINDS: [(&str, &str, &str, &str); 11] = [
     ),
     ("scheduling.volcano.sh", "v1beta1", "Queue", "queues"),
     ("", "v1", "Node", "nodes"),
+    ("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes"),
     ("storage.k8s.io", "v1", "StorageClass", "storageclasses"),
     ("storage.k8s.io", "v1", "CSINode", "csinodes"),
     ("", "v1", "PersistentVolume", "persistentvolumes"),

@@ -310,6 +310,7 @@ mod tests {
             min_resources: None,
             timeout_seconds: None,
             topology: None,
+            unsupported: None,
             created: Time(0),
             pending_since: None,
             status: None,

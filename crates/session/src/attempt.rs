@@ -2,7 +2,8 @@
 
 use crate::session::{Candidates, Placement, Session, Statement};
 use crate::state::Holdup;
-use caldera_model::{Resources, Topology};
+use crate::topology::{place_in_topology, prefer_used_domain};
+use caldera_model::TopologyTree;
 use std::sync::Arc;
 
 /// What an attempt did.
@@ -72,6 +73,14 @@ fn attempt_inner(
     }
     ssn.stats.attempts += 1;
     // A scheduling input Caldera does not evaluate is never ignored: the job waits, saying so.
+    if let Some(what) = ssn.state.jobs[job].unsupported.clone() {
+        let msg = format!(
+            "PodGroup {} uses {what}, which Caldera does not support yet",
+            ssn.state.jobs[job].id
+        );
+        ssn.hold(job, Holdup::Fit(msg));
+        return Attempt::Held;
+    }
     if let Some(&t) = tasks
         .iter()
         .find(|&&t| ssn.state.tasks[t].spec.unsupported.is_some())
@@ -116,20 +125,12 @@ fn attempt_inner(
     if ssn.job_ready(job) {
         let tasks = ssn.order_tasks(job, tasks);
         // An extra member of a satisfied gang stays in the gang's domain: always under a
-        // required topology, and first under a preferred one.
-        let topology = ssn.state.jobs[job].topology.clone();
-        let anchor = topology
-            .as_ref()
-            .and_then(|t| anchor_domain(ssn, job, &t.key));
-        if let (Some(topo), Some(nodes)) = (&topology, anchor) {
-            let mut inside = Placement {
-                only: Some(Arc::new(nodes)),
-                bonus: None,
-            };
-            let placed = place_gang(ssn, job, &tasks[..1], &mut inside, None, false);
-            if placed.is_ok() || topo.required {
-                return placed.map(Attempt::Placed).unwrap_or(Attempt::Held);
-            }
+        // hard rule (within the highest allowed domain around its members), and first under
+        // a soft one.
+        if let Some(topo) = ssn.state.jobs[job].topology.clone() {
+            return place_in_topology(ssn, job, &tasks[..1], 1, &topo, false)
+                .map(Attempt::Placed)
+                .unwrap_or(Attempt::Held);
         }
         return place_gang(
             ssn,
@@ -231,15 +232,15 @@ fn fail_key(ssn: &Session, job: usize, tasks: &[usize]) -> Option<crate::session
 }
 
 /// Places members of `tasks` in order until the job is ready, inside one statement; commits on
-/// success, discards otherwise (recording the holdup). `prefer_key` (preferred topology) makes
-/// nodes in domains already used by the statement score higher. `dry`: a probe; a gang that
+/// success, discards otherwise (recording the holdup). `prefer` (a soft topology at the
+/// cluster root) makes nodes in tier-1 domains already used by the statement score higher. `dry`: a probe; a gang that
 /// fits is recorded in `ssn.probed` and undone instead of committed.
-fn place_gang(
+pub(crate) fn place_gang(
     ssn: &mut Session,
     job: usize,
     tasks: &[usize],
     placement: &mut Placement,
-    prefer_key: Option<&str>,
+    prefer: Option<&TopologyTree>,
     dry: bool,
 ) -> Result<usize, Option<u32>> {
     let mut stmt = Statement::new();
@@ -263,8 +264,8 @@ fn place_gang(
             match ssn.pick(t, &mut c, placement) {
                 Some(node) => {
                     ssn.allocate(&mut stmt, t, node);
-                    if let Some(key) = prefer_key {
-                        prefer_used_domain(ssn, key, node, placement);
+                    if let Some(tree) = prefer {
+                        prefer_used_domain(ssn, tree, node, placement);
                     }
                     continue;
                 }
@@ -313,8 +314,8 @@ fn place_gang(
         match ssn.pick(t, &mut kinds[kind].1, placement) {
             Some(node) => {
                 ssn.allocate(&mut stmt, t, node);
-                if let Some(key) = prefer_key {
-                    prefer_used_domain(ssn, key, node, placement);
+                if let Some(tree) = prefer {
+                    prefer_used_domain(ssn, tree, node, placement);
                 }
                 ssn.refresh(t, node, &mut kinds[kind].1, placement);
             }
@@ -371,164 +372,6 @@ fn place_gang(
         ssn.hold(job, holdup);
         Err(no_room.then_some(placed))
     }
-}
-
-/// Once a member lands in a domain, every node of that domain scores far higher for the rest
-/// of the gang, so the gang spreads over as few domains as possible.
-fn prefer_used_domain(ssn: &mut Session, key: &str, node: usize, placement: &mut Placement) {
-    let Some(domain) = ssn.state.nodes[node].labels.get(key).cloned() else {
-        return;
-    };
-    let members: Vec<u32> = ssn
-        .state
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.labels.get(key) == Some(&domain))
-        .map(|(i, _)| i as u32)
-        .collect();
-    if let Some(bonus) = placement.bonus.as_mut() {
-        let b = Arc::make_mut(bonus);
-        let mut changed = Vec::new();
-        for &m in &members {
-            if b[m as usize] < USED_DOMAIN_BONUS {
-                b[m as usize] += USED_DOMAIN_BONUS;
-                changed.push(m);
-            }
-        }
-        ssn.touch_nodes(&changed);
-    }
-}
-
-const USED_DOMAIN_BONUS: f64 = 1.0e6;
-const ROOMY_DOMAIN_BONUS: f64 = 1.0e3;
-
-/// Topology-aware placement. Tries single domains whose free resources can hold the gang,
-/// tightest fit first (so larger gangs later still find whole domains); `required` stops
-/// there, `preferred` then spreads over as few domains as possible, roomiest first.
-fn place_in_topology(
-    ssn: &mut Session,
-    job: usize,
-    tasks: &[usize],
-    need: u32,
-    topo: &Topology,
-    dry: bool,
-) -> Result<usize, Option<u32>> {
-    let domains = ssn.domains(&topo.key);
-    // Members already placed fix the domain: the rest join them there (required), or try
-    // there first (preferred).
-    if let Some(anchor) = anchor_domain(ssn, job, &topo.key) {
-        let mut inside = Placement {
-            only: Some(Arc::new(anchor.clone())),
-            bonus: None,
-        };
-        let saved = ssn.state.job_runs[job].holdup.clone();
-        match place_gang(ssn, job, tasks, &mut inside, None, dry) {
-            Ok(n) => return Ok(n),
-            // Depends on where this gang's members are: nothing to remember for others.
-            Err(_) if topo.required => return Err(None),
-            Err(_) => ssn.state.job_runs[job].holdup = saved,
-        }
-    }
-    let mut gang = Resources::new();
-    for &t in tasks.iter().take(need as usize) {
-        gang.add(&ssn.state.tasks[t].request);
-    }
-    let total = ssn.state.total.clone();
-    let mut fitting: Vec<(f64, &String, &Vec<u32>)> = Vec::new();
-    for (value, nodes) in &domains {
-        let idle = ssn.idle_of(nodes);
-        if gang.fits_in(&idle) {
-            let leftover: f64 = gang
-                .iter()
-                .map(|(n, v)| {
-                    let t = total.get(n).max(1) as f64;
-                    (idle.get(n) - v) as f64 / t
-                })
-                .sum();
-            fitting.push((leftover, value, nodes));
-        }
-    }
-    fitting.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-    // Why the first domain with room enough still could not take the gang (its members'
-    // other constraints: anti-affinity, spread, volumes, ports), for the message.
-    let mut other_cause: Option<String> = None;
-    for (_, _, nodes) in &fitting {
-        let mut placement = Placement {
-            only: Some(Arc::new((*nodes).clone())),
-            bonus: None,
-        };
-        let saved = ssn.state.job_runs[job].holdup.clone();
-        if let Ok(n) = place_gang(ssn, job, tasks, &mut placement, None, dry) {
-            return Ok(n);
-        }
-        match &ssn.state.job_runs[job].holdup {
-            Some(Holdup::Quota(_)) => return Err(None),
-            Some(Holdup::Fit(msg)) if saved.is_none() && other_cause.is_none() => {
-                other_cause = Some(msg.clone());
-            }
-            _ => {}
-        }
-        ssn.state.job_runs[job].holdup = saved;
-    }
-    if topo.required {
-        let mut msg = format!(
-            "0/{} {} domains can hold all {} members of the gang together (it needs {})",
-            domains.len(),
-            topo.key,
-            need,
-            gang
-        );
-        if let Some(cause) = other_cause {
-            msg = format!(
-                "{msg}; {} had room for it, but its members do not all fit there: {cause}",
-                fitting.len()
-            );
-        }
-        ssn.hold(job, Holdup::Fit(msg));
-        // No domain holds `need` such members, so no gang needing as many does either; a
-        // smaller one might.
-        return Err(Some(need.saturating_sub(1)));
-    }
-    // Preferred: roomier domains first, and stay in domains already used.
-    let mut bonus = vec![0.0; ssn.state.nodes.len()];
-    let mut ranked: Vec<(f64, &Vec<u32>)> = domains
-        .values()
-        .map(|nodes| {
-            let idle = ssn.idle_of(nodes);
-            let room: f64 = gang
-                .iter()
-                .map(|(n, _)| idle.get(n) as f64 / total.get(n).max(1) as f64)
-                .sum();
-            (room, nodes)
-        })
-        .collect();
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let count = ranked.len().max(1) as f64;
-    for (rank, (_, nodes)) in ranked.iter().enumerate() {
-        for &n in nodes.iter() {
-            bonus[n as usize] = ROOMY_DOMAIN_BONUS * (count - rank as f64) / count;
-        }
-    }
-    let mut placement = Placement {
-        only: None,
-        bonus: Some(Arc::new(bonus)),
-    };
-    place_gang(ssn, job, tasks, &mut placement, Some(&topo.key), dry)
-}
-
-/// The nodes of the `key` domain where a member of `job` already holds a node, if any.
-fn anchor_domain(ssn: &Session, job: usize, key: &str) -> Option<Vec<u32>> {
-    let st = &ssn.state;
-    let value = st.jobs[job].tasks.iter().find_map(|&t| {
-        let t = &st.tasks[t];
-        if !t.status.occupies_node() {
-            return None;
-        }
-        let node = st.node_index(t.node.as_deref()?)?;
-        st.nodes[node].labels.get(key).cloned()
-    })?;
-    ssn.domains(key).remove(&value)
 }
 
 /// Nodes booked for `job`, in index order.

@@ -16,6 +16,7 @@ pub mod plugin;
 pub mod reserve;
 pub mod session;
 pub mod state;
+pub mod topology;
 pub mod volumes;
 
 use actions::{Action, Allocate, Backfill, Enqueue, Preempt, Reclaim};

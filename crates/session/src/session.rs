@@ -225,6 +225,9 @@ pub struct Session {
     /// Jobs whose wait for volumes ended without them (timeout, provisioning failed): their
     /// claims' selections are undone and their nodes released, with why.
     pub volume_releases: Vec<(usize, String)>,
+    /// One-tier topology trees of node labels, built on first use (see
+    /// [`Session::topology_tree`]).
+    pub(crate) label_trees: HashMap<Arc<str>, Arc<caldera_model::TopologyTree>>,
 }
 
 /// Identifies gangs that place alike: member request, spec and traits, topology, queue index.
@@ -261,6 +264,7 @@ impl Session {
             probed: Vec::new(),
             volume_waits: Vec::new(),
             volume_releases: Vec::new(),
+            label_trees: HashMap::new(),
         };
         for slot in &mut s.slots {
             slot.plugin.on_open(&s.state);

@@ -37,6 +37,8 @@ pub struct JobRun {
     /// Members that count toward the gang (see [`State::ready_count`]), kept current by every
     /// placement and undo.
     pub ready: u32,
+    /// The topology domain its gang was placed in by this session (HyperNode or label value).
+    pub domain: Option<std::sync::Arc<str>>,
 }
 
 /// The mutable world of one session.
@@ -89,6 +91,8 @@ pub struct State {
     pub budget_left: Vec<u32>,
     /// Volumes taken by this session's placements, claims in use, attach counts.
     pub volumes: crate::volumes::Volumes,
+    /// The HyperNode tree over `nodes` (see [`caldera_model::Snapshot::topology`]).
+    pub topology: std::sync::Arc<caldera_model::TopologyTree>,
 }
 
 impl State {
@@ -138,6 +142,7 @@ impl State {
         expire_bookings(&mut jobs, &mut nodes, snapshot.provisioning.as_ref(), now);
         let has_bookings = nodes.iter().any(|n| n.booked_for.is_some());
         State {
+            topology: std::sync::Arc::new(snapshot.topology),
             interpod,
             volumes,
             traits,

@@ -113,7 +113,6 @@ pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
         .map(|t| ((&*t.namespace, &*t.name), t))
         .collect();
     let mut placed: HashMap<&str, (Resources, i64, Vec<HostPort>)> = HashMap::new();
-    let mut domains: BTreeMap<usize, BTreeSet<Option<String>>> = BTreeMap::new();
     let mut out = Vec::new();
     for bind in &plan.binds {
         let pod = format!("{}/{}", bind.namespace, bind.name);
@@ -176,44 +175,8 @@ pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
         earlier.add(&task.request);
         *count += 1;
         ports.extend(task.spec.host_ports.iter().cloned());
-        if let Some(topology) = snapshot.jobs[task.job]
-            .topology
-            .as_ref()
-            .filter(|t| t.required)
-        {
-            domains
-                .entry(task.job)
-                .or_default()
-                .insert(node.labels.get(&topology.key).cloned());
-        }
     }
-    // Members bound before this session count toward the domain too.
-    for (&job, set) in domains.iter_mut() {
-        let j = &snapshot.jobs[job];
-        let Some(topology) = &j.topology else {
-            continue;
-        };
-        for &t in &j.tasks {
-            let task = &snapshot.tasks[t];
-            if let Some(i) = task.node.as_ref().and_then(|n| snapshot.node_index(n)) {
-                if task.status.occupies_node() {
-                    set.insert(snapshot.nodes[i].labels.get(&topology.key).cloned());
-                }
-            }
-        }
-        if set.len() > 1 || set.contains(&None) {
-            let names: Vec<String> = set
-                .iter()
-                .map(|d| d.clone().unwrap_or_else(|| "<no label>".into()))
-                .collect();
-            out.push(format!(
-                "podgroup {} requires one {} domain but was bound across {}",
-                j.id,
-                topology.key,
-                names.join(", ")
-            ));
-        }
-    }
+    out.extend(caldera_model::topology::check_binds(snapshot, plan));
     out.extend(caldera_model::interpod::check_binds(snapshot, plan));
     out.extend(caldera_model::volume::check_plan(snapshot, plan));
     out

@@ -2,15 +2,16 @@
 //! the file, the document and the field path.
 //!
 //! Only the kinds the scheduler looks at are kept (Node, Pod, PodGroup, Queue, PriorityClass,
-//! Namespace, PodDisruptionBudget, PersistentVolume, PersistentVolumeClaim, StorageClass,
-//! CSINode, and `batch/v1` Job, whose controller the simulator plays). Workload kinds whose pods a controller would create (Deployment, Job, ...) are
+//! HyperNode, Namespace, PodDisruptionBudget, PersistentVolume, PersistentVolumeClaim,
+//! StorageClass, CSINode, and `batch/v1` Job, whose controller the simulator plays). Workload
+//! kinds whose pods a controller would create (Deployment, ...) are
 //! skipped with one notice per kind, since no controllers run in the simulator; other kinds
 //! are skipped with a notice that they do not affect scheduling. In plain manifests
 //! ([`parse_stream`]) `apps/v1` StatefulSets are kept apart ([`Manifests::statefulsets`]) for
 //! the simulator to play their controller; a scenario names its pods instead.
 
 use crate::error::{Error, Origin, Result};
-use caldera_api::{PodGroup, Queue};
+use caldera_api::{HyperNode, PodGroup, Queue};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -34,6 +35,8 @@ pub enum Kind {
     Queue,
     /// `v1` Node.
     Node,
+    /// `topology.volcano.sh/v1alpha1` HyperNode.
+    HyperNode,
     /// `scheduling.volcano.sh/v1beta1` PodGroup.
     PodGroup,
     /// `v1` Pod.
@@ -59,6 +62,7 @@ impl Kind {
         Kind::PriorityClass,
         Kind::Queue,
         Kind::Node,
+        Kind::HyperNode,
         Kind::PodGroup,
         Kind::Pod,
         Kind::PodDisruptionBudget,
@@ -76,6 +80,7 @@ impl Kind {
             Kind::PriorityClass => "PriorityClass",
             Kind::Queue => "Queue",
             Kind::Node => "Node",
+            Kind::HyperNode => "HyperNode",
             Kind::PodGroup => "PodGroup",
             Kind::Pod => "Pod",
             Kind::PodDisruptionBudget => "PodDisruptionBudget",
@@ -98,6 +103,7 @@ impl Kind {
             Kind::StorageClass | Kind::CSINode => "storage.k8s.io",
             Kind::PriorityClass => "scheduling.k8s.io",
             Kind::Queue | Kind::PodGroup => "scheduling.volcano.sh",
+            Kind::HyperNode => "topology.volcano.sh",
             Kind::PodDisruptionBudget => "policy",
             Kind::Job => "batch",
         }
@@ -137,6 +143,8 @@ impl fmt::Display for Kind {
 pub enum Object {
     /// A Namespace.
     Namespace(Namespace),
+    /// A HyperNode.
+    HyperNode(HyperNode),
     /// A PriorityClass.
     PriorityClass(PriorityClass),
     /// A Queue.
@@ -169,6 +177,7 @@ impl Object {
             Object::PriorityClass(_) => Kind::PriorityClass,
             Object::Queue(_) => Kind::Queue,
             Object::Node(_) => Kind::Node,
+            Object::HyperNode(_) => Kind::HyperNode,
             Object::PodGroup(_) => Kind::PodGroup,
             Object::Pod(_) => Kind::Pod,
             Object::PodDisruptionBudget(_) => Kind::PodDisruptionBudget,
@@ -186,6 +195,7 @@ impl Object {
             Object::PriorityClass(o) => &o.metadata,
             Object::Queue(o) => &o.metadata,
             Object::Node(o) => &o.metadata,
+            Object::HyperNode(o) => &o.metadata,
             Object::PodGroup(o) => &o.metadata,
             Object::Pod(o) => &o.metadata,
             Object::PodDisruptionBudget(o) => &o.metadata,
@@ -358,6 +368,7 @@ fn parse_document(
         Kind::PriorityClass => Object::PriorityClass(typed(value, origin)?),
         Kind::Queue => Object::Queue(typed(value, origin)?),
         Kind::Node => Object::Node(typed(value, origin)?),
+        Kind::HyperNode => Object::HyperNode(typed(value, origin)?),
         Kind::PodGroup => Object::PodGroup(typed(value, origin)?),
         Kind::Pod => Object::Pod(typed(value, origin)?),
         Kind::PodDisruptionBudget => Object::PodDisruptionBudget(typed(value, origin)?),
@@ -400,6 +411,7 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
         Object::PriorityClass(pc) => caldera_cache::priority_class(pc).map(drop),
         Object::Queue(q) => caldera_cache::queue(q).map(drop),
         Object::Node(n) => caldera_cache::node(n).map(drop),
+        Object::HyperNode(h) => caldera_cache::topology::HyperNodeInfo::try_from(h).map(drop),
         Object::PodGroup(pg) => caldera_cache::GroupInfo::try_from(pg).map(drop),
         Object::Pod(p) => caldera_cache::PodInfo::try_from(p).map(drop),
         Object::StorageClass(sc) => caldera_cache::volumes::class(sc).map(drop),

@@ -40,7 +40,7 @@ use caldera_actors::disruption::{self, Eviction};
 use caldera_actors::kubelet::{self, Deletion};
 use caldera_actors::pv_controller;
 use caldera_actors::statefulset;
-use caldera_api::{PodGroup, ProvisioningRequest, Queue};
+use caldera_api::{HyperNode, PodGroup, ProvisioningRequest, Queue};
 use caldera_cache::{ClusterIndex, SnapshotOptions};
 use caldera_model::{CapacityNeed, ConsumingPod};
 use caldera_model::{Snapshot, Time};
@@ -116,6 +116,7 @@ pub struct Store {
     namespaces: BTreeMap<String, Namespace>,
     priority_classes: BTreeMap<String, PriorityClass>,
     queues: BTreeMap<String, Queue>,
+    hypernodes: BTreeMap<String, HyperNode>,
     nodes: BTreeMap<String, Node>,
     podgroups: BTreeMap<Key, PodGroup>,
     pods: BTreeMap<Key, Pod>,
@@ -207,6 +208,11 @@ impl Store {
     /// Queues, by name.
     pub fn queues(&self) -> impl Iterator<Item = &Queue> {
         self.queues.values()
+    }
+
+    /// HyperNodes, by name.
+    pub fn hypernodes(&self) -> impl Iterator<Item = &HyperNode> {
+        self.hypernodes.values()
     }
 
     /// PodDisruptionBudgets, by namespace then name, with their computed status.
@@ -349,6 +355,20 @@ impl Store {
                 }
                 self.index.apply_queue(&o)?;
                 replace(&mut self.queues, name, o)
+            }
+            Object::HyperNode(mut o) => {
+                let name = name_of(&o.metadata);
+                match self.hypernodes.get(&name) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        if o.status.is_none() {
+                            o.status = old.status.clone();
+                        }
+                    }
+                    None => self.fresh_meta(&mut o.metadata, false, now),
+                }
+                self.index.apply_hypernode(&o)?;
+                replace(&mut self.hypernodes, name, o)
             }
             Object::Node(mut o) => {
                 let name = name_of(&o.metadata);
@@ -998,6 +1018,10 @@ impl Store {
             Kind::Queue => {
                 self.index.delete_queue(name);
                 self.queues.remove(name).is_some()
+            }
+            Kind::HyperNode => {
+                self.index.delete_hypernode(name);
+                self.hypernodes.remove(name).is_some()
             }
             Kind::Node => {
                 self.index.delete_node(name);

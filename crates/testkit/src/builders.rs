@@ -315,6 +315,7 @@ pub fn podgroup(ns: &str, name: &str) -> GroupBuilder {
         min_resources: None,
         timeout: None,
         topology: None,
+        unsupported: None,
         phase: PodGroupPhase::Pending,
         conditions: vec![],
         created: Time(0),
@@ -334,6 +335,7 @@ pub struct GroupBuilder {
     min_resources: Option<Resources>,
     timeout: Option<u64>,
     topology: Option<Topology>,
+    unsupported: Option<Arc<str>>,
     phase: PodGroupPhase,
     conditions: Vec<Condition>,
     created: Time,
@@ -371,12 +373,24 @@ impl GroupBuilder {
         self.timeout = Some(secs);
         self
     }
-    /// Topology rule.
+    /// Topology rule: one tier from node label `key` (Caldera's `spec.topology`).
     pub fn topology(mut self, required: bool, key: &str) -> Self {
+        self.topology = Some(Topology::one_tier(key, required));
+        self
+    }
+    /// Volcano's `networkTopology` over the cluster's HyperNodes: `hard` (`required`) up to
+    /// tier `highest`, or `soft`.
+    pub fn network_topology(mut self, required: bool, highest: u32) -> Self {
         self.topology = Some(Topology {
             required,
-            key: key.into(),
+            source: caldera_model::TopologySource::HyperNodes,
+            highest: caldera_model::TierLimit::Tier(highest),
         });
+        self
+    }
+    /// Marks the PodGroup as using an input Caldera does not honour yet.
+    pub fn unsupported(mut self, what: &str) -> Self {
+        self.unsupported = Some(what.into());
         self
     }
     /// Current phase.
@@ -455,6 +469,46 @@ pub struct Cluster {
     pods: Vec<PodBuilder>,
     groups: Vec<GroupBuilder>,
     queues: Vec<QueueBuilder>,
+    hypernodes: Vec<HyperNodeBuilder>,
+}
+
+/// A HyperNode: a domain of tier `tier` holding nodes and child HyperNodes by name.
+pub fn hypernode(name: &str, tier: u32) -> HyperNodeBuilder {
+    HyperNodeBuilder {
+        name: name.into(),
+        tier,
+        tier_name: None,
+        nodes: Vec::new(),
+        children: Vec::new(),
+    }
+}
+
+/// Builds a HyperNode (the model's domain, as the cache makes it from the object).
+#[derive(Debug, Clone)]
+pub struct HyperNodeBuilder {
+    name: String,
+    tier: u32,
+    tier_name: Option<String>,
+    nodes: Vec<String>,
+    children: Vec<String>,
+}
+
+impl HyperNodeBuilder {
+    /// `spec.tierName`.
+    pub fn tier_name(mut self, name: &str) -> Self {
+        self.tier_name = Some(name.into());
+        self
+    }
+    /// Node members by name.
+    pub fn nodes<'a>(mut self, names: impl IntoIterator<Item = &'a str>) -> Self {
+        self.nodes.extend(names.into_iter().map(String::from));
+        self
+    }
+    /// HyperNode members by name.
+    pub fn children<'a>(mut self, names: impl IntoIterator<Item = &'a str>) -> Self {
+        self.children.extend(names.into_iter().map(String::from));
+        self
+    }
 }
 
 impl Cluster {
@@ -477,6 +531,11 @@ impl Cluster {
         for i in 0..count {
             self.nodes.push(f(node(&format!("{prefix}-{i}"))));
         }
+        self
+    }
+    /// Adds a HyperNode.
+    pub fn hypernode(mut self, h: HyperNodeBuilder) -> Self {
+        self.hypernodes.push(h);
         self
     }
     /// Adds a pod.
@@ -507,6 +566,45 @@ impl Cluster {
     pub fn queue(mut self, q: QueueBuilder) -> Self {
         self.queues.push(q);
         self
+    }
+
+    /// The HyperNode tree over `nodes` (sorted by name).
+    fn topology(&self, nodes: &[caldera_model::Node]) -> caldera_model::TopologyTree {
+        let index = |name: &str| nodes.iter().position(|n| &*n.name == name);
+        let mut domains: Vec<caldera_model::Domain> = self
+            .hypernodes
+            .iter()
+            .map(|h| caldera_model::Domain {
+                name: h.name.as_str().into(),
+                tier: h.tier,
+                parent: None,
+                nodes: h
+                    .nodes
+                    .iter()
+                    .filter_map(|n| index(n))
+                    .map(|i| i as u32)
+                    .collect(),
+            })
+            .collect();
+        // Parents, then every domain's nodes include its descendants' (children before parents
+        // by tier).
+        let mut order: Vec<usize> = (0..self.hypernodes.len()).collect();
+        order.sort_by_key(|&i| self.hypernodes[i].tier);
+        for &p in &order {
+            for child in &self.hypernodes[p].children {
+                if let Some(c) = self.hypernodes.iter().position(|h| &h.name == child) {
+                    domains[c].parent = Some(p as u32);
+                    let mine = domains[c].nodes.clone();
+                    domains[p].nodes.extend(mine);
+                }
+            }
+        }
+        let tier_names = self
+            .hypernodes
+            .iter()
+            .filter_map(|h| Some((h.tier_name.as_deref()?.into(), h.tier)))
+            .collect();
+        caldera_model::TopologyTree::from_domains(domains, tier_names, nodes.len(), Vec::new())
     }
 
     /// Assembles the snapshot as the cache would.
@@ -544,6 +642,7 @@ impl Cluster {
                 min_resources: g.min_resources.clone(),
                 timeout_seconds: g.timeout,
                 topology: g.topology.clone(),
+                unsupported: g.unsupported.clone(),
                 created: g.created,
                 pending_since: g.pending_since,
                 status: Some(PodGroupStatus {
@@ -593,6 +692,7 @@ impl Cluster {
                         min_resources: None,
                         timeout_seconds: None,
                         topology: None,
+                        unsupported: None,
                         created: p.created,
                         pending_since: None,
                         status: None,
@@ -663,7 +763,9 @@ impl Cluster {
             })
             .collect();
         pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let topology = self.topology(&nodes);
         Snapshot {
+            topology,
             nodes,
             tasks,
             jobs,

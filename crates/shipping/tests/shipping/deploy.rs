@@ -286,7 +286,8 @@ fn crds_in_deploy_are_crds_directory_byte_for_byte() {
         names,
         [
             "podgroups.scheduling.volcano.sh",
-            "queues.scheduling.volcano.sh"
+            "queues.scheduling.volcano.sh",
+            "hypernodes.topology.volcano.sh"
         ]
     );
 }

@@ -445,6 +445,21 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         flavor: Flavor::Job,
         requires_crd: false,
     },
+    // Volcano's network-topology CRD, served as its PodGroup and Queue are.
+    ResourceDef {
+        group: "topology.volcano.sh",
+        version: "v1alpha1",
+        plural: "hypernodes",
+        singular: "hypernode",
+        kind: "HyperNode",
+        namespaced: false,
+        short_names: &["hn"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[status_sub("HyperNode")],
+        flavor: Flavor::Custom,
+        requires_crd: false,
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].

@@ -1,0 +1,363 @@
+//! Network topology: a tree of domains over the nodes (Volcano's HyperNodes, or one tier made
+//! from a node label) and a gang's rule over it (`networkTopology`, Caldera's `topology`).
+//!
+//! One model for every source: the session sees a [`TopologyTree`] and a [`Topology`] rule,
+//! whether the domains came from HyperNode objects or from the values of one node label.
+
+use crate::node::Node;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Where a gang's domains come from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TopologySource {
+    /// The snapshot's HyperNode tree ([`crate::Snapshot::topology`]).
+    HyperNodes,
+    /// One tier: one domain per value of this node label (Caldera's `spec.topology.key`, the
+    /// native PodGroup's topology key).
+    Label(Arc<str>),
+}
+
+/// The highest tier a hard rule allows.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TierLimit {
+    /// `highestTierAllowed`.
+    Tier(u32),
+    /// `highestTierName`: resolved against the tree's `tierName`s each session.
+    Name(Arc<str>),
+    /// Neither was given (a hard rule then cannot be honoured; the gang is told so).
+    Unset,
+}
+
+/// A gang's topology rule.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Topology {
+    /// `hard`/`required`: every member inside one domain of an allowed tier, or nothing binds.
+    /// `soft`/`preferred`: the smallest domain that holds the gang, else as few as possible.
+    pub required: bool,
+    /// Where the domains come from.
+    pub source: TopologySource,
+    /// Highest tier allowed (a soft rule may go up to the cluster root whatever it says).
+    pub highest: TierLimit,
+}
+
+impl Topology {
+    /// One tier from a node label: Caldera's `spec.topology` (and the native PodGroup's
+    /// `schedulingConstraints.topology`), a rule over the one-tier tree of `key`'s values.
+    pub fn one_tier(key: &str, required: bool) -> Topology {
+        Topology {
+            required,
+            source: TopologySource::Label(key.into()),
+            highest: TierLimit::Tier(1),
+        }
+    }
+
+    /// The node label of a one-tier rule.
+    pub fn label_key(&self) -> Option<&str> {
+        match &self.source {
+            TopologySource::Label(key) => Some(key),
+            TopologySource::HyperNodes => None,
+        }
+    }
+
+    /// How the rule reads in a message: `HyperNode` or the label key.
+    pub fn source_name(&self) -> &str {
+        self.label_key().unwrap_or("HyperNode")
+    }
+
+    /// The highest tier the rule allows in `tree` (a soft rule: the cluster root), or why a
+    /// hard rule cannot be honoured there (its `highestTierName` names no tier, or it gives
+    /// no tier at all).
+    pub fn allowed_tier(&self, tree: &TopologyTree) -> Result<u32, String> {
+        if !self.required {
+            return Ok(tree.root_tier());
+        }
+        match &self.highest {
+            TierLimit::Tier(t) => Ok(*t),
+            TierLimit::Name(name) => tree.tier_names.get(name).copied().ok_or_else(|| {
+                let known: Vec<&str> = tree.tier_names.keys().map(|k| &**k).collect();
+                format!(
+                    "networkTopology.highestTierName {name:?} names no HyperNode tier (tier names: {})",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                )
+            }),
+            TierLimit::Unset => Err(
+                "networkTopology mode hard needs highestTierAllowed or highestTierName".to_string(),
+            ),
+        }
+    }
+}
+
+/// Checks a plan against the hard topology rules: after it, every member holding a node of a
+/// gang with a hard rule lies in one domain of an allowed tier (or the rule allows the root).
+/// One line per violation; empty when the plan keeps every rule.
+pub fn check_binds(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String> {
+    use std::collections::BTreeSet;
+    let mut bound: BTreeMap<usize, BTreeSet<u32>> = BTreeMap::new();
+    let task_of: std::collections::HashMap<(&str, &str), usize> = snapshot
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| ((&*t.namespace, &*t.name), i))
+        .collect();
+    for b in &plan.binds {
+        let (Some(&t), Some(n)) = (
+            task_of.get(&(&*b.namespace, &*b.name)),
+            snapshot.node_index(&b.node),
+        ) else {
+            continue;
+        };
+        let job = snapshot.tasks[t].job;
+        if snapshot.jobs[job]
+            .topology
+            .as_ref()
+            .is_some_and(|r| r.required)
+        {
+            bound.entry(job).or_default().insert(n as u32);
+        }
+    }
+    let mut out = Vec::new();
+    let mut label_trees: BTreeMap<&str, TopologyTree> = BTreeMap::new();
+    for (job, mut nodes) in bound {
+        let j = &snapshot.jobs[job];
+        let Some(rule) = &j.topology else { continue };
+        // Members bound before this plan count toward the domain too.
+        for &t in &j.tasks {
+            let task = &snapshot.tasks[t];
+            if task.status.occupies_node() {
+                if let Some(n) = task.node.as_deref().and_then(|n| snapshot.node_index(n)) {
+                    nodes.insert(n as u32);
+                }
+            }
+        }
+        let tree = match &rule.source {
+            TopologySource::HyperNodes => &snapshot.topology,
+            TopologySource::Label(key) => label_trees
+                .entry(key)
+                .or_insert_with(|| TopologyTree::from_label(&snapshot.nodes, key)),
+        };
+        let allowed = match rule.allowed_tier(tree) {
+            Ok(t) if t >= tree.root_tier() && !tree.is_empty() => continue,
+            Ok(t) => t,
+            Err(why) => {
+                out.push(format!("podgroup {} was bound though {why}", j.id));
+                continue;
+            }
+        };
+        let nodes: Vec<u32> = nodes.into_iter().collect();
+        let inside = tree
+            .smallest_holding(&nodes)
+            .filter(|&d| tree.domains[d as usize].tier <= allowed);
+        if inside.is_none() {
+            let names: Vec<&str> = nodes
+                .iter()
+                .map(|&n| &*snapshot.nodes[n as usize].name)
+                .collect();
+            out.push(format!(
+                "podgroup {} requires one {} domain of tier {allowed} or lower but was bound across {}",
+                j.id,
+                rule.source_name(),
+                names.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// One domain of the tree: a HyperNode (or one value of a label).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Domain {
+    /// The HyperNode's name (or the label value).
+    pub name: Arc<str>,
+    /// Its tier (1 = closest to the nodes).
+    pub tier: u32,
+    /// Index of its parent in [`TopologyTree::domains`]; `None` below the cluster root.
+    pub parent: Option<u32>,
+    /// Node indices (into the snapshot's nodes) under it, sorted.
+    pub nodes: Vec<u32>,
+}
+
+/// The domains over a snapshot's nodes. A cluster-wide root sits above the highest tier; it is
+/// not listed (it holds every node).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopologyTree {
+    /// Domains sorted by (tier, name).
+    pub domains: Vec<Domain>,
+    /// `tierName` → tier.
+    pub tier_names: BTreeMap<Arc<str>, u32>,
+    /// Per node index: its tier-1 domain, if any.
+    pub leaf_of: Vec<Option<u32>>,
+    /// What was wrong with the objects the tree was built from (a cycle, a node claimed by two
+    /// tier-1 HyperNodes, a HyperNode with two parents): the tree keeps the first claim by
+    /// name and says so here.
+    pub problems: Vec<String>,
+}
+
+impl TopologyTree {
+    /// One tier from a node label: one domain per value, named by the value.
+    pub fn from_label(nodes: &[Node], key: &str) -> TopologyTree {
+        let mut by_value: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+        for (i, n) in nodes.iter().enumerate() {
+            if let Some(v) = n.labels.get(key) {
+                by_value.entry(v.as_str()).or_default().push(i as u32);
+            }
+        }
+        let domains = by_value
+            .into_iter()
+            .map(|(value, nodes)| Domain {
+                name: value.into(),
+                tier: 1,
+                parent: None,
+                nodes,
+            })
+            .collect();
+        TopologyTree::from_domains(domains, BTreeMap::new(), nodes.len(), Vec::new())
+    }
+
+    /// Assembles a tree from domains (any order; parents given by index into `domains`),
+    /// sorting them by (tier, name) and renumbering parents.
+    pub fn from_domains(
+        mut domains: Vec<Domain>,
+        tier_names: BTreeMap<Arc<str>, u32>,
+        node_count: usize,
+        problems: Vec<String>,
+    ) -> TopologyTree {
+        let mut order: Vec<usize> = (0..domains.len()).collect();
+        order.sort_by(|&a, &b| {
+            (domains[a].tier, &domains[a].name).cmp(&(domains[b].tier, &domains[b].name))
+        });
+        let mut new_index = vec![0u32; domains.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_index[old] = new as u32;
+        }
+        for d in &mut domains {
+            d.parent = d.parent.map(|p| new_index[p as usize]);
+            d.nodes.sort_unstable();
+            d.nodes.dedup();
+        }
+        let mut slots: Vec<Option<Domain>> = domains.into_iter().map(Some).collect();
+        let domains: Vec<Domain> = order.iter().filter_map(|&old| slots[old].take()).collect();
+        let mut leaf_of = vec![None; node_count];
+        for (i, d) in domains.iter().enumerate().filter(|(_, d)| d.tier == 1) {
+            for &n in &d.nodes {
+                if let Some(slot) = leaf_of.get_mut(n as usize) {
+                    slot.get_or_insert(i as u32);
+                }
+            }
+        }
+        TopologyTree {
+            domains,
+            tier_names,
+            leaf_of,
+            problems,
+        }
+    }
+
+    /// Whether there are no domains at all.
+    pub fn is_empty(&self) -> bool {
+        self.domains.is_empty()
+    }
+
+    /// The highest tier of any domain (0 when empty).
+    pub fn max_tier(&self) -> u32 {
+        self.domains.iter().map(|d| d.tier).max().unwrap_or(0)
+    }
+
+    /// The tier of the cluster-wide root: one above the highest.
+    pub fn root_tier(&self) -> u32 {
+        self.max_tier() + 1
+    }
+
+    /// The tiers present, ascending.
+    pub fn tiers(&self) -> Vec<u32> {
+        let mut t: Vec<u32> = self.domains.iter().map(|d| d.tier).collect();
+        t.dedup();
+        t
+    }
+
+    /// The domain and its ancestors, lowest first.
+    pub fn ancestors(&self, domain: u32) -> Vec<u32> {
+        let mut chain = vec![domain];
+        let mut at = domain;
+        while let Some(p) = self.domains[at as usize].parent {
+            // A parent chain is acyclic by construction; the bound is a second guard.
+            if chain.len() > self.domains.len() {
+                break;
+            }
+            chain.push(p);
+            at = p;
+        }
+        chain
+    }
+
+    /// Whether `inner` is `outer` or lies below it.
+    pub fn is_within(&self, inner: u32, outer: u32) -> bool {
+        self.ancestors(inner).contains(&outer)
+    }
+
+    /// The smallest domain holding every node of `nodes` (`None`: only the root does).
+    pub fn smallest_holding(&self, nodes: &[u32]) -> Option<u32> {
+        let first = *nodes.first()?;
+        // Candidates are every domain holding the first node, lowest tier first.
+        self.domains
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.nodes.binary_search(&first).is_ok())
+            .map(|(i, _)| i as u32)
+            .find(|&i| {
+                let d = &self.domains[i as usize];
+                nodes.iter().all(|n| d.nodes.binary_search(n).is_ok())
+            })
+    }
+
+    /// Index of the domain named `name`.
+    pub fn domain_named(&self, name: &str) -> Option<u32> {
+        self.domains
+            .iter()
+            .position(|d| &*d.name == name)
+            .map(|i| i as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn domain(name: &str, tier: u32, parent: Option<u32>, nodes: &[u32]) -> Domain {
+        Domain {
+            name: name.into(),
+            tier,
+            parent,
+            nodes: nodes.to_vec(),
+        }
+    }
+
+    #[test]
+    fn domains_are_sorted_by_tier_then_name_and_parents_follow() {
+        let tree = TopologyTree::from_domains(
+            vec![
+                domain("spine", 2, None, &[0, 1, 2, 3]),
+                domain("rack-b", 1, Some(0), &[3, 2]),
+                domain("rack-a", 1, Some(0), &[0, 1]),
+            ],
+            BTreeMap::new(),
+            5,
+            Vec::new(),
+        );
+        let names: Vec<&str> = tree.domains.iter().map(|d| &*d.name).collect();
+        assert_eq!(names, ["rack-a", "rack-b", "spine"]);
+        assert_eq!(tree.domains[0].parent, Some(2));
+        assert_eq!(tree.domains[1].nodes, [2, 3]);
+        assert_eq!(tree.leaf_of, [Some(0), Some(0), Some(1), Some(1), None]);
+        assert_eq!(tree.smallest_holding(&[0, 1]), Some(0));
+        assert_eq!(tree.smallest_holding(&[1, 2]), Some(2));
+        assert_eq!(tree.smallest_holding(&[1, 4]), None);
+        assert_eq!(tree.ancestors(1), [1, 2]);
+        assert!(tree.is_within(0, 2) && !tree.is_within(0, 1));
+        assert_eq!((tree.max_tier(), tree.root_tier()), (2, 3));
+    }
+}

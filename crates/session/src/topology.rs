@@ -1,0 +1,348 @@
+//! Topology-aware gang placement over the domain tree (HyperNodes, or one tier from a node
+//! label): one search for Volcano's `networkTopology` and Caldera's `spec.topology`.
+//!
+//! As Volcano's `allocate` action with the `network-topology-aware` plugin: tiers are tried
+//! from the lowest up to the highest the rule allows; within a tier, domains whose free room
+//! could hold the gang are tried fullest first (Volcano's HyperNode binpack score: keep whole
+//! racks free for the next big gang), then by name; the first domain the gang fits in wins.
+//! Members already holding a node pin the gang: domains holding them are tried first, and
+//! under a hard rule the search never leaves the highest allowed domain around them. A soft
+//! rule may go up to the cluster root, where the gang spreads over as few tier-1 domains as
+//! it can; a hard rule that finds no domain holds the gang with a message naming the tier and
+//! the closest candidate.
+
+use crate::attempt::place_gang;
+use crate::session::{Placement, Session};
+use crate::state::Holdup;
+use caldera_model::{Resources, Topology, TopologySource, TopologyTree};
+use std::sync::Arc;
+
+const USED_DOMAIN_BONUS: f64 = 1.0e6;
+const ROOMY_DOMAIN_BONUS: f64 = 1.0e3;
+
+impl Session {
+    /// The domain tree a rule's source gives: the snapshot's HyperNodes, or the one-tier tree
+    /// of a node label (built once per session).
+    pub fn topology_tree(&mut self, source: &TopologySource) -> Arc<TopologyTree> {
+        match source {
+            TopologySource::HyperNodes => self.state.topology.clone(),
+            TopologySource::Label(key) => {
+                if let Some(t) = self.label_trees.get(key) {
+                    return t.clone();
+                }
+                let tree = Arc::new(TopologyTree::from_label(&self.state.nodes, key));
+                self.label_trees.insert(key.clone(), tree.clone());
+                tree
+            }
+        }
+    }
+
+    /// Σ allocatable and Σ idle over the Ready nodes of `nodes`.
+    pub fn room_of(&self, nodes: &[u32]) -> (Resources, Resources) {
+        let mut alloc = Resources::new();
+        let mut idle = Resources::new();
+        for &n in nodes {
+            let node = &self.state.nodes[n as usize];
+            if node.ready {
+                alloc.add(&node.allocatable);
+                idle.add(&node.idle());
+            }
+        }
+        (alloc, idle)
+    }
+}
+
+/// Volcano's HyperNode binpack score of putting `gang` in a domain: over the resources the
+/// gang asks for, the weighted mean of (used + request) / allocatable. Higher is fuller.
+fn fullness(alloc: &Resources, idle: &Resources, gang: &Resources) -> f64 {
+    let mut sum = 0.0;
+    let mut weights = 0.0;
+    for (name, req) in gang.iter() {
+        let a = alloc.get(name);
+        if a <= 0 {
+            continue;
+        }
+        let used = a - idle.get(name);
+        sum += (used + req) as f64 / a as f64;
+        weights += 1.0;
+    }
+    if weights > 0.0 {
+        sum / weights
+    } else {
+        0.0
+    }
+}
+
+/// How many members asking `req` the Ready nodes of `nodes` could take, at most `cap`.
+fn members_fitting(ssn: &Session, nodes: &[u32], req: &Resources, cap: u32) -> u32 {
+    let mut count = 0u32;
+    for &n in nodes {
+        let node = &ssn.state.nodes[n as usize];
+        if !node.ready {
+            continue;
+        }
+        let idle = node.idle();
+        let here = req
+            .iter()
+            .filter(|(_, v)| *v > 0)
+            .map(|(name, v)| (idle.get(name).max(0) / v) as u32)
+            .min()
+            .unwrap_or(cap);
+        count = count.saturating_add(here);
+        if count >= cap {
+            return cap;
+        }
+    }
+    count
+}
+
+/// The nodes members of `job` already hold, sorted.
+fn held_nodes(ssn: &Session, job: usize) -> Vec<u32> {
+    let st = &ssn.state;
+    let mut held: Vec<u32> = st.jobs[job]
+        .tasks
+        .iter()
+        .filter_map(|&t| {
+            let t = &st.tasks[t];
+            if !t.status.occupies_node() {
+                return None;
+            }
+            st.node_index(t.node.as_deref()?).map(|n| n as u32)
+        })
+        .collect();
+    held.sort_unstable();
+    held.dedup();
+    held
+}
+
+/// Places `tasks` (the gang needs `need` of them) under `topo`; see the module doc.
+pub(crate) fn place_in_topology(
+    ssn: &mut Session,
+    job: usize,
+    tasks: &[usize],
+    need: u32,
+    topo: &Topology,
+    dry: bool,
+) -> Result<usize, Option<u32>> {
+    let tree = ssn.topology_tree(&topo.source);
+    let root_tier = tree.root_tier();
+    let allowed = match topo.allowed_tier(&tree) {
+        Ok(t) => t,
+        Err(msg) => {
+            ssn.hold(job, Holdup::Fit(msg));
+            return Err(None);
+        }
+    };
+    // Members already holding nodes pin the gang: the smallest domain holding them, and the
+    // highest allowed domain around it bounds a hard rule.
+    let held = held_nodes(ssn, job);
+    let anchor = tree.smallest_holding(&held);
+    let scope = anchor.and_then(|a| {
+        tree.ancestors(a)
+            .into_iter()
+            .take_while(|&d| tree.domains[d as usize].tier <= allowed)
+            .last()
+    });
+    if topo.required && !held.is_empty() && scope.is_none() && allowed < root_tier {
+        let msg = format!(
+            "the gang's members already hold nodes in no single {} domain of tier {allowed} or lower; the rest cannot join them",
+            topo.source_name()
+        );
+        ssn.hold(job, Holdup::Fit(msg));
+        return Err(None);
+    }
+    let pinned = !held.is_empty();
+    let mut gang = Resources::new();
+    for &t in tasks.iter().take(need as usize) {
+        gang.add(&ssn.state.tasks[t].request);
+    }
+    let mut considered = 0usize;
+    let mut with_room = 0usize;
+    // Why the first domain with room enough still could not take the gang (its members'
+    // other constraints: anti-affinity, spread, volumes, ports), for the message.
+    let mut other_cause: Option<String> = None;
+    for tier in tree.tiers().into_iter().filter(|&t| t <= allowed) {
+        let mut candidates: Vec<(bool, f64, u32)> = Vec::new();
+        for (i, d) in tree.domains.iter().enumerate() {
+            let i = i as u32;
+            if d.tier != tier || scope.is_some_and(|s| !tree.is_within(i, s)) {
+                continue;
+            }
+            considered += 1;
+            let (alloc, idle) = ssn.room_of(&d.nodes);
+            if !gang.fits_in(&idle) {
+                continue;
+            }
+            let holds_anchor = anchor.is_some_and(|a| tree.is_within(a, i));
+            candidates.push((holds_anchor, fullness(&alloc, &idle, &gang), i));
+        }
+        with_room += candidates.len();
+        candidates.sort_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then_with(|| b.1.total_cmp(&a.1))
+                .then_with(|| a.2.cmp(&b.2))
+        });
+        for (_, _, i) in candidates {
+            let nodes = tree.domains[i as usize].nodes.clone();
+            let mut placement = Placement {
+                only: Some(Arc::new(nodes)),
+                bonus: None,
+            };
+            let saved = ssn.state.job_runs[job].holdup.clone();
+            if let Ok(n) = place_gang(ssn, job, tasks, &mut placement, None, dry) {
+                ssn.state.job_runs[job].domain = Some(tree.domains[i as usize].name.clone());
+                return Ok(n);
+            }
+            match &ssn.state.job_runs[job].holdup {
+                Some(Holdup::Quota(_)) => return Err(None),
+                Some(Holdup::Fit(msg)) if saved.is_none() && other_cause.is_none() => {
+                    other_cause = Some(msg.clone());
+                }
+                _ => {}
+            }
+            ssn.state.job_runs[job].holdup = saved;
+        }
+    }
+    // A hard rule reaches the root only above real tiers: with no domains at all it holds.
+    if allowed >= root_tier && (!topo.required || !tree.is_empty()) {
+        // The cluster root: a hard rule that allows it places anywhere (inside the pinned
+        // domain's top ancestor when members hold nodes); a soft rule spreads over as few
+        // tier-1 domains as it can.
+        ssn.state.job_runs[job].domain = None;
+        if topo.required {
+            let mut placement = Placement {
+                only: scope.map(|s| Arc::new(tree.domains[s as usize].nodes.clone())),
+                bonus: None,
+            };
+            return place_gang(ssn, job, tasks, &mut placement, None, dry);
+        }
+        return spread_softly(ssn, job, tasks, &gang, &tree, &held, dry);
+    }
+    if tree.is_empty() && matches!(topo.source, TopologySource::HyperNodes) {
+        let msg = "networkTopology is hard but no HyperNodes exist (create them; `caldera crd` prints their CRD)".to_string();
+        ssn.hold(job, Holdup::Fit(msg));
+        return Err(None);
+    }
+    let mut msg = match &topo.source {
+        TopologySource::Label(key) => format!(
+            "0/{considered} {key} domains can hold all {need} members of the gang together (it needs {gang})"
+        ),
+        TopologySource::HyperNodes => format!(
+            "0/{considered} HyperNodes of tier {allowed} or lower can hold all {need} members of the gang together (it needs {gang})"
+        ),
+    };
+    if let Some(&first) = tasks.first() {
+        let req = ssn.state.tasks[first].request.clone();
+        let best = tree
+            .domains
+            .iter()
+            .enumerate()
+            .filter(|(i, d)| {
+                d.tier <= allowed && scope.is_none_or(|s| tree.is_within(*i as u32, s))
+            })
+            .map(|(_, d)| (members_fitting(ssn, &d.nodes, &req, need), d))
+            .max_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then_with(|| b.1.tier.cmp(&a.1.tier))
+                    .then_with(|| b.1.name.cmp(&a.1.name))
+            });
+        if let Some((count, d)) = best.filter(|(c, _)| *c > 0) {
+            if matches!(topo.source, TopologySource::HyperNodes) {
+                msg = format!(
+                    "{msg}; the closest, {} (tier {}), could hold {count} of them",
+                    d.name, d.tier
+                );
+            } else {
+                msg = format!("{msg}; the closest, {}, could hold {count} of them", d.name);
+            }
+        }
+    }
+    if let Some(cause) = other_cause {
+        msg = format!(
+            "{msg}; {with_room} had room for it, but its members do not all fit there: {cause}"
+        );
+    }
+    ssn.hold(job, Holdup::Fit(msg));
+    if pinned {
+        // Depends on where this gang's members are: nothing to remember for others.
+        Err(None)
+    } else {
+        // No domain holds `need` such members, so no gang needing as many does either; a
+        // smaller one might.
+        Err(Some(need.saturating_sub(1)))
+    }
+}
+
+/// A soft rule at the cluster root: roomier tier-1 domains first, and once a member lands in
+/// a domain (or members already hold nodes there) its nodes score far higher for the rest.
+fn spread_softly(
+    ssn: &mut Session,
+    job: usize,
+    tasks: &[usize],
+    gang: &Resources,
+    tree: &TopologyTree,
+    held: &[u32],
+    dry: bool,
+) -> Result<usize, Option<u32>> {
+    let total = ssn.state.total.clone();
+    let mut bonus = vec![0.0; ssn.state.nodes.len()];
+    let mut ranked: Vec<(f64, u32)> = tree
+        .domains
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.tier == 1)
+        .map(|(i, d)| {
+            let (_, idle) = ssn.room_of(&d.nodes);
+            let room: f64 = gang
+                .iter()
+                .map(|(n, _)| idle.get(n) as f64 / total.get(n).max(1) as f64)
+                .sum();
+            (room, i as u32)
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let count = ranked.len().max(1) as f64;
+    for (rank, (_, d)) in ranked.iter().enumerate() {
+        for &n in &tree.domains[*d as usize].nodes {
+            bonus[n as usize] = ROOMY_DOMAIN_BONUS * (count - rank as f64) / count;
+        }
+    }
+    for &n in held {
+        if let Some(Some(d)) = tree.leaf_of.get(n as usize) {
+            for &m in &tree.domains[*d as usize].nodes {
+                if bonus[m as usize] < USED_DOMAIN_BONUS {
+                    bonus[m as usize] += USED_DOMAIN_BONUS;
+                }
+            }
+        }
+    }
+    let mut placement = Placement {
+        only: None,
+        bonus: Some(Arc::new(bonus)),
+    };
+    place_gang(ssn, job, tasks, &mut placement, Some(tree), dry)
+}
+
+/// Once a member lands in a tier-1 domain, every node of that domain scores far higher for the
+/// rest of the gang, so the gang spreads over as few domains as possible.
+pub(crate) fn prefer_used_domain(
+    ssn: &mut Session,
+    tree: &TopologyTree,
+    node: usize,
+    placement: &mut Placement,
+) {
+    let Some(Some(domain)) = tree.leaf_of.get(node) else {
+        return;
+    };
+    if let Some(bonus) = placement.bonus.as_mut() {
+        let b = Arc::make_mut(bonus);
+        let mut changed = Vec::new();
+        for &m in &tree.domains[*domain as usize].nodes {
+            if b[m as usize] < USED_DOMAIN_BONUS {
+                b[m as usize] += USED_DOMAIN_BONUS;
+                changed.push(m);
+            }
+        }
+        ssn.touch_nodes(&changed);
+    }
+}
