@@ -57,7 +57,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kept kind.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Namespace,
         Kind::PriorityClass,
         Kind::Queue,
