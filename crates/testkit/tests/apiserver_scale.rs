@@ -21,7 +21,7 @@ async fn watcher_lists_150k_pods_in_pages_of_500() -> Result<(), Box<dyn std::er
                 "metadata": {"name": format!("w-{i:06}"), "namespace": format!("ns-{}", i % 50),
                              "labels": {"app": "train"}},
                 "spec": {"schedulerName": "caldera", "containers": [{"name": "main", "image": "trainer:1.0",
-                    "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}]}
+                    "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}
             }),
         )?;
     }
