@@ -18,7 +18,7 @@
 //! | `caldera_events_folded_total` | counter | (events folded into a queued one of the same reason and PodGroup: the event queue was over 1000) |
 //! | `caldera_events_dropped_total` | counter | (events dropped: the queue was at its memory cap, 128 MiB, with nothing to fold into) |
 //! | `caldera_preemption_victims_total` | counter | `action` (`preempt`, `reclaim`): pods chosen as victims |
-//! | `caldera_preemption_attempts_total` | counter | `result` (`evicted`, `no_victims`): victim searches |
+//! | `caldera_preemption_attempts_total` | counter | `result` (`evicted`, `held`, `no_victims`): victim searches |
 
 use caldera_model::{Resources, CPU};
 use caldera_session::QueueReport;

@@ -170,6 +170,13 @@ fn attempt_inner(
         }
     }
     let tasks = ssn.order_tasks(job, tasks);
+    // Room held for this gang's members (their nominations) is where they go, each to the node
+    // held for it, as kube-scheduler tries a pod's nominated node first.
+    if crate::reserve::waiting(ssn, job) {
+        if let Some(n) = place_held(ssn, job, &tasks) {
+            return Attempt::Placed(n);
+        }
+    }
     // Capacity booked for this gang (nodes an autoscaler added for it) is tried first.
     let booked = booked_nodes(ssn, job);
     if !booked.is_empty() && ssn.state.jobs[job].topology.is_none() {
@@ -348,21 +355,7 @@ pub(crate) fn place_gang(
         ssn.discard(stmt);
         Ok(n)
     } else if ready {
-        let n = stmt.len();
-        let volumes_pending = !ssn.state.volumes.left_to_kube_scheduler
-            && stmt
-                .ops()
-                .iter()
-                .any(|&(t, _)| !ssn.state.tasks[t].volumes_bound());
-        if volumes_pending {
-            // Volume binding first: the members keep their nodes, and are bound together
-            // once every claim is.
-            ssn.commit_waiting_for_volumes(stmt);
-        } else {
-            ssn.commit(stmt);
-        }
-        ssn.clear_hold(job);
-        Ok(n)
+        Ok(settle(ssn, job, stmt))
     } else {
         let placed = stmt.len() as u32;
         ssn.discard(stmt);
@@ -371,6 +364,58 @@ pub(crate) fn place_gang(
         });
         ssn.hold(job, holdup);
         Err(no_room.then_some(placed))
+    }
+}
+
+/// Commits the placements of `stmt`, which make `job` ready: bound, or held while their
+/// volumes are bound. How many members it placed.
+fn settle(ssn: &mut Session, job: usize, stmt: Statement) -> usize {
+    let n = stmt.len();
+    let volumes_pending = !ssn.state.volumes.left_to_kube_scheduler
+        && stmt
+            .ops()
+            .iter()
+            .any(|&(t, _)| !ssn.state.tasks[t].volumes_bound());
+    if volumes_pending {
+        // Volume binding first: the members keep their nodes, and are bound together
+        // once every claim is.
+        ssn.commit_waiting_for_volumes(stmt);
+    } else {
+        ssn.commit(stmt);
+    }
+    ssn.clear_hold(job);
+    n
+}
+
+/// Places the members of `job` with room held for them (its reservations, released for this
+/// attempt), each on the node held for it, in member order, until the gang is ready; commits
+/// them, or undoes them all and says `None` (a held node no longer takes its member, or the
+/// held members are not enough): the gang is then placed as any other.
+fn place_held(ssn: &mut Session, job: usize, tasks: &[usize]) -> Option<usize> {
+    let held: std::collections::HashMap<usize, usize> = ssn
+        .reservations
+        .of_job(job)
+        .iter()
+        .map(|r| (r.task, r.node))
+        .collect();
+    let mut stmt = Statement::new();
+    for &t in tasks {
+        if !stmt.is_empty() && ssn.job_ready(job) {
+            break;
+        }
+        let Some(&node) = held.get(&t) else {
+            continue;
+        };
+        if ssn.allocatable(t).is_err() || !ssn.fits_on(t, node) {
+            break;
+        }
+        ssn.allocate(&mut stmt, t, node);
+    }
+    if !stmt.is_empty() && ssn.job_ready(job) {
+        Some(settle(ssn, job, stmt))
+    } else {
+        ssn.discard(stmt);
+        None
     }
 }
 

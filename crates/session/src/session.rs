@@ -500,6 +500,14 @@ impl Session {
         sn
     }
 
+    /// Whether `task` may go on `node` now: every static filter, then the dynamic check
+    /// (resources, plugin filters, inter-pod terms).
+    pub fn fits_on(&mut self, task: usize, node: usize) -> bool {
+        let sn = self.static_nodes(task);
+        sn.feasible.binary_search(&(node as u32)).is_ok()
+            && self.fits(&self.state.tasks[task], node).is_ok()
+    }
+
     /// The dynamic check of `task` on `node`: resources, then plugin filters. `Err` carries
     /// the id of every reason that applies (each Insufficient resource counts, as
     /// kube-scheduler does).
