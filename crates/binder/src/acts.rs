@@ -1,5 +1,14 @@
 //! Acts (the [`crate::Class::Act`] class): writes that change what runs where, sent at once and
-//! ahead of everything else. Today: binds (in gate mode, releases to kube-scheduler).
+//! ahead of everything else: binds (in gate mode, releases to kube-scheduler), volume binder
+//! writes, and evictions.
+//!
+//! **Evictions** go a victim gang at a time: an act per victim job takes a slot for each of its
+//! members (up to `bind_concurrency`), so the next gang starts once this one's are all out, and
+//! every victim of a plan is sent as fast as the slots and the rate limit allow. Within a gang
+//! the members a PodDisruptionBudget covers go first, one at a time: only they can be refused
+//! (429), and the first refusal stops the rest, so a refusal leaves the gang whole. The members
+//! no budget covers then go together (the API server cannot refuse them; one that fails for
+//! another reason after its retries is reported dropped, and the next session plans again).
 //!
 //! Every act holds an [`ActTicket`] from the moment its plan is dispatched until it is
 //! answered (or given up); while any ticket is out, reports and events wait (see `follow.rs`).
@@ -49,6 +58,9 @@ pub(crate) enum Act {
     /// A volume binder write (a claim's selected node, a volume's pre-bind), at the plan's
     /// time.
     Volume(caldera_model::VolumeWrite, Time),
+    /// `POST pods/eviction` of the victims of one job, in the plan's order (members a
+    /// PodDisruptionBudget covers first); see the module docs.
+    Evictions(Vec<caldera_model::Eviction>),
 }
 
 /// A bind to carry out, with what goes with it.
@@ -75,7 +87,17 @@ pub(crate) struct RetryEntry {
 pub(crate) async fn run(inner: Arc<Inner>, acts: Vec<(Act, ActTicket)>, epoch: u64) {
     let mut set = JoinSet::new();
     for (act, ticket) in acts {
-        let Ok(permit) = inner.bind_slots.clone().acquire_owned().await else {
+        // A victim gang's members go out together: a slot each.
+        let slots = match &act {
+            Act::Evictions(gang) => gang.len().clamp(1, inner.options.bind_concurrency.max(1)),
+            _ => 1,
+        };
+        let Ok(permit) = inner
+            .bind_slots
+            .clone()
+            .acquire_many_owned(u32::try_from(slots).unwrap_or(u32::MAX))
+            .await
+        else {
             break;
         };
         match act {
@@ -85,9 +107,101 @@ pub(crate) async fn run(inner: Arc<Inner>, acts: Vec<(Act, ActTicket)>, epoch: u
             Act::Volume(w, now) => {
                 set.spawn(volume_task(inner.clone(), w, now, permit, ticket, epoch));
             }
+            Act::Evictions(gang) => {
+                set.spawn(evict_task(inner.clone(), gang, permit, ticket, epoch));
+            }
         }
     }
     while set.join_next().await.is_some() {}
+}
+
+/// The evictions of one victim gang (see the module docs): covered members one at a time,
+/// stopping at the first not evicted; then the others together. Each victim's outcome goes to
+/// the observer as a pod write: [`crate::Observer::written`] once evicted,
+/// [`crate::Observer::write_dropped`] when not (its victim runs after all).
+async fn evict_task(
+    inner: Arc<Inner>,
+    gang: Vec<caldera_model::Eviction>,
+    permit: OwnedSemaphorePermit,
+    ticket: ActTicket,
+    epoch: u64,
+) {
+    let (covered, free): (Vec<_>, Vec<_>) = gang.into_iter().partition(|e| e.budgeted);
+    let mut stopped = false;
+    for e in &covered {
+        let evicted = !stopped && evict_one(&inner, e, epoch).await;
+        stopped |= !evicted;
+        evicted_or_not(&inner, e, evicted);
+    }
+    if stopped {
+        for e in &free {
+            evicted_or_not(&inner, e, false);
+        }
+    } else {
+        let mut set = JoinSet::new();
+        for e in free {
+            let inner = inner.clone();
+            set.spawn(async move {
+                let evicted = evict_one(&inner, &e, epoch).await;
+                evicted_or_not(&inner, &e, evicted);
+            });
+        }
+        while set.join_next().await.is_some() {}
+    }
+    drop(permit);
+    drop(ticket);
+}
+
+fn evicted_or_not(inner: &Inner, e: &caldera_model::Eviction, evicted: bool) {
+    let target = crate::Target::Pod {
+        namespace: e.namespace.clone(),
+        name: e.name.clone(),
+    };
+    if evicted {
+        inner.stats.status_written.fetch_add(1, Ordering::Relaxed);
+        inner.observer.written(&target, None);
+    } else {
+        inner.stats.status_failed.fetch_add(1, Ordering::Relaxed);
+        inner.observer.write_dropped(&target);
+    }
+}
+
+/// One eviction under the retry policy: whether the pod was evicted. A refusal (429: a
+/// PodDisruptionBudget allows no disruption) is not retried: the victim stays, its
+/// preemptor's nomination no longer fits, and the next session plans again.
+async fn evict_one(inner: &Inner, e: &caldera_model::Eviction, epoch: u64) -> bool {
+    let policy = &inner.options.retry;
+    let mut failures = 0u32;
+    loop {
+        if !inner.current(epoch) {
+            return false;
+        }
+        inner.limiter.acquire().await;
+        if !inner.current(epoch) {
+            return false;
+        }
+        inner.observer.request(WriteKind::Eviction);
+        match writes::evict(&inner.client, e).await {
+            Ok(_) => return true,
+            Err(err) => {
+                inner.observer.failed_attempt(WriteKind::Eviction, &err);
+                failures += 1;
+                if err.code() == Some(429) {
+                    debug!(error = %err, "eviction refused by a PodDisruptionBudget");
+                    return false;
+                }
+                if !err.is_retryable() || failures >= policy.attempts.max(1) {
+                    if err.is_settled() {
+                        debug!(error = %err, "eviction target is gone");
+                    } else {
+                        warn!(error = %err, "eviction failed; the next session plans again");
+                    }
+                    return false;
+                }
+                tokio::time::sleep(backoff(policy, failures)).await;
+            }
+        }
+    }
 }
 
 /// A volume write: retried like a bind's attempts; a write given up is logged and reported

@@ -57,17 +57,16 @@ impl WriteKind {
     /// The class of this kind of write.
     pub fn class(self) -> Class {
         match self {
-            // Volume writes come before the binds that wait for them.
-            Self::Binding | Self::Release | Self::ClaimSelection | Self::VolumePreBind => {
-                Class::Act
+            // Volume writes come before the binds that wait for them; an eviction frees what a
+            // waiting gang needs, and its victims' grace period starts only once it is sent.
+            Self::Binding
+            | Self::Release
+            | Self::ClaimSelection
+            | Self::VolumePreBind
+            | Self::Eviction => Class::Act,
+            Self::PodStatus | Self::PodGroupStatus | Self::QueueStatus | Self::Nomination => {
+                Class::Report
             }
-            // An eviction frees what a waiting gang needs, but it is sent through the report
-            // queue (coalesced per pod) like the nomination that goes with it.
-            Self::PodStatus
-            | Self::PodGroupStatus
-            | Self::QueueStatus
-            | Self::Eviction
-            | Self::Nomination => Class::Report,
             // Nodes an autoscaler adds take minutes to come: a request waits behind the binds
             // like a status write (see `capacity.rs`).
             Self::ProvisioningRequest | Self::PodTemplate | Self::ConsumeAnnotations => {

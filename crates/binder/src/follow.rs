@@ -178,11 +178,6 @@ async fn send(inner: Arc<Inner>, next: Next, epoch: u64, permit: OwnedSemaphoreP
 }
 
 async fn send_report(inner: &Inner, key: ReportKey, w: Waiting, epoch: u64) {
-    if let StatusWrite::Evictions(first, rest) = &w.write {
-        send_evictions(inner, first, rest, w.now, epoch).await;
-        lock(&inner.reports).done(&key);
-        return;
-    }
     let (target, kind) = w.write.target();
     let outcome = send_one(inner, &w.write, w.now, epoch).await;
     // A newer write to the object waits meanwhile: it reports instead, so the runtime's
@@ -209,48 +204,6 @@ async fn send_report(inner: &Inner, key: ReportKey, w: Waiting, epoch: u64) {
     }
 }
 
-/// The evictions of one victim job, one at a time in their order (members a
-/// PodDisruptionBudget covers first: only those can be refused). The first that does not go
-/// through — a budget's 429 above all — stops the rest, so a refusal leaves the gang whole;
-/// every member not evicted is reported dropped (its victim is running after all).
-async fn send_evictions(
-    inner: &Inner,
-    first: &caldera_model::Eviction,
-    rest: &[caldera_model::Eviction],
-    now: caldera_model::Time,
-    epoch: u64,
-) {
-    let mut stopped = false;
-    for (i, e) in std::iter::once(first).chain(rest).enumerate() {
-        let one = StatusWrite::Evictions(e.clone(), Vec::new());
-        let (target, _) = one.target();
-        // The pump paid for the first request; later ones take the share while acts are out
-        // (as `follower_token`), so a big victim gang does not cut into the binds.
-        if i > 0 && !stopped && inner.gate.acts() > 0 {
-            if let Some(share) = &inner.share {
-                share.acquire().await;
-                inner.stats.share_writes.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        let outcome = if stopped {
-            None
-        } else {
-            send_one(inner, &one, now, epoch).await
-        };
-        match outcome {
-            Some(rv) => {
-                inner.stats.status_written.fetch_add(1, Ordering::Relaxed);
-                inner.observer.written(&target, rv.as_deref());
-            }
-            None => {
-                stopped = true;
-                inner.stats.status_failed.fetch_add(1, Ordering::Relaxed);
-                inner.observer.write_dropped(&target);
-            }
-        }
-    }
-}
-
 /// Sends `write` under the retry policy: `Some` (the new resourceVersion, if any) once done,
 /// `None` when given up, refused, or no longer this leader's to send.
 async fn send_one(
@@ -271,13 +224,6 @@ async fn send_one(
             Err(e) => {
                 inner.observer.failed_attempt(kind, &e);
                 failures += 1;
-                // An eviction a PodDisruptionBudget refuses (429) is left alone: the victim
-                // stays, its preemptor's nomination no longer fits, and the next session plans
-                // again.
-                if kind == WriteKind::Eviction && e.code() == Some(429) {
-                    debug!(error = %e, "eviction refused by a PodDisruptionBudget");
-                    return None;
-                }
                 if !e.is_retryable() || failures >= policy.attempts.max(1) {
                     if e.is_settled() {
                         debug!(error = %e, "status write target is gone");

@@ -612,6 +612,22 @@ impl Binder {
         for w in volume_writes {
             acts.push((Act::Volume(w, now), ActTicket::new(&inner.gate)));
         }
+        // Evictions too: victims terminate for their grace period, so the sooner the better.
+        // One act per victim job, its members in the plan's order (see `acts::evict_task`).
+        let mut by_job: Vec<Vec<caldera_model::Eviction>> = Vec::new();
+        let mut job_at: HashMap<Arc<str>, usize> = HashMap::new();
+        for e in evictions {
+            match job_at.get(&e.job) {
+                Some(&i) => by_job[i].push(e),
+                None => {
+                    job_at.insert(e.job.clone(), by_job.len());
+                    by_job.push(vec![e]);
+                }
+            }
+        }
+        for gang in by_job {
+            acts.push((Act::Evictions(gang), ActTicket::new(&inner.gate)));
+        }
         // The `Scheduled` event of a pod waits for its bind.
         let mut scheduled: HashMap<(Arc<str>, Arc<str>), Event> = HashMap::new();
         let mut other_events = Vec::new();
@@ -665,7 +681,7 @@ impl Binder {
                         reports
                             .cancel(&(WriteKind::PodStatus, format!("{}/{}", b.namespace, b.name)))
                     }
-                    Act::Volume(..) => None,
+                    Act::Volume(..) | Act::Evictions(..) => None,
                 })
                 .collect()
         };
@@ -676,24 +692,6 @@ impl Binder {
 
         // Reports, one per object.
         let mut status: Vec<StatusWrite> = Vec::new();
-        // Evictions first: victims terminate for their grace period, so the sooner the better.
-        // One write per victim job, its members in the plan's order (see `follow`).
-        let mut by_job: Vec<(caldera_model::Eviction, Vec<caldera_model::Eviction>)> = Vec::new();
-        let mut job_at: HashMap<Arc<str>, usize> = HashMap::new();
-        for e in evictions {
-            match job_at.get(&e.job) {
-                Some(&i) => by_job[i].1.push(e),
-                None => {
-                    job_at.insert(e.job.clone(), by_job.len());
-                    by_job.push((e, Vec::new()));
-                }
-            }
-        }
-        status.extend(
-            by_job
-                .into_iter()
-                .map(|(first, rest)| StatusWrite::Evictions(first, rest)),
-        );
         status.extend(nominations.into_iter().map(StatusWrite::Nomination));
         for c in pod_conditions {
             let keep = unschedulable.contains(&c.uid);

@@ -32,10 +32,6 @@ pub(crate) enum StatusWrite {
     PodGroup(PodGroupStatusUpdate),
     /// A Queue's status, with the status it had (for the merge patch).
     Queue(QueueStatusUpdate, Option<QueueStatus>),
-    /// `pods/eviction` of the victims of one job, the first and those after it, sent one at a
-    /// time in this order by `follow::send_evictions`; the first not evicted stops the rest (a
-    /// 429 from a PodDisruptionBudget is not retried). Coalesces on the first victim pod.
-    Evictions(caldera_model::Eviction, Vec<caldera_model::Eviction>),
     /// A preemptor's `status.nominatedNodeName`, set or cleared.
     Nomination(caldera_model::Nomination),
     /// A PodGroup's autoscaler requests (`capacity.rs`): several requests, in order.
@@ -76,13 +72,6 @@ impl StatusWrite {
                 },
                 WriteKind::QueueStatus,
             ),
-            StatusWrite::Evictions(e, _) => (
-                Target::Pod {
-                    namespace: e.namespace.clone(),
-                    name: e.name.clone(),
-                },
-                WriteKind::Eviction,
-            ),
             StatusWrite::Nomination(n) => (
                 Target::Pod {
                     namespace: n.namespace.clone(),
@@ -97,20 +86,6 @@ impl StatusWrite {
                 },
                 WriteKind::ProvisioningRequest,
             ),
-        }
-    }
-
-    /// Every object it writes: its target, or each victim pod of an eviction group.
-    pub fn targets(&self) -> Vec<Target> {
-        match self {
-            StatusWrite::Evictions(first, rest) => std::iter::once(first)
-                .chain(rest)
-                .map(|e| Target::Pod {
-                    namespace: e.namespace.clone(),
-                    name: e.name.clone(),
-                })
-                .collect(),
-            other => vec![other.target().0],
         }
     }
 
@@ -149,9 +124,6 @@ impl StatusWrite {
             StatusWrite::Queue(u, old) => {
                 writes::queue_status(client, fm, &u.name, &u.status, old.as_ref()).await
             }
-            // A victim job's evictions are sent member by member, each as a group of one
-            // (`follow::send_evictions`): each needs its own answer.
-            StatusWrite::Evictions(e, _) => writes::evict(client, e).await,
             StatusWrite::Nomination(n) => writes::nominate(client, fm, n).await,
             StatusWrite::Capacity(_) => Ok(None),
         }
@@ -243,7 +215,7 @@ impl ReportQueue {
         self.order.clear();
         self.waiting
             .drain()
-            .flat_map(|(_, w)| w.write.targets())
+            .map(|(_, w)| w.write.target().0)
             .collect()
     }
 }

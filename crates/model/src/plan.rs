@@ -66,6 +66,9 @@ pub struct Eviction {
     pub preemptor: Arc<str>,
     /// `preempt` or `reclaim`.
     pub action: &'static str,
+    /// A PodDisruptionBudget covers the pod, so the API server may refuse its eviction (429);
+    /// an eviction no budget covers is never refused.
+    pub budgeted: bool,
 }
 
 /// A pending pod's `status.nominatedNodeName` to set (or clear, with `node: None`).

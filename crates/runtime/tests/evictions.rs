@@ -2,6 +2,8 @@
 //! (`caldera_runtime::client`): a PodDisruptionBudget's refusal reaches the binder at once,
 //! and it leaves the victim gang whole.
 
+mod common;
+
 use caldera_binder::{Binder, Follow, Observer, Options, Target};
 use caldera_model::{Eviction, Plan, Snapshot, Time};
 use caldera_testkit::apiserver::{ApiServer, Verb};
@@ -94,6 +96,11 @@ fn eviction(pod: &Pod) -> Eviction {
         job: "ns/train".into(),
         preemptor: "ns/urgent".into(),
         action: "preempt",
+        budgeted: pod
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.get("app").map(String::as_str) == Some("train")),
     }
 }
 
@@ -168,6 +175,49 @@ async fn a_refused_eviction_is_seen_at_once_and_stops_the_rest_of_its_gang() -> 
         assert!(
             pod.metadata.deletion_timestamp.is_none(),
             "{name} still runs: the gang stays whole"
+        );
+    }
+    Ok(())
+}
+
+/// Every victim of a plan goes out at once: the members of a victim gang no budget covers are
+/// evicted together (the API server cannot refuse them), and the next gang's follow without
+/// waiting for the answers. Each eviction request here waits until ten are in flight: sent one
+/// at a time per gang (as the binder used to), they never are.
+#[tokio::test]
+async fn a_plans_victims_are_evicted_together_gang_after_gang() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin, "ns");
+    let mut plan = Plan::default();
+    for (gang, members) in [("train", 6), ("tune", 4)] {
+        for i in 0..members {
+            let name = format!("{gang}-{i}");
+            running_pod(&pods, &name, false).await?;
+            let mut e = eviction(&pods.get(&name).await?);
+            e.job = format!("ns/{gang}").into();
+            plan.evictions.push(e);
+        }
+    }
+    let tap = common::BindTap::default();
+    tap.evictions();
+    tap.barrier(10);
+    let seen = Arc::new(Seen::default());
+    let binder = Binder::new(tap.client(&server), Options::default(), seen.clone());
+    binder.dispatch(plan, &Snapshot::default(), Time::from_secs(1_000));
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while seen.answered() < 10 {
+            seen.changed.notified().await;
+        }
+    })
+    .await?;
+    assert_eq!(seen.evicted.lock().unwrap().len(), 10, "{:?}", seen.dropped);
+    assert_eq!(tap.max_in_flight(), 10, "all ten in flight together");
+    for i in 0..6 {
+        let pod = pods.get(&format!("train-{i}")).await?;
+        assert!(
+            pod.metadata.deletion_timestamp.is_some(),
+            "train-{i} terminating"
         );
     }
     Ok(())

@@ -271,9 +271,9 @@ fn preemptions(ssn: &Session, plan: &mut Plan) {
             "reclaim" => format!("reclaimed for queue {} by {}", job.queue, job.id),
             _ => format!("preempted by {} (priority {})", job.id, job.priority),
         };
-        // Each victim job's evictions go one at a time in this order and stop at the first
-        // refused (the binder): members a PodDisruptionBudget covers — the only ones the API
-        // server may refuse — first, so a refusal leaves the gang whole.
+        // Each victim job's evictions stop at the first refused (the binder): members a
+        // PodDisruptionBudget covers — the only ones the API server may refuse — go first, one
+        // at a time, so a refusal leaves the gang whole; the rest then go together.
         let mut first_of: std::collections::HashMap<usize, usize> = Default::default();
         for (i, &v) in p.victims.iter().enumerate() {
             first_of.entry(st.tasks[v].job).or_insert(i);
@@ -293,6 +293,7 @@ fn preemptions(ssn: &Session, plan: &mut Plan) {
                 job: victim_job.id.clone(),
                 preemptor: job.id.clone(),
                 action: p.action,
+                budgeted: t.budget.is_some(),
             });
             plan.events.push(Event {
                 object: EventObject::Pod,

@@ -521,6 +521,7 @@ fn evict(snap: &Snapshot, pod: &str) -> caldera_model::Eviction {
         job: snap.jobs[t.job].id.clone(),
         preemptor: Arc::from("default/waiting"),
         action: "preempt",
+        budgeted: t.budget.is_some(),
     }
 }
 

@@ -140,7 +140,8 @@ pub fn bound(server: &ApiServer, ns: &str, gang: &str, members: u32) -> usize {
 
 type Hook = Box<dyn Fn(usize, &str) + Send + Sync>;
 
-/// Taps `POST .../pods/<name>/binding` requests made through a client: counts them, runs a
+/// Taps `POST .../pods/<name>/binding` requests (or, after [`BindTap::evictions`],
+/// `.../eviction` ones) made through a client: counts them, runs a
 /// hook before each is sent (with its 1-based number and path), can hold them until released,
 /// and can make each wait until `barrier` of them are in flight together (to observe
 /// concurrency without timing).
@@ -158,6 +159,8 @@ struct TapState {
     barrier: AtomicUsize,
     open: watch::Sender<bool>,
     hook: Mutex<Option<Hook>>,
+    /// Taps evictions instead of binds.
+    evictions: std::sync::atomic::AtomicBool,
 }
 
 impl Default for TapState {
@@ -171,6 +174,7 @@ impl Default for TapState {
             barrier: AtomicUsize::new(0),
             open: watch::channel(true).0,
             hook: Mutex::new(None),
+            evictions: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -200,6 +204,10 @@ impl BindTap {
     /// Each request waits (at most 5s) until `n` are in flight.
     pub fn barrier(&self, n: usize) {
         self.state.barrier.store(n, Ordering::SeqCst);
+    }
+    /// Taps `pods/eviction` requests instead of binds.
+    pub fn evictions(&self) {
+        self.state.evictions.store(true, Ordering::SeqCst);
     }
     pub fn on_bind(&self, hook: impl Fn(usize, &str) + Send + Sync + 'static) {
         *self.state.hook.lock().unwrap() = Some(Box::new(hook));
@@ -248,7 +256,12 @@ where
     }
 
     fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
-        let is_bind = req.method() == http::Method::POST && req.uri().path().ends_with("/binding");
+        let suffix = if self.tap.state.evictions.load(Ordering::SeqCst) {
+            "/eviction"
+        } else {
+            "/binding"
+        };
+        let is_bind = req.method() == http::Method::POST && req.uri().path().ends_with(suffix);
         if !is_bind {
             return Box::pin(self.inner.call(req));
         }
