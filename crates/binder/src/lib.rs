@@ -5,7 +5,8 @@
 //! three [`Class`]es, and that order is the binder's structure:
 //!
 //! 1. **Acts** ([`Class::Act`], `acts.rs`): writes that change what runs where — binds through
-//!    `pods/binding`, with the pod's uid as a precondition, at most `bind_concurrency` at a
+//!    `pods/binding`, with the pod's uid as a precondition, and evictions (a victim gang per
+//!    act), at most `bind_concurrency` at a
 //!    time, started in plan order (a committed gang's binds are adjacent, so they go back to
 //!    back). `409`/`404` mean the pod is already bound or gone: the watch settles it. Other
 //!    failures are retried with backoff; a bind that still fails goes to the **retry list**,
@@ -14,7 +15,7 @@
 //! 2. **Reports** ([`Class::Report`], `reports.rs`): status writes users and controllers read —
 //!    the `PodScheduled` condition and gang-timeout failures (`pods/status`, strategic merge),
 //!    PodGroup and Queue status (`status` subresource, merge patch: no resourceVersion, never
-//!    a conflict); also evictions, nominations and autoscaler requests (`capacity.rs`). They wait, **one per object**: a newer write to an object replaces the
+//!    a conflict); also nominations and autoscaler requests (`capacity.rs`). They wait, **one per object**: a newer write to an object replaces the
 //!    waiting one (a PodGroup's status is written once, with its final state), and writes to
 //!    one object are sent one at a time, newest last.
 //! 3. **Events** ([`Class::Event`], `events.rs`): `events.k8s.io/v1`, in a bounded queue that
