@@ -171,6 +171,11 @@ fn evicted_or_not(inner: &Inner, e: &caldera_model::Eviction, evicted: bool) {
 /// preemptor's nomination no longer fits, and the next session plans again.
 async fn evict_one(inner: &Inner, e: &caldera_model::Eviction, epoch: u64) -> bool {
     let policy = &inner.options.retry;
+    let key = format!("{}/{}", e.namespace, e.name);
+    // Still backing off from earlier failures: not sent (the next session plans again).
+    if inner.outages.backing_off(WriteKind::Eviction, &key) {
+        return false;
+    }
     let mut failures = 0u32;
     loop {
         if !inner.current(epoch) {
@@ -182,23 +187,34 @@ async fn evict_one(inner: &Inner, e: &caldera_model::Eviction, epoch: u64) -> bo
         }
         inner.observer.request(WriteKind::Eviction);
         match writes::evict(&inner.client, e).await {
-            Ok(_) => return true,
+            Ok(_) => {
+                inner.outages.succeeded(WriteKind::Eviction, &key);
+                return true;
+            }
             Err(err) => {
                 inner.observer.failed_attempt(WriteKind::Eviction, &err);
                 failures += 1;
-                if err.code() == Some(429) {
+                // A budget's refusal: not the server failing, and never retried.
+                if err.is_budget_refusal() {
                     debug!(error = %err, "eviction refused by a PodDisruptionBudget");
                     return false;
                 }
-                if !err.is_retryable() || failures >= policy.attempts.max(1) {
+                if !err.is_retryable() {
                     if err.is_settled() {
                         debug!(error = %err, "eviction target is gone");
                     } else {
-                        warn!(error = %err, "eviction failed; the next session plans again");
+                        warn!(error = %err, "eviction refused; the next session plans again");
                     }
+                    inner.outages.forget(WriteKind::Eviction, &key);
                     return false;
                 }
-                tokio::time::sleep(backoff(policy, failures)).await;
+                let wait = inner
+                    .outages
+                    .failed(policy, WriteKind::Eviction, &key, &err);
+                if failures >= policy.attempts.max(1) {
+                    return false;
+                }
+                tokio::time::sleep(wait).await;
             }
         }
     }
@@ -262,6 +278,7 @@ async fn bind_task(
     let obs = &inner.observer;
     let b = &job.bind;
     let mut failures = 0u32;
+    let mut wait = std::time::Duration::ZERO;
     let outcome = loop {
         if !inner.current(epoch) {
             obs.bind_dropped(b, Dropped::Cancelled);
@@ -290,18 +307,30 @@ async fn bind_task(
         };
         inner.in_flight.fetch_sub(1, Ordering::SeqCst);
         match result {
-            Ok(()) => break Ok(()),
+            Ok(()) => {
+                if inner.outages.succeeded(kind, &b.uid) {
+                    // The server answers again: binds waiting on the retry list go now.
+                    let now = Instant::now();
+                    for r in lock(&inner.retries).iter_mut() {
+                        r.due = r.due.min(now);
+                    }
+                }
+                break Ok(());
+            }
             Err(e) => {
                 obs.failed_attempt(kind, &e);
                 if e.is_settled() || !e.is_retryable() {
+                    inner.outages.forget(kind, &b.uid);
                     break Err(e);
                 }
+                // One attempt per backoff step of this pod (see `outage.rs`).
+                wait = inner.outages.failed(policy, kind, &b.uid, &e);
                 failures += 1;
                 if failures >= policy.attempts.max(1) {
                     break Err(e);
                 }
                 debug!(error = %e, attempt = failures, "bind failed; retrying");
-                tokio::time::sleep(backoff(policy, failures)).await;
+                tokio::time::sleep(wait).await;
             }
         }
     };
@@ -330,13 +359,15 @@ async fn bind_task(
             let round = job.round + 1;
             if round > policy.rounds || !inner.current(epoch) {
                 warn!(error = %e, rounds = job.round, "bind keeps failing; giving up");
+                inner.outages.forget(WriteKind::Binding, &b.uid);
                 obs.bind_dropped(b, Dropped::Exhausted);
             } else {
-                warn!(error = %e, round, "bind failed; on the retry list");
+                // Logged once per outage (`outage.rs`), not per attempt.
+                debug!(error = %e, round, "bind failed; on the retry list");
                 obs.bind_deferred(b, &e);
                 lock(&inner.retries).push(RetryEntry {
                     job: BindJob { round, ..job },
-                    due: Instant::now() + backoff(policy, policy.attempts + round),
+                    due: Instant::now() + wait,
                 });
             }
         }

@@ -220,6 +220,59 @@ impl Error {
         }
     }
 
+    /// How long the server asked to wait before trying again (a 429 or 503's
+    /// `details.retryAfterSeconds`, which kube-apiserver sets with its `Retry-After` header).
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self.kube() {
+            kube::Error::Api(status) => status
+                .details
+                .as_ref()
+                .map(|d| d.retry_after_seconds)
+                .filter(|&s| s > 0)
+                .map(|s| std::time::Duration::from_secs(u64::from(s))),
+            _ => None,
+        }
+    }
+
+    /// Whether this is the eviction subresource refusing because of a PodDisruptionBudget
+    /// (429 with a `DisruptionBudget` cause, or its message), not the server being
+    /// overloaded (a 429 of API priority and fairness, which asks to retry after a while).
+    pub fn is_budget_refusal(&self) -> bool {
+        match self.kube() {
+            kube::Error::Api(status) if status.code == 429 => {
+                status
+                    .details
+                    .iter()
+                    .flat_map(|d| &d.causes)
+                    .any(|c| c.reason == "DisruptionBudget")
+                    || status.message.contains("disruption budget")
+            }
+            _ => false,
+        }
+    }
+
+    /// The fields a 422 Invalid answer names (`details.causes[].field`), joined, or its
+    /// message when it names none.
+    pub fn invalid(&self) -> Option<String> {
+        match self.kube() {
+            kube::Error::Api(status) if status.code == 422 => {
+                let fields: Vec<&str> = status
+                    .details
+                    .iter()
+                    .flat_map(|d| &d.causes)
+                    .map(|c| c.field.as_str())
+                    .filter(|f| !f.is_empty())
+                    .collect();
+                Some(if fields.is_empty() {
+                    status.message.clone()
+                } else {
+                    fields.join(", ")
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the answer says the target is gone or already changed (404 NotFound, 409
     /// Conflict): for a bind, the watch will show what happened; nothing to retry.
     pub fn is_settled(&self) -> bool {

@@ -179,7 +179,7 @@ async fn send(inner: Arc<Inner>, next: Next, epoch: u64, permit: OwnedSemaphoreP
 
 async fn send_report(inner: &Inner, key: ReportKey, w: Waiting, epoch: u64) {
     let (target, kind) = w.write.target();
-    let outcome = send_one(inner, &w.write, w.now, epoch).await;
+    let outcome = send_one(inner, &key, &w.write, w.now, epoch).await;
     // A newer write to the object waits meanwhile: it reports instead, so the runtime's
     // overlay matches the newest content with its resourceVersion.
     let newest = {
@@ -204,38 +204,98 @@ async fn send_report(inner: &Inner, key: ReportKey, w: Waiting, epoch: u64) {
     }
 }
 
-/// Sends `write` under the retry policy: `Some` (the new resourceVersion, if any) once done,
-/// `None` when given up, refused, or no longer this leader's to send.
+/// Sends `write` (waiting under `key`) under the retry policy: `Some` (the new
+/// resourceVersion, if any) once done, `None` when given up, refused, or no longer this
+/// leader's to send. A write whose object is still backing off from earlier failures is not
+/// sent (`outage.rs`), nor is one the server refused as invalid with the same content (a
+/// later session plans it again; a changed one goes).
 async fn send_one(
     inner: &Inner,
+    key: &ReportKey,
     write: &StatusWrite,
     now: caldera_model::Time,
     epoch: u64,
 ) -> Option<Option<String>> {
     let kind = write.target().1;
     let policy = &inner.options.retry;
+    if inner.outages.backing_off(kind, &key.1) {
+        return None;
+    }
+    let content = format!("{write:?}");
+    if lock(&inner.refused).get(key) == Some(&content) {
+        debug!(kind = %kind, object = %key.1, "refused as invalid before, unchanged: not sent again");
+        return None;
+    }
     let mut failures = 0u32;
     loop {
         if !inner.current(epoch) {
             return None;
         }
         match write.send(inner, now, epoch).await {
-            Ok(rv) => return Some(rv),
+            Ok(rv) => {
+                inner.outages.succeeded(kind, &key.1);
+                lock(&inner.refused).remove(key);
+                return Some(rv);
+            }
             Err(e) => {
                 inner.observer.failed_attempt(kind, &e);
                 failures += 1;
-                if !e.is_retryable() || failures >= policy.attempts.max(1) {
+                if let Some(fields) = e.invalid() {
+                    inner.outages.forget(kind, &key.1);
+                    lock(&inner.refused).insert(key.clone(), content);
+                    refused(inner, write, &e, &fields, epoch);
+                    return None;
+                }
+                if !e.is_retryable() {
                     if e.is_settled() {
                         debug!(error = %e, "status write target is gone");
                     } else {
-                        warn!(error = %e, "status write failed; the next session may retry");
+                        warn!(error = %e, "status write refused; the next session may retry");
                     }
+                    inner.outages.forget(kind, &key.1);
                     return None;
                 }
-                tokio::time::sleep(backoff(policy, failures)).await;
+                let wait = inner.outages.failed(policy, kind, &key.1, &e);
+                if failures >= policy.attempts.max(1) {
+                    return None;
+                }
+                tokio::time::sleep(wait).await;
             }
         }
     }
+}
+
+/// Says once that the server refused `write` as invalid (422), naming the fields: a warning
+/// in the log and, for a PodGroup's autoscaler request, a Warning event on the PodGroup. The
+/// same write is not sent again (see [`send_one`]).
+fn refused(inner: &Inner, write: &StatusWrite, e: &crate::Error, fields: &str, epoch: u64) {
+    warn!(error = %e, fields, "the API server refused a write as invalid; it is not sent again until what it is made from changes");
+    let StatusWrite::Capacity(c) = write else {
+        return;
+    };
+    let Some(uid) = c.ops.iter().find_map(|op| match op {
+        crate::capacity::CapacityOp::Create(n) => Some(n.podgroup_uid.clone()),
+        crate::capacity::CapacityOp::Release(_) => None,
+    }) else {
+        return;
+    };
+    let group = Arc::new(crate::Group {
+        namespace: c.namespace.clone(),
+        name: c.podgroup.clone(),
+        uid: uid.clone(),
+    });
+    let event = caldera_model::Event {
+        object: caldera_model::EventObject::PodGroup,
+        namespace: c.namespace.clone(),
+        name: c.podgroup.clone(),
+        uid,
+        warning: true,
+        reason: "ProvisioningRequestInvalid".into(),
+        message: format!(
+            "the API server refused the autoscaler request's objects as invalid ({fields}): {e}; not sent again until the gang's members change"
+        ),
+    };
+    inner.queue_event(QueuedEvent::new(event, "Provisioning", Some(group)), epoch);
 }
 
 async fn send_event(inner: &Inner, e: QueuedEvent, epoch: u64) {

@@ -8,10 +8,19 @@
 //!    `pods/binding`, with the pod's uid as a precondition, and evictions (a victim gang per
 //!    act), at most `bind_concurrency` at a
 //!    time, started in plan order (a committed gang's binds are adjacent, so they go back to
-//!    back). `409`/`404` mean the pod is already bound or gone: the watch settles it. Other
-//!    failures are retried with backoff; a bind that still fails goes to the **retry list**,
-//!    dispatched before anything else next time (the caller keeps the member "assumed"
-//!    meanwhile). Every act holds a ticket from dispatch until answered.
+//!    back). `409`/`404` mean the pod is already bound or gone: the watch settles it. A bind
+//!    that fails otherwise goes to the **retry list**, due after its pod's own backoff step
+//!    (`outage.rs`: 1 s doubling to 30 s, stretched by up to 25%, at least a 429's
+//!    `Retry-After`), dispatched before anything else once due (the caller keeps the member
+//!    "assumed" meanwhile); when a bind succeeds after failures (the server is back), every
+//!    retry is due at once. Every act holds a ticket from dispatch until answered.
+//!
+//! Every other write backs off per object the same way (a status write or an eviction whose
+//! object is still backing off is not sent; the next session plans it again), the logs say
+//! once per outage and kind of write that writes are failing and once how many waited when
+//! they go through again, and a write the server refuses as invalid (422) is not sent again
+//! until its content changes (said once: a warning, and for an autoscaler request a Warning
+//! event on its PodGroup naming the fields).
 //! 2. **Reports** ([`Class::Report`], `reports.rs`): status writes users and controllers read —
 //!    the `PodScheduled` condition and gang-timeout failures (`pods/status`, strategic merge),
 //!    PodGroup and Queue status (`status` subresource, merge patch: no resourceVersion, never
@@ -55,6 +64,7 @@ mod error;
 mod events;
 mod follow;
 pub mod limiter;
+mod outage;
 mod reports;
 pub mod writes;
 
@@ -79,27 +89,30 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
 
-/// How failed writes are retried.
+/// How failed writes are retried (see `outage.rs`: each object backs off on its own).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
-    /// Attempts per write before a bind goes to the retry list (or a status write is given
-    /// up); at least 1.
+    /// Attempts per write, one per backoff step, before a bind goes to the retry list (or
+    /// another write is given up until a later session plans it again); at least 1.
     pub attempts: u32,
-    /// Wait after the first failure; doubled after each further failure.
+    /// Wait after an object's first failure; doubled after each further failure in a row (and
+    /// stretched by up to 25%), at least what the server asks for (`Retry-After`).
     pub initial_backoff: Duration,
-    /// Longest wait between two attempts (and between two retry-list rounds).
+    /// Longest wait between two attempts of one object.
     pub max_backoff: Duration,
     /// Retry-list rounds before a bind is given up (the member is then placed afresh).
     pub rounds: u32,
 }
 
 impl Default for RetryPolicy {
+    /// client-go's workqueue shape: 1 s doubling to 30 s per object; a bind is given up
+    /// (placed afresh) after about eight minutes of failures.
     fn default() -> Self {
         RetryPolicy {
-            attempts: 4,
-            initial_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(5),
-            rounds: 10,
+            attempts: 1,
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+            rounds: 20,
         }
     }
 }
@@ -358,6 +371,11 @@ struct Inner {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     stats: Counters,
+    /// Per-object backoff and outages (`outage.rs`).
+    outages: outage::Outages,
+    /// Writes the server refused as invalid (422), by what they write, with their content:
+    /// the same content is not sent again (a changed one is).
+    refused: Mutex<HashMap<reports::ReportKey, String>>,
 }
 
 impl Drop for Inner {
@@ -444,6 +462,8 @@ impl Binder {
                 in_flight: AtomicUsize::new(0),
                 max_in_flight: AtomicUsize::new(0),
                 stats: Counters::default(),
+                outages: outage::Outages::default(),
+                refused: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -848,9 +868,9 @@ mod tests {
     #[test]
     fn backoff_doubles_up_to_the_cap() {
         let p = RetryPolicy::default();
-        assert_eq!(backoff(&p, 1), Duration::from_millis(100));
-        assert_eq!(backoff(&p, 2), Duration::from_millis(200));
-        assert_eq!(backoff(&p, 4), Duration::from_millis(800));
-        assert_eq!(backoff(&p, 30), Duration::from_secs(5));
+        assert_eq!(backoff(&p, 1), Duration::from_secs(1));
+        assert_eq!(backoff(&p, 2), Duration::from_secs(2));
+        assert_eq!(backoff(&p, 4), Duration::from_secs(8));
+        assert_eq!(backoff(&p, 30), Duration::from_secs(30));
     }
 }
