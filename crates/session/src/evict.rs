@@ -41,7 +41,7 @@
 //! against the plain search on thousands of random full clusters: same plans).
 //!
 //! **Room counted once.** While an action chooses, pods already terminating (victims of
-//! earlier sessions and of this one) are off their nodes ([`Leaving`]): the room they free is
+//! earlier sessions and of this one) are off their nodes (`Leaving`): the room they free is
 //! counted once, whether it is free, held for a preemptor (a reservation counts on its node)
 //! or still being freed. A victim set is therefore minimal as the cluster will be once they
 //! are gone. A gang that fits only in room terminating pods will free is held there and
