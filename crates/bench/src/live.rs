@@ -35,7 +35,7 @@ pub enum Error {
     #[error("API stand-in: {0}")]
     StandIn(#[from] caldera_testkit::apiserver::Error),
     /// This build has no API stand-in (the shipped binary): the benchmark needs a cluster.
-    #[error("this caldera was built without the in-process API stand-in: run the benchmark against a cluster (--kubeconfig), or build with `cargo build --release -p caldera --features stand-in`")]
+    #[error("this caldera was built without the in-process API stand-in (build one with `cargo build --release -p caldera --features stand-in`); `bench e2e` also runs against a cluster with --kubeconfig")]
     NoStandIn,
     /// The stand-in's store refused an object.
     #[cfg(feature = "stand-in")]
