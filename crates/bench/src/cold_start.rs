@@ -11,14 +11,9 @@
 //! shipped config, leader election off), a one-pod job (a PodGroup of one and its pod) is
 //! created right after, and the clock stops when the store shows the pod bound.
 
-use crate::gen::{self, Shape};
-use crate::live::{self, Backend, Error, Result};
-use caldera_runtime::{ConfigSource, Options, Runtime};
-use caldera_testkit::apiserver::{ApiServer, Store};
+use crate::live::Result;
 use serde::Serialize;
-use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::time::Instant;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -67,170 +62,197 @@ pub struct ColdStartResult {
 }
 
 /// Runs the benchmark.
+#[cfg(feature = "stand-in")]
 pub async fn run(opts: &ColdStartOptions) -> Result<ColdStartResult> {
-    let setup = Instant::now();
-    // Nobody resumes a watch from an old resourceVersion here: keep little history.
-    let backend = Backend::stand_in(caldera_testkit::apiserver::Options {
-        history_window: 10_000,
-        ..caldera_testkit::apiserver::Options::default()
-    })
-    .await?;
-    let Some(server) = backend.stand_in_server() else {
-        return Err(Error::Other("cold-start runs on the stand-in only".into()));
-    };
-    let shape = Shape {
-        nodes: opts.nodes.max(1),
-        running_pods: opts.pods,
-        pending_pods: 0,
-        queues: 10,
-        seed: opts.seed,
-    };
-    let store = server.store().clone();
-    let podgroups = tokio::task::spawn_blocking(move || fill(&store, &shape))
-        .await
-        .map_err(|e| Error::Other(format!("filling the stand-in: {e}")))??;
-
-    // The previous leader: runs until it has nothing left to write.
-    let previous = Runtime::start(options(), server.kube_client()?).await?;
-    live::poll(
-        opts.timeout,
-        Duration::from_millis(20),
-        "the previous leader's first session",
-        || previous.sessions() > 0,
-    )
-    .await?;
-    let _ = live::settle(&backend, opts.settle, opts.timeout).await;
-    previous.shutdown().await;
-    let setup_seconds = setup.elapsed().as_secs_f64();
-
-    // The cold start.
-    let started = Instant::now();
-    let handle = Runtime::start(options(), server.kube_client()?).await?;
-    let store = server.store();
-    create(store, "podgroups", gen_podgroup())?;
-    create(store, "pods", gen_probe())?;
-    let (mut synced, mut session, mut bound) = (None, None, None);
-    live::poll(
-        opts.timeout,
-        Duration::from_millis(2),
-        "the new job's bind",
-        || {
-            let now = Instant::now();
-            if synced.is_none() && handle.is_synced() {
-                synced = Some(now);
-            }
-            if session.is_none() && handle.sessions() > 0 {
-                session = Some(now);
-            }
-            if bound.is_none() && probe_bound(server) {
-                bound = Some(now);
-            }
-            bound.is_some()
-        },
-    )
-    .await?;
-    handle.shutdown().await;
-    let secs = |t: Option<Instant>| t.map_or(0.0, |t| (t - started).as_secs_f64());
-    Ok(ColdStartResult {
-        nodes: opts.nodes,
-        pods: opts.pods,
-        podgroups,
-        cold_start_seconds: secs(bound),
-        caches_synced_seconds: secs(synced),
-        first_session_seconds: secs(session),
-        setup_seconds,
-    })
+    imp::run(opts).await
 }
 
-const PROBE_NS: &str = "cold-start";
+/// Without the stand-in (the shipped binary), says so: this benchmark runs on it only.
+#[cfg(not(feature = "stand-in"))]
+pub async fn run(_opts: &ColdStartOptions) -> Result<ColdStartResult> {
+    Err(crate::live::Error::NoStandIn)
+}
 
-fn options() -> Options {
-    Options {
-        config: ConfigSource::Fixed(caldera_config::SchedulerConfig::default()),
-        leader_election: None,
-        metrics_addr: None,
-        ..Options::default()
+/// The benchmark on the stand-in (`stand-in` feature).
+#[cfg(feature = "stand-in")]
+mod imp {
+    use super::{ColdStartOptions, ColdStartResult};
+    use crate::gen::{self, Shape};
+    use crate::live::{self, Backend, Error, Result};
+    use caldera_runtime::{ConfigSource, Options, Runtime};
+    use caldera_testkit::apiserver::{ApiServer, Store};
+    use serde::Serialize;
+    use serde_json::{json, Value};
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    /// Runs the benchmark.
+    pub(super) async fn run(opts: &ColdStartOptions) -> Result<ColdStartResult> {
+        let setup = Instant::now();
+        // Nobody resumes a watch from an old resourceVersion here: keep little history.
+        let backend = Backend::stand_in(caldera_testkit::apiserver::Options {
+            history_window: 10_000,
+            ..caldera_testkit::apiserver::Options::default()
+        })
+        .await?;
+        let Some(server) = backend.stand_in_server() else {
+            return Err(Error::Other("cold-start runs on the stand-in only".into()));
+        };
+        let shape = Shape {
+            nodes: opts.nodes.max(1),
+            running_pods: opts.pods,
+            pending_pods: 0,
+            queues: 10,
+            seed: opts.seed,
+        };
+        let store = server.store().clone();
+        let podgroups = tokio::task::spawn_blocking(move || fill(&store, &shape))
+            .await
+            .map_err(|e| Error::Other(format!("filling the stand-in: {e}")))??;
+
+        // The previous leader: runs until it has nothing left to write.
+        let previous = Runtime::start(options(), server.kube_client()?).await?;
+        live::poll(
+            opts.timeout,
+            Duration::from_millis(20),
+            "the previous leader's first session",
+            || previous.sessions() > 0,
+        )
+        .await?;
+        let _ = live::settle(&backend, opts.settle, opts.timeout).await;
+        previous.shutdown().await;
+        let setup_seconds = setup.elapsed().as_secs_f64();
+
+        // The cold start.
+        let started = Instant::now();
+        let handle = Runtime::start(options(), server.kube_client()?).await?;
+        let store = server.store();
+        create(store, "podgroups", gen_podgroup())?;
+        create(store, "pods", gen_probe())?;
+        let (mut synced, mut session, mut bound) = (None, None, None);
+        live::poll(
+            opts.timeout,
+            Duration::from_millis(2),
+            "the new job's bind",
+            || {
+                let now = Instant::now();
+                if synced.is_none() && handle.is_synced() {
+                    synced = Some(now);
+                }
+                if session.is_none() && handle.sessions() > 0 {
+                    session = Some(now);
+                }
+                if bound.is_none() && probe_bound(server) {
+                    bound = Some(now);
+                }
+                bound.is_some()
+            },
+        )
+        .await?;
+        handle.shutdown().await;
+        let secs = |t: Option<Instant>| t.map_or(0.0, |t| (t - started).as_secs_f64());
+        Ok(ColdStartResult {
+            nodes: opts.nodes,
+            pods: opts.pods,
+            podgroups,
+            cold_start_seconds: secs(bound),
+            caches_synced_seconds: secs(synced),
+            first_session_seconds: secs(session),
+            setup_seconds,
+        })
     }
-}
 
-fn gen_podgroup() -> Value {
-    live::podgroup(PROBE_NS, "probe", 1)
-}
+    const PROBE_NS: &str = "cold-start";
 
-fn gen_probe() -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "probe-0", "namespace": PROBE_NS,
-                     "annotations": {"scheduling.k8s.io/group-name": "probe"}},
-        "spec": {"schedulerName": "caldera", "containers": [{"name": "main", "image": "worker",
-            "resources": {"requests": {"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": "1"},
-                          "limits": {"nvidia.com/gpu": "1"}}}]}
-    })
-}
-
-fn probe_bound(server: &ApiServer) -> bool {
-    server
-        .store()
-        .get("pods", PROBE_NS, "probe-0")
-        .is_some_and(|p| p["spec"]["nodeName"].is_string())
-}
-
-fn create(store: &Store, kind: &str, o: Value) -> Result<Value> {
-    let what = format!("{kind} {}", o["metadata"]["name"]);
-    store
-        .create(kind, o)
-        .map_err(|source| Error::Store { what, source })
-}
-
-fn to_json<T: Serialize>(o: &T) -> Result<Value> {
-    serde_json::to_value(o).map_err(|e| Error::Other(format!("encoding a generated object: {e}")))
-}
-
-/// Writes the synthetic cluster into the store: nodes, queues, PodGroups (status `Running`)
-/// and pods (created, then marked Running as a kubelet would). Returns the PodGroup count.
-fn fill(store: &Store, shape: &Shape) -> Result<usize> {
-    let objects = gen::cluster(shape);
-    for n in &objects.nodes {
-        create(store, "nodes", to_json(n)?)?;
+    fn options() -> Options {
+        Options {
+            config: ConfigSource::Fixed(caldera_config::SchedulerConfig::default()),
+            leader_election: None,
+            metrics_addr: None,
+            ..Options::default()
+        }
     }
-    for q in &objects.queues {
-        create(store, "queues", to_json(q)?)?;
+
+    fn gen_podgroup() -> Value {
+        live::podgroup(PROBE_NS, "probe", 1)
     }
-    for pg in &objects.podgroups {
-        let v = create(store, "podgroups", to_json(pg)?)?;
-        let (ns, name) = (
-            v["metadata"]["namespace"].as_str().unwrap_or_default(),
-            v["metadata"]["name"].as_str().unwrap_or_default(),
-        );
+
+    fn gen_probe() -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "probe-0", "namespace": PROBE_NS,
+                         "annotations": {"scheduling.k8s.io/group-name": "probe"}},
+            "spec": {"schedulerName": "caldera", "containers": [{"name": "main", "image": "worker",
+                "resources": {"requests": {"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": "1"},
+                              "limits": {"nvidia.com/gpu": "1"}}}]}
+        })
+    }
+
+    fn probe_bound(server: &ApiServer) -> bool {
+        server
+            .store()
+            .get("pods", PROBE_NS, "probe-0")
+            .is_some_and(|p| p["spec"]["nodeName"].is_string())
+    }
+
+    fn create(store: &Store, kind: &str, o: Value) -> Result<Value> {
+        let what = format!("{kind} {}", o["metadata"]["name"]);
         store
-            .modify("podgroups", ns, name, |o| {
-                o["status"] = json!({"phase": "Running"});
-            })
-            .map_err(|source| Error::Store {
-                what: format!("podgroup {ns}/{name}"),
-                source,
-            })?;
+            .create(kind, o)
+            .map_err(|source| Error::Store { what, source })
     }
-    for p in &objects.pods {
-        let v = create(store, "pods", to_json(p)?)?;
-        let (ns, name) = (
-            v["metadata"]["namespace"].as_str().unwrap_or_default(),
-            v["metadata"]["name"].as_str().unwrap_or_default(),
-        );
-        store
-            .modify("pods", ns, name, |o| {
-                o["status"] = json!({
-                    "phase": "Running",
-                    "conditions": [
-                        {"type": "PodScheduled", "status": "True"},
-                        {"type": "Ready", "status": "True"}
-                    ]
-                });
-            })
-            .map_err(|source| Error::Store {
-                what: format!("pod {ns}/{name}"),
-                source,
-            })?;
+
+    fn to_json<T: Serialize>(o: &T) -> Result<Value> {
+        serde_json::to_value(o)
+            .map_err(|e| Error::Other(format!("encoding a generated object: {e}")))
     }
-    Ok(objects.podgroups.len())
+
+    /// Writes the synthetic cluster into the store: nodes, queues, PodGroups (status `Running`)
+    /// and pods (created, then marked Running as a kubelet would). Returns the PodGroup count.
+    fn fill(store: &Store, shape: &Shape) -> Result<usize> {
+        let objects = gen::cluster(shape);
+        for n in &objects.nodes {
+            create(store, "nodes", to_json(n)?)?;
+        }
+        for q in &objects.queues {
+            create(store, "queues", to_json(q)?)?;
+        }
+        for pg in &objects.podgroups {
+            let v = create(store, "podgroups", to_json(pg)?)?;
+            let (ns, name) = (
+                v["metadata"]["namespace"].as_str().unwrap_or_default(),
+                v["metadata"]["name"].as_str().unwrap_or_default(),
+            );
+            store
+                .modify("podgroups", ns, name, |o| {
+                    o["status"] = json!({"phase": "Running"});
+                })
+                .map_err(|source| Error::Store {
+                    what: format!("podgroup {ns}/{name}"),
+                    source,
+                })?;
+        }
+        for p in &objects.pods {
+            let v = create(store, "pods", to_json(p)?)?;
+            let (ns, name) = (
+                v["metadata"]["namespace"].as_str().unwrap_or_default(),
+                v["metadata"]["name"].as_str().unwrap_or_default(),
+            );
+            store
+                .modify("pods", ns, name, |o| {
+                    o["status"] = json!({
+                        "phase": "Running",
+                        "conditions": [
+                            {"type": "PodScheduled", "status": "True"},
+                            {"type": "Ready", "status": "True"}
+                        ]
+                    });
+                })
+                .map_err(|source| Error::Store {
+                    what: format!("pod {ns}/{name}"),
+                    source,
+                })?;
+        }
+        Ok(objects.podgroups.len())
+    }
 }

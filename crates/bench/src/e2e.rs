@@ -187,9 +187,16 @@ pub struct E2eResult {
 }
 
 /// Runs the benchmark on the in-process stand-in.
+#[cfg(feature = "stand-in")]
 pub async fn run_stand_in(opts: &E2eOptions) -> Result<E2eResult> {
     let backend = Backend::stand_in(caldera_testkit::apiserver::Options::default()).await?;
     run(opts, &backend).await
+}
+
+/// Without the stand-in (the shipped binary), says so.
+#[cfg(not(feature = "stand-in"))]
+pub async fn run_stand_in(_opts: &E2eOptions) -> Result<E2eResult> {
+    Err(Error::NoStandIn)
 }
 
 /// Runs the benchmark on `backend`. On a real cluster everything is created in a namespace
@@ -210,6 +217,7 @@ pub async fn run(opts: &E2eOptions, backend: &Backend) -> Result<E2eResult> {
         )));
     }
     let run_id = match backend {
+        #[cfg(feature = "stand-in")]
         Backend::StandIn(_) => "standin".to_string(),
         Backend::Cluster(_) => live::run_id(),
     };
@@ -580,8 +588,9 @@ fn per_pod(c: &Counts, f: fn(&Counts) -> u64, pods: usize) -> f64 {
 /// Creates each gang's PodGroup, then its pods; on the stand-in straight into the store, on a
 /// cluster through the API, 8 gangs at a time.
 async fn create_gangs(backend: &Backend, gangs: Vec<(Value, Vec<Value>)>) -> Result<()> {
-    match backend.stand_in_server() {
-        Some(server) => {
+    #[cfg(feature = "stand-in")]
+    if let Some(server) = backend.stand_in_server() {
+        return {
             let store = server.store().clone();
             tokio::task::spawn_blocking(move || -> Result<()> {
                 for (pg, members) in gangs {
@@ -598,22 +607,20 @@ async fn create_gangs(backend: &Backend, gangs: Vec<(Value, Vec<Value>)>) -> Res
             })
             .await
             .map_err(|e| Error::Other(format!("creating the gangs: {e}")))?
-        }
-        None => {
-            use futures::{StreamExt, TryStreamExt};
-            futures::stream::iter(gangs)
-                .map(|(pg, members)| async move {
-                    backend.create_all(Kind::PodGroup, vec![pg], 1).await?;
-                    let n = members.len();
-                    backend.create_all(Kind::Pod, members, n).await?;
-                    Ok::<(), Error>(())
-                })
-                .buffer_unordered(8)
-                .try_collect::<Vec<()>>()
-                .await?;
-            Ok(())
-        }
+        };
     }
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(gangs)
+        .map(|(pg, members)| async move {
+            backend.create_all(Kind::PodGroup, vec![pg], 1).await?;
+            let n = members.len();
+            backend.create_all(Kind::Pod, members, n).await?;
+            Ok::<(), Error>(())
+        })
+        .buffer_unordered(8)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
 }
 
 fn raw_bind(p: &Value, run: &str) -> Bind {

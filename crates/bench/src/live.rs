@@ -8,6 +8,7 @@
 //! the runtime's client (one count per request the client sends; kube's own retries of 429/5xx
 //! are below that layer and are not seen).
 
+#[cfg(feature = "stand-in")]
 use caldera_testkit::apiserver::{ApiServer, RequestCounts};
 use futures::{stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -30,9 +31,14 @@ use tokio::time::Instant;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The stand-in could not start, or no client could be built for it.
+    #[cfg(feature = "stand-in")]
     #[error("API stand-in: {0}")]
     StandIn(#[from] caldera_testkit::apiserver::Error),
+    /// This build has no API stand-in (the shipped binary): the benchmark needs a cluster.
+    #[error("this caldera was built without the in-process API stand-in (build one with `cargo build --release -p caldera --features stand-in`); `bench e2e` also runs against a cluster with --kubeconfig")]
+    NoStandIn,
     /// The stand-in's store refused an object.
+    #[cfg(feature = "stand-in")]
     #[error("creating {what} in the stand-in: {source}")]
     Store {
         /// The object.
@@ -123,6 +129,7 @@ impl Counts {
         out
     }
 
+    #[cfg(feature = "stand-in")]
     fn from_stand_in(c: &RequestCounts) -> Counts {
         let mut out = Counts::default();
         for (k, n) in c.iter() {
@@ -354,6 +361,7 @@ pub struct Cluster {
 /// Where a benchmark runs.
 pub enum Backend {
     /// The in-process API stand-in.
+    #[cfg(feature = "stand-in")]
     StandIn(ApiServer),
     /// A real cluster.
     Cluster(Box<Cluster>),
@@ -367,6 +375,7 @@ impl std::fmt::Debug for Backend {
 
 impl Backend {
     /// A fresh stand-in with `options`.
+    #[cfg(feature = "stand-in")]
     pub async fn stand_in(options: caldera_testkit::apiserver::Options) -> Result<Backend> {
         Ok(Backend::StandIn(ApiServer::start_with(options).await?))
     }
@@ -384,6 +393,7 @@ impl Backend {
     /// `stand-in` or `cluster`.
     pub fn name(&self) -> &'static str {
         match self {
+            #[cfg(feature = "stand-in")]
             Backend::StandIn(_) => "stand-in",
             Backend::Cluster(_) => "cluster",
         }
@@ -393,6 +403,7 @@ impl Backend {
     /// (a counting layer in the runtime's client).
     pub fn counts_source(&self) -> &'static str {
         match self {
+            #[cfg(feature = "stand-in")]
             Backend::StandIn(_) => "stand-in",
             Backend::Cluster(_) => "client",
         }
@@ -401,6 +412,7 @@ impl Backend {
     /// A plain client (setup, watches, the raw binder): not counted on a cluster.
     pub fn client(&self) -> Result<Client> {
         match self {
+            #[cfg(feature = "stand-in")]
             Backend::StandIn(s) => Ok(s.kube_client()?),
             Backend::Cluster(c) => {
                 Client::try_from(c.config.clone()).map_err(kube_err("building a client"))
@@ -411,6 +423,7 @@ impl Backend {
     /// A client for the runtime, whose requests [`Backend::counts`] sees.
     pub fn counted_client(&self) -> Result<Client> {
         match self {
+            #[cfg(feature = "stand-in")]
             Backend::StandIn(s) => Ok(s.kube_client()?),
             Backend::Cluster(c) => Ok(kube::client::ClientBuilder::try_from(c.config.clone())
                 .map_err(kube_err("building a client"))?
@@ -422,14 +435,17 @@ impl Backend {
     /// The requests counted so far (on the stand-in: every request it received).
     pub fn counts(&self) -> Counts {
         match self {
+            #[cfg(feature = "stand-in")]
             Backend::StandIn(s) => Counts::from_stand_in(&s.request_counts()),
             Backend::Cluster(c) => c.counts.snapshot(),
         }
     }
 
     /// The stand-in, if that is where this runs.
+    #[cfg(feature = "stand-in")]
     pub fn stand_in_server(&self) -> Option<&ApiServer> {
         match self {
+            #[cfg(feature = "stand-in")]
             Backend::StandIn(s) => Some(s),
             Backend::Cluster(_) => None,
         }
@@ -444,6 +460,7 @@ impl Backend {
         concurrency: usize,
     ) -> Result<Vec<Value>> {
         match self {
+            #[cfg(feature = "stand-in")]
             Backend::StandIn(s) => {
                 let store = s.store().clone();
                 tokio::task::spawn_blocking(move || {
@@ -510,6 +527,8 @@ pub async fn get_queue(client: &Client, name: &str) -> Result<Value, kube::Error
 
 /// On a cluster: checks that the PodGroup CRD is served and creates namespace `ns`. Nothing
 /// to do on the stand-in (it serves PodGroups and creates namespaces on first use).
+// Without the stand-in a backend is always a cluster.
+#[cfg_attr(not(feature = "stand-in"), allow(irrefutable_let_patterns))]
 pub async fn prepare_namespace(backend: &Backend, ns: &str, run: &str) -> Result<()> {
     let Backend::Cluster(c) = backend else {
         return Ok(());
@@ -532,6 +551,8 @@ pub async fn prepare_namespace(backend: &Backend, ns: &str, run: &str) -> Result
 
 /// On a cluster: force-deletes the pods of `ns` (no kubelet will ever finish them), deletes
 /// the namespace and the run's nodes. Returns what could not be deleted.
+// Without the stand-in a backend is always a cluster.
+#[cfg_attr(not(feature = "stand-in"), allow(irrefutable_let_patterns))]
 pub async fn clean_up(backend: &Backend, ns: &str, run: &str) -> Vec<String> {
     let Backend::Cluster(c) = backend else {
         return Vec::new();

@@ -1,5 +1,7 @@
 //! The live benchmarks end to end at tiny sizes: they run, and their figures are sane (every
-//! pod bound, rates positive). No timing is asserted.
+//! pod bound, rates positive). No timing is asserted. They need the `stand-in` feature
+//! (`cargo test -p caldera-bench --features stand-in`; the workspace's tests turn it on).
+#![cfg(feature = "stand-in")]
 
 use caldera_bench::cold_start::{self, ColdStartOptions};
 use caldera_bench::e2e::{self, E2eOptions};

@@ -380,15 +380,26 @@ pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
                 fail("its required anti-affinity matches a pod in the node's domain");
             }
         }
+        // kube-scheduler counts only pods that match every term (`podMatchesAllAffinityTerms`):
+        // each term needs such a pod in the node's domain for its key, and the first-pod
+        // exception holds while no such pod exists on a node with one of the terms' keys.
+        let matches_all = |namespace: &str, labels: &BTreeMap<String, String>| {
+            c.affinity.iter().all(|t| t.matches(namespace, labels))
+        };
         let met = c.affinity.iter().all(|t| {
             seen.iter()
-                .any(|p| t.matches(p.namespace, p.labels) && same(&t.topology_key, p.node, n))
+                .any(|p| matches_all(p.namespace, p.labels) && same(&t.topology_key, p.node, n))
         });
-        let first = c.affinity.iter().all(|t| {
-            t.matches(ns, &task.labels)
-                && nodes[n].labels.contains_key(&t.topology_key)
-                && !seen.iter().any(|p| t.matches(p.namespace, p.labels))
-        });
+        let first = matches_all(ns, &task.labels)
+            && c.affinity
+                .iter()
+                .all(|t| nodes[n].labels.contains_key(&t.topology_key))
+            && !seen.iter().any(|p| {
+                matches_all(p.namespace, p.labels)
+                    && c.affinity
+                        .iter()
+                        .any(|t| nodes[p.node].labels.contains_key(&t.topology_key))
+            });
         if !met && !first {
             fail("its required pod affinity is not met in the node's domain");
         }

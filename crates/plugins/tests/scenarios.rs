@@ -71,6 +71,42 @@ fn pod_reason(plan: &Plan, name: &str) -> Option<String> {
 // ----- the public scenarios -----
 
 #[test]
+fn alike_gangs_failing_from_the_cache_say_how_many_of_their_own_fit() {
+    // Two gangs of one-GPU members, 6 GPUs free in all: the second fails from the first's
+    // cached result (alike members, same queue) but counts against its own size.
+    let before = Cluster::new()
+        .node(gpu_node("node-a"))
+        .node(gpu_node("node-b"))
+        .pod(pod("default", "busy-a").gpus(2).on("node-a").foreign())
+        .pod(pod("default", "busy-b").gpus(8).on("node-b").foreign())
+        .queue(queue("default"))
+        .group(podgroup("default", "big").min_member(8))
+        .members("default", "big", 8, |p| p.gpus(1))
+        .group(podgroup("default", "seven").min_member(7))
+        .members("default", "seven", 7, |p| p.gpus(1));
+    let out = run(&before.snapshot());
+    assert!(out.plan.binds.is_empty(), "{:?}", out.plan.binds);
+    let message = |pg: &str| {
+        pg_condition(&out.plan, pg)
+            .expect("condition")
+            .message
+            .clone()
+    };
+    assert_eq!(
+        message("big"),
+        "8/8 members in gang unschedulable: 6 of 8 members fit: node-a 6, node-b 0; \
+         the gang needs 8 nvidia.com/gpu, 6 are free; \
+         0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    );
+    assert_eq!(
+        message("seven"),
+        "7/7 members in gang unschedulable: 6 of 7 members fit: node-a 6, node-b 0; \
+         the gang needs 7 nvidia.com/gpu, 6 are free; \
+         0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    );
+}
+
+#[test]
 fn seed1_gang_short_of_gpus_binds_nothing_then_binds_whole_packed() {
     let before = Cluster::new()
         .node(gpu_node("node-a"))
@@ -96,16 +132,19 @@ fn seed1_gang_short_of_gpus_binds_nothing_then_binds_whole_packed() {
         (c.type_.as_str(), c.reason.as_str()),
         ("Unschedulable", "NotEnoughResources")
     );
-    assert_eq!(
-        c.message,
-        "8/8 members in gang unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
-    );
+    // How many members fit and where, what the gang needs of the scarce resource, then
+    // kube-scheduler's summary for the member that found no node (issue 23: it used to say
+    // only the last, while node-a has room for 6).
+    let said = "8/8 members in gang unschedulable: 6 of 8 members fit: node-a 6, node-b 0; \
+                the gang needs 8 nvidia.com/gpu, 6 are free; \
+                0/2 nodes are available: 2 Insufficient nvidia.com/gpu.";
+    assert_eq!(c.message, said);
     assert_eq!(out.plan.pod_conditions.len(), 8);
     assert!(out
         .plan
         .pod_conditions
         .iter()
-        .all(|c| c.reason == "Unschedulable"));
+        .all(|c| c.reason == "Unschedulable" && c.message == said));
 
     // busy-b goes away: all 8 in one session, node-a filled first.
     let after = Cluster::new()

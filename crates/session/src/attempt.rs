@@ -1,9 +1,11 @@
 //! Placing one job: a gang inside one statement, or one extra member of a satisfied gang.
 
 use crate::session::{Candidates, Placement, Session, Statement};
+use crate::shortfall::Shortfall;
 use crate::state::Holdup;
 use crate::topology::{place_in_topology, prefer_used_domain};
-use caldera_model::TopologyTree;
+use caldera_model::{Resources, TopologyTree};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What an attempt did.
@@ -159,11 +161,20 @@ fn attempt_inner(
             fail_key(ssn, job, &tasks)
         };
     if let Some(key) = &key {
-        if let Some((epoch, placeable, msg)) = ssn.fail_cache.get(key) {
-            // In this epoch at most `placeable` such members fit: a gang needing more fails.
+        if let Some((epoch, placeable, msg, short)) = ssn.fail_cache.get(key) {
+            // In this epoch at most `placeable` such members fit: a gang needing more fails,
+            // and says so for its own size.
             if *epoch == ssn.epoch && need > *placeable {
-                let msg = msg.clone();
+                let short = short.clone();
+                let msg = match &short {
+                    Some(s) => {
+                        let (need, gang) = gang_need(ssn, job, &tasks);
+                        s.message(need, &gang)
+                    }
+                    None => msg.clone(),
+                };
                 ssn.stats.cached_failures += 1;
+                ssn.state.job_runs[job].shortfall = short;
                 ssn.hold(job, Holdup::Fit(msg));
                 return Attempt::Held;
             }
@@ -202,7 +213,12 @@ fn attempt_inner(
             if let (Some(key), Some(placed), Some(Holdup::Fit(msg))) =
                 (key, no_room, &ssn.state.job_runs[job].holdup)
             {
-                let entry = (ssn.epoch, placed, msg.clone());
+                // Under a topology the message is the topology's, not one attempt's.
+                let short = ssn.state.job_runs[job]
+                    .shortfall
+                    .clone()
+                    .filter(|_| ssn.state.jobs[job].topology.is_none());
+                let entry = (ssn.epoch, placed, msg.clone(), short);
                 ssn.fail_cache.insert(key, entry);
             }
             Attempt::Held
@@ -358,10 +374,24 @@ pub(crate) fn place_gang(
         Ok(settle(ssn, job, stmt))
     } else {
         let placed = stmt.len() as u32;
+        // Said of a gang still short of minMember; an extra member of a placed gang is one pod.
+        let shortfall = match &holdup {
+            Some(Holdup::Fit(fit)) if no_room && !ssn.job_ready(job) => {
+                Some(shortfall_of(ssn, &stmt, placement, fit))
+            }
+            _ => None,
+        };
         ssn.discard(stmt);
-        let holdup = holdup.unwrap_or_else(|| {
-            Holdup::Fit("the gang's members could not all be placed together".to_string())
-        });
+        let holdup = match &shortfall {
+            Some(s) => {
+                let (need, gang) = gang_need(ssn, job, tasks);
+                Holdup::Fit(s.message(need, &gang))
+            }
+            None => holdup.unwrap_or_else(|| {
+                Holdup::Fit("the gang's members could not all be placed together".to_string())
+            }),
+        };
+        ssn.state.job_runs[job].shortfall = shortfall;
         ssn.hold(job, holdup);
         Err(no_room.then_some(placed))
     }
@@ -416,6 +446,55 @@ fn place_held(ssn: &mut Session, job: usize, tasks: &[usize]) -> Option<usize> {
     } else {
         ssn.discard(stmt);
         None
+    }
+}
+
+/// Members job `job` still needs, and what the first that many of `tasks` request together.
+fn gang_need(ssn: &Session, job: usize, tasks: &[usize]) -> (u32, Resources) {
+    let need = ssn.state.jobs[job]
+        .min_member
+        .saturating_sub(ssn.state.ready_count(job))
+        .max(1);
+    let mut gang = Resources::new();
+    for &t in tasks.iter().take(need as usize) {
+        gang.add(&ssn.state.tasks[t].request);
+    }
+    (need, gang)
+}
+
+/// What the attempt in `stmt` got before a member found no node (`fit`: kube-scheduler's
+/// summary for it): members per node, the nodes of the scope it left empty, and what was
+/// free on the scope's Ready nodes before it.
+fn shortfall_of(ssn: &Session, stmt: &Statement, placement: &Placement, fit: &str) -> Shortfall {
+    let all: Vec<u32>;
+    let scope: &[u32] = match &placement.only {
+        Some(only) => only.as_slice(),
+        None => {
+            all = (0..ssn.state.nodes.len() as u32).collect();
+            &all
+        }
+    };
+    let mut counts: BTreeMap<usize, u32> = BTreeMap::new();
+    let mut free = ssn.idle_of(scope);
+    for &(t, node) in stmt.ops() {
+        *counts.entry(node).or_insert(0) += 1;
+        free.add(&ssn.state.tasks[t].request);
+    }
+    let mut placed: Vec<(Arc<str>, u32)> = counts
+        .iter()
+        .map(|(&n, &c)| (ssn.state.nodes[n].name.clone(), c))
+        .collect();
+    placed.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let empty = scope
+        .iter()
+        .filter(|&&n| !counts.contains_key(&(n as usize)))
+        .map(|&n| ssn.state.nodes[n as usize].name.clone())
+        .collect();
+    Shortfall {
+        placed,
+        empty,
+        free,
+        fit: fit.to_string(),
     }
 }
 

@@ -166,6 +166,10 @@ struct Counted {
 enum Matcher {
     /// Pods matching an affinity term (terminating ones included).
     Term(PodAffinityTerm),
+    /// Pods matching every one of a pod's required affinity terms (kube-scheduler's
+    /// `podMatchesAllAffinityTerms`; terminating ones included), counted in the domains of
+    /// one of them: a term is met by a pod that matches them all, not one per term.
+    AllTerms(Arc<[PodAffinityTerm]>),
     /// Pods matching a spread constraint (not terminating) on nodes eligible for it.
     Spread(SpreadConstraint),
 }
@@ -308,6 +312,7 @@ impl InterPod {
     fn matches(m: &Matcher, p: &Counted) -> bool {
         match m {
             Matcher::Term(t) => t.matches(&p.namespace, &p.labels),
+            Matcher::AllTerms(ts) => ts.iter().all(|t| t.matches(&p.namespace, &p.labels)),
             Matcher::Spread(s) => !p.terminating && s.counts(&p.namespace, &p.labels),
         }
     }
@@ -352,6 +357,8 @@ impl InterPod {
     fn count_all(&self, c: &mut Counter) {
         let selector = match &c.matcher {
             Matcher::Term(t) => t.selector.as_ref(),
+            // A pod matching every term matches the first.
+            Matcher::AllTerms(ts) => ts.first().and_then(|t| t.selector.as_ref()),
             Matcher::Spread(s) => s.selector.as_ref(),
         };
         // Without a selector nothing matches.
@@ -588,7 +595,7 @@ impl InterPod {
         for term in &c.affinity {
             let (here, total) = self.with_counter(
                 addr(term),
-                || Matcher::Term(term.clone()),
+                || Matcher::AllTerms(c.affinity.iter().cloned().collect()),
                 &term.topology_key,
                 || None,
                 nodes,
@@ -605,7 +612,7 @@ impl InterPod {
             return true;
         }
         // The first pod of a group whose affinity selects itself may go anywhere the topology
-        // keys exist, as long as no pod matches any term yet.
+        // keys exist, as long as no pod matches all terms yet.
         none_anywhere
             && c.affinity.iter().all(|term| {
                 term.matches(&t.namespace, &t.labels)

@@ -15,6 +15,7 @@ pub mod interpod;
 pub mod plugin;
 pub mod reserve;
 pub mod session;
+pub mod shortfall;
 pub mod state;
 pub mod topology;
 pub mod volumes;

@@ -199,7 +199,7 @@ pub struct Session {
     pub epoch: u64,
     /// Gangs that found no room, by member kind, topology and queue: (epoch, members that did
     /// fit, fit message).
-    pub fail_cache: HashMap<FailKey, (u64, u32, String)>,
+    pub fail_cache: HashMap<FailKey, (u64, u32, String, Option<crate::shortfall::Shortfall>)>,
     static_cache: HashMap<PlacementSpec, Arc<StaticNodes>>,
     node_version: Vec<u64>,
     version_counter: u64,

@@ -39,6 +39,9 @@ pub struct JobRun {
     pub ready: u32,
     /// The topology domain its gang was placed in by this session (HyperNode or label value).
     pub domain: Option<std::sync::Arc<str>>,
+    /// How far the last attempt at the gang got when a member found no node (its holdup's
+    /// message says it), kept so an alike gang failing from the cache says it for itself.
+    pub shortfall: Option<crate::shortfall::Shortfall>,
 }
 
 /// The mutable world of one session.

@@ -196,7 +196,10 @@ pub(crate) fn place_in_topology(
             match &ssn.state.job_runs[job].holdup {
                 Some(Holdup::Quota(_)) => return Err(None),
                 Some(Holdup::Fit(msg)) if saved.is_none() && other_cause.is_none() => {
-                    other_cause = Some(msg.clone());
+                    // kube-scheduler's summary for the member that did not fit in that
+                    // domain (not the whole shortfall message of that attempt).
+                    let fit = ssn.state.job_runs[job].shortfall.as_ref().map(|s| &s.fit);
+                    other_cause = Some(fit.unwrap_or(msg).clone());
                 }
                 _ => {}
             }

@@ -1,0 +1,227 @@
+//! kube-scheduler's own filter tests, ported: the table cases of kube-scheduler 1.36's
+//! `pkg/scheduler/framework/plugins/{interpodaffinity,tainttoleration,nodeaffinity,nodeports,
+//! podtopologyspread}/*_test.go` for the filters Caldera implements, as data in
+//! `tests/parity/*.yaml`, run through Caldera's own evaluation: the manifests go through the
+//! simulator's API-server model and the cache into a snapshot, and `explain` says, node by
+//! node, whether the pod fits (the session's filters, as allocate uses them).
+//!
+//! A case lists the nodes kube-scheduler finds feasible. A case where Caldera differs on
+//! purpose says why (`differs`), and the test checks that it still does, so the list of
+//! differences stays true.
+
+use caldera_config::SchedulerConfig;
+use caldera_sim::manifest::{parse_value, Manifests};
+use caldera_sim::Origin;
+use caldera_sim::Simulation;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Case {
+    /// kube-scheduler's test name.
+    name: String,
+    /// The Go test function it comes from.
+    source: String,
+    nodes: Vec<NodeCase>,
+    #[serde(default)]
+    namespaces: Vec<NamespaceCase>,
+    /// Pods already bound (`node`), Running.
+    #[serde(default)]
+    pods: Vec<PodCase>,
+    /// The pod to place.
+    pod: PodCase,
+    /// The nodes kube-scheduler's filter passes.
+    feasible: Vec<String>,
+    /// Why Caldera deliberately finds other nodes feasible (the test checks it still does).
+    #[serde(default)]
+    differs: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeCase {
+    name: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    taints: Vec<Value>,
+    #[serde(default)]
+    unschedulable: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamespaceCase {
+    name: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PodCase {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    node: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    /// Merged into the pod's spec (affinity, tolerations, nodeSelector, ...).
+    #[serde(default)]
+    spec: Map<String, Value>,
+    /// The container's ports.
+    #[serde(default)]
+    ports: Vec<Value>,
+    #[serde(default)]
+    terminating: bool,
+}
+
+fn pod_manifest(p: &PodCase, name: &str, incoming: bool) -> Value {
+    let ns = p.namespace.as_deref().unwrap_or("default");
+    let mut spec = Map::new();
+    spec.insert(
+        "containers".into(),
+        json!([{
+            "name": "main",
+            "image": "registry.example/worker:1",
+            "resources": {"requests": {"cpu": "10m"}},
+            "ports": p.ports,
+        }]),
+    );
+    if incoming {
+        spec.insert("schedulerName".into(), json!("caldera"));
+    } else {
+        spec.insert("schedulerName".into(), json!("default-scheduler"));
+        spec.insert("nodeName".into(), json!(p.node.clone().unwrap_or_default()));
+    }
+    for (k, v) in &p.spec {
+        spec.insert(k.clone(), v.clone());
+    }
+    let mut metadata = json!({"name": name, "namespace": ns, "labels": p.labels});
+    if incoming {
+        metadata["annotations"] = json!({"scheduling.k8s.io/group-name": "incoming"});
+    }
+    if p.terminating {
+        metadata["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    }
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec});
+    if !incoming {
+        pod["status"] = json!({"phase": "Running"});
+    }
+    pod
+}
+
+fn manifests(case: &Case) -> Vec<Value> {
+    let mut out = Vec::new();
+    for ns in &case.namespaces {
+        out.push(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns.name, "labels": ns.labels}}));
+    }
+    for n in &case.nodes {
+        out.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": n.name, "labels": n.labels},
+            "spec": {"taints": n.taints, "unschedulable": n.unschedulable},
+            "status": {
+                "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }));
+    }
+    for (i, p) in case.pods.iter().enumerate() {
+        let name = p.name.clone().unwrap_or_else(|| format!("existing-{i}"));
+        out.push(pod_manifest(p, &name, false));
+    }
+    let ns = case.pod.namespace.as_deref().unwrap_or("default");
+    out.push(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "incoming", "namespace": ns},
+        "spec": {"minMember": 1},
+    }));
+    out.push(pod_manifest(&case.pod, "incoming", true));
+    out
+}
+
+/// The nodes Caldera finds feasible for the case's pod.
+fn caldera_feasible(case: &Case) -> Result<Vec<String>, String> {
+    let config = SchedulerConfig::default();
+    let mut sim = Simulation::new(&config).map_err(|e| e.to_string())?;
+    let mut parsed = Manifests::default();
+    for (i, m) in manifests(case).into_iter().enumerate() {
+        let m: serde_yaml_ng::Value = serde_yaml_ng::to_value(&m).map_err(|e| e.to_string())?;
+        parse_value(m, &Origin::new(&case.name, i + 1), &mut parsed).map_err(|e| e.to_string())?;
+    }
+    sim.apply(parsed.objects.into_iter().map(|(_, o)| o))
+        .map_err(|e| e.to_string())?;
+    let scheduler = caldera_plugins::scheduler(&config).map_err(|e| e.to_string())?;
+    let ns = case.pod.namespace.as_deref().unwrap_or("default");
+    let explanation = scheduler
+        .explain(&sim.snapshot(), sim.now(), &format!("{ns}/incoming"))
+        .ok_or("no job for the incoming pod")?;
+    let kind = explanation.kinds.first().ok_or("no pending member")?;
+    let mut feasible: Vec<String> = kind
+        .nodes
+        .iter()
+        .filter(|n| n.fit > 0)
+        .map(|n| n.node.clone())
+        .collect();
+    feasible.sort();
+    Ok(feasible)
+}
+
+fn run_table(file: &str) {
+    let path = format!("{}/tests/parity/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let cases: Vec<Case> = serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert!(!cases.is_empty(), "{path}: no cases");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let mut want = case.feasible.clone();
+        want.sort();
+        match caldera_feasible(case) {
+            Err(e) => failures.push(format!("{} ({}): {e}", case.name, case.source)),
+            Ok(got) => match &case.differs {
+                None if got != want => failures.push(format!(
+                    "{} ({}): kube-scheduler finds {want:?} feasible, Caldera {got:?}",
+                    case.name, case.source
+                )),
+                Some(why) if got == want => failures.push(format!(
+                    "{} ({}): listed as a deliberate difference ({why}) but Caldera agrees now",
+                    case.name, case.source
+                )),
+                _ => {}
+            },
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{file}: {} of {} cases differ:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn interpodaffinity() {
+    run_table("interpodaffinity.yaml");
+}
+
+#[test]
+fn tainttoleration() {
+    run_table("tainttoleration.yaml");
+}
+
+#[test]
+fn nodeaffinity() {
+    run_table("nodeaffinity.yaml");
+}
+
+#[test]
+fn nodeports() {
+    run_table("nodeports.yaml");
+}
