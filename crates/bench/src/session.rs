@@ -123,7 +123,7 @@ fn hierarchy_figure(shape: &Shape, now: Time) -> (f64, u64, f64, u64) {
     let per_leaf = gpus / TREE_LEAVES;
     let per_group = gpus / TREE_GROUPS;
     let per_division = gpus / TREE_DIVISIONS;
-    let mut run = |hierarchy: bool| {
+    let run = |hierarchy: bool| {
         let mut objects = gen::cluster(&leaves);
         for (i, q) in objects.queues.iter_mut().enumerate() {
             share_queue(q, per_leaf, None);
