@@ -134,8 +134,9 @@ fn hierarchy_figure(shape: &Shape, now: Time) -> (f64, u64, f64, u64) {
         if hierarchy {
             for g in 0..TREE_GROUPS {
                 let mut q = gen::queue(&format!("group-{g}"), 1);
-                // Groups may borrow half again their share from their division.
-                share_queue(&mut q, per_group, Some(per_group * 3 / 2));
+                // Groups may borrow half again their share from their division (at least
+                // the largest gang, 64 GPUs, so a small cluster still places gangs).
+                share_queue(&mut q, per_group, Some((per_group * 3 / 2).max(64)));
                 q.spec.parent = Some(format!("division-{}", g * TREE_DIVISIONS / TREE_GROUPS));
                 objects.queues.push(q);
             }
