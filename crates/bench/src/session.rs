@@ -50,8 +50,114 @@ pub struct SessionResult {
     pub preempt_victims: u64,
     /// Gangs that found victims in it.
     pub preemptors_served: u64,
+    /// The hierarchical-queue figure: the same cluster and workload spread over
+    /// [`TREE_LEAVES`] leaf queues, one session under the `capacity` plugin with flat queues.
+    pub flat_queues_session_seconds: f64,
+    /// Members placed in that session.
+    pub flat_queues_placements: u64,
+    /// The same leaves in a 3-level tree ([`TREE_DIVISIONS`] divisions of
+    /// [`TREE_GROUPS`]` / `[`TREE_DIVISIONS`] groups of leaves, with deserved shares and
+    /// group capabilities), `capacity` with `enableHierarchy: true`.
+    pub hierarchical_session_seconds: f64,
+    /// Members placed in that session.
+    pub hierarchical_placements: u64,
+    /// hierarchical_session_seconds / flat_queues_session_seconds (same run).
+    pub hierarchical_ratio: f64,
     /// Peak resident set size so far.
     pub peak_rss_bytes: u64,
+}
+
+/// Leaf queues in the hierarchical figure.
+pub const TREE_LEAVES: usize = 1_000;
+/// Middle-level queues (groups) in the hierarchical figure.
+pub const TREE_GROUPS: usize = 100;
+/// Top-level queues (divisions) in the hierarchical figure.
+pub const TREE_DIVISIONS: usize = 10;
+
+/// The shipped config with `capacity` in place of `proportion` (and its hierarchy on or off).
+fn capacity_config(hierarchy: bool) -> SchedulerConfig {
+    let text = format!(
+        "actions: \"enqueue, allocate, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: capacity
+    enableHierarchy: {hierarchy}
+  - name: nodeorder
+  - name: binpack
+    arguments:
+      binpack.weight: 10
+      binpack.resources: nvidia.com/gpu
+      binpack.resources.nvidia.com/gpu: 5
+"
+    );
+    // A fixed text known to parse; a failure is a bug worth a loud stop.
+    caldera_config::parse(&text, None).expect("bench capacity config parses")
+}
+
+/// Gives `q` an explicit deserved share of `gpus` GPUs (and, if set, a capability).
+fn share_queue(q: &mut caldera_api::Queue, gpus: usize, capability: Option<usize>) {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let list = |n: usize| {
+        std::collections::BTreeMap::from([("nvidia.com/gpu".to_string(), Quantity(n.to_string()))])
+    };
+    q.spec.deserved = Some(list(gpus));
+    q.spec.capability = capability.map(list);
+}
+
+/// The hierarchical-queue figure: (flat seconds, flat placements, tree seconds, tree
+/// placements) for the session's cluster and workload over [`TREE_LEAVES`] queues.
+fn hierarchy_figure(shape: &Shape, now: Time) -> (f64, u64, f64, u64) {
+    let opts = SnapshotOptions::default();
+    let leaves = Shape {
+        queues: TREE_LEAVES,
+        ..shape.clone()
+    };
+    let gpus = shape.nodes * 8;
+    let per_leaf = gpus / TREE_LEAVES;
+    let per_group = gpus / TREE_GROUPS;
+    let per_division = gpus / TREE_DIVISIONS;
+    let run = |hierarchy: bool| {
+        let mut objects = gen::cluster(&leaves);
+        for (i, q) in objects.queues.iter_mut().enumerate() {
+            share_queue(q, per_leaf, None);
+            if hierarchy {
+                q.spec.parent = Some(format!("group-{}", i * TREE_GROUPS / TREE_LEAVES));
+            }
+        }
+        if hierarchy {
+            for g in 0..TREE_GROUPS {
+                let mut q = gen::queue(&format!("group-{g}"), 1);
+                // Groups may borrow half again their share from their division (at least
+                // the largest gang, 64 GPUs, so a small cluster still places gangs).
+                share_queue(&mut q, per_group, Some((per_group * 3 / 2).max(64)));
+                q.spec.parent = Some(format!("division-{}", g * TREE_DIVISIONS / TREE_GROUPS));
+                objects.queues.push(q);
+            }
+            for d in 0..TREE_DIVISIONS {
+                let mut q = gen::queue(&format!("division-{d}"), 1);
+                share_queue(&mut q, per_division, None);
+                objects.queues.push(q);
+            }
+        }
+        let scheduler =
+            caldera_plugins::scheduler(&capacity_config(hierarchy)).expect("bench config builds");
+        let idx = index_of(&objects);
+        drop(objects);
+        let snapshot = idx.snapshot(&opts);
+        let t = Instant::now();
+        let outcome = scheduler.run_owned(snapshot, now);
+        (t.elapsed().as_secs_f64(), outcome.stats.placements)
+    };
+    let (flat_seconds, flat_placements) = run(false);
+    let (tree_seconds, tree_placements) = run(true);
+    (flat_seconds, flat_placements, tree_seconds, tree_placements)
 }
 
 /// Pending high-priority gangs in the preemption figure.
@@ -253,6 +359,12 @@ pub fn run(
     let backlog_writes = outcome.plan.pod_conditions.len() + outcome.plan.podgroups.len();
     drop((idx, outcome, snapshot));
     let (preempt_session_seconds, preempt_victims, preemptors_served) = preempt_figure(nodes, seed);
+    let (
+        flat_queues_session_seconds,
+        flat_queues_placements,
+        hierarchical_session_seconds,
+        hierarchical_placements,
+    ) = hierarchy_figure(&shape, now);
 
     SessionResult {
         nodes,
@@ -273,6 +385,11 @@ pub fn run(
         preempt_session_seconds,
         preempt_victims,
         preemptors_served,
+        flat_queues_session_seconds,
+        flat_queues_placements,
+        hierarchical_session_seconds,
+        hierarchical_placements,
+        hierarchical_ratio: hierarchical_session_seconds / flat_queues_session_seconds.max(1e-9),
         peak_rss_bytes: crate::peak_rss_bytes(),
     }
 }

@@ -1,4 +1,5 @@
-//! The session benchmark on a tiny cluster: it runs, and the preemption figure evicts.
+//! The session benchmark on a tiny cluster: it runs, the preemption figure evicts, and the
+//! hierarchical-queue figure runs.
 
 #[test]
 fn session_bench_runs_and_the_full_cluster_preempts() {
@@ -7,4 +8,9 @@ fn session_bench_runs_and_the_full_cluster_preempts() {
     assert!(r.preempt_session_seconds > 0.0);
     assert!(r.preempt_victims > 0, "{r:?}");
     assert!(r.preemptors_served > 0, "{r:?}");
+    // The hierarchical-queue figure runs both sessions (on so small a cluster the groups'
+    // capabilities hold the tree's few large gangs back, so only flat is sure to place).
+    assert!(r.flat_queues_placements > 0, "{r:?}");
+    assert!(r.hierarchical_session_seconds > 0.0, "{r:?}");
+    assert!(r.hierarchical_ratio > 0.0, "{r:?}");
 }

@@ -204,6 +204,19 @@ pub fn run(args: BenchArgs) -> CommandResult {
                             r.peak_rss_bytes >> 20
                         )?;
                     }
+                    for r in &results {
+                        writeln!(
+                            out,
+                            "{} nodes, {} leaf queues: flat {:.3}s ({} placed), 3-level tree {:.3}s ({} placed): ×{:.2}",
+                            r.nodes,
+                            session::TREE_LEAVES,
+                            r.flat_queues_session_seconds,
+                            r.flat_queues_placements,
+                            r.hierarchical_session_seconds,
+                            r.hierarchical_placements,
+                            r.hierarchical_ratio
+                        )?;
+                    }
                     if results.len() > 1 {
                         let first = &results[0];
                         for r in &results[1..] {

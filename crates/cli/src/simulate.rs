@@ -332,6 +332,10 @@ fn narrate(sim: &Simulation, index: usize, step: &Step, result: &StepResult) -> 
                 &report::gang_table(sim, &report::report(sim)),
                 "        ",
             ));
+            if let Some(tree) = report::queue_tree_table(sim) {
+                out.push('\n');
+                out.push_str(&indent(&tree, "        "));
+            }
             if let Some(pods) = report::lone_pod_table(sim) {
                 out.push('\n');
                 out.push_str(&indent(&pods, "        "));

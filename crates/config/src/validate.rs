@@ -440,16 +440,6 @@ impl Validator {
             Some(entry) => self.tiers(entry)?,
             None => Vec::new(),
         };
-        let capacity_hierarchy = tiers
-            .iter()
-            .flat_map(|t| &t.plugins)
-            .any(|p| p.name == "capacity" && p.enabled(Hook::Hierarchy));
-        if capacity_hierarchy && actions.contains(&Action::Reclaim) {
-            return Err(problem(
-                &actions_entry.target(),
-                "the reclaim action is not supported with hierarchical queues (capacity with enableHierarchy: true) yet: it would choose victims as if the queues were flat; remove reclaim or the hierarchy",
-            ));
-        }
         let configurations = match known.get("configurations") {
             Some(entry) => self.configurations(entry, &actions)?,
             None => BTreeMap::new(),

@@ -77,11 +77,6 @@ fn bad_configs_name_file_line_column_and_key() {
             "bad.yaml:6:7: tiers[0].plugins[0].arguments: ancestorReclaimLevel 2 is not supported: with hierarchical queues Caldera's reclaim keeps every queue on a victim's path below the reclaimer's family at or above its deserved share, whatever the level (docs/queues.md); remove the argument".into(),
         ),
         (
-            "reclaim with hierarchical capacity",
-            "actions: enqueue, allocate, reclaim\ntiers:\n- plugins:\n  - name: capacity\n    enableHierarchy: true\n",
-            "bad.yaml:1:10: actions: the reclaim action is not supported with hierarchical queues (capacity with enableHierarchy: true) yet: it would choose victims as if the queues were flat; remove reclaim or the hierarchy".into(),
-        ),
-        (
             "duplicate plugin across tiers",
             "actions: enqueue\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n  - name: gang\n",
             "bad.yaml:6:11: tiers[1].plugins[0].name: plugin \"gang\" is listed twice (first at tiers[0].plugins[0])".into(),

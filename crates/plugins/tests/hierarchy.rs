@@ -1,7 +1,8 @@
 //! Property tests of hierarchical queues (capacity with `enableHierarchy: true`) over random
 //! queue trees and workloads: no queue on any path is taken past its capability (nor past what
 //! its parent's capability leaves once its siblings' guarantees are kept), only leaf queues
-//! get binds, and the plan is deterministic.
+//! get binds, reclaim never takes a queue on a victim's path below its deserved share or
+//! guarantee, and the plan is deterministic.
 
 use caldera_config::SchedulerConfig;
 use caldera_model::{Snapshot, Time};
@@ -139,6 +140,26 @@ fn config() -> SchedulerConfig {
     caldera_config::parse(CONFIG, None).expect("test config parses")
 }
 
+fn reclaim_config() -> SchedulerConfig {
+    let text = CONFIG.replace(
+        "enqueue, allocate, backfill",
+        "enqueue, allocate, reclaim, backfill",
+    );
+    caldera_config::parse(&text, None).expect("test config parses")
+}
+
+/// Root first down to `q` in the spec's tree.
+fn spec_path(tree: &[QueueSpec], q: usize) -> Vec<usize> {
+    let mut p = vec![q];
+    let mut at = q;
+    while let Some(up) = tree[at].parent {
+        p.push(up);
+        at = up;
+    }
+    p.reverse();
+    p
+}
+
 /// GPUs held per queue's subtree before the session, and added by its binds.
 fn held(tree: &[QueueSpec], s: &Snapshot, plan: &caldera_model::Plan) -> (Vec<i64>, Vec<i64>) {
     let by_name: BTreeMap<String, usize> = (0..tree.len()).map(|i| (name(i), i)).collect();
@@ -219,6 +240,37 @@ proptest! {
             let t = s.tasks.iter().find(|t| t.namespace == b.namespace && t.name == b.name).unwrap();
             let q = &*s.jobs[t.job].queue;
             prop_assert!(!inner.iter().any(|i| i == q), "{} bound in inner queue {q}", b.name);
+        }
+    }
+
+    #[test]
+    fn reclaim_keeps_every_queue_on_a_victims_path_at_its_deserved_share_and_guarantee((tree, s) in cluster()) {
+        let out = scheduler(&reclaim_config()).unwrap().run(&s, Time::from_secs(10));
+        let (before, _) = held(&tree, &s, &out.plan);
+        let queue_of = |job: &str| {
+            let j = s.jobs.iter().find(|j| &*j.id == job).unwrap();
+            (0..tree.len()).find(|&i| name(i) == *j.queue)
+        };
+        // GPUs leaving each queue's subtree for a reclaimer outside it.
+        let mut lost = vec![0i64; tree.len()];
+        let mut paths = Vec::new();
+        for e in out.plan.evictions.iter().filter(|e| e.action == "reclaim") {
+            let (Some(v), Some(r)) = (queue_of(&e.job), queue_of(&e.preemptor)) else { continue };
+            let t = s.tasks.iter().find(|t| t.namespace == e.namespace && t.name == e.name).unwrap();
+            let (pv, pr) = (spec_path(&tree, v), spec_path(&tree, r));
+            let shared = pv.iter().zip(&pr).take_while(|(a, b)| a == b).count();
+            for &x in &pv[shared..] {
+                lost[x] += t.request.get(GPU);
+            }
+            paths.push(pv[shared..].to_vec());
+        }
+        for path in paths {
+            for x in path {
+                let floor = tree[x].deserved.unwrap_or(0).max(tree[x].guarantee);
+                prop_assert!(before[x] - lost[x] >= floor,
+                    "reclaim took queue {} from {} to {} GPUs, below its deserved/guarantee {floor}",
+                    name(x), before[x], before[x] - lost[x]);
+            }
         }
     }
 

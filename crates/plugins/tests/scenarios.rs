@@ -766,6 +766,58 @@ fn explain_shows_node_by_node_how_many_members_fit() {
 }
 
 #[test]
+fn explain_draws_the_queue_path_with_shares() {
+    let config = caldera_config::parse(
+        "actions: enqueue, allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: capacity\n    enableHierarchy: true\n",
+        None,
+    )
+    .unwrap();
+    let c = Cluster::new()
+        .node(gpu_node("node-a"))
+        .queue(queue("research").deserved_gpus(8).capability_gpus(4))
+        .queue(queue("vision").parent("research").deserved_gpus(6))
+        .pod(
+            pod("default", "run-0")
+                .group("run")
+                .gpus(2)
+                .on("node-a")
+                .running(),
+        )
+        .group(podgroup("default", "run").min_member(1).queue("vision"))
+        .group(podgroup("default", "tp4").min_member(4).queue("vision"))
+        .members("default", "tp4", 4, |p| p.gpus(1));
+    let s = scheduler(&config).unwrap();
+    let e = s
+        .explain(&c.snapshot(), Time::from_secs(1), "default/tp4")
+        .expect("job exists");
+    let text = e.to_string();
+    let line = |q: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{q}: deserved")))
+            .unwrap_or_else(|| panic!("no line for {q}: {text}"))
+            .to_string()
+    };
+    let (research, vision) = (line("research"), line("vision"));
+    assert!(
+        research.starts_with("      research: deserved {nvidia.com/gpu: 8}"),
+        "{text}"
+    );
+    assert!(research.ends_with("share 0.25"), "{text}");
+    assert!(
+        vision.starts_with("        vision: deserved {nvidia.com/gpu: 6}"),
+        "{text}"
+    );
+    assert!(vision.ends_with("share 0.33"), "{text}");
+    // vision inherits research's capability of 4 GPUs: 2 run, so the gang of 4 is held.
+    assert!(
+        text.contains(
+            "queue vision would exceed its capability {cpu: 64, memory: 512Gi, nvidia.com/gpu: 4}"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
 fn full_cluster_with_one_queue_says_unschedulable_not_quota() {
     // The default queue deserves the whole cluster: when it is full, a waiting gang is short
     // of nodes, not of quota, so cluster-autoscaler must see Unschedulable.

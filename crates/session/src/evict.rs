@@ -73,6 +73,14 @@ pub struct Switches {
     pub reclaim: bool,
     /// No plugin turned `enablePreemptive` off: queues below their share may reclaim.
     pub preemptive: bool,
+    /// Deserved shares are explicit (the capacity plugin): a queue reclaims while the gang
+    /// fits its share on the resources the share names (Volcano's zero-filtered check), not
+    /// on every resource.
+    pub explicit_deserved: bool,
+    /// Hierarchical queues are on (capacity with `enableHierarchy`): reclaim takes from the
+    /// nearest relatives first and keeps every queue on a victim's path below the common
+    /// ancestor at its deserved share and guarantee.
+    pub tree: bool,
 }
 
 /// Which action is choosing.
@@ -246,12 +254,67 @@ fn stays_at_share(ssn: &Session, q: usize, unit: &Resources, gone: Option<&Resou
         .any(|(r, v)| v > 0 && deserved.get(r) > 0 && allocated.get(r) - v >= deserved.get(r))
 }
 
-/// Whether `queue` is below its deserved share enough to take `need` more.
+/// Whether reclaiming for queue `rq` may take `unit` (Σ of the tasks to take) from queue
+/// `vq`. Flat queues: `vq` keeps its deserved share ([`stays_at_share`]). With the queue tree
+/// (`tree`), every queue on `vq`'s path below its deepest common ancestor with `rq` — `vq`
+/// and the ancestors that are not also `rq`'s — must be reclaimable, keep its deserved share
+/// on some resource the unit holds, and keep its guarantee on every resource. `gone`: per
+/// victim queue, what units set aside already count as given up.
+fn may_give_up(
+    ssn: &Session,
+    tree: bool,
+    rq: usize,
+    vq: usize,
+    unit: &Resources,
+    gone: &HashMap<usize, Resources>,
+) -> bool {
+    if !tree {
+        return stays_at_share(ssn, vq, unit, gone.get(&vq));
+    }
+    let st = &ssn.state;
+    let common = st.tree.common_ancestor(rq, vq);
+    let path = st.tree.path(vq);
+    let below = path.iter().position(|&x| x == common).map_or(0, |i| i + 1);
+    path[below..].iter().all(|&x| {
+        let Some(queue) = st.queues.get(x) else {
+            return false;
+        };
+        // What x's subtree has given up through units set aside.
+        let mut left = st.tree_allocated[x].clone();
+        for (q, r) in gone {
+            if *q == x || st.tree.ancestors(*q).contains(&x) {
+                left.sub(r);
+            }
+        }
+        let Some(deserved) = ssn.deserved(x) else {
+            return false;
+        };
+        let after = left.minus(unit);
+        queue.reclaimable
+            && unit
+                .iter()
+                .any(|(r, v)| v > 0 && deserved.get(r) > 0 && after.get(r) >= deserved.get(r))
+            && queue.guarantee.iter().all(|(r, g)| after.get(r) >= g)
+    })
+}
+
+/// Whether `queue` is below its deserved share enough to take `need` more. With explicit
+/// shares (capacity) only the resources the share names count, and one of them must be asked.
 fn below_share(ssn: &Session, q: usize, need: &Resources) -> bool {
     let Some(deserved) = ssn.deserved(q) else {
         return false;
     };
     let allocated = &ssn.state.queue_allocated[q];
+    if ssn.eviction.explicit_deserved {
+        let named: Vec<(&str, i64)> = need
+            .iter()
+            .filter(|&(r, v)| v > 0 && deserved.get(r) > 0)
+            .collect();
+        return !named.is_empty()
+            && named
+                .iter()
+                .all(|&(r, v)| allocated.get(r) + v <= deserved.get(r));
+    }
     need.iter()
         .all(|(r, v)| allocated.get(r) + v <= deserved.get(r))
 }
@@ -815,7 +878,17 @@ fn search(
     let at = &pool.at;
     let mut set_aside = SetAside::new(at);
     let mut placement = None;
-    for (rank, unit) in pool.candidates(&rule).enumerate() {
+    let mut candidates: Vec<&Unit> = pool.candidates(&rule).collect();
+    if mode == Mode::Reclaim && ssn.eviction.tree {
+        // Nearest relatives first: siblings (deepest common ancestor), then cousins, and so
+        // up the tree (Volcano's hierarchical VictimQueueOrderFn); the stable sort keeps the
+        // action's ranking within each.
+        let tree = &ssn.state.tree;
+        let rq = ssn.state.job_queue[job];
+        candidates
+            .sort_by_key(|u| std::cmp::Reverse(tree.depth(tree.common_ancestor(rq, u.queue))));
+    }
+    for (rank, unit) in candidates.into_iter().enumerate() {
         let tasks: Vec<usize> = unit
             .tasks
             .iter()
@@ -846,7 +919,8 @@ fn search(
                 req.add(&ssn.state.tasks[t].request);
             }
             let vq = ssn.state.job_queue[unit.job];
-            if !stays_at_share(ssn, vq, &req, set_aside.by_queue.get(&vq)) {
+            let rq = ssn.state.job_queue[job];
+            if !may_give_up(ssn, ssn.eviction.tree, rq, vq, &req, &set_aside.by_queue) {
                 continue;
             }
         }

@@ -48,6 +48,9 @@ pub struct Explanation {
     pub enqueue: Option<String>,
     /// Queue share line: deserved, allocated, overused.
     pub queue_line: Option<String>,
+    /// With hierarchical queues: the job's queue and its ancestors, root first, each with its
+    /// deserved share, allocation (its whole subtree) and share.
+    pub queue_path: Vec<String>,
     /// Why the session held it, if it did.
     pub held: Option<String>,
     /// Per kind of member.
@@ -134,6 +137,7 @@ impl Scheduler {
                     fresh.overused(q)
                 )
             });
+        let queue_path = queue_path(&fresh, q);
         let kinds = kinds(&fresh, ji);
         let job = &snapshot.jobs[ji];
         Some(Explanation {
@@ -145,6 +149,7 @@ impl Scheduler {
             placed,
             enqueue,
             queue_line,
+            queue_path,
             held: invalid.map(|m| format!("not enough members: {m}")).or(held),
             kinds,
             victims,
@@ -237,6 +242,37 @@ fn kinds(ssn: &Session, ji: usize) -> Vec<KindReport> {
         .collect()
 }
 
+/// Root first down to queue `q`, one line per queue (indented by depth): deserved,
+/// allocated over its subtree, share. Empty when `q` hangs directly under a virtual root
+/// (flat queues) and is not in a tree at all; a queue out of the tree says why.
+fn queue_path(ssn: &Session, q: usize) -> Vec<String> {
+    let st = &ssn.state;
+    if let Some(problem) = st.tree.problem(q) {
+        return vec![format!(
+            "{}: not in the queue tree: {problem}",
+            st.queues[q].name
+        )];
+    }
+    let path = st.tree.path(q);
+    if path.len() <= 2 && st.tree.virtual_root() && st.tree.is_leaf(q) {
+        return Vec::new();
+    }
+    path.iter()
+        .map(|&x| {
+            let indent = "  ".repeat(st.tree.depth(x));
+            let name = st.tree.name(x);
+            match ssn.deserved(x) {
+                Some(d) => format!(
+                    "{indent}{name}: deserved {d}, allocated {}, share {:.2}",
+                    st.tree_allocated[x],
+                    caldera_queue::capacity::share(&st.tree_allocated[x], &d)
+                ),
+                None => format!("{indent}{name}: allocated {}", st.tree_allocated[x]),
+            }
+        })
+        .collect()
+}
+
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -249,6 +285,12 @@ impl fmt::Display for Explanation {
         }
         if let Some(q) = &self.queue_line {
             writeln!(f, "  queue {}: {q}", self.queue)?;
+        }
+        if !self.queue_path.is_empty() {
+            writeln!(f, "  queue tree (allocated counts each queue's subtree):")?;
+            for line in &self.queue_path {
+                writeln!(f, "    {line}")?;
+            }
         }
         match (&self.held, self.placed) {
             (_, n) if n > 0 => writeln!(f, "  this session places {n} members")?,

@@ -196,6 +196,8 @@ impl Scheduler {
             preempt: named("preempt") && options().any(|o| o.enabled(Hook::Preemptable)),
             reclaim: named("reclaim") && options().any(|o| o.enabled(Hook::Reclaimable)),
             preemptive: options().all(|o| o.enabled(Hook::Preemptive)),
+            explicit_deserved: options().any(|o| o.name == "capacity"),
+            tree: options().any(|o| o.name == "capacity" && o.enabled(Hook::Hierarchy)),
         };
         Ok(Scheduler {
             plugins,

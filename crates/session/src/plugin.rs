@@ -113,7 +113,8 @@ pub trait Plugin: Debug {
         0.0
     }
 
-    /// The queue's deserved share, if this plugin computes one (proportion); reported in the
+    /// The queue's deserved share, if this plugin computes one (proportion, capacity; capacity
+    /// answers for inner queues of the tree too); reported in the
     /// outcome. The first plugin that answers wins.
     fn deserved(&self, _queue: usize) -> Option<caldera_model::Resources> {
         None

@@ -347,7 +347,7 @@ impl Session {
         }
     }
 
-    /// The queue's deserved share, if a plugin computes one (proportion).
+    /// The queue's deserved share, if a plugin computes one (proportion, capacity).
     pub fn deserved(&self, queue: usize) -> Option<Resources> {
         self.slots.iter().find_map(|s| s.plugin.deserved(queue))
     }

@@ -124,6 +124,9 @@ pub struct NodeRow {
 pub struct QueueRow {
     /// Name.
     pub name: String,
+    /// `spec.parent`, when set (hierarchical queues).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
     /// Deserved share from the last session, or null when no plugin computed one.
     pub deserved: Option<BTreeMap<String, String>>,
     /// Σ requests of its members that hold a node.
@@ -234,9 +237,16 @@ pub fn report(sim: &Simulation) -> Report {
         })
         .collect();
     let shares = sim.queue_shares();
+    let snap = sim.snapshot();
+    let parents: BTreeMap<&str, &str> = snap
+        .queues
+        .iter()
+        .filter_map(|q| q.parent.as_deref().map(|p| (&*q.name, p)))
+        .collect();
     let queues = queue_allocated(sim)
         .into_iter()
         .map(|(name, allocated)| QueueRow {
+            parent: parents.get(name.as_str()).map(|p| p.to_string()),
             deserved: shares
                 .get(&name)
                 .and_then(|s| s.deserved.as_ref())
@@ -547,11 +557,66 @@ pub fn gpu_view(sim: &Simulation) -> Option<String> {
     Some(out)
 }
 
-/// Everything for people: the gang table, lone pods, and GPU occupancy.
+/// The queue tree, when any queue names a parent: each queue under its parent (indented),
+/// with its deserved share, allocation over its subtree and share (max over deserved
+/// resources of allocated / deserved).
+pub fn queue_tree_table(sim: &Simulation) -> Option<String> {
+    let snap = sim.snapshot();
+    if snap.queues.iter().all(|q| q.parent.is_none()) {
+        return None;
+    }
+    let tree = caldera_queue::QueueTree::of(&snap.queues);
+    let allocated = queue_allocated(sim);
+    let shares = sim.queue_shares();
+    let mut rows = Vec::new();
+    let mut visit = vec![tree.root()];
+    // Depth first, children in name order, so each queue sits under its parent.
+    while let Some(x) = visit.pop() {
+        let name = tree.name(x).to_string();
+        let deserved = shares.get(&name).and_then(|s| s.deserved.clone());
+        let held = allocated.get(&name).cloned().unwrap_or_default();
+        let virtual_root = x >= tree.queues();
+        if !virtual_root {
+            rows.push(vec![
+                format!(
+                    "{}{name}",
+                    "  ".repeat(
+                        tree.depth(x)
+                            .saturating_sub(usize::from(tree.virtual_root()))
+                    )
+                ),
+                deserved.as_ref().map_or("-".into(), |d| d.to_string()),
+                held.to_string(),
+                deserved.as_ref().map_or("-".into(), |d| {
+                    format!("{:.2}", caldera_queue::capacity::share(&held, d))
+                }),
+            ]);
+        }
+        visit.extend(tree.children(x).iter().rev());
+    }
+    for q in 0..tree.queues() {
+        if let Some(problem) = tree.problem(q) {
+            rows.push(vec![
+                tree.name(q).to_string(),
+                "-".into(),
+                "-".into(),
+                format!("not in the tree: {problem}"),
+            ]);
+        }
+    }
+    Some(table(&["QUEUE", "DESERVED", "ALLOCATED", "SHARE"], &rows))
+}
+
+/// Everything for people: the gang table, the queue tree (hierarchical queues only), lone
+/// pods, and GPU occupancy.
 pub fn render_text(sim: &Simulation) -> String {
     let mut out = format!("at {} after {} sessions\n\n", sim.now(), sim.sessions());
     let report = report(sim);
     out.push_str(&gang_table(sim, &report));
+    if let Some(t) = queue_tree_table(sim) {
+        out.push('\n');
+        out.push_str(&t);
+    }
     if let Some(t) = lone_pod_table(sim) {
         out.push('\n');
         out.push_str(&t);

@@ -74,6 +74,8 @@ scenarios! {
     hierarchy_order_by_parent_share => "hierarchy/order-by-parent-share.yaml",
     hierarchy_parent_capability => "hierarchy/parent-capability.yaml",
     hierarchy_proportion_refuses_parent => "hierarchy/proportion-refuses-parent.yaml",
+    hierarchy_reclaim_keeps_path_deserved => "hierarchy/reclaim-keeps-path-deserved.yaml",
+    hierarchy_reclaim_sibling_before_cousin => "hierarchy/reclaim-sibling-before-cousin.yaml",
     interpod_affinity_zone => "interpod-affinity-zone.yaml",
     interpod_existing_anti_affinity => "interpod-existing-anti-affinity.yaml",
     interpod_existing_preferred_affinity => "interpod-existing-preferred-affinity.yaml",

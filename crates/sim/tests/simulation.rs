@@ -462,6 +462,38 @@ fn reports_show_gangs_and_gpu_bars() {
     );
 }
 
+#[test]
+fn reports_draw_the_queue_tree() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/hierarchy/idle-to-sibling-first.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let scenario = scenario::load(&text, "idle-to-sibling-first.yaml").unwrap();
+    let (outcome, sim) = scenario.run().unwrap();
+    assert!(outcome.passed(), "{outcome}");
+    let text = report::render_text(&sim);
+    // Each queue under its parent, with deserved, allocated over its subtree, and share.
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("nvidia.com/gpu"))
+        .collect();
+    let find = |q: &str| {
+        lines
+            .iter()
+            .find(|l| l.trim_start().starts_with(&format!("{q} ")))
+            .copied()
+            .unwrap_or_else(|| panic!("no row for {q}:\n{text}"))
+    };
+    assert!(find("language").starts_with("language "), "{text}");
+    assert!(find("lang-a").starts_with("  lang-a "), "{text}");
+    assert!(
+        find("vision").contains("1.00"),
+        "vision holds 8 of 8: {text}"
+    );
+    assert!(find("vision-a").contains("0.00"), "{text}");
+    let json = report::to_json(&report::report(&sim)).unwrap();
+    assert!(json.contains("\"parent\": \"vision\""), "{json}");
+}
+
 const BOUND: &str = "
 apiVersion: v1
 kind: Node
