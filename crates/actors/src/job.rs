@@ -390,7 +390,13 @@ mod tests {
         let deleted: Vec<Option<i32>> = s
             .delete
             .iter()
-            .map(|n| index_of(pods.iter().find(|p| p.metadata.name.as_ref() == Some(n)).unwrap()))
+            .map(|n| {
+                index_of(
+                    pods.iter()
+                        .find(|p| p.metadata.name.as_ref() == Some(n))
+                        .unwrap(),
+                )
+            })
             .collect();
         assert_eq!(deleted, vec![Some(3), Some(2), Some(1)]);
     }

@@ -512,7 +512,7 @@ impl ClusterIndex {
                     && wanted.priority_class == existing.priority_class
                     && wanted.min_resources == existing.min_resources
                     && wanted.timeout_seconds == existing.timeout_seconds;
-                (!same).then(|| DerivedWrite::Update(*pg))
+                (!same).then_some(DerivedWrite::Update(*pg))
             })
             .collect()
     }

@@ -8,12 +8,12 @@ use crate::cluster::{Invalid, Watched};
 use crate::overlay::{Kind, Written};
 use crate::{wall_clock, Shared};
 use caldera_binder::Binder;
+use caldera_cache::workload::DerivedWrite;
 use caldera_model::{
     Condition, Event, EventObject, PendingReason, Plan, PodGroupStatusUpdate, Snapshot, Time,
 };
 use caldera_session::close::NOT_BOUND_AFTER_RELEASE;
 use caldera_session::{Outcome, Scheduler};
-use caldera_cache::workload::DerivedWrite;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::Client;
 use std::collections::{BTreeMap, HashMap};
@@ -198,7 +198,9 @@ async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut 
             .derived_podgroups(&active.snapshot_options)
     };
     let now = Instant::now();
-    state.derived.retain(|_, at| now.duration_since(*at) < DERIVED_RETRY);
+    state
+        .derived
+        .retain(|_, at| now.duration_since(*at) < DERIVED_RETRY);
     for write in wanted {
         let pg = write.podgroup();
         let namespace = pg.metadata.namespace.clone().unwrap_or_default();
@@ -213,14 +215,20 @@ async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut 
         let result = match &write {
             DerivedWrite::Create(pg) => api.create(&PostParams::default(), pg).await.map(drop),
             DerivedWrite::Update(_) => api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(write.spec_patch()))
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(write.spec_patch()),
+                )
                 .await
                 .map(drop),
         };
         match result {
             Ok(()) => info!(podgroup = %key, "wrote PodGroup derived from its workload"),
             Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => warn!(podgroup = %key, error = %e, "could not write derived PodGroup; will try again"),
+            Err(e) => {
+                warn!(podgroup = %key, error = %e, "could not write derived PodGroup; will try again")
+            }
         }
     }
 }
