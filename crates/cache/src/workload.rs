@@ -234,7 +234,6 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
     let Some(spec) = job.spec.as_ref() else {
         return JobGang::NotGrouped("the Job has no spec");
     };
-    let template_meta = spec.template.metadata.clone().unwrap_or_default();
     let default_spec = Default::default();
     let pod_spec = spec.template.spec.as_ref().unwrap_or(&default_spec);
     let scheduler = pod_spec
@@ -242,9 +241,12 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
         .as_deref()
         .filter(|s| !s.is_empty())
         .unwrap_or(caldera_api::KUBE_SCHEDULER_NAME);
+    // First and cheap: most Jobs of a cluster are kube-scheduler's, and this runs for every
+    // known Job before each session.
     if !scheduler_names.iter().any(|s| s == scheduler) {
         return JobGang::NotGrouped("its pods name another scheduler");
     }
+    let template_meta = spec.template.metadata.clone().unwrap_or_default();
     if group_name(&template_meta).is_some() {
         return JobGang::NotGrouped("its pods name a PodGroup of their own");
     }
