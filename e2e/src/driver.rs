@@ -155,6 +155,9 @@ pub struct LiveRun {
     /// Uids of every object this run created, deleted ones included: cleanup deletes the
     /// events about them.
     created: HashSet<String>,
+    /// Uids of the pods of the run's Jobs seen while it ran (their controller makes and
+    /// deletes them): their events are the run's too.
+    job_pods: std::sync::Mutex<HashSet<String>>,
     check_invariants: bool,
     kubelets: Kubelets,
     /// Played when the scenario has `spec.autoscaler`.
@@ -222,6 +225,7 @@ impl LiveRun {
             default_queue_existed: false,
             verified: HashSet::new(),
             created: HashSet::new(),
+            job_pods: Default::default(),
             check_invariants: true,
         };
         install_crds(&run.client, run.options.wait_timeout, run.options.poll).await?;
@@ -645,6 +649,7 @@ impl LiveRun {
         let end = Instant::now() + d;
         loop {
             self.kubelets.finish_terminations().await?;
+            self.note_job_pods().await?;
             if let Some(a) = &self.autoscaler {
                 a.turn(&self.client, self.options.wait_timeout).await?;
             }
@@ -654,6 +659,25 @@ impl LiveRun {
             }
             tokio::time::sleep((end - now).min(self.options.poll)).await;
         }
+    }
+
+    /// Remembers the uids of the pods of the run's Jobs (labelled with the run through their
+    /// template), when the scenario has Jobs.
+    async fn note_job_pods(&self) -> Result<()> {
+        if !self.applied.keys().any(|k| k.kind == Kind::Job) {
+            return Ok(());
+        }
+        let selector = format!("{RUN_LABEL}={}", self.options.run_id);
+        let pods = crate::objects::api(&self.client, Kind::Pod, None)
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| Error::api("list", "Pods".to_string(), e))?;
+        let mut seen = self
+            .job_pods
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.extend(pods.items.into_iter().filter_map(|p| p.metadata.uid));
+        Ok(())
     }
 
     /// Checks `e`, re-reading for up to the settle time while it fails (the kubelets keep
@@ -835,6 +859,12 @@ impl LiveRun {
         let selector = format!("{RUN_LABEL}={}", self.options.run_id);
         let mut uids = self.delete_labelled(&selector).await?;
         uids.extend(self.created.drain());
+        uids.extend(
+            self.job_pods
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .drain(),
+        );
         if !self.default_queue_existed {
             let key = ObjectKey::new(Kind::Queue, None, caldera_api::DEFAULT_QUEUE);
             if let Some(q) = self.get(&key).await? {

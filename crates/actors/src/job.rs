@@ -14,7 +14,9 @@
 //! counter so a run is deterministic. Failed pods are replaced until more than
 //! `backoffLimit` (default 6) have failed; then the Job is `Failed` (reason
 //! `BackoffLimitExceeded`) and its active pods are deleted. A Job whose completions are all
-//! done is `Complete` (with `SuccessCriteriaMet`).
+//! done is `Complete` (with `SuccessCriteriaMet`). With more active pods than it wants
+//! (`parallelism` lowered) it deletes the surplus: pods not yet scheduled first, then the
+//! newest.
 //!
 //! Not modelled: the `batch.kubernetes.io/job-tracking` finalizer, `podFailurePolicy`,
 //! `backoffLimitPerIndex`, `activeDeadlineSeconds`, `podReplacementPolicy` (a terminating pod
@@ -39,7 +41,8 @@ pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 pub struct Sync {
     /// Pods to create, in order.
     pub create: Vec<Pod>,
-    /// Pods to delete (names): the active pods of a Job that has just failed.
+    /// Pods to delete (names): the active pods of a Job that has just failed, or the surplus
+    /// of one scaled down.
     pub delete: Vec<String>,
     /// The Job's status after the sync (counts and conditions).
     pub status: JobStatus,
@@ -175,6 +178,25 @@ pub fn sync(job: &Job, pods: &[&Pod], taken: &dyn Fn(&str) -> bool) -> Sync {
         None if succeeded > 0 => 0,
         None => parallelism,
     };
+    if active.len() as i32 > wanted {
+        // Scaled down: the controller deletes the surplus, pods not yet scheduled first,
+        // then the newest (highest index, then name).
+        let mut surplus: Vec<&Pod> = active.clone();
+        surplus.sort_by_key(|p| {
+            let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+            (
+                bound,
+                std::cmp::Reverse(index_of(p)),
+                std::cmp::Reverse(p.metadata.name.clone()),
+            )
+        });
+        out.delete = surplus
+            .iter()
+            .take(active.len() - wanted.max(0) as usize)
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        return out;
+    }
     let missing = (wanted - active.len() as i32).max(0);
     let busy: BTreeSet<i32> = active.iter().filter_map(|p| index_of(p)).collect();
     let mut free =
@@ -354,6 +376,29 @@ mod tests {
         let s = sync(&j, &[&failed, &first[1]], &|_| false);
         assert!(s.create.is_empty());
         assert_eq!(s.delete, vec![first[1].metadata.name.clone().unwrap()]);
+    }
+
+    #[test]
+    fn scaled_down_job_deletes_unscheduled_pods_first() {
+        let mut j = job(4, Some(4), true);
+        let mut pods = sync(&j, &[], &|_| false).create;
+        pods[0].spec.get_or_insert_with(Default::default).node_name = Some("n".into());
+        j.spec.as_mut().unwrap().parallelism = Some(1);
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let s = sync(&j, &refs, &|_| false);
+        assert!(s.create.is_empty());
+        let deleted: Vec<Option<i32>> = s
+            .delete
+            .iter()
+            .map(|n| {
+                index_of(
+                    pods.iter()
+                        .find(|p| p.metadata.name.as_ref() == Some(n))
+                        .unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(deleted, vec![Some(3), Some(2), Some(1)]);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::convert::{
 use crate::error::{Error, Result};
 use crate::intern::SpecInterner;
 use crate::provisioning::{request_info, RequestInfo};
-use crate::workload::{job_finished, job_gang, job_podgroup_name, JobGang};
+use crate::workload::{job_finished, job_gang, job_podgroup_name, DerivedWrite, JobGang};
 use caldera_api::ProvisioningRequest;
 use caldera_api::{PodGroup, Queue as ApiQueue, DEFAULT_QUEUE};
 use caldera_model::{
@@ -482,11 +482,13 @@ impl ClusterIndex {
         self.jobs.get(&key_of(namespace, name))
     }
 
-    /// The PodGroups to create for workloads whose gang is derived (docs/workloads.md): one
-    /// per known Job that [`job_gang`] groups, in a namespace `opts.auto_group` covers, not
-    /// finished, whose PodGroup does not exist. A PodGroup of that name the Job does not own
-    /// is a clash: nothing is created (its pods say so). Sorted by namespace, then name.
-    pub fn derived_podgroups(&self, opts: &SnapshotOptions) -> Vec<PodGroup> {
+    /// The writes that bring the PodGroups of workloads whose gang is derived
+    /// (docs/workloads.md) up to date: for each known Job that [`job_gang`] groups, in a
+    /// namespace `opts.auto_group` covers, not finished, its PodGroup is created when missing
+    /// and its spec updated when the Job now derives another one (`parallelism` changed, an
+    /// override annotation set). A PodGroup of that name the Job does not own is a clash:
+    /// nothing is written (its pods say so). Sorted by namespace, then name.
+    pub fn derived_podgroups(&self, opts: &SnapshotOptions) -> Vec<DerivedWrite> {
         if opts.gate || !opts.auto_group.enabled {
             return Vec::new();
         }
@@ -494,14 +496,23 @@ impl ClusterIndex {
             .iter()
             .filter(|((ns, _), job)| opts.auto_group.covers(ns) && !job_finished(job))
             .filter_map(|((ns, name), job)| {
+                let JobGang::Gang(pg) = job_gang(job, &opts.scheduler_names) else {
+                    return None;
+                };
                 let id = format!("{ns}/{}", job_podgroup_name(name));
-                if self.podgroups.contains_key(id.as_str()) {
+                let Some(existing) = self.podgroups.get(id.as_str()) else {
+                    return Some(DerivedWrite::Create(*pg));
+                };
+                if existing.owner_uid.as_deref() != job.metadata.uid.as_deref() {
                     return None;
                 }
-                match job_gang(job, &opts.scheduler_names) {
-                    JobGang::Gang(pg) => Some(*pg),
-                    _ => None,
-                }
+                let wanted = GroupInfo::try_from(&*pg).ok()?;
+                let same = wanted.min_member == existing.min_member
+                    && wanted.queue == existing.queue
+                    && wanted.priority_class == existing.priority_class
+                    && wanted.min_resources == existing.min_resources
+                    && wanted.timeout_seconds == existing.timeout_seconds;
+                (!same).then_some(DerivedWrite::Update(*pg))
             })
             .collect()
     }

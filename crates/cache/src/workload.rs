@@ -129,6 +129,37 @@ pub fn member_group(
     (owner_of(&name).as_deref() == Some(&*owner.uid)).then_some(name)
 }
 
+/// A write that brings a derived PodGroup up to date ([`crate::ClusterIndex::derived_podgroups`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DerivedWrite {
+    /// Create this PodGroup (it is missing).
+    Create(PodGroup),
+    /// Set the derived fields of the existing PodGroup's spec to this one's (`minMember`,
+    /// `minResources`, `queue`, `priorityClassName`, `scheduleTimeoutSeconds`).
+    Update(PodGroup),
+}
+
+impl DerivedWrite {
+    /// The PodGroup written.
+    pub fn podgroup(&self) -> &PodGroup {
+        match self {
+            DerivedWrite::Create(pg) | DerivedWrite::Update(pg) => pg,
+        }
+    }
+
+    /// The merge patch of an update: the derived fields, `null` where the derivation has none.
+    pub fn spec_patch(&self) -> serde_json::Value {
+        let spec = &self.podgroup().spec;
+        serde_json::json!({"spec": {
+            "minMember": spec.min_member,
+            "minResources": spec.min_resources,
+            "queue": spec.queue,
+            "priorityClassName": spec.priority_class_name,
+            "scheduleTimeoutSeconds": spec.schedule_timeout_seconds,
+        }})
+    }
+}
+
 /// What Caldera makes of a Job.
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobGang {
@@ -203,7 +234,6 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
     let Some(spec) = job.spec.as_ref() else {
         return JobGang::NotGrouped("the Job has no spec");
     };
-    let template_meta = spec.template.metadata.clone().unwrap_or_default();
     let default_spec = Default::default();
     let pod_spec = spec.template.spec.as_ref().unwrap_or(&default_spec);
     let scheduler = pod_spec
@@ -211,9 +241,12 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
         .as_deref()
         .filter(|s| !s.is_empty())
         .unwrap_or(caldera_api::KUBE_SCHEDULER_NAME);
+    // First and cheap: most Jobs of a cluster are kube-scheduler's, and this runs for every
+    // known Job before each session.
     if !scheduler_names.iter().any(|s| s == scheduler) {
         return JobGang::NotGrouped("its pods name another scheduler");
     }
+    let template_meta = spec.template.metadata.clone().unwrap_or_default();
     if group_name(&template_meta).is_some() {
         return JobGang::NotGrouped("its pods name a PodGroup of their own");
     }
@@ -470,10 +503,22 @@ mod tests {
 
         let wanted = index.derived_podgroups(&opts);
         assert_eq!(wanted.len(), 1);
-        let mut pg = wanted[0].clone();
+        let mut pg = match &wanted[0] {
+            DerivedWrite::Create(pg) => pg.clone(),
+            other => panic!("{other:?}"),
+        };
         pg.metadata.uid = Some("uid-pg".into());
         index.apply_podgroup(&pg).unwrap();
         assert!(index.derived_podgroups(&opts).is_empty());
+        // The Job scaled down: its PodGroup's spec follows.
+        let mut scaled = job.clone();
+        scaled.spec.as_mut().unwrap().parallelism = Some(2);
+        index.apply_job(&scaled);
+        match &index.derived_podgroups(&opts)[..] {
+            [DerivedWrite::Update(pg)] => assert_eq!(pg.spec.min_member, Some(2)),
+            other => panic!("{other:?}"),
+        }
+        index.apply_job(&job);
         let snap = index.snapshot(&opts);
         assert_eq!(snap.jobs.len(), 1);
         assert_eq!(&*snap.jobs[0].id, "ml/job-train");

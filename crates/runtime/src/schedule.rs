@@ -8,12 +8,13 @@ use crate::cluster::{Invalid, Watched};
 use crate::overlay::{Kind, Written};
 use crate::{wall_clock, Shared};
 use caldera_binder::Binder;
+use caldera_cache::workload::DerivedWrite;
 use caldera_model::{
     Condition, Event, EventObject, PendingReason, Plan, PodGroupStatusUpdate, Snapshot, Time,
 };
 use caldera_session::close::NOT_BOUND_AFTER_RELEASE;
 use caldera_session::{Outcome, Scheduler};
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::Client;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -196,10 +197,11 @@ async fn ensure_queue(shared: &Shared, client: &Client, name: &str) -> bool {
 /// not shown it yet.
 const DERIVED_RETRY: Duration = Duration::from_secs(10);
 
-/// Creates the PodGroups Caldera derives from workloads (`ClusterIndex::derived_podgroups`,
-/// docs/workloads.md) that the cache does not hold yet. Their pods wait ("PodGroup … does not
-/// exist yet") until the watch brings them. A 409 means it exists already; other failures
-/// are retried after [`DERIVED_RETRY`].
+/// Creates the PodGroups Caldera derives from workloads that the cache does not hold yet, and
+/// patches the derived fields of those whose workload now derives other ones
+/// (`ClusterIndex::derived_podgroups`, docs/workloads.md). Pods wait ("PodGroup … does not
+/// exist yet") until the watch brings a new one. A 409 on create means it exists already;
+/// other failures are retried after [`DERIVED_RETRY`], as is a write the watch has not shown.
 async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut LoopState) {
     let wanted = {
         let active = shared.active();
@@ -212,7 +214,8 @@ async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut 
     state
         .derived
         .retain(|_, at| now.duration_since(*at) < DERIVED_RETRY);
-    for pg in wanted {
+    for write in wanted {
+        let pg = write.podgroup();
         let namespace = pg.metadata.namespace.clone().unwrap_or_default();
         let name = pg.metadata.name.clone().unwrap_or_default();
         let key = format!("{namespace}/{name}");
@@ -222,11 +225,22 @@ async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut 
         state.derived.insert(key.clone(), now);
         let api: Api<caldera_api::PodGroup> = Api::namespaced(client.clone(), &namespace);
         shared.metrics.api_write("podgroup");
-        match api.create(&PostParams::default(), &pg).await {
-            Ok(_) => info!(podgroup = %key, "created PodGroup derived from its workload"),
+        let result = match &write {
+            DerivedWrite::Create(pg) => api.create(&PostParams::default(), pg).await.map(drop),
+            DerivedWrite::Update(_) => api
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(write.spec_patch()),
+                )
+                .await
+                .map(drop),
+        };
+        match result {
+            Ok(()) => info!(podgroup = %key, "wrote PodGroup derived from its workload"),
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => {
-                warn!(podgroup = %key, error = %e, "could not create derived PodGroup; will try again")
+                warn!(podgroup = %key, error = %e, "could not write derived PodGroup; will try again")
             }
         }
     }

@@ -41,6 +41,7 @@ use caldera_actors::kubelet::{self, Deletion};
 use caldera_actors::pv_controller;
 use caldera_actors::statefulset;
 use caldera_api::{HyperNode, PodGroup, ProvisioningRequest, Queue};
+use caldera_cache::workload::DerivedWrite;
 use caldera_cache::{ClusterIndex, SnapshotOptions};
 use caldera_model::{CapacityNeed, ConsumingPod};
 use caldera_model::{Snapshot, Time};
@@ -817,12 +818,26 @@ impl Store {
         self.refresh_budgets(now);
     }
 
-    /// Creates the PodGroups Caldera derives from workloads (`ClusterIndex::derived_podgroups`)
-    /// as the binder does. Returns them (`namespace/name`).
+    /// Writes the PodGroups Caldera derives from workloads (`ClusterIndex::derived_podgroups`)
+    /// as the runtime does: creates the missing ones, sets the derived fields of the others.
+    /// Returns them (`namespace/name`).
     pub fn create_derived_podgroups(&mut self, opts: &SnapshotOptions, now: Time) -> Vec<String> {
         let mut made = Vec::new();
-        for pg in self.index.derived_podgroups(opts) {
-            made.push(format!("{}/{}", ns_of(&pg.metadata), name_of(&pg.metadata)));
+        for write in self.index.derived_podgroups(opts) {
+            let mut pg = write.podgroup().clone();
+            let key = (ns_of(&pg.metadata), name_of(&pg.metadata));
+            made.push(format!("{}/{}", key.0, key.1));
+            if let (DerivedWrite::Update(_), Some(old)) = (&write, self.podgroups.get(&key)) {
+                // A merge patch of the derived fields: the rest of the object stays.
+                let mut spec = old.spec.clone();
+                spec.min_member = pg.spec.min_member;
+                spec.min_resources = pg.spec.min_resources.take();
+                spec.queue = pg.spec.queue.take();
+                spec.priority_class_name = pg.spec.priority_class_name.take();
+                spec.schedule_timeout_seconds = pg.spec.schedule_timeout_seconds;
+                pg = old.clone();
+                pg.spec = spec;
+            }
             // Derived from a Job that converted, so the PodGroup converts too.
             let _ = self.apply(Object::PodGroup(pg), now);
         }

@@ -59,6 +59,8 @@ scenarios! {
     workloads_job_opt_out => "workloads/job-opt-out.yaml",
     workloads_job_podgroup_deleted_with_job => "workloads/job-podgroup-deleted-with-job.yaml",
     workloads_job_seed1_indexed => "workloads/job-seed1-indexed.yaml",
+    workloads_job_scaled_down => "workloads/job-scaled-down.yaml",
+    workloads_job_seed2_no_deadlock => "workloads/job-seed2-no-deadlock.yaml",
     binpack_keeps_nodes_whole => "binpack-keeps-nodes-whole.yaml",
     enqueue_admission => "enqueue-admission.yaml",
     gang_spreads_without_topology => "gang-spreads-without-topology.yaml",
