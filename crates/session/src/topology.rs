@@ -115,6 +115,61 @@ fn held_nodes(ssn: &Session, job: usize) -> Vec<u32> {
     held
 }
 
+/// Why `job`'s hard topology rule could never be met, even on empty nodes: no domain of an
+/// allowed tier has the allocatable room for its gang (its `minResources`, else the requests
+/// of its first `minMember` members). `None` when some domain could, when the rule allows the
+/// cluster root, when members already hold nodes (the allocate action judges the pinned
+/// domain), and when the rule itself cannot be resolved (allocate says why).
+pub fn never_fits(ssn: &mut Session, job: usize) -> Option<String> {
+    let topo = ssn.state.jobs[job]
+        .topology
+        .clone()
+        .filter(|t| t.required)?;
+    let tree = ssn.topology_tree(&topo.source);
+    let allowed = topo.allowed_tier(&tree).ok()?;
+    if tree.is_empty() || allowed >= tree.root_tier() || !held_nodes(ssn, job).is_empty() {
+        return None;
+    }
+    let j = &ssn.state.jobs[job];
+    let gang = match &j.min_resources {
+        Some(r) => r.clone(),
+        None => {
+            let mut sum = Resources::new();
+            for &t in j.tasks.iter().take(j.min_member as usize) {
+                sum.add(&ssn.state.tasks[t].request);
+            }
+            sum
+        }
+    };
+    let mut largest: Option<(f64, u32, Resources)> = None;
+    for (i, d) in tree
+        .domains
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.tier <= allowed)
+    {
+        let (alloc, _) = ssn.room_of(&d.nodes);
+        if gang.fits_in(&alloc) {
+            return None;
+        }
+        let size = fullness(&alloc, &Resources::new(), &gang);
+        if largest.as_ref().is_none_or(|(s, _, _)| size < *s) {
+            largest = Some((size, i as u32, alloc));
+        }
+    }
+    let mut msg = format!(
+        "no {} domain of tier {allowed} or lower could hold the gang even empty (it needs {gang})",
+        topo.source_name()
+    );
+    if let Some((_, d, alloc)) = largest {
+        msg = format!(
+            "{msg}; the largest, {}, has {alloc} in all",
+            tree.domains[d as usize].name
+        );
+    }
+    Some(msg)
+}
+
 /// Places `tasks` (the gang needs `need` of them) under `topo`; see the module doc.
 pub(crate) fn place_in_topology(
     ssn: &mut Session,
