@@ -15,6 +15,7 @@ use crate::attempt::place_gang;
 use crate::session::{Placement, Session};
 use crate::state::Holdup;
 use caldera_model::{Resources, Topology, TopologySource, TopologyTree};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const USED_DOMAIN_BONUS: f64 = 1.0e6;
@@ -37,6 +38,11 @@ impl Session {
         }
     }
 
+    /// The first plugin's domain weights (see [`crate::plugin::Plugin::domain_weights`]).
+    pub fn domain_weights(&self) -> Option<&BTreeMap<String, f64>> {
+        self.slots.iter().find_map(|s| s.plugin.domain_weights())
+    }
+
     /// Σ allocatable and Σ idle over the Ready nodes of `nodes`.
     pub fn room_of(&self, nodes: &[u32]) -> (Resources, Resources) {
         let mut alloc = Resources::new();
@@ -53,18 +59,28 @@ impl Session {
 }
 
 /// Volcano's HyperNode binpack score of putting `gang` in a domain: over the resources the
-/// gang asks for, the weighted mean of (used + request) / allocatable. Higher is fuller.
-fn fullness(alloc: &Resources, idle: &Resources, gang: &Resources) -> f64 {
+/// gang asks for, the weighted mean of (used + request) / allocatable (weights from
+/// [`crate::plugin::Plugin::domain_weights`]). Higher is fuller.
+fn fullness(
+    weights_of: Option<&BTreeMap<String, f64>>,
+    alloc: &Resources,
+    idle: &Resources,
+    gang: &Resources,
+) -> f64 {
     let mut sum = 0.0;
     let mut weights = 0.0;
     for (name, req) in gang.iter() {
         let a = alloc.get(name);
-        if a <= 0 {
+        let w = match weights_of {
+            Some(map) => map.get(name).copied().unwrap_or(0.0),
+            None => 1.0,
+        };
+        if a <= 0 || w <= 0.0 {
             continue;
         }
         let used = a - idle.get(name);
-        sum += (used + req) as f64 / a as f64;
-        weights += 1.0;
+        sum += w * (used + req) as f64 / a as f64;
+        weights += w;
     }
     if weights > 0.0 {
         sum / weights
@@ -152,7 +168,7 @@ pub fn never_fits(ssn: &mut Session, job: usize) -> Option<String> {
         if gang.fits_in(&alloc) {
             return None;
         }
-        let size = fullness(&alloc, &Resources::new(), &gang);
+        let size = fullness(None, &alloc, &Resources::new(), &gang);
         if largest.as_ref().is_none_or(|(s, _, _)| size < *s) {
             largest = Some((size, i as u32, alloc));
         }
@@ -229,7 +245,8 @@ pub(crate) fn place_in_topology(
                 continue;
             }
             let holds_anchor = anchor.is_some_and(|a| tree.is_within(a, i));
-            candidates.push((holds_anchor, fullness(&alloc, &idle, &gang), i));
+            let score = fullness(ssn.domain_weights(), &alloc, &idle, &gang);
+            candidates.push((holds_anchor, score, i));
         }
         with_room += candidates.len();
         candidates.sort_by(|a, b| {
