@@ -63,6 +63,18 @@ pub struct SessionResult {
     pub hierarchical_placements: u64,
     /// hierarchical_session_seconds / flat_queues_session_seconds (same run).
     pub hierarchical_ratio: f64,
+    /// The network-topology figure: the nodes in three tiers of HyperNodes (8 nodes per
+    /// NVLink domain, 16 domains per spine, 8 spines per pod), nodes/5 pending gangs of 8–512
+    /// one-GPU members, half with a hard `networkTopology` (the lowest tier that can hold the
+    /// gang: 1 up to 64 members, else 2), half soft: members placed in one session.
+    pub topology_placements: u64,
+    /// Session time of that run.
+    pub topology_session_seconds: f64,
+    /// topology_placements / topology_session_seconds.
+    pub topology_placements_per_second: f64,
+    /// The same cluster and gangs without any topology rule, in the same run: the
+    /// unconstrained figure the topology one is compared with.
+    pub topology_unconstrained_placements_per_second: f64,
     /// Peak resident set size so far.
     pub peak_rss_bytes: u64,
 }
@@ -265,6 +277,74 @@ fn index_of(objects: &gen::Objects) -> ClusterIndex {
     idx
 }
 
+/// The network-topology figure (see [`SessionResult::topology_placements`]). Returns
+/// (placements, seconds) with the topology rules, then (placements, seconds) without them.
+fn topology_figure(nodes: usize, seed: u64) -> ((u64, f64), (u64, f64)) {
+    use caldera_testkit::builders::{hypernode, node, podgroup, Cluster};
+    let scheduler =
+        caldera_plugins::scheduler(&SchedulerConfig::default()).expect("shipped config builds");
+    let build = |with_topology: bool| {
+        let mut rng = Rng::new(seed ^ 0x70_9010);
+        let mut c = Cluster::new();
+        for n in 0..nodes {
+            c = c.node(node(&format!("n{n:05}")).gpus(8).cpu(128).memory_gi(1024));
+        }
+        let domains = nodes.div_ceil(8);
+        for d in 0..domains {
+            let members: Vec<String> = (d * 8..(d * 8 + 8).min(nodes))
+                .map(|n| format!("n{n:05}"))
+                .collect();
+            c = c.hypernode(
+                hypernode(&format!("nvl-{d:04}"), 1).nodes(members.iter().map(String::as_str)),
+            );
+        }
+        let spines = domains.div_ceil(16);
+        for s in 0..spines {
+            let members: Vec<String> = (s * 16..(s * 16 + 16).min(domains))
+                .map(|d| format!("nvl-{d:04}"))
+                .collect();
+            c = c.hypernode(
+                hypernode(&format!("spine-{s:03}"), 2).children(members.iter().map(String::as_str)),
+            );
+        }
+        for p in 0..spines.div_ceil(8) {
+            let members: Vec<String> = (p * 8..(p * 8 + 8).min(spines))
+                .map(|s| format!("spine-{s:03}"))
+                .collect();
+            c = c.hypernode(
+                hypernode(&format!("pod-{p:02}"), 3).children(members.iter().map(String::as_str)),
+            );
+        }
+        for g in 0..(nodes / 5).max(1) {
+            let size = rng.range(8, 512) as u32;
+            let name = format!("gang-{g:05}");
+            let mut group = podgroup("bench", &name).min_member(size).created(g as i64);
+            if with_topology {
+                group = if g % 2 == 0 {
+                    group.network_topology(true, if size <= 64 { 1 } else { 2 })
+                } else {
+                    group.network_topology(false, 1)
+                };
+            }
+            c = c.group(group);
+            c = c.members("bench", &name, size as usize, |p| {
+                p.gpus(1).cpu_milli(1000).created(g as i64)
+            });
+        }
+        c.snapshot()
+    };
+    let now = Time::from_secs(1_767_225_600);
+    let figure = |with_topology: bool| {
+        let snapshot = build(with_topology);
+        let t = Instant::now();
+        let outcome = scheduler.run_owned(snapshot, now);
+        (outcome.stats.placements, t.elapsed().as_secs_f64())
+    };
+    let topology = figure(true);
+    let plain = figure(false);
+    (topology, plain)
+}
+
 /// Runs the session benchmark at `nodes` nodes.
 pub fn run(
     nodes: usize,
@@ -365,6 +445,8 @@ pub fn run(
         hierarchical_session_seconds,
         hierarchical_placements,
     ) = hierarchy_figure(&shape, now);
+    let ((topology_placements, topology_session_seconds), (plain_placements, plain_seconds)) =
+        topology_figure(nodes, seed);
 
     SessionResult {
         nodes,
@@ -390,6 +472,12 @@ pub fn run(
         hierarchical_session_seconds,
         hierarchical_placements,
         hierarchical_ratio: hierarchical_session_seconds / flat_queues_session_seconds.max(1e-9),
+        topology_placements,
+        topology_session_seconds,
+        topology_placements_per_second: topology_placements as f64
+            / topology_session_seconds.max(1e-9),
+        topology_unconstrained_placements_per_second: plain_placements as f64
+            / plain_seconds.max(1e-9),
         peak_rss_bytes: crate::peak_rss_bytes(),
     }
 }

@@ -172,7 +172,7 @@ pub fn run(args: BenchArgs) -> CommandResult {
                 Format::Table => {
                     writeln!(
                         out,
-                        "{:>7} {:>8} {:>8} {:>10} {:>10} {:>10} {:>12} {:>14} {:>12} {:>12} {:>8} {:>9}",
+                        "{:>7} {:>8} {:>8} {:>10} {:>10} {:>10} {:>12} {:>14} {:>12} {:>12} {:>8} {:>12} {:>12} {:>9}",
                         "nodes",
                         "running",
                         "pending",
@@ -184,12 +184,14 @@ pub fn run(args: BenchArgs) -> CommandResult {
                         "backlog",
                         "preempt",
                         "victims",
+                        "topology/s",
+                        "untopo/s",
                         "peakRSS"
                     )?;
                     for r in &results {
                         writeln!(
                             out,
-                            "{:>7} {:>8} {:>8} {:>9.3}s {:>9.3}s {:>10} {:>12.0} {:>14.0} {:>11.3}s {:>11.3}s {:>8} {:>8}M",
+                            "{:>7} {:>8} {:>8} {:>9.3}s {:>9.3}s {:>10} {:>12.0} {:>14.0} {:>11.3}s {:>11.3}s {:>8} {:>12.0} {:>12.0} {:>8}M",
                             r.nodes,
                             r.running_pods,
                             r.pending_pods,
@@ -201,6 +203,8 @@ pub fn run(args: BenchArgs) -> CommandResult {
                             r.backlog_session_seconds,
                             r.preempt_session_seconds,
                             r.preempt_victims,
+                            r.topology_placements_per_second,
+                            r.topology_unconstrained_placements_per_second,
                             r.peak_rss_bytes >> 20
                         )?;
                     }

@@ -87,9 +87,18 @@ pub fn run(args: ExplainArgs) -> CommandResult {
         )
         .into());
     };
-    std::io::stdout()
-        .lock()
-        .write_all(explanation.to_string().as_bytes())?;
+    let mut text = explanation.to_string();
+    let job = snapshot.jobs.iter().find(|j| *j.id == *args.podgroup);
+    let hypernodes = job
+        .and_then(|j| j.topology.as_ref())
+        .is_some_and(|t| t.label_key().is_none());
+    if hypernodes {
+        if let Some(tree) = caldera_sim::report::topology_lines(&snapshot) {
+            text.push('\n');
+            text.push_str(&tree);
+        }
+    }
+    std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(())
 }
 

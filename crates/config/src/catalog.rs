@@ -40,7 +40,7 @@ pub(crate) fn all_action_names() -> Vec<&'static str> {
 }
 
 /// Plugins Caldera implements, in the order the shipped config lists them.
-pub(crate) const SUPPORTED_PLUGINS: [&str; 10] = [
+pub(crate) const SUPPORTED_PLUGINS: [&str; 11] = [
     "priority",
     "gang",
     "conformance",
@@ -51,15 +51,15 @@ pub(crate) const SUPPORTED_PLUGINS: [&str; 10] = [
     "nodeorder",
     "binpack",
     "capacity",
+    "network-topology-aware",
 ];
 
 /// Volcano's other plugins.
-const VOLCANO_ONLY_PLUGINS: [&str; 15] = [
+const VOLCANO_ONLY_PLUGINS: [&str; 14] = [
     "cdp",
     "deviceshare",
     "dynamicresources",
     "extender",
-    "network-topology-aware",
     "nodegroup",
     "numa-aware",
     "pdb",
@@ -177,6 +177,25 @@ const BINPACK: &[ArgSpec] = &[
     },
 ];
 
+/// Volcano's network-topology-aware arguments: the HyperNode binpack weights order the
+/// domains a gang may go to. Binpacking of pods without a topology rule across HyperNodes
+/// (`normal-pod`) and the eviction search's cap are not done: accepted with a warning.
+const NETWORK_TOPOLOGY: &[ArgSpec] = &[
+    used("weight", WEIGHT),
+    used("hypernode.binpack.cpu", WEIGHT),
+    used("hypernode.binpack.memory", WEIGHT),
+    used("hypernode.binpack.resources", ArgKind::ResourceList),
+    ArgSpec {
+        key: "hypernode.binpack.resources.",
+        prefix: true,
+        shown: "hypernode.binpack.resources.<resource>",
+        usage: ArgUse::Used(WEIGHT),
+    },
+    ignored("hypernode.binpack.normal-pod.enable"),
+    ignored("hypernode.binpack.normal-pod.fading"),
+    ignored("hypernode.gradient.evict.max-hypernodes"),
+];
+
 /// Volcano's predicate switches and extras. The switches of checks Caldera makes turn them
 /// off as in Volcano; the rest are accepted and reported as ignored.
 const PREDICATES: &[ArgSpec] = &[
@@ -233,6 +252,7 @@ pub(crate) fn argument_specs(plugin: &str) -> &'static [ArgSpec] {
         "nodeorder" => NODEORDER,
         "binpack" => BINPACK,
         "predicates" => PREDICATES,
+        "network-topology-aware" => NETWORK_TOPOLOGY,
         _ => &[],
     }
 }

@@ -60,11 +60,14 @@
 //! | nodeorder | `nodeaffinity.weight`, `podaffinity.weight`, `leastrequested.weight`, `balancedresource.weight`, `mostrequested.weight`, `tainttoleration.weight`, `imagelocality.weight`, `podtopologyspread.weight` | integer ≥ 0 |
 //! | binpack | `binpack.weight`, `binpack.cpu`, `binpack.memory`, `binpack.resources.<resource>` | integer ≥ 0 |
 //! | binpack | `binpack.resources` | comma-separated resource names ([`ArgValue::List`]) |
+//! | network-topology-aware | `weight`, `hypernode.binpack.cpu`, `hypernode.binpack.memory`, `hypernode.binpack.resources.<resource>` | integer ≥ 0 |
+//! | network-topology-aware | `hypernode.binpack.resources` | comma-separated resource names ([`ArgValue::List`]) |
 //! | predicates | `predicate.NodeAffinityEnable`, `predicate.NodePortsEnable`, `predicate.TaintTolerationEnable`, `predicate.PodAffinityEnable`, `predicate.PodTopologySpreadEnable` | boolean ([`ArgValue::Bool`]) |
 //!
 //! gang, priority, drf, proportion and conformance take no arguments. Volcano's other
 //! arguments of these plugins (the other `predicate.*Enable`, `predicate.resources…`,
-//! `volumebinding.*`, `overcommit-factor.<resource>`) are accepted and ignored with a warning.
+//! `volumebinding.*`, `overcommit-factor.<resource>`, `hypernode.binpack.normal-pod.*`,
+//! `hypernode.gradient.evict.max-hypernodes`) are accepted and ignored with a warning.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

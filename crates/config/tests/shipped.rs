@@ -161,6 +161,35 @@ metrics:
     );
 }
 
+/// Volcano's network-topology-aware example config (the comment in its plugin) loads: the
+/// HyperNode binpack weights are used, the normal-pod settings are warned about.
+#[test]
+fn volcano_network_topology_aware_config_loads() {
+    let text = r#"actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: network-topology-aware
+    arguments:
+      weight: 10
+      hypernode.binpack.cpu: 5
+      hypernode.binpack.memory: 1
+      hypernode.binpack.resources: nvidia.com/gpu, example.com/foo
+      hypernode.binpack.resources.nvidia.com/gpu: 2
+      hypernode.binpack.resources.example.com/foo: 3
+      hypernode.binpack.normal-pod.enable: true
+      hypernode.binpack.normal-pod.fading: 0.8
+"#;
+    let config = parse(text, Some(Path::new("volcano.conf"))).unwrap();
+    assert_eq!(config.warnings.len(), 2, "{:?}", config.warnings);
+    assert!(config.warnings[0].contains("hypernode.binpack.normal-pod.enable"));
+    let args = &config.plugin("network-topology-aware").unwrap().arguments;
+    assert_eq!(args.get_i64("weight"), Some(10));
+    assert_eq!(
+        args.get_i64("hypernode.binpack.resources.nvidia.com/gpu"),
+        Some(2)
+    );
+}
+
 #[test]
 fn every_scenario_config_parses() {
     let dir = workspace_root().join("scenarios");

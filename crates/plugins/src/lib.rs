@@ -1,5 +1,5 @@
 //! The scheduling plugins: gang, priority, drf, proportion, capacity, predicates, nodeorder, binpack,
-//! overcommit, conformance — with Volcano's names and arguments.
+//! overcommit, conformance, network-topology-aware — with Volcano's names and arguments.
 //!
 //! Each plugin is built fresh for every session from its config arguments (see
 //! [`registry`]); it reads the session's state through the hooks of
@@ -12,6 +12,7 @@ pub mod capacity;
 pub mod conformance;
 pub mod drf;
 pub mod gang;
+pub mod network_topology;
 pub mod nodeorder;
 pub mod overcommit;
 pub mod predicates;
@@ -24,7 +25,7 @@ use caldera_session::{Registry, Scheduler, SessionError};
 /// Every plugin Caldera ships, by its config name.
 pub fn registry() -> Registry {
     let mut r = Registry::new();
-    let all: [(&'static str, caldera_session::PluginFactory); 10] = [
+    let all: [(&'static str, caldera_session::PluginFactory); 11] = [
         ("capacity", capacity::build),
         ("gang", gang::build),
         ("priority", priority::build),
@@ -35,6 +36,7 @@ pub fn registry() -> Registry {
         ("binpack", binpack::build),
         ("overcommit", overcommit::build),
         ("conformance", conformance::build),
+        ("network-topology-aware", network_topology::build),
     ];
     for (name, factory) in all {
         // The names above are distinct, so registration cannot fail.

@@ -6,7 +6,7 @@ use caldera_config::SchedulerConfig;
 use caldera_model::{Plan, PodGroupPhase, SelectorOp, Snapshot, TaintEffect, Time};
 use caldera_plugins::scheduler;
 use caldera_session::Outcome;
-use caldera_testkit::builders::{node, pod, podgroup, queue, Cluster, GPU};
+use caldera_testkit::builders::{hypernode, node, pod, podgroup, queue, Cluster, GPU};
 use std::collections::BTreeMap;
 
 fn config(text: &str) -> SchedulerConfig {
@@ -935,4 +935,69 @@ fn a_job_naming_a_missing_queue_takes_no_share_from_real_queues() {
     let out = run(&c.snapshot());
     assert_eq!(bound_to(&out.plan, "real-").len(), 16);
     assert!(bound_to(&out.plan, "typo-").is_empty());
+}
+
+/// Two racks: rack-a fuller in GPUs, rack-b fuller in cpu. Which rack a hard tier-1 gang of
+/// two (1 GPU, 1 cpu each) gets depends on the network-topology-aware weights.
+fn racks_full_in_different_resources() -> Snapshot {
+    let mut c = Cluster::new();
+    for n in ["a-0", "a-1", "b-0", "b-1"] {
+        c = c.node(node(n).gpus(4).cpu(32));
+    }
+    c.hypernode(hypernode("rack-a", 1).nodes(["a-0", "a-1"]))
+        .hypernode(hypernode("rack-b", 1).nodes(["b-0", "b-1"]))
+        .pod(pod("default", "busy-gpu").gpus(2).on("a-0").foreign())
+        .pod(
+            pod("default", "busy-cpu")
+                .cpu_milli(30_000)
+                .on("b-0")
+                .foreign(),
+        )
+        .group(
+            podgroup("default", "tp2")
+                .min_member(2)
+                .network_topology(true, 1),
+        )
+        .members("default", "tp2", 2, |p| p.gpus(1).cpu_milli(1000))
+        .snapshot()
+}
+
+fn topology_config(arguments: &str) -> SchedulerConfig {
+    config(&format!(
+        "actions: \"enqueue, allocate, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: binpack
+  - name: network-topology-aware
+    arguments: {{{arguments}}}
+"
+    ))
+}
+
+#[test]
+fn network_topology_aware_weights_choose_the_fullest_domain() {
+    let snap = racks_full_in_different_resources();
+    let racks = |cfg: &SchedulerConfig| -> Vec<String> {
+        let out = run_with(cfg, &snap, 10);
+        let mut racks: Vec<String> = bound_to(&out.plan, "tp2")
+            .iter()
+            .map(|n| n[..1].to_string())
+            .collect();
+        racks.dedup();
+        racks
+    };
+    // Without the plugin every requested resource weighs 1: rack-b is fuller on average.
+    assert_eq!(racks(&SchedulerConfig::default()), ["b"]);
+    // Volcano's defaults count cpu and memory only: rack-b again.
+    assert_eq!(racks(&topology_config("")), ["b"]);
+    // GPUs listed with weight 10: rack-a, the fuller in GPUs.
+    let gpus = "hypernode.binpack.resources: nvidia.com/gpu, hypernode.binpack.resources.nvidia.com/gpu: 10";
+    assert_eq!(racks(&topology_config(gpus)), ["a"]);
+    // weight 0 turns the fullest-first order off: domains by name.
+    assert_eq!(racks(&topology_config("weight: 0")), ["a"]);
 }

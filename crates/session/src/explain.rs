@@ -60,6 +60,8 @@ pub struct Explanation {
     pub victims: Option<(String, Vec<String>)>,
     /// Nodes where room is held for the job while its victims terminate.
     pub held_on: Vec<String>,
+    /// Its topology rule, and the domain this session placed it in.
+    pub topology: Option<String>,
     /// Volume binding: each member that keeps its node until its claims are bound, with what
     /// is written for each claim; or why the wait for volumes ended.
     pub volumes: Vec<String>,
@@ -114,6 +116,21 @@ impl Scheduler {
         held_on.sort();
         held_on.dedup();
         let volumes = volume_lines(&ssn, ji);
+        let topology = snapshot.jobs[ji].topology.as_ref().map(|rule| {
+            let mode = if rule.required { "hard" } else { "soft" };
+            let limit = match (&rule.highest, rule.required) {
+                (_, false) => String::new(),
+                (caldera_model::TierLimit::Tier(t), true) => format!(" up to tier {t}"),
+                (caldera_model::TierLimit::Name(n), true) => format!(" up to tier {n:?}"),
+                (caldera_model::TierLimit::Unset, true) => " with no tier given".to_string(),
+            };
+            let domain = match &ssn.state.job_runs[ji].domain {
+                Some(d) => format!("; placed in {d}"),
+                None if placed > 0 => "; placed across domains".to_string(),
+                None => String::new(),
+            };
+            format!("{mode}{limit} over {} domains{domain}", rule.source_name())
+        });
 
         // A fresh session for the node-by-node view, as the cluster is before any placement.
         let fresh = self.open(snapshot, now);
@@ -155,6 +172,7 @@ impl Scheduler {
             victims,
             held_on,
             volumes,
+            topology,
         })
     }
 }
@@ -291,6 +309,9 @@ impl fmt::Display for Explanation {
             for line in &self.queue_path {
                 writeln!(f, "    {line}")?;
             }
+        }
+        if let Some(t) = &self.topology {
+            writeln!(f, "  topology: {t}")?;
         }
         match (&self.held, self.placed) {
             (_, n) if n > 0 => writeln!(f, "  this session places {n} members")?,

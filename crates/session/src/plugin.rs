@@ -120,6 +120,14 @@ pub trait Plugin: Debug {
         None
     }
 
+    /// Weights of resources in the score of a topology domain (HyperNode binpack: the
+    /// weighted mean of (used + request) / allocatable over the resources the gang asks for;
+    /// fullest domains are tried first). The first plugin that answers wins; a resource
+    /// missing from the map does not count. No plugin answers: every resource weighs 1.
+    fn domain_weights(&self) -> Option<&std::collections::BTreeMap<String, f64>> {
+        None
+    }
+
     /// Called after `task` was placed (in a statement) on its node.
     fn on_allocate(&mut self, _state: &State, _task: usize) {}
 

@@ -204,7 +204,7 @@ pub struct Session {
     node_version: Vec<u64>,
     version_counter: u64,
     /// Every node whose load changed, in order (placements and undos).
-    change_log: Vec<u32>,
+    pub(crate) change_log: Vec<u32>,
     /// Candidates per kind of member, kept across attempts (no topology restriction only).
     pub kind_cache: HashMap<KindKey, Candidates>,
     /// Why nodes did not fit, by id (see [`Candidates`]).
@@ -228,6 +228,9 @@ pub struct Session {
     /// One-tier topology trees of node labels, built on first use (see
     /// [`Session::topology_tree`]).
     pub(crate) label_trees: HashMap<Arc<str>, Arc<caldera_model::TopologyTree>>,
+    /// Σ allocatable and Σ idle per domain of each tree in use, kept current from
+    /// `change_log` (see [`crate::topology::DomainRooms`]).
+    pub(crate) domain_rooms: HashMap<caldera_model::TopologySource, crate::topology::DomainRooms>,
 }
 
 /// Identifies gangs that place alike: member request, spec and traits, topology, queue index.
@@ -265,6 +268,7 @@ impl Session {
             volume_waits: Vec::new(),
             volume_releases: Vec::new(),
             label_trees: HashMap::new(),
+            domain_rooms: HashMap::new(),
         };
         for slot in &mut s.slots {
             slot.plugin.on_open(&s.state);
@@ -810,18 +814,7 @@ impl Session {
         self.state.job_runs[job].holdup = None;
     }
 
-    /// Domains of the node label `key` among nodes: domain value → sorted node indices.
-    pub fn domains(&self, key: &str) -> BTreeMap<String, Vec<u32>> {
-        let mut d: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-        for (i, n) in self.state.nodes.iter().enumerate() {
-            if let Some(v) = n.labels.get(key) {
-                d.entry(v.clone()).or_default().push(i as u32);
-            }
-        }
-        d
-    }
-
-    /// Σ idle over Ready nodes in `nodes`.
+    /// Σ idle over Ready nodes in `nodes` (what a gang that found no room was told is free).
     pub fn idle_of(&self, nodes: &[u32]) -> Resources {
         let mut r = Resources::new();
         for &n in nodes {

@@ -15,6 +15,7 @@ use crate::attempt::place_gang;
 use crate::session::{Placement, Session};
 use crate::state::Holdup;
 use caldera_model::{Resources, Topology, TopologySource, TopologyTree};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const USED_DOMAIN_BONUS: f64 = 1.0e6;
@@ -36,35 +37,121 @@ impl Session {
             }
         }
     }
+}
 
-    /// Σ allocatable and Σ idle over the Ready nodes of `nodes`.
-    pub fn room_of(&self, nodes: &[u32]) -> (Resources, Resources) {
-        let mut alloc = Resources::new();
-        let mut idle = Resources::new();
-        for &n in nodes {
-            let node = &self.state.nodes[n as usize];
-            if node.ready {
-                alloc.add(&node.allocatable);
-                idle.add(&node.idle());
+/// Σ allocatable and Σ idle over the Ready nodes of every domain of one tree, kept current
+/// from the session's change log: each changed node's idle is compared with what was last
+/// counted and the difference goes to every domain holding it. A search then reads a
+/// domain's room in constant time instead of summing its nodes.
+#[derive(Debug)]
+pub(crate) struct DomainRooms {
+    /// Per node, the domains holding it.
+    node_domains: Vec<Vec<u32>>,
+    /// Per node, the idle counted in its domains (nothing for a node that is not Ready).
+    counted: Vec<Resources>,
+    /// Per domain: (Σ allocatable, Σ idle).
+    pub(crate) rooms: Vec<(Resources, Resources)>,
+    /// How much of the change log is accounted for.
+    seen: usize,
+}
+
+impl Session {
+    /// Brings the rooms of `tree` (the tree of `source`) up to date and returns them.
+    fn rooms(&mut self, source: &TopologySource, tree: &TopologyTree) -> &[(Resources, Resources)] {
+        let log_len = self.change_log.len();
+        if !self.domain_rooms.contains_key(source) {
+            let mut node_domains = vec![Vec::new(); self.state.nodes.len()];
+            for (i, d) in tree.domains.iter().enumerate() {
+                for &n in &d.nodes {
+                    if let Some(list) = node_domains.get_mut(n as usize) {
+                        list.push(i as u32);
+                    }
+                }
+            }
+            let counted: Vec<Resources> = self
+                .state
+                .nodes
+                .iter()
+                .map(|n| if n.ready { n.idle() } else { Resources::new() })
+                .collect();
+            let rooms = tree
+                .domains
+                .iter()
+                .map(|d| {
+                    let mut alloc = Resources::new();
+                    let mut idle = Resources::new();
+                    for &n in &d.nodes {
+                        let node = &self.state.nodes[n as usize];
+                        if node.ready {
+                            alloc.add(&node.allocatable);
+                            idle.add(&counted[n as usize]);
+                        }
+                    }
+                    (alloc, idle)
+                })
+                .collect();
+            let fresh = DomainRooms {
+                node_domains,
+                counted,
+                rooms,
+                seen: log_len,
+            };
+            self.domain_rooms.insert(source.clone(), fresh);
+        }
+        let Some(r) = self.domain_rooms.get_mut(source) else {
+            return &[];
+        };
+        for i in r.seen..log_len {
+            let n = self.change_log[i] as usize;
+            let node = &self.state.nodes[n];
+            let now = if node.ready {
+                node.idle()
+            } else {
+                Resources::new()
+            };
+            if now == r.counted[n] {
+                continue;
+            }
+            let before = std::mem::replace(&mut r.counted[n], now);
+            for &d in &r.node_domains[n] {
+                let idle = &mut r.rooms[d as usize].1;
+                idle.sub(&before);
+                idle.add(&r.counted[n]);
             }
         }
-        (alloc, idle)
+        r.seen = log_len;
+        &r.rooms
+    }
+
+    /// The first plugin's domain weights (see [`crate::plugin::Plugin::domain_weights`]).
+    pub fn domain_weights(&self) -> Option<&BTreeMap<String, f64>> {
+        self.slots.iter().find_map(|s| s.plugin.domain_weights())
     }
 }
 
 /// Volcano's HyperNode binpack score of putting `gang` in a domain: over the resources the
-/// gang asks for, the weighted mean of (used + request) / allocatable. Higher is fuller.
-fn fullness(alloc: &Resources, idle: &Resources, gang: &Resources) -> f64 {
+/// gang asks for, the weighted mean of (used + request) / allocatable (weights from
+/// [`crate::plugin::Plugin::domain_weights`]). Higher is fuller.
+fn fullness(
+    weights_of: Option<&BTreeMap<String, f64>>,
+    alloc: &Resources,
+    idle: &Resources,
+    gang: &Resources,
+) -> f64 {
     let mut sum = 0.0;
     let mut weights = 0.0;
     for (name, req) in gang.iter() {
         let a = alloc.get(name);
-        if a <= 0 {
+        let w = match weights_of {
+            Some(map) => map.get(name).copied().unwrap_or(0.0),
+            None => 1.0,
+        };
+        if a <= 0 || w <= 0.0 {
             continue;
         }
         let used = a - idle.get(name);
-        sum += (used + req) as f64 / a as f64;
-        weights += 1.0;
+        sum += w * (used + req) as f64 / a as f64;
+        weights += w;
     }
     if weights > 0.0 {
         sum / weights
@@ -96,6 +183,15 @@ fn members_fitting(ssn: &Session, nodes: &[u32], req: &Resources, cap: u32) -> u
     count
 }
 
+/// The source of `job`'s topology rule (the HyperNodes when it has none).
+fn job_source(ssn: &Session, job: usize) -> TopologySource {
+    ssn.state.jobs[job]
+        .topology
+        .as_ref()
+        .map(|t| t.source.clone())
+        .unwrap_or(TopologySource::HyperNodes)
+}
+
 /// The nodes members of `job` already hold, sorted.
 fn held_nodes(ssn: &Session, job: usize) -> Vec<u32> {
     let st = &ssn.state;
@@ -113,6 +209,62 @@ fn held_nodes(ssn: &Session, job: usize) -> Vec<u32> {
     held.sort_unstable();
     held.dedup();
     held
+}
+
+/// Why `job`'s hard topology rule could never be met, even on empty nodes: no domain of an
+/// allowed tier has the allocatable room for its gang (its `minResources`, else the requests
+/// of its first `minMember` members). `None` when some domain could, when the rule allows the
+/// cluster root, when members already hold nodes (the allocate action judges the pinned
+/// domain), and when the rule itself cannot be resolved (allocate says why).
+pub fn never_fits(ssn: &mut Session, job: usize) -> Option<String> {
+    let topo = ssn.state.jobs[job]
+        .topology
+        .clone()
+        .filter(|t| t.required)?;
+    let tree = ssn.topology_tree(&topo.source);
+    let allowed = topo.allowed_tier(&tree).ok()?;
+    if tree.is_empty() || allowed >= tree.root_tier() || !held_nodes(ssn, job).is_empty() {
+        return None;
+    }
+    let j = &ssn.state.jobs[job];
+    let gang = match &j.min_resources {
+        Some(r) => r.clone(),
+        None => {
+            let mut sum = Resources::new();
+            for &t in j.tasks.iter().take(j.min_member as usize) {
+                sum.add(&ssn.state.tasks[t].request);
+            }
+            sum
+        }
+    };
+    let mut largest: Option<(f64, u32, Resources)> = None;
+    let rooms = ssn.rooms(&topo.source, &tree);
+    for (i, _) in tree
+        .domains
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.tier <= allowed)
+    {
+        let alloc = &rooms[i].0;
+        if gang.fits_in(alloc) {
+            return None;
+        }
+        let size = fullness(None, alloc, &Resources::new(), &gang);
+        if largest.as_ref().is_none_or(|(s, _, _)| size < *s) {
+            largest = Some((size, i as u32, alloc.clone()));
+        }
+    }
+    let mut msg = format!(
+        "no {} domain of tier {allowed} or lower could hold the gang even empty (it needs {gang})",
+        topo.source_name()
+    );
+    if let Some((_, d, alloc)) = largest {
+        msg = format!(
+            "{msg}; the largest, {}, has {alloc} in all",
+            tree.domains[d as usize].name
+        );
+    }
+    Some(msg)
 }
 
 /// Places `tasks` (the gang needs `need` of them) under `topo`; see the module doc.
@@ -163,18 +315,26 @@ pub(crate) fn place_in_topology(
     let mut other_cause: Option<String> = None;
     for tier in tree.tiers().into_iter().filter(|&t| t <= allowed) {
         let mut candidates: Vec<(bool, f64, u32)> = Vec::new();
-        for (i, d) in tree.domains.iter().enumerate() {
-            let i = i as u32;
-            if d.tier != tier || scope.is_some_and(|s| !tree.is_within(i, s)) {
-                continue;
-            }
-            considered += 1;
-            let (alloc, idle) = ssn.room_of(&d.nodes);
-            if !gang.fits_in(&idle) {
-                continue;
-            }
+        let fitting: Vec<(u32, f64)> = {
+            let weights = ssn.domain_weights().cloned();
+            let rooms = ssn.rooms(&topo.source, &tree);
+            tree.domains
+                .iter()
+                .enumerate()
+                .filter(|(i, d)| {
+                    d.tier == tier && scope.is_none_or(|s| tree.is_within(*i as u32, s))
+                })
+                .inspect(|_| considered += 1)
+                .filter(|(i, _)| gang.fits_in(&rooms[*i].1))
+                .map(|(i, _)| {
+                    let (alloc, idle) = &rooms[i];
+                    (i as u32, fullness(weights.as_ref(), alloc, idle, &gang))
+                })
+                .collect()
+        };
+        for (i, score) in fitting {
             let holds_anchor = anchor.is_some_and(|a| tree.is_within(a, i));
-            candidates.push((holds_anchor, fullness(&alloc, &idle, &gang), i));
+            candidates.push((holds_anchor, score, i));
         }
         with_room += candidates.len();
         candidates.sort_by(|a, b| {
@@ -289,13 +449,15 @@ fn spread_softly(
 ) -> Result<usize, Option<u32>> {
     let total = ssn.state.total.clone();
     let mut bonus = vec![0.0; ssn.state.nodes.len()];
+    let source = job_source(ssn, job);
+    let rooms = ssn.rooms(&source, tree).to_vec();
     let mut ranked: Vec<(f64, u32)> = tree
         .domains
         .iter()
         .enumerate()
         .filter(|(_, d)| d.tier == 1)
-        .map(|(i, d)| {
-            let (_, idle) = ssn.room_of(&d.nodes);
+        .map(|(i, _)| {
+            let idle = &rooms[i].1;
             let room: f64 = gang
                 .iter()
                 .map(|(n, _)| idle.get(n) as f64 / total.get(n).max(1) as f64)

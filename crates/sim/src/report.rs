@@ -607,8 +607,103 @@ pub fn queue_tree_table(sim: &Simulation) -> Option<String> {
     Some(table(&["QUEUE", "DESERVED", "ALLOCATED", "SHARE"], &rows))
 }
 
+/// The HyperNode tree, top down, with free GPUs per domain and the gangs placed in each (the
+/// smallest domain holding all their bound members), then anything wrong with the objects.
+/// `None` without HyperNodes.
+pub fn topology_view(sim: &Simulation) -> Option<String> {
+    topology_lines(&sim.snapshot())
+}
+
+/// [`topology_view`] of a snapshot (also used by `caldera explain`).
+pub fn topology_lines(snap: &caldera_model::Snapshot) -> Option<String> {
+    let tree = &snap.topology;
+    if tree.is_empty() {
+        return None;
+    }
+    // Gangs by the domain that holds their bound members.
+    let mut placed: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+    for job in snap.jobs.iter().filter(|j| j.has_podgroup()) {
+        let mut nodes: Vec<u32> = job
+            .tasks
+            .iter()
+            .filter_map(|&t| {
+                let task = &snap.tasks[t];
+                task.status
+                    .occupies_node()
+                    .then(|| snap.node_index(task.node.as_deref()?))
+                    .flatten()
+                    .map(|n| n as u32)
+            })
+            .collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        if let Some(d) = tree.smallest_holding(&nodes) {
+            placed.entry(d).or_default().push(&job.id);
+        }
+    }
+    let free = |d: &caldera_model::Domain| -> String {
+        let mut totals: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+        for &n in &d.nodes {
+            let node = &snap.nodes[n as usize];
+            let idle = node.idle();
+            for (resource, total) in node.allocatable.iter().filter(|(r, _)| is_gpu(r)) {
+                let sum = totals.entry(resource).or_default();
+                sum.0 += if node.ready {
+                    idle.get(resource).clamp(0, total)
+                } else {
+                    0
+                };
+                sum.1 += total;
+            }
+        }
+        let parts: Vec<String> = totals
+            .iter()
+            .map(|(r, (f, t))| format!("{f}/{t} {r} free"))
+            .collect();
+        if parts.is_empty() {
+            format!("{} nodes", d.nodes.len())
+        } else {
+            format!("{} nodes, {}", d.nodes.len(), parts.join(", "))
+        }
+    };
+    let max = tree.max_tier();
+    let mut out = String::from("HyperNodes\n");
+    // Depth-first from the top domains, children by (tier, name) as the tree keeps them.
+    let mut stack: Vec<u32> = (0..tree.domains.len() as u32)
+        .filter(|&i| tree.domains[i as usize].parent.is_none())
+        .collect();
+    // Highest tiers first, then by name; popped from the end.
+    stack.sort_by(|a, b| {
+        let (x, y) = (&tree.domains[*a as usize], &tree.domains[*b as usize]);
+        (std::cmp::Reverse(x.tier), &x.name).cmp(&(std::cmp::Reverse(y.tier), &y.name))
+    });
+    stack.reverse();
+    while let Some(i) = stack.pop() {
+        let d = &tree.domains[i as usize];
+        let indent = "  ".repeat((max.saturating_sub(d.tier)) as usize);
+        let tier = match tree.tier_names.iter().find(|(_, &t)| t == d.tier) {
+            Some((name, _)) => format!("tier {} {name}", d.tier),
+            None => format!("tier {}", d.tier),
+        };
+        let _ = write!(out, "{indent}{} ({tier}): {}", d.name, free(d));
+        if let Some(gangs) = placed.get(&i) {
+            let _ = write!(out, "; gangs: {}", gangs.join(", "));
+        }
+        out.push('\n');
+        let mut children: Vec<u32> = (0..tree.domains.len() as u32)
+            .filter(|&c| tree.domains[c as usize].parent == Some(i))
+            .collect();
+        children.reverse();
+        stack.extend(children);
+    }
+    for p in &tree.problems {
+        let _ = writeln!(out, "warning: {p}");
+    }
+    Some(out)
+}
+
 /// Everything for people: the gang table, the queue tree (hierarchical queues only), lone
-/// pods, and GPU occupancy.
+/// pods, GPU occupancy, and the HyperNode tree.
 pub fn render_text(sim: &Simulation) -> String {
     let mut out = format!("at {} after {} sessions\n\n", sim.now(), sim.sessions());
     let report = report(sim);
@@ -628,6 +723,10 @@ pub fn render_text(sim: &Simulation) -> String {
     if let Some(g) = gpu_view(sim) {
         out.push('\n');
         out.push_str(&g);
+    }
+    if let Some(t) = topology_view(sim) {
+        out.push('\n');
+        out.push_str(&t);
     }
     out
 }

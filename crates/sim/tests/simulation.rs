@@ -494,6 +494,23 @@ fn reports_draw_the_queue_tree() {
     assert!(json.contains("\"parent\": \"vision\""), "{json}");
 }
 
+#[test]
+fn reports_show_the_hypernode_tree_with_free_gpus_and_placed_gangs() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/topology/tier2-one-spine.yaml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let scenario = scenario::load(&text, "tier2-one-spine.yaml").unwrap();
+    let (_, sim) = scenario.run().unwrap();
+    let tree = report::topology_view(&sim).expect("HyperNodes exist");
+    assert!(
+        tree.contains("spine-a (tier 2): 4 nodes, 2/16 nvidia.com/gpu free; gangs: default/gang-a\n  rack-a1 (tier 1): 2 nodes, 0/8 nvidia.com/gpu free\n"),
+        "{tree}"
+    );
+    assert!(report::render_text(&sim).ends_with(&tree));
+}
+
 const BOUND: &str = "
 apiVersion: v1
 kind: Node

@@ -7,7 +7,7 @@ use caldera_model::{
     Requirement, Resources, SelectorOp, SelectorTerm, Snapshot, Taint, TaintEffect, Task,
     TaskStatus, Time, Toleration, Topology, WaitingPod,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// The GPU resource name.
@@ -570,7 +570,18 @@ impl Cluster {
 
     /// The HyperNode tree over `nodes` (sorted by name).
     fn topology(&self, nodes: &[caldera_model::Node]) -> caldera_model::TopologyTree {
-        let index = |name: &str| nodes.iter().position(|n| &*n.name == name);
+        let by_name: HashMap<&str, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (&*n.name, i))
+            .collect();
+        let index = |name: &str| by_name.get(name).copied();
+        let hn_index: HashMap<&str, usize> = self
+            .hypernodes
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.name.as_str(), i))
+            .collect();
         let mut domains: Vec<caldera_model::Domain> = self
             .hypernodes
             .iter()
@@ -592,7 +603,7 @@ impl Cluster {
         order.sort_by_key(|&i| self.hypernodes[i].tier);
         for &p in &order {
             for child in &self.hypernodes[p].children {
-                if let Some(c) = self.hypernodes.iter().position(|h| &h.name == child) {
+                if let Some(&c) = hn_index.get(child.as_str()) {
                     domains[c].parent = Some(p as u32);
                     let mine = domains[c].nodes.clone();
                     domains[p].nodes.extend(mine);

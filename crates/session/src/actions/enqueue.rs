@@ -31,6 +31,18 @@ impl Action for Enqueue {
             let Some(job) = heaps[q].pop(&less) else {
                 continue;
             };
+            // A hard topology no domain could satisfy even empty is refused here, with why,
+            // rather than admitted to wait (or to preempt) for room that can never be.
+            if let Some(message) = crate::topology::never_fits(ssn, job) {
+                ssn.hold(
+                    job,
+                    Holdup::NotAdmitted {
+                        quota: false,
+                        message,
+                    },
+                );
+                continue;
+            }
             match ssn.enqueueable(job) {
                 // A full cluster does not keep out a job that can run by evicting: preempt or
                 // reclaim will find its victims (Volcano's "never enqueued, never preempts").
