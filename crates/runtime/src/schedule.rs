@@ -70,9 +70,6 @@ struct LoopState {
     idle: bool,
     /// The `default` queue exists (or was created) in this term.
     default_queue: bool,
-    /// The `root` queue exists (or was created) in this term; only looked for while the
-    /// config has hierarchical queues (capacity with `enableHierarchy`).
-    root_queue: bool,
     /// Gate mode: members released in this term, when, and whether their overrun was
     /// reported.
     released: HashMap<Arc<str>, (Instant, bool)>,
@@ -147,16 +144,7 @@ pub(crate) async fn run(
         }
         seen_changes = Some(shared.changes());
         if !state.default_queue {
-            state.default_queue = ensure_queue(&shared, &client, caldera_api::DEFAULT_QUEUE).await;
-        }
-        let hierarchy = active
-            .config
-            .plugin("capacity")
-            .is_some_and(|p| p.enabled(caldera_config::Hook::Hierarchy));
-        if hierarchy && !state.root_queue {
-            // Volcano's capacity plugin creates the root of the queue tree; so does Caldera, so
-            // that `root`'s status shows what the whole tree holds.
-            state.root_queue = ensure_queue(&shared, &client, caldera_queue::ROOT).await;
+            state.default_queue = ensure_default_queue(&shared, &client).await;
         }
         ensure_derived_podgroups(&shared, &client, &mut state).await;
         // A pause that raced with the start of this term (the leadership guard saw the old
@@ -170,24 +158,23 @@ pub(crate) async fn run(
     }
 }
 
-/// Creates the Queue `name` (weight 1, reclaimable) if the cache has none: `default`, and
-/// `root` with hierarchical queues.
-async fn ensure_queue(shared: &Shared, client: &Client, name: &str) -> bool {
-    if shared.lock_cluster().has_queue(name) {
+/// Creates the Queue `default` (weight 1) if the cache has none.
+async fn ensure_default_queue(shared: &Shared, client: &Client) -> bool {
+    if shared.lock_cluster().has_queue(caldera_api::DEFAULT_QUEUE) {
         return true;
     }
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &crate::watch::queue_resource());
-    let mut queue = DynamicObject::new(name, &crate::watch::queue_resource());
+    let mut queue = DynamicObject::new(caldera_api::DEFAULT_QUEUE, &crate::watch::queue_resource());
     queue.data = serde_json::json!({ "spec": { "weight": 1, "reclaimable": true } });
     shared.metrics.api_write("queue");
     match api.create(&PostParams::default(), &queue).await {
         Ok(_) => {
-            info!("created Queue {name} (weight 1)");
+            info!("created Queue default (weight 1)");
             true
         }
         Err(kube::Error::Api(s)) if s.code == 409 => true,
         Err(e) => {
-            warn!(error = %e, "could not create Queue {name}; will try again");
+            warn!(error = %e, "could not create Queue default; will try again");
             false
         }
     }

@@ -53,65 +53,6 @@ async fn gang_is_bound_whole_and_default_queue_is_created() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hierarchical_queues_get_a_root_queue_and_inner_queues_report_their_subtree() {
-    let server = ApiServer::start().await.unwrap();
-    create_nodes(&server, 1, 4);
-    for (name, spec) in [
-        ("research", json!({"weight": 1})),
-        ("vision", json!({"weight": 1, "parent": "research"})),
-    ] {
-        server
-            .store()
-            .create(
-                "queues",
-                json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                       "metadata": {"name": name}, "spec": spec}),
-            )
-            .unwrap();
-    }
-    let mut group = podgroup("ml", "train", 2);
-    group["spec"]["queue"] = json!("vision");
-    server.store().create("podgroups", group).unwrap();
-    for i in 0..2 {
-        server
-            .store()
-            .create("pods", pod("ml", &format!("train-{i}"), Some("train"), 1))
-            .unwrap();
-    }
-    let mut config = fast_config();
-    let capacity = caldera_config::parse(
-        "actions: enqueue, allocate, backfill\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: capacity\n    enableHierarchy: true\n",
-        None,
-    )
-    .unwrap();
-    config.actions = capacity.actions;
-    config.tiers = capacity.tiers;
-    let handle = start(
-        Options {
-            config: caldera_runtime::ConfigSource::Fixed(config),
-            ..options()
-        },
-        server.kube_client().unwrap(),
-    )
-    .await;
-    eventually(10, "both members bound", || {
-        bound(&server, "ml", "train", 2) == 2
-    })
-    .await;
-    eventually(5, "Queue root created", || {
-        server.store().get("queues", "", "root").is_some()
-    })
-    .await;
-    eventually(5, "research reports vision's allocation", || {
-        server.store().get("queues", "", "research").unwrap()["status"]["allocated"]
-            ["nvidia.com/gpu"]
-            == "2"
-    })
-    .await;
-    handle.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gang_short_of_gpus_binds_nothing() {
     let server = ApiServer::start().await.unwrap();
     create_nodes(&server, 1, 4);
