@@ -6,7 +6,7 @@
 //! scores the node 0.
 
 use caldera_config::PluginOption;
-use caldera_model::{Node, Task, CPU, MEMORY};
+use caldera_model::{Node, Task};
 use caldera_session::plugin::Plugin;
 use caldera_session::state::State;
 use std::collections::BTreeMap;
@@ -23,30 +23,7 @@ pub struct Binpack {
 /// (1), `binpack.resources` (comma-separated extra resources) and
 /// `binpack.resources.<name>` (default 1 for each listed resource).
 pub fn build(option: &PluginOption) -> Result<Box<dyn Plugin>, String> {
-    let mut resources = BTreeMap::new();
-    resources.insert(CPU.to_string(), crate::weight(option, "binpack.cpu", 1)?);
-    resources.insert(
-        MEMORY.to_string(),
-        crate::weight(option, "binpack.memory", 1)?,
-    );
-    let listed: Vec<String> = match option.arguments.get_list("binpack.resources") {
-        Some(list) => list.to_vec(),
-        None => option
-            .arguments
-            .get_str("binpack.resources")
-            .map(|s| {
-                s.split(',')
-                    .map(|x| x.trim().to_string())
-                    .filter(|x| !x.is_empty())
-                    .collect()
-            })
-            .unwrap_or_default(),
-    };
-    for name in listed {
-        let key = format!("binpack.resources.{name}");
-        let w = crate::weight(option, &key, 1)?;
-        resources.insert(name, w);
-    }
+    let resources = crate::resource_weights(option, "binpack")?;
     Ok(Box::new(Binpack {
         weight: crate::weight(option, "binpack.weight", 1)?,
         resources,

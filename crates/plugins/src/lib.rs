@@ -66,6 +66,44 @@ pub(crate) fn weight(
     }
 }
 
+/// Volcano's per-resource weights under `prefix` (`binpack`, `hypernode.binpack`):
+/// `<prefix>.cpu` and `<prefix>.memory` (default 1), then each resource listed in
+/// `<prefix>.resources` (a list or a comma-separated string) with its
+/// `<prefix>.resources.<name>` weight (default 1).
+pub(crate) fn resource_weights(
+    option: &caldera_config::PluginOption,
+    prefix: &str,
+) -> Result<std::collections::BTreeMap<String, f64>, String> {
+    let mut weights = std::collections::BTreeMap::new();
+    weights.insert(
+        caldera_model::CPU.to_string(),
+        weight(option, &format!("{prefix}.cpu"), 1)?,
+    );
+    weights.insert(
+        caldera_model::MEMORY.to_string(),
+        weight(option, &format!("{prefix}.memory"), 1)?,
+    );
+    let key = format!("{prefix}.resources");
+    let listed: Vec<String> = match option.arguments.get_list(&key) {
+        Some(list) => list.to_vec(),
+        None => option
+            .arguments
+            .get_str(&key)
+            .map(|s| {
+                s.split(',')
+                    .map(|x| x.trim().to_string())
+                    .filter(|x| !x.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    for name in listed {
+        let w = weight(option, &format!("{key}.{name}"), 1)?;
+        weights.insert(name, w);
+    }
+    Ok(weights)
+}
+
 /// The positive amounts of `r` (what is still missing of a job's `minResources`).
 pub(crate) fn positive_part(r: &caldera_model::Resources) -> caldera_model::Resources {
     let mut out = caldera_model::Resources::new();

@@ -10,7 +10,6 @@
 //! listed does not count.
 
 use caldera_config::PluginOption;
-use caldera_model::{CPU, MEMORY};
 use caldera_session::plugin::Plugin;
 use std::collections::BTreeMap;
 
@@ -24,33 +23,7 @@ pub struct NetworkTopologyAware {
 /// Builds the plugin from its Volcano arguments.
 pub fn build(option: &PluginOption) -> Result<Box<dyn Plugin>, String> {
     let global = crate::weight(option, "weight", 1)?;
-    let mut weights = BTreeMap::new();
-    weights.insert(
-        CPU.to_string(),
-        crate::weight(option, "hypernode.binpack.cpu", 1)?,
-    );
-    weights.insert(
-        MEMORY.to_string(),
-        crate::weight(option, "hypernode.binpack.memory", 1)?,
-    );
-    let listed: Vec<String> = match option.arguments.get_list("hypernode.binpack.resources") {
-        Some(list) => list.to_vec(),
-        None => option
-            .arguments
-            .get_str("hypernode.binpack.resources")
-            .map(|s| {
-                s.split(',')
-                    .map(|x| x.trim().to_string())
-                    .filter(|x| !x.is_empty())
-                    .collect()
-            })
-            .unwrap_or_default(),
-    };
-    for name in listed {
-        let key = format!("hypernode.binpack.resources.{name}");
-        let w = crate::weight(option, &key, 1)?;
-        weights.insert(name, w);
-    }
+    let mut weights = crate::resource_weights(option, "hypernode.binpack")?;
     for w in weights.values_mut() {
         *w *= global;
     }
