@@ -266,19 +266,25 @@ async fn send_one(
 }
 
 /// Says once that the server refused `write` as invalid (422), naming the fields: a warning
-/// in the log and, for a PodGroup's autoscaler request, a Warning event on the PodGroup. The
-/// same write is not sent again (see [`send_one`]).
+/// in the log and, for a PodGroup's autoscaler request, a Warning event on the PodGroup and
+/// the request reported to the observer as refused (the PodGroup's condition then says so).
+/// The same write is not sent again (see [`send_one`]).
 fn refused(inner: &Inner, write: &StatusWrite, e: &crate::Error, fields: &str, epoch: u64) {
     warn!(error = %e, fields, "the API server refused a write as invalid; it is not sent again until what it is made from changes");
     let StatusWrite::Capacity(c) = write else {
         return;
     };
-    let Some(uid) = c.ops.iter().find_map(|op| match op {
-        crate::capacity::CapacityOp::Create(n) => Some(n.podgroup_uid.clone()),
+    // The request being made when the server refused (a write releases older ones first).
+    let Some(need) = c.ops.iter().rev().find_map(|op| match op {
+        crate::capacity::CapacityOp::Create(n) => Some(n),
         crate::capacity::CapacityOp::Release(_) => None,
     }) else {
         return;
     };
+    let uid = need.podgroup_uid.clone();
+    inner
+        .observer
+        .capacity_refused(need, &format!("{fields} ({e})"));
     let group = Arc::new(crate::Group {
         namespace: c.namespace.clone(),
         name: c.podgroup.clone(),
@@ -292,7 +298,7 @@ fn refused(inner: &Inner, write: &StatusWrite, e: &crate::Error, fields: &str, e
         warning: true,
         reason: "ProvisioningRequestInvalid".into(),
         message: format!(
-            "the API server refused the autoscaler request's objects as invalid ({fields}): {e}; not sent again until the gang's members change"
+            "the API server refused the autoscaler request's objects as invalid ({fields}): {e}; not sent again unchanged: the request counts as failed and the next attempt waits for its back-off"
         ),
     };
     inner.queue_event(QueuedEvent::new(event, "Provisioning", Some(group)), epoch);

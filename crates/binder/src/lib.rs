@@ -249,6 +249,11 @@ pub trait Observer: Send + Sync {
     /// A volume write was given up (refused, failed every attempt, or cancelled): the claim
     /// or volume is not as the plan assumed.
     fn volume_write_dropped(&self, _write: &caldera_model::VolumeWrite) {}
+    /// The API server refused to make a PodGroup's autoscaler request `need` (its
+    /// ProvisioningRequest or a PodTemplate) as invalid (422); `why` names the fields. It is
+    /// not sent again unchanged; the scheduler should see the request as failed, so the
+    /// PodGroup's condition says why and the next attempt waits for its back-off.
+    fn capacity_refused(&self, _need: &caldera_model::CapacityNeed, _why: &str) {}
     /// An event was folded into a queued one (the queue is over its soft cap).
     fn event_folded(&self) {}
     /// An event was dropped (the queue is at its memory cap and nothing to fold it into).

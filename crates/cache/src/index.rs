@@ -14,7 +14,7 @@ use caldera_model::{
     Budget, HostPort, Job, LabelSelector, Namespaces, Node, PlacedPod, PlacementSpec, Queue,
     Resources, SelectorOp, Snapshot, Task, TaskStatus, WaitingPod,
 };
-use caldera_model::{CapacityRelease, ConsumingPod};
+use caldera_model::{CapacityNeed, CapacityRelease, CapacityRequest, CapacityState, ConsumingPod};
 use k8s_openapi::api::batch::v1::Job as KubeJob;
 use k8s_openapi::api::core::v1::{
     Namespace, Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -147,6 +147,11 @@ pub struct ClusterIndex {
     /// required affinity).
     scoring: BTreeSet<PodKey>,
     requests: BTreeMap<PodKey, RequestInfo>,
+    /// Autoscaler requests the API server refused as invalid (422), by PodGroup (namespace,
+    /// name): never made, so no watch shows them; a snapshot gives them to their job as a
+    /// failed request until a write of the PodGroup's requests goes through (see
+    /// [`ClusterIndex::refuse_provisioning_request`]).
+    refused_requests: BTreeMap<PodKey, RequestInfo>,
     /// PodDisruptionBudgets by (namespace, name): selector and `status.disruptionsAllowed`.
     budgets: BTreeMap<PodKey, (KubeLabelSelector, u32)>,
     /// Namespace labels, for terms that select namespaces by label.
@@ -969,6 +974,41 @@ impl ClusterIndex {
         }
     }
 
+    /// Records that the API server refused to make `need` (422), `why` naming the fields:
+    /// until a later write of the PodGroup's requests succeeds, its job has this request in
+    /// state `Failed` with that message, so the PodGroup's condition says why, and the next
+    /// attempt (with whatever changed) waits for the request back-off instead of being sent
+    /// again every session.
+    pub fn refuse_provisioning_request(
+        &mut self,
+        need: &CapacityNeed,
+        why: &str,
+        now: caldera_model::Time,
+    ) {
+        let info = RequestInfo {
+            podgroup: need.podgroup.clone(),
+            podgroup_uid: need.podgroup_uid.clone(),
+            request: CapacityRequest {
+                namespace: need.namespace.clone(),
+                name: need.name.clone(),
+                attempt: need.attempt,
+                created: now,
+                state: CapacityState::Failed,
+                since: now,
+                message: format!("refused by the API server as invalid: {why}"),
+                pod_sets: u32::try_from(need.pod_sets.len()).unwrap_or(u32::MAX),
+            },
+        };
+        self.refused_requests
+            .insert(key_of(&need.namespace, &need.podgroup), info);
+    }
+
+    /// Forgets the refusal recorded for the PodGroup `namespace/podgroup` (a write of its
+    /// requests went through).
+    pub fn forget_refused_provisioning_request(&mut self, namespace: &str, podgroup: &str) {
+        self.refused_requests.remove(&key_of(namespace, podgroup));
+    }
+
     /// Caldera's requests, by namespace and name.
     pub fn provisioning_requests(&self) -> impl Iterator<Item = &RequestInfo> {
         self.requests.values()
@@ -1003,6 +1043,14 @@ impl ClusterIndex {
                 }),
             }
         }
+        let refused: Vec<(usize, &RequestInfo)> = self
+            .refused_requests
+            .values()
+            .filter_map(|info| {
+                let &j = by_uid.get(&*info.podgroup_uid)?;
+                (*snap.jobs[j].namespace == *info.request.namespace).then_some((j, info))
+            })
+            .collect();
         // Newest attempt (then newest, then last name) wins; the others are stale.
         owner.sort_by(|a, b| {
             let (ra, rb) = (&a.1.request, &b.1.request);
@@ -1026,6 +1074,18 @@ impl ClusterIndex {
             }
             last = Some(j);
             snap.jobs[j].capacity = Some(info.request.clone());
+        }
+        // A refused request stands for an attempt no watch shows: the job's, unless a request
+        // of that attempt or a later one exists.
+        for (j, info) in refused {
+            let job = &mut snap.jobs[j];
+            if job
+                .capacity
+                .as_ref()
+                .is_none_or(|c| c.attempt < info.request.attempt)
+            {
+                job.capacity = Some(info.request.clone());
+            }
         }
         let mut kept = self.bookings.lock().unwrap_or_else(PoisonError::into_inner);
         book_nodes(snap, &mut kept);

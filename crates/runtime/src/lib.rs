@@ -348,6 +348,17 @@ impl Observer for RuntimeObserver {
     }
 
     fn written(&self, target: &Target, resource_version: Option<&str>) {
+        if let Target::Capacity {
+            namespace,
+            podgroup,
+        } = target
+        {
+            // The PodGroup's requests went through: a refusal recorded before is over.
+            self.shared
+                .lock_cluster()
+                .index
+                .forget_refused_provisioning_request(namespace, podgroup);
+        }
         let Some(key) = target_key(target) else {
             return;
         };
@@ -362,6 +373,14 @@ impl Observer for RuntimeObserver {
         if let Some(key) = target_key(target) {
             self.shared.lock_cluster().overlay.write_failed(&key);
         }
+    }
+
+    fn capacity_refused(&self, need: &caldera_model::CapacityNeed, why: &str) {
+        self.shared
+            .lock_cluster()
+            .index
+            .refuse_provisioning_request(need, why, wall_clock());
+        self.shared.trigger();
     }
 
     fn volume_write_dropped(&self, write: &caldera_model::VolumeWrite) {

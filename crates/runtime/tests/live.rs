@@ -561,6 +561,64 @@ async fn without_the_provisioning_request_crd_a_gang_waits_as_before() {
     handle.shutdown().await;
 }
 
+/// A PodTemplate the API server refuses as invalid (422) is reported once — a Warning event
+/// and the PodGroup's condition naming why — and not sent again every session: the request
+/// counts as failed, and the next attempt waits for the request back-off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_autoscaler_request_is_reported_on_the_podgroup_and_not_resent() {
+    let server = ApiServer::start().await.unwrap();
+    let crd = serde_json::to_value(caldera_api::provisioning_request_crd()).unwrap();
+    server
+        .store()
+        .create("customresourcedefinitions", crd)
+        .unwrap();
+    create_nodes(&server, 1, 4);
+    server.fail_next(Verb::Create, "podtemplates", "", 422, 1);
+    create_gang(&server, "ml", "big", 8, 1);
+    let handle = start(autoscaling_options(), server.kube_client().unwrap()).await;
+    eventually(
+        10,
+        "PodGroup says ProvisioningFailed, naming the refusal",
+        || {
+            let pg = server.store().get("podgroups", "ml", "big").unwrap();
+            let c = &pg["status"]["conditions"][0];
+            c["reason"] == "ProvisioningFailed"
+                && c["message"].as_str().is_some_and(|m| {
+                    m.contains("refused by the API server as invalid")
+                        && m.contains("injected failure")
+                })
+        },
+    )
+    .await;
+    let sessions = handle.sessions();
+    eventually(5, "five more sessions", || {
+        handle.sessions() >= sessions + 5
+    })
+    .await;
+    assert_eq!(
+        server
+            .request_counts()
+            .get(Verb::Create, "podtemplates", ""),
+        1,
+        "the refused template is not sent again"
+    );
+    assert_eq!(server.store().count("provisioningrequests"), 0);
+    let warnings = || -> Vec<serde_json::Value> {
+        server
+            .store()
+            .list("events.events.k8s.io")
+            .into_iter()
+            .filter(|e| e["reason"] == "ProvisioningRequestInvalid")
+            .collect()
+    };
+    eventually(5, "the Warning event", || !warnings().is_empty()).await;
+    let warnings = warnings();
+    assert_eq!(warnings.len(), 1, "one Warning event: {warnings:?}");
+    assert_eq!(warnings[0]["regarding"]["name"], "big");
+    assert_eq!(warnings[0]["type"], "Warning");
+    handle.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_crd_a_gang_short_of_nodes_gets_one_request_found_again_after_a_restart() {
     let server = ApiServer::start().await.unwrap();

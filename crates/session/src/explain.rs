@@ -132,8 +132,11 @@ impl Scheduler {
             format!("{mode}{limit} over {} domains{domain}", rule.source_name())
         });
 
-        // A fresh session for the node-by-node view, as the cluster is before any placement.
-        let fresh = self.open(snapshot, now);
+        // A fresh session for the node-by-node view, as the cluster is before any placement,
+        // with the room held for the job and lent to it (that of jobs of lower priority)
+        // released, as allocate tries it.
+        let mut fresh = self.open(snapshot, now);
+        let _lent = crate::reserve::release(&mut fresh, ji);
         let enqueue = if fresh.state.job_runs[ji].admitted {
             None
         } else {

@@ -10,6 +10,16 @@
 //! `PodTopologySpread`
 //! (eligible nodes by `nodeAffinityPolicy`/`nodeTaintsPolicy`, domains of eligible nodes,
 //! `minDomains`, terminating pods not counted).
+//!
+//! **Nominated pods.** Members held at a node for a preemptor ([`crate::reserve`]) count in
+//! the checks of that node only, as kube-scheduler's `RunFilterPluginsWithNominatedPods` adds
+//! the pods nominated to the node it filters (`addGENominatedPods`): a reservation is counted
+//! exactly while it holds room — for jobs of equal or lower priority than its holder, never
+//! for the holder itself. As there, a node must pass twice, with the nominated pods and
+//! without them, so a nominated pod closes a node to others (its anti-affinity, theirs, the
+//! spread skew) but never opens one (it does not satisfy a required affinity on its own, and
+//! the spread is also checked without it). Scores do not count nominated pods (nor do
+//! kube-scheduler's).
 
 use caldera_model::selector::{untolerated_taint, SelectorOp};
 use caldera_model::{
@@ -212,6 +222,10 @@ pub struct InterPod {
     /// While set, [`InterPod::check`] passes everything: the session checks the constraints
     /// when it picks a node instead (members whose verdict depends on other nodes).
     deferred: Cell<bool>,
+    /// Per node: the members held there now (see "Nominated pods" above), by task index.
+    nominated: HashMap<u32, Vec<(usize, Counted)>>,
+    /// How many of them carry required anti-affinity.
+    nominated_anti: usize,
 }
 
 /// Two views are equal when they count the same pods (caches aside).
@@ -225,7 +239,18 @@ impl PartialEq for InterPod {
                 .iter()
                 .zip(&other.placed)
                 .all(|((a, p), (b, q))| a == b && p.node == q.node)
+            && nominated_set(&self.nominated) == nominated_set(&other.nominated)
     }
+}
+
+/// The (node, task) pairs of nominated members, in order.
+fn nominated_set(nominated: &HashMap<u32, Vec<(usize, Counted)>>) -> Vec<(u32, usize)> {
+    let mut out: Vec<(u32, usize)> = nominated
+        .iter()
+        .flat_map(|(&n, here)| here.iter().map(move |(t, _)| (n, *t)))
+        .collect();
+    out.sort_unstable();
+    out
 }
 
 /// The identity of a term: its address (see [`Matcher`]).
@@ -279,7 +304,39 @@ impl InterPod {
     /// Whether no pod carries required anti-affinity and nothing is counted: checks of
     /// unconstrained members can be skipped.
     pub fn quiet(&self) -> bool {
-        self.anti_pods == 0
+        self.anti_pods == 0 && self.nominated_anti == 0
+    }
+
+    /// Counts `task` (`t`), held at `node` for its preemptor, in that node's checks.
+    pub fn nominate(&mut self, task: usize, t: &Task, node: u32) {
+        let c = Counted {
+            namespace: t.namespace.clone(),
+            labels: t.labels.clone(),
+            node,
+            terminating: false,
+            anti: t.spec.pods.anti_affinity.clone().into(),
+            soft: Arc::from([]),
+        };
+        if !c.anti.is_empty() {
+            self.nominated_anti += 1;
+        }
+        self.nominated.entry(node).or_default().push((task, c));
+    }
+
+    /// Undoes [`InterPod::nominate`] of `task` at `node`.
+    pub fn unnominate(&mut self, task: usize, node: u32) {
+        let Some(here) = self.nominated.get_mut(&node) else {
+            return;
+        };
+        if let Some(i) = here.iter().rposition(|(t, _)| *t == task) {
+            let (_, c) = here.remove(i);
+            if !c.anti.is_empty() {
+                self.nominated_anti -= 1;
+            }
+        }
+        if here.is_empty() {
+            self.nominated.remove(&node);
+        }
     }
 
     fn domains(&self, key: &str, nodes: &[Node]) -> Arc<Domains> {
@@ -522,6 +579,9 @@ impl InterPod {
     /// anti-affinity, and its `DoNotSchedule` spread constraints, on node index `node`.
     /// `affinity` and `spread` switch those checks (Volcano's `predicate.*Enable`). `kind` is
     /// the task's [`crate::state::State::traits`] id when known (answers are shared by kind).
+    ///
+    /// With members nominated to `node` (see "Nominated pods" above) the node must pass with
+    /// them counted and without them.
     pub fn check(
         &self,
         t: &Task,
@@ -534,14 +594,41 @@ impl InterPod {
         if self.deferred.get() {
             return Ok(());
         }
-        if affinity && self.anti_pods > 0 && self.closed_at(t, kind, node, nodes) {
+        if let Some(here) = self.nominated.get(&node) {
+            let extra: Vec<&Counted> = here.iter().map(|(_, c)| c).collect();
+            self.check_with(t, kind, node, nodes, affinity, spread, &extra)?;
+        }
+        self.check_with(t, kind, node, nodes, affinity, spread, &[])
+    }
+
+    /// [`InterPod::check`] with `extra` pods counted on `node` besides the counted ones.
+    #[allow(clippy::too_many_arguments)] // the check's switches, plus the pass's extra pods
+    fn check_with(
+        &self,
+        t: &Task,
+        kind: Option<u32>,
+        node: u32,
+        nodes: &[Node],
+        affinity: bool,
+        spread: bool,
+        extra: &[&Counted],
+    ) -> Result<(), String> {
+        let has_key = |key: &str| nodes[node as usize].labels.contains_key(key);
+        if affinity
+            && ((self.anti_pods > 0 && self.closed_at(t, kind, node, nodes))
+                || extra.iter().any(|p| {
+                    p.anti.iter().any(|term| {
+                        has_key(&term.topology_key) && term.matches(&t.namespace, &t.labels)
+                    })
+                }))
+        {
             return Err("node(s) didn't satisfy existing pods anti-affinity rules".into());
         }
         let c = &t.spec.pods;
         if c.is_empty() {
             return Ok(());
         }
-        if affinity && !c.affinity.is_empty() && !self.affinity_ok(t, c, node, nodes) {
+        if affinity && !c.affinity.is_empty() && !self.affinity_ok(t, c, node, nodes, extra) {
             return Err("node(s) didn't match pod affinity rules".into());
         }
         for term in c.anti_affinity.iter().filter(|_| affinity) {
@@ -553,7 +640,11 @@ impl InterPod {
                 nodes,
                 |c| c.in_domain_of(node),
             );
-            if n.is_some_and(|n| n > 0) {
+            let nominated = extra
+                .iter()
+                .filter(|p| term.matches(&p.namespace, &p.labels))
+                .count() as u32;
+            if n.is_some_and(|n| n + nominated > 0) {
                 return Err("node(s) didn't match pod anti-affinity rules".into());
             }
         }
@@ -566,8 +657,36 @@ impl InterPod {
                 || Some(self.eligible(t, s, nodes)),
                 nodes,
                 |c| {
-                    let here = c.in_domain_of(node)?;
-                    let mut min = c.min_count();
+                    let mut here = c.in_domain_of(node)?;
+                    // Nominated pods here that the constraint counts, on a node it counts.
+                    let nominated = if c.eligible.as_ref().is_none_or(|e| e[node as usize]) {
+                        extra
+                            .iter()
+                            .filter(|p| InterPod::matches(&c.matcher, p))
+                            .count() as u32
+                    } else {
+                        0
+                    };
+                    let mut min = if nominated == 0 {
+                        c.min_count()
+                    } else {
+                        let id = c.domains.of_node[node as usize];
+                        let min = c
+                            .present
+                            .iter()
+                            .map(|&d| {
+                                let n = c.by_domain.get(&d).copied().unwrap_or(0);
+                                if d == id {
+                                    n + nominated
+                                } else {
+                                    n
+                                }
+                            })
+                            .min()
+                            .unwrap_or(0);
+                        here += nominated;
+                        min
+                    };
                     if s.min_domains.is_some_and(|m| (c.present.len() as u32) < m) {
                         min = 0;
                     }
@@ -589,11 +708,27 @@ impl InterPod {
         Ok(())
     }
 
-    fn affinity_ok(&self, t: &Task, c: &PodConstraints, node: u32, nodes: &[Node]) -> bool {
+    fn affinity_ok(
+        &self,
+        t: &Task,
+        c: &PodConstraints,
+        node: u32,
+        nodes: &[Node],
+        extra: &[&Counted],
+    ) -> bool {
         let mut all_here = true;
         let mut none_anywhere = true;
+        // Nominated pods here matching every term (they count in every term's domain here).
+        let nominated = extra
+            .iter()
+            .filter(|p| {
+                c.affinity
+                    .iter()
+                    .all(|term| term.matches(&p.namespace, &p.labels))
+            })
+            .count() as u32;
         for term in &c.affinity {
-            let (here, total) = self.with_counter(
+            let (mut here, mut total) = self.with_counter(
                 addr(term),
                 || Matcher::AllTerms(c.affinity.iter().cloned().collect()),
                 &term.topology_key,
@@ -601,6 +736,10 @@ impl InterPod {
                 nodes,
                 |c| (c.in_domain_of(node), c.total),
             );
+            if let Some(n) = here.as_mut() {
+                *n += nominated;
+                total += nominated;
+            }
             if total > 0 {
                 none_anywhere = false;
             }

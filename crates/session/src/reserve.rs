@@ -2,7 +2,8 @@
 //!
 //! A reservation is a pending task held at a node. While it stands, the task's request counts
 //! on that node for every job of lower or equal priority — exactly as if it were bound — so
-//! none of them takes the room; the task itself gets the room back whenever its own job is
+//! none of them takes the room (and the task counts in that node's inter-pod checks, as a
+//! nominated pod does in kube-scheduler's: see [`crate::interpod`]); the task itself gets the room back whenever its own job is
 //! tried (see [`release`]/[`restore`] around [`crate::attempt::attempt`]).
 //!
 //! **Priority.** As kube-scheduler adds only nominated pods of greater or equal priority when
@@ -122,6 +123,8 @@ pub fn hold(ssn: &mut Session, task: usize, node: usize) {
     let t = &ssn.state.tasks[task];
     let (req, ports, job) = (t.request.clone(), t.spec.host_ports.clone(), t.job);
     ssn.state.nodes[node].add_pod(&req, &ports);
+    let st = &mut ssn.state;
+    st.interpod.nominate(task, &st.tasks[task], node as u32);
     ssn.touch_nodes(&[node as u32]);
     ssn.reservations.by_job[job].push(Reservation {
         task,
@@ -150,8 +153,12 @@ fn set_held(ssn: &mut Session, job: usize, i: usize, held: bool) {
     let node = &mut ssn.state.nodes[r.node];
     if held {
         node.add_pod(&req, &ports);
+        let st = &mut ssn.state;
+        st.interpod
+            .nominate(r.task, &st.tasks[r.task], r.node as u32);
     } else {
         node.remove_pod(&req, &ports);
+        ssn.state.interpod.unnominate(r.task, r.node as u32);
     }
     ssn.reservations.by_job[job][i].held = held;
     ssn.touch_nodes(&[r.node as u32]);

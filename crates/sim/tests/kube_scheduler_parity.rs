@@ -5,6 +5,11 @@
 //! simulator's API-server model and the cache into a snapshot, and `explain` says, node by
 //! node, whether the pod fits (the session's filters, as allocate uses them).
 //!
+//! `nominated.yaml` ports `TestFilterPluginsWithNominatedPods` (framework runtime) with the
+//! inter-pod filters in place of its injected plugins, plus the rule its
+//! `RunFilterPluginsWithNominatedPods` states (a node passes with and without the nominated
+//! pods of equal or higher priority on it, so a nominated pod never satisfies an affinity).
+//!
 //! A case lists the nodes kube-scheduler finds feasible. A case where Caldera differs on
 //! purpose says why (`differs`), and the test checks that it still does, so the list of
 //! differences stays true.
@@ -30,6 +35,10 @@ struct Case {
     /// Pods already bound (`node`), Running.
     #[serde(default)]
     pods: Vec<PodCase>,
+    /// Pending pods of Caldera's with `status.nominatedNodeName` (`node`): members held at that
+    /// node for a preemptor (kube-scheduler's nominated pods).
+    #[serde(default)]
+    nominated: Vec<PodCase>,
     /// The pod to place.
     pod: PodCase,
     /// The nodes kube-scheduler's filter passes.
@@ -78,9 +87,20 @@ struct PodCase {
     ports: Vec<Value>,
     #[serde(default)]
     terminating: bool,
+    /// Its PriorityClass's value (a class `priority-<value>` is made for it; its PodGroup, for
+    /// the incoming pod, names it too).
+    #[serde(default)]
+    priority: Option<i32>,
 }
 
-fn pod_manifest(p: &PodCase, name: &str, incoming: bool) -> Value {
+/// The PriorityClass a case's pod with `priority` names.
+fn priority_class(priority: i32) -> String {
+    format!("priority-{}", priority.unsigned_abs())
+}
+
+/// A pod's manifest: the incoming pod (`incoming`), a pending pod nominated to `p.node`
+/// (`nominated`), or else a Running pod of another scheduler bound to `p.node`.
+fn pod_manifest(p: &PodCase, name: &str, incoming: bool, nominated: bool) -> Value {
     let ns = p.namespace.as_deref().unwrap_or("default");
     let mut spec = Map::new();
     spec.insert(
@@ -92,11 +112,14 @@ fn pod_manifest(p: &PodCase, name: &str, incoming: bool) -> Value {
             "ports": p.ports,
         }]),
     );
-    if incoming {
+    if incoming || nominated {
         spec.insert("schedulerName".into(), json!("caldera"));
     } else {
         spec.insert("schedulerName".into(), json!("default-scheduler"));
         spec.insert("nodeName".into(), json!(p.node.clone().unwrap_or_default()));
+    }
+    if let Some(priority) = p.priority {
+        spec.insert("priorityClassName".into(), json!(priority_class(priority)));
     }
     for (k, v) in &p.spec {
         spec.insert(k.clone(), v.clone());
@@ -109,7 +132,9 @@ fn pod_manifest(p: &PodCase, name: &str, incoming: bool) -> Value {
         metadata["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     }
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec});
-    if !incoming {
+    if nominated {
+        pod["status"] = json!({"phase": "Pending", "nominatedNodeName": p.node});
+    } else if !incoming {
         pod["status"] = json!({"phase": "Running"});
     }
     pod
@@ -132,17 +157,40 @@ fn manifests(case: &Case) -> Vec<Value> {
             },
         }));
     }
+    let mut priorities: Vec<i32> = case
+        .pods
+        .iter()
+        .chain(&case.nominated)
+        .chain(std::iter::once(&case.pod))
+        .filter_map(|p| p.priority)
+        .collect();
+    priorities.sort_unstable();
+    priorities.dedup();
+    for priority in priorities {
+        out.push(json!({
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": priority_class(priority)}, "value": priority,
+        }));
+    }
     for (i, p) in case.pods.iter().enumerate() {
         let name = p.name.clone().unwrap_or_else(|| format!("existing-{i}"));
-        out.push(pod_manifest(p, &name, false));
+        out.push(pod_manifest(p, &name, false, false));
+    }
+    for (i, p) in case.nominated.iter().enumerate() {
+        let name = p.name.clone().unwrap_or_else(|| format!("nominated-{i}"));
+        out.push(pod_manifest(p, &name, false, true));
     }
     let ns = case.pod.namespace.as_deref().unwrap_or("default");
+    let mut group_spec = json!({"minMember": 1});
+    if let Some(priority) = case.pod.priority {
+        group_spec["priorityClassName"] = json!(priority_class(priority));
+    }
     out.push(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
         "metadata": {"name": "incoming", "namespace": ns},
-        "spec": {"minMember": 1},
+        "spec": group_spec,
     }));
-    out.push(pod_manifest(&case.pod, "incoming", true));
+    out.push(pod_manifest(&case.pod, "incoming", true, false));
     out
 }
 
@@ -224,4 +272,14 @@ fn nodeaffinity() {
 #[test]
 fn nodeports() {
     run_table("nodeports.yaml");
+}
+
+#[test]
+fn podtopologyspread() {
+    run_table("podtopologyspread.yaml");
+}
+
+#[test]
+fn nominated_pods() {
+    run_table("nominated.yaml");
 }

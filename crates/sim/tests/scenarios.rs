@@ -87,6 +87,7 @@ scenarios! {
     predicates_basic => "predicates-basic.yaml",
     preempt_defragments => "preempt-defragments.yaml",
     preempt_exact_victims_two_node_gangs => "preempt-exact-victims-two-node-gangs.yaml",
+    preempt_waits_for_whole_gang => "preempt-waits-for-whole-gang.yaml",
     preempt_free_plus_emptied_node => "preempt-free-plus-emptied-node.yaml",
     preempt_held_room_higher_priority => "preempt-held-room-higher-priority.yaml",
     preempt_keeps_gangs_whole => "preempt-keeps-gangs-whole.yaml",

@@ -46,12 +46,7 @@ fn unfit_for_real_server(scenario: &Scenario) -> Option<String> {
 
 /// Scenarios that pass in the simulator but race live, with the known cause. Each is a bug
 /// to fix, not an expectation to relax; the simulator still runs them in `cargo test`.
-const KNOWN_LIVE_RACES: &[(&str, &str)] = &[(
-    "preempt-exact-victims-two-node-gangs.yaml",
-    "live on a loaded machine the high gangs were placed after other victims (low-5 instead of low-1) and \
-     had bound by the Preempting check (a clean-clone CI run); the victim choice depends on what the \
-     scheduler has seen of the live apply when it first preempts",
-)];
+const KNOWN_LIVE_RACES: &[(&str, &str)] = &[];
 
 async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
     if let Some((_, why)) = KNOWN_LIVE_RACES.iter().find(|(f, _)| file.ends_with(f)) {
