@@ -352,3 +352,75 @@ fn reclaim_counts_what_allocate_placed_in_the_session_and_never_takes_a_queue_be
         out.plan.evictions
     );
 }
+
+/// A cycle of parents and a missing parent are said on each Queue out of the tree: condition
+/// `Schedulable=False` (reason `ParentCycle` / `ParentNotFound`) and one Warning event when it
+/// starts; a session that finds the condition already written writes and says nothing again.
+#[test]
+fn a_queue_out_of_the_tree_gets_a_condition_and_one_event() {
+    use caldera_model::EventObject;
+    let build = |statuses: &BTreeMap<String, caldera_model::QueueStatus>| {
+        let mut c = Cluster::new().node(node("n0").gpus(8).cpu(64));
+        for (name, parent) in [
+            ("x", Some("y")),
+            ("y", Some("x")),
+            ("orphan", Some("nowhere")),
+            ("fine", None),
+        ] {
+            let mut b = queue(name);
+            if let Some(p) = parent {
+                b = b.parent(p);
+            }
+            b.0.status = statuses.get(name).cloned();
+            c = c.queue(b);
+        }
+        c.snapshot()
+    };
+    let sched = scheduler(&config()).unwrap();
+    let out = sched.run(&build(&BTreeMap::new()), Time::from_secs(10));
+    let statuses: BTreeMap<String, caldera_model::QueueStatus> = out
+        .plan
+        .queues
+        .iter()
+        .map(|u| (u.name.to_string(), u.status.clone()))
+        .collect();
+    let reason = |q: &str| {
+        statuses[q]
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(reason("x"), [("Schedulable", "False", "ParentCycle")]);
+    assert_eq!(reason("y"), [("Schedulable", "False", "ParentCycle")]);
+    assert_eq!(
+        reason("orphan"),
+        [("Schedulable", "False", "ParentNotFound")]
+    );
+    assert!(reason("fine").is_empty());
+    let mut events: Vec<(&str, &str)> = out
+        .plan
+        .events
+        .iter()
+        .filter(|e| e.object == EventObject::Queue)
+        .map(|e| (&*e.name, e.reason.as_str()))
+        .collect();
+    events.sort();
+    assert_eq!(
+        events,
+        [
+            ("orphan", "ParentNotFound"),
+            ("x", "ParentCycle"),
+            ("y", "ParentCycle")
+        ]
+    );
+
+    // The statuses written, read back: nothing new to write or say.
+    let again = sched.run(&build(&statuses), Time::from_secs(20));
+    assert!(again.plan.queues.is_empty(), "{:?}", again.plan.queues);
+    assert!(!again
+        .plan
+        .events
+        .iter()
+        .any(|e| e.object == EventObject::Queue));
+}
