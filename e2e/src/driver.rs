@@ -150,6 +150,9 @@ pub struct LiveRun {
     applied: HashMap<ObjectKey, Value>,
     namespaces: Namespaces,
     default_queue_existed: bool,
+    /// Whether the `root` Queue existed before the run (the scheduler creates it while the
+    /// queue tree is in use; cleanup deletes it if the scheduler made it during the run).
+    root_queue_existed: bool,
     /// Uids of bound pods the invariants have been checked for (or that were created bound).
     verified: HashSet<String>,
     /// Uids of every object this run created, deleted ones included: cleanup deletes the
@@ -223,6 +226,7 @@ impl LiveRun {
             applied: HashMap::new(),
             namespaces,
             default_queue_existed: false,
+            root_queue_existed: false,
             verified: HashSet::new(),
             created: HashSet::new(),
             job_pods: Default::default(),
@@ -255,6 +259,11 @@ impl LiveRun {
             .get_opt(caldera_api::DEFAULT_QUEUE)
             .await
             .map_err(|e| Error::api("get", "Queue default", e))?
+            .is_some();
+        run.root_queue_existed = crate::objects::api(&run.client, Kind::Queue, None)
+            .get_opt(caldera_api::ROOT_QUEUE)
+            .await
+            .map_err(|e| Error::api("get", "Queue root", e))?
             .is_some();
         Ok(run)
     }
@@ -853,7 +862,7 @@ impl LiveRun {
     }
 
     /// Deletes what this run created: its objects, the events about them, the `default`
-    /// Queue if the scheduler made it during the run, and the namespaces and service
+    /// and `root` Queues if the scheduler made them during the run, and the namespaces and service
     /// accounts the driver made. Call it after stopping the scheduler.
     pub async fn cleanup(&mut self) -> Result<()> {
         let selector = format!("{RUN_LABEL}={}", self.options.run_id);
@@ -865,8 +874,14 @@ impl LiveRun {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .drain(),
         );
-        if !self.default_queue_existed {
-            let key = ObjectKey::new(Kind::Queue, None, caldera_api::DEFAULT_QUEUE);
+        for (name, existed) in [
+            (caldera_api::DEFAULT_QUEUE, self.default_queue_existed),
+            (caldera_api::ROOT_QUEUE, self.root_queue_existed),
+        ] {
+            if existed {
+                continue;
+            }
+            let key = ObjectKey::new(Kind::Queue, None, name);
             if let Some(q) = self.get(&key).await? {
                 let made_by_scheduler = labels_of(&q).is_none_or(|l| !l.contains_key(RUN_LABEL));
                 if made_by_scheduler {
@@ -962,7 +977,7 @@ pub fn failure(report: &StepReport) -> StepFailure {
 /// Installs the PodGroup, Queue and HyperNode CRDs if missing and waits until they are established and
 /// their resources served. An existing CRD is left as it is.
 pub async fn install_crds(client: &Client, timeout: Duration, poll: Duration) -> Result<()> {
-    install(client, caldera_api::crds(), timeout, poll).await?;
+    install(client, caldera_api::crds(), true, timeout, poll).await?;
     for kind in [Kind::PodGroup, Kind::Queue, Kind::HyperNode] {
         let deadline = Instant::now() + timeout;
         loop {
@@ -981,6 +996,20 @@ pub async fn install_crds(client: &Client, timeout: Duration, poll: Duration) ->
     Ok(())
 }
 
+/// Each version's name and schema, to tell whether a CRD on the cluster is ours.
+fn schemas(crd: &CustomResourceDefinition) -> Vec<(String, Option<Value>)> {
+    crd.spec
+        .versions
+        .iter()
+        .map(|v| {
+            (
+                v.name.clone(),
+                v.schema.as_ref().and_then(|s| serde_json::to_value(s).ok()),
+            )
+        })
+        .collect()
+}
+
 /// Installs the ProvisioningRequest CRD (cluster-autoscaler's, as `caldera_api` describes it)
 /// if missing, and waits until ProvisioningRequests are served. An existing CRD (a cluster's
 /// own autoscaler installed it) is left as it is.
@@ -992,6 +1021,7 @@ pub async fn install_provisioning_crd(
     install(
         client,
         vec![caldera_api::provisioning_request_crd()],
+        false,
         timeout,
         poll,
     )
@@ -1009,10 +1039,13 @@ pub async fn install_provisioning_crd(
     }
 }
 
-/// Creates each CRD that is missing and waits until it is established.
+/// Creates each CRD that is missing and waits until it is established. With `update`, an
+/// existing CRD whose schemas differ from ours (an older Caldera's, without a newer status
+/// field the API server would prune) is replaced by ours.
 async fn install(
     client: &Client,
     crds: Vec<CustomResourceDefinition>,
+    update: bool,
     timeout: Duration,
     poll: Duration,
 ) -> Result<()> {
@@ -1024,12 +1057,21 @@ async fn install(
             .get_opt(&name)
             .await
             .map_err(|e| Error::api("get", what.clone(), e))?;
-        if existing.is_none() {
-            match api.create(&PostParams::default(), &crd).await {
+        match existing {
+            None => match api.create(&PostParams::default(), &crd).await {
                 Ok(_) => info!(crd = %name, "installed"),
                 Err(e) if status_code(&e) == Some(409) => {}
                 Err(e) => return Err(Error::api("create", what, e)),
+            },
+            Some(old) if update && schemas(&old) != schemas(&crd) => {
+                let mut new = crd.clone();
+                new.metadata.resource_version = old.metadata.resource_version.clone();
+                api.replace(&name, &PostParams::default(), &new)
+                    .await
+                    .map_err(|e| Error::api("replace", what.clone(), e))?;
+                info!(crd = %name, "updated to this build's schema");
             }
+            Some(_) => {}
         }
         let deadline = Instant::now() + timeout;
         loop {

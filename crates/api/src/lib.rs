@@ -37,7 +37,7 @@ pub use provisioning::{
     PROVISIONING_VERSION,
 };
 pub use queue::{
-    Affinity, Cluster, DequeueStrategy, Guarantee, NodeGroupAffinity, Queue, QueueSpec, QueueState,
-    QueueStatus, Reservation,
+    Affinity, Cluster, DequeueStrategy, Guarantee, NodeGroupAffinity, Queue, QueueCondition,
+    QueueSpec, QueueState, QueueStatus, Reservation,
 };
 pub use well_known::*;

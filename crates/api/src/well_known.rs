@@ -41,6 +41,10 @@ pub const ANNOTATION_QUEUE_HIERARCHY_WEIGHTS: &str = "volcano.sh/hierarchy-weigh
 /// Name of the queue used when a PodGroup or pod names none; Caldera creates it if missing.
 pub const DEFAULT_QUEUE: &str = "default";
 
+/// Name of the queue every queue without `spec.parent` hangs under in the queue tree; Caldera
+/// creates it if missing while the config uses the tree (`capacity` with `enableHierarchy`).
+pub const ROOT_QUEUE: &str = "root";
+
 /// Reasons written into PodGroup conditions, pod conditions and events.
 pub mod reason {
     /// PodGroup `Unschedulable`: the gang does not fit the nodes.

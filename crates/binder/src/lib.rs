@@ -835,6 +835,7 @@ impl Groups {
         match e.object {
             EventObject::Pod => self.by_pod.get(&key).cloned(),
             EventObject::PodGroup => self.by_podgroup.get(&key).cloned(),
+            EventObject::Queue => None,
         }
     }
 }

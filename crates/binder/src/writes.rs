@@ -387,6 +387,20 @@ pub fn queue_status_patch(s: &QueueStatus, old: Option<&QueueStatus>) -> Value {
             allocated.insert(name.to_string(), Value::Null);
         }
     }
+    // Conditions are replaced whole (a merge patch replaces lists); `null` drops the last.
+    let conditions: Vec<Value> = s
+        .conditions
+        .iter()
+        .map(|c| {
+            json!({
+                "type": c.type_,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": c.last_transition.to_rfc3339(),
+            })
+        })
+        .collect();
     let mut status = json!({
         "pending": s.pending,
         "inqueue": s.inqueue,
@@ -395,6 +409,11 @@ pub fn queue_status_patch(s: &QueueStatus, old: Option<&QueueStatus>) -> Value {
         "unknown": s.unknown,
         "allocated": allocated,
     });
+    if !conditions.is_empty() {
+        status["conditions"] = Value::Array(conditions);
+    } else if old.is_some_and(|o| !o.conditions.is_empty()) {
+        status["conditions"] = Value::Null;
+    }
     let old_state = old.map(|o| o.state.as_str()).unwrap_or("");
     if old_state.is_empty() && !s.state.is_empty() {
         status["state"] = json!(s.state);
@@ -470,7 +489,7 @@ pub(crate) fn event_object(reporter: &Reporter, q: &QueuedEvent) -> KubeEvent {
     KubeEvent {
         metadata: ObjectMeta {
             name: Some(name),
-            namespace: Some(e.namespace.to_string()),
+            namespace: Some(event_namespace(e).to_string()),
             ..ObjectMeta::default()
         },
         event_time: Some(MicroTime(q.first_seen)),
@@ -485,7 +504,7 @@ pub(crate) fn event_object(reporter: &Reporter, q: &QueuedEvent) -> KubeEvent {
         regarding: Some(ObjectReference {
             api_version: Some(api_version.to_string()),
             kind: Some(kind.to_string()),
-            namespace: Some(e.namespace.to_string()),
+            namespace: Some(e.namespace.to_string()).filter(|n| !n.is_empty()),
             name: Some(e.name.to_string()),
             uid: real_uid(&e.uid),
             ..ObjectReference::default()
@@ -507,10 +526,21 @@ pub(crate) fn event_object(reporter: &Reporter, q: &QueuedEvent) -> KubeEvent {
     }
 }
 
+/// Where an event lives: its object's namespace, or `default` for a cluster-scoped object (a
+/// Queue), as kube-apiserver's own events about Nodes do.
+fn event_namespace(e: &caldera_model::Event) -> &str {
+    if e.namespace.is_empty() {
+        "default"
+    } else {
+        &e.namespace
+    }
+}
+
 fn event_kind(object: EventObject) -> (&'static str, &'static str) {
     match object {
         EventObject::Pod => ("v1", "Pod"),
         EventObject::PodGroup => ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+        EventObject::Queue => ("scheduling.volcano.sh/v1beta1", "Queue"),
     }
 }
 
@@ -522,7 +552,7 @@ fn real_uid(uid: &str) -> Option<String> {
 /// `POST /apis/events.k8s.io/v1/namespaces/{ns}/events`.
 pub(crate) async fn event(client: &Client, reporter: &Reporter, q: &QueuedEvent) -> Result<()> {
     let e = &q.event;
-    let api: Api<KubeEvent> = Api::namespaced(client.clone(), &e.namespace);
+    let api: Api<KubeEvent> = Api::namespaced(client.clone(), event_namespace(e));
     api.create(&PostParams::default(), &event_object(reporter, q))
         .await
         .map(|_| ())
@@ -629,5 +659,67 @@ mod tests {
         let regarding = ev.regarding.unwrap();
         assert_eq!(regarding.kind.as_deref(), Some("PodGroup"));
         assert_eq!(regarding.uid, None, "a made-up uid is not sent");
+    }
+
+    #[test]
+    fn a_queue_event_lives_in_default_and_regards_the_cluster_scoped_queue() {
+        let reporter = Reporter {
+            controller: "caldera".into(),
+            instance: "me".into(),
+        };
+        let e = Event {
+            object: EventObject::Queue,
+            namespace: "".into(),
+            name: "x".into(),
+            uid: "".into(),
+            warning: true,
+            reason: "ParentCycle".into(),
+            message: "queue x is not in the queue tree".into(),
+        };
+        let ev = event_object(&reporter, &QueuedEvent::new(e, "Scheduling", None));
+        assert_eq!(ev.metadata.namespace.as_deref(), Some("default"));
+        let regarding = ev.regarding.unwrap();
+        assert_eq!(regarding.kind.as_deref(), Some("Queue"));
+        assert_eq!(
+            regarding.api_version.as_deref(),
+            Some("scheduling.volcano.sh/v1beta1")
+        );
+        assert_eq!(regarding.namespace, None);
+        assert_eq!(regarding.name.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn queue_patch_writes_conditions_and_drops_the_last_one_with_null() {
+        let broken = QueueStatus {
+            state: "Open".into(),
+            conditions: vec![Condition {
+                type_: "Schedulable".into(),
+                status: "False".into(),
+                reason: "ParentCycle".into(),
+                message: "parents form a cycle: x → y → x".into(),
+                last_transition: Time::from_secs(5),
+            }],
+            ..QueueStatus::default()
+        };
+        let patch = queue_status_patch(&broken, None);
+        assert_eq!(patch["status"]["conditions"][0]["reason"], "ParentCycle");
+        assert_eq!(
+            patch["status"]["conditions"][0]["lastTransitionTime"],
+            "1970-01-01T00:00:05Z"
+        );
+        let fixed = QueueStatus {
+            state: "Open".into(),
+            ..QueueStatus::default()
+        };
+        let patch = queue_status_patch(&fixed, Some(&broken));
+        assert_eq!(patch["status"]["conditions"], Value::Null);
+        assert!(patch["status"]
+            .as_object()
+            .unwrap()
+            .contains_key("conditions"));
+        assert!(!queue_status_patch(&fixed, Some(&fixed))["status"]
+            .as_object()
+            .unwrap()
+            .contains_key("conditions"));
     }
 }

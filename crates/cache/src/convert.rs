@@ -828,11 +828,28 @@ pub fn queue(q: &ApiQueue) -> Result<Queue> {
                 completed: count(s.completed),
                 unknown: count(s.unknown),
                 allocated: resource_list(&ctx, "status.allocated", s.allocated.as_ref())?,
+                conditions: s
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .map(|c| Condition {
+                        type_: c.type_.clone().unwrap_or_default(),
+                        status: c.status.clone().unwrap_or_default(),
+                        reason: c.reason.clone().unwrap_or_default(),
+                        message: c.message.clone().unwrap_or_default(),
+                        last_transition: c
+                            .last_transition_time
+                            .as_ref()
+                            .map(time)
+                            .unwrap_or_default(),
+                    })
+                    .collect(),
             })
         }
         None => None,
     };
     let mut out = Queue::new(name);
+    out.uid = Arc::from(meta.uid.as_deref().unwrap_or(""));
     out.weight = spec.weight() as u32;
     out.capability = optional("spec.capability", &spec.capability)?;
     out.guarantee = resource_list(

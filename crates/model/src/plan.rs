@@ -111,6 +111,8 @@ pub enum EventObject {
     Pod,
     /// A PodGroup.
     PodGroup,
+    /// A Queue (cluster-scoped: the event's namespace is empty).
+    Queue,
 }
 
 /// An event to record.

@@ -1,5 +1,6 @@
 //! Queues as given by the cluster (weights, limits, state) and the status Caldera writes.
 
+use crate::job::Condition;
 use crate::resources::Resources;
 use std::sync::Arc;
 
@@ -20,6 +21,9 @@ pub struct QueueStatus {
     pub unknown: u32,
     /// Σ requests of the queue's members that hold a node.
     pub allocated: Resources,
+    /// Caldera's conditions: `Schedulable` False while the queue is out of the queue tree (a
+    /// cycle of parents, a parent that does not exist), so it holds no new work.
+    pub conditions: Vec<Condition>,
 }
 
 /// A queue.
@@ -27,6 +31,8 @@ pub struct QueueStatus {
 pub struct Queue {
     /// Name (cluster-scoped).
     pub name: Arc<str>,
+    /// `metadata.uid` (empty when unknown or implicit): what events about the queue regard.
+    pub uid: Arc<str>,
     /// Weight, 1..65535.
     pub weight: u32,
     /// Hard ceiling; `None` means unlimited.
@@ -58,6 +64,7 @@ impl Queue {
     pub fn new(name: &str) -> Self {
         Queue {
             name: Arc::from(name),
+            uid: Arc::from(""),
             weight: 1,
             capability: None,
             guarantee: Resources::new(),

@@ -10,7 +10,7 @@
 pub mod capacity;
 pub mod tree;
 
-pub use tree::{QueueTree, ROOT};
+pub use tree::{QueueTree, TreeProblem, ROOT};
 
 use caldera_model::Resources;
 use std::sync::Arc;

@@ -21,9 +21,35 @@ pub struct QueueTree {
     children: Vec<Vec<usize>>,
     /// Root first, the node itself excluded; empty for the root and for broken queues.
     ancestors: Vec<Vec<usize>>,
-    problem: Vec<Option<String>>,
+    problem: Vec<Option<(TreeProblem, String)>>,
     root: usize,
     queues: usize,
+}
+
+/// Why a queue is not in the tree, as a condition's or event's one-word reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TreeProblem {
+    /// Its parents form a cycle.
+    ParentCycle,
+    /// It (or the queue at the top of its chain of parents) names a parent that does not
+    /// exist.
+    ParentNotFound,
+    /// An ancestor is out of the tree for another of these reasons.
+    AncestorNotInTree,
+    /// The `root` queue names a parent.
+    RootHasParent,
+}
+
+impl TreeProblem {
+    /// The CamelCase reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            TreeProblem::ParentCycle => "ParentCycle",
+            TreeProblem::ParentNotFound => "ParentNotFound",
+            TreeProblem::AncestorNotInTree => "AncestorNotInTree",
+            TreeProblem::RootHasParent => "RootHasParent",
+        }
+    }
 }
 
 /// Where walking up from a queue got to.
@@ -78,8 +104,9 @@ impl QueueTree {
         };
         if root < n {
             if let Some(p) = queues[root].1.as_ref() {
-                tree.problem[root] = Some(format!(
-                    "the root queue cannot have a parent (spec.parent is {p})"
+                tree.problem[root] = Some((
+                    TreeProblem::RootHasParent,
+                    format!("the root queue cannot have a parent (spec.parent is {p})"),
                 ));
             }
         }
@@ -92,25 +119,31 @@ impl QueueTree {
             // Walk up until a placed or broken node, a missing parent, or a cycle.
             let mut path = vec![start];
             mark[start] = Mark::OnPath;
-            let verdict: Result<(), String> = loop {
+            let verdict: Result<(), (TreeProblem, String)> = loop {
                 let Some(&top) = path.last() else {
                     break Ok(());
                 };
                 match wanted(top) {
                     Err(missing) => {
-                        break Err(format!(
-                            "queue {} names parent {missing}, which does not exist",
-                            tree.names[top]
+                        break Err((
+                            TreeProblem::ParentNotFound,
+                            format!(
+                                "queue {} names parent {missing}, which does not exist",
+                                tree.names[top]
+                            ),
                         ))
                     }
                     Ok(None) => break Ok(()),
                     Ok(Some(p)) => match mark[p] {
                         Mark::Placed => break Ok(()),
                         Mark::Broken => {
-                            break Err(format!(
-                                "its ancestor {} is not in the tree: {}",
-                                tree.names[p],
-                                tree.problem[p].as_deref().unwrap_or("broken")
+                            break Err((
+                                TreeProblem::AncestorNotInTree,
+                                format!(
+                                    "its ancestor {} is not in the tree: {}",
+                                    tree.names[p],
+                                    tree.problem(p).unwrap_or("broken")
+                                ),
                             ))
                         }
                         Mark::OnPath => {
@@ -118,7 +151,10 @@ impl QueueTree {
                             let mut cycle: Vec<&str> =
                                 path[at..].iter().map(|&x| &*tree.names[x]).collect();
                             cycle.push(&tree.names[p]);
-                            break Err(format!("parents form a cycle: {}", cycle.join(" → ")));
+                            break Err((
+                                TreeProblem::ParentCycle,
+                                format!("parents form a cycle: {}", cycle.join(" → ")),
+                            ));
                         }
                         Mark::Unvisited => {
                             mark[p] = Mark::OnPath;
@@ -263,7 +299,12 @@ impl QueueTree {
 
     /// Why queue `i` is not in the tree (an unknown parent, a cycle, a broken ancestor).
     pub fn problem(&self, i: usize) -> Option<&str> {
-        self.problem[i].as_deref()
+        self.problem[i].as_ref().map(|(_, why)| why.as_str())
+    }
+
+    /// The kind of [`QueueTree::problem`].
+    pub fn problem_kind(&self, i: usize) -> Option<TreeProblem> {
+        self.problem[i].as_ref().map(|(kind, _)| *kind)
     }
 
     /// Every node, parents before children (root first, then by depth, then by index).

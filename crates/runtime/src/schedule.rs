@@ -70,6 +70,9 @@ struct LoopState {
     idle: bool,
     /// The `default` queue exists (or was created) in this term.
     default_queue: bool,
+    /// The `root` queue exists (or was created) in this term; only asked for while the
+    /// config uses the queue tree.
+    root_queue: bool,
     /// Gate mode: members released in this term, when, and whether their overrun was
     /// reported.
     released: HashMap<Arc<str>, (Instant, bool)>,
@@ -144,7 +147,11 @@ pub(crate) async fn run(
         }
         seen_changes = Some(shared.changes());
         if !state.default_queue {
-            state.default_queue = ensure_default_queue(&shared, &client).await;
+            state.default_queue =
+                ensure_queue(&shared, &client, caldera_api::DEFAULT_QUEUE, true).await;
+        }
+        if !state.root_queue && uses_queue_tree(&active.config) {
+            state.root_queue = ensure_queue(&shared, &client, caldera_api::ROOT_QUEUE, false).await;
         }
         ensure_derived_podgroups(&shared, &client, &mut state).await;
         // A pause that raced with the start of this term (the leadership guard saw the old
@@ -158,23 +165,33 @@ pub(crate) async fn run(
     }
 }
 
-/// Creates the Queue `default` (weight 1) if the cache has none.
-async fn ensure_default_queue(shared: &Shared, client: &Client) -> bool {
-    if shared.lock_cluster().has_queue(caldera_api::DEFAULT_QUEUE) {
+/// Whether the config builds the queue tree: `capacity` with `enableHierarchy: true`.
+fn uses_queue_tree(config: &caldera_config::SchedulerConfig) -> bool {
+    config
+        .plugin("capacity")
+        .is_some_and(|p| p.enabled(caldera_config::Hook::Hierarchy))
+}
+
+/// Creates the Queue `name` (weight 1) if the cache has none: `default` (reclaimable) always,
+/// as Volcano's scheduler does; `root` (not reclaimable, as Volcano makes it) only while the
+/// queue tree is in use, so a flat cluster gets no object it has no use for. Scheduling never
+/// waits for either: a missing `default` is implicit and a missing `root` is virtual.
+async fn ensure_queue(shared: &Shared, client: &Client, name: &str, reclaimable: bool) -> bool {
+    if shared.lock_cluster().has_queue(name) {
         return true;
     }
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &crate::watch::queue_resource());
-    let mut queue = DynamicObject::new(caldera_api::DEFAULT_QUEUE, &crate::watch::queue_resource());
-    queue.data = serde_json::json!({ "spec": { "weight": 1, "reclaimable": true } });
+    let mut queue = DynamicObject::new(name, &crate::watch::queue_resource());
+    queue.data = serde_json::json!({ "spec": { "weight": 1, "reclaimable": reclaimable } });
     shared.metrics.api_write("queue");
     match api.create(&PostParams::default(), &queue).await {
         Ok(_) => {
-            info!("created Queue default (weight 1)");
+            info!("created Queue {name} (weight 1)");
             true
         }
         Err(kube::Error::Api(s)) if s.code == 409 => true,
         Err(e) => {
-            warn!(error = %e, "could not create Queue default; will try again");
+            warn!(error = %e, "could not create Queue {name}; will try again");
             false
         }
     }

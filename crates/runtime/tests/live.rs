@@ -743,3 +743,80 @@ async fn a_request_deleted_while_members_wait_leaves_them_unannotated() {
     assert_eq!(consumes("other"), "big-cap-1", "not Caldera's pod");
     handle.shutdown().await;
 }
+
+/// With the queue tree in use (`capacity` with `enableHierarchy: true`), the runtime creates
+/// the `root` Queue (Volcano does too) and reports queues out of the tree on the Queue: a
+/// `Schedulable=False` condition and a Warning event about the Queue in `default`. The
+/// shipped (flat) config creates no `root`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_tree_creates_root_and_reports_a_cycle_on_the_queues() {
+    let server = ApiServer::start().await.unwrap();
+    create_nodes(&server, 1, 4);
+    for (name, parent) in [("x", "y"), ("y", "x")] {
+        server
+            .store()
+            .create(
+                "queues",
+                json!({
+                    "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                    "metadata": {"name": name},
+                    "spec": {"weight": 1, "parent": parent}
+                }),
+            )
+            .expect("create queue");
+    }
+    let config = caldera_config::parse(
+        "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: predicates\n  - name: capacity\n    enableHierarchy: true\n  - name: nodeorder\n",
+        None,
+    )
+    .unwrap();
+    let mut opts = options();
+    opts.config = caldera_runtime::ConfigSource::Fixed(caldera_config::SchedulerConfig {
+        schedule_period: Duration::from_millis(100),
+        session_debounce: Duration::from_millis(10),
+        ..config
+    });
+    let handle = start(opts, server.kube_client().unwrap()).await;
+    eventually(10, "root created, x and y report the cycle", || {
+        let root = server.store().get("queues", "", "root");
+        let cycle = |q: &str| {
+            let q = server.store().get("queues", "", q).unwrap();
+            q["status"]["conditions"][0]["type"] == "Schedulable"
+                && q["status"]["conditions"][0]["status"] == "False"
+                && q["status"]["conditions"][0]["reason"] == "ParentCycle"
+        };
+        root.is_some_and(|r| r["spec"]["reclaimable"] == false) && cycle("x") && cycle("y")
+    })
+    .await;
+    eventually(5, "one Warning event about each Queue, in default", || {
+        let events = server.store().list("events.events.k8s.io");
+        let about = |q: &str| {
+            events
+                .iter()
+                .filter(|e| {
+                    e["regarding"]["kind"] == "Queue"
+                        && e["regarding"]["name"] == q
+                        && e["reason"] == "ParentCycle"
+                        && e["type"] == "Warning"
+                        && e["metadata"]["namespace"] == "default"
+                })
+                .count()
+        };
+        about("x") == 1 && about("y") == 1
+    })
+    .await;
+    handle.shutdown().await;
+
+    // The shipped config: flat queues, no root.
+    let server = ApiServer::start().await.unwrap();
+    create_nodes(&server, 1, 4);
+    create_gang(&server, "ml", "flat", 1, 1);
+    let handle = start(options(), server.kube_client().unwrap()).await;
+    eventually(10, "the gang bound", || {
+        bound(&server, "ml", "flat", 1) == 1
+    })
+    .await;
+    assert!(server.store().get("queues", "", "default").is_some());
+    assert!(server.store().get("queues", "", "root").is_none());
+    handle.shutdown().await;
+}

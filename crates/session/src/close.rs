@@ -26,6 +26,10 @@ pub const GANG_SCHEDULE_TIMEOUT: &str = "GangScheduleTimeout";
 /// PodGroup condition reason while an autoscaler request for the gang is pending, accepted or
 /// provisioned.
 pub const WAITING_FOR_CAPACITY: &str = "WaitingForCapacity";
+/// Queue condition type, `False` while the queue holds no new work for a reason Caldera finds
+/// in the queue tree (its reason: `ParentCycle`, `ParentNotFound`, `AncestorNotInTree`,
+/// `RootHasParent`).
+pub const QUEUE_SCHEDULABLE: &str = "Schedulable";
 /// At most this many pod sets in one ProvisioningRequest (its CRD's `maxItems`).
 pub const MAX_POD_SETS: usize = 32;
 /// PodGroup condition reason after its autoscaler request failed or its booking expired, until
@@ -859,6 +863,46 @@ fn queue_statuses(ssn: &Session, phases: &[PodGroupPhase], plan: &mut Plan) {
             PodGroupPhase::Running => s.running += 1,
             PodGroupPhase::Completed => s.completed += 1,
             PodGroupPhase::Unknown => s.unknown += 1,
+        }
+    }
+    // With the queue tree in use, a queue out of it (a cycle of parents, a parent that does
+    // not exist) holds no new work: said on the Queue, with an event when it starts.
+    if ssn.eviction.tree {
+        for (q, status) in statuses.iter_mut().enumerate() {
+            let (Some(kind), Some(why)) = (st.tree.problem_kind(q), st.tree.problem(q)) else {
+                continue;
+            };
+            let queue = &st.queues[q];
+            let message = format!(
+                "queue {} is not in the queue tree and is treated as closed: {why}",
+                queue.name
+            );
+            let reason = kind.reason();
+            let old = queue.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == QUEUE_SCHEDULABLE && c.status == "False")
+            });
+            if queue.exists && old.is_none_or(|o| o.reason != reason || o.message != message) {
+                plan.events.push(Event {
+                    object: EventObject::Queue,
+                    namespace: Arc::from(""),
+                    name: queue.name.clone(),
+                    uid: queue.uid.clone(),
+                    warning: true,
+                    reason: reason.to_string(),
+                    message: message.clone(),
+                });
+            }
+            status.conditions.push(Condition {
+                type_: QUEUE_SCHEDULABLE.to_string(),
+                status: "False".into(),
+                reason: reason.to_string(),
+                message,
+                last_transition: old
+                    .filter(|o| o.reason == reason)
+                    .map_or(st.now, |o| o.last_transition),
+            });
         }
     }
     for (q, status) in st.queues.iter().zip(statuses) {

@@ -704,6 +704,18 @@ pub fn queue_status(s: &QueueStatus) -> caldera_api::QueueStatus {
         completed: Some(s.completed as i32),
         allocated: Some(resource_list(&s.allocated)),
         reservation: None,
+        conditions: (!s.conditions.is_empty()).then(|| {
+            s.conditions
+                .iter()
+                .map(|c| caldera_api::QueueCondition {
+                    type_: Some(c.type_.clone()),
+                    status: Some(c.status.clone()),
+                    last_transition_time: kube_time(c.last_transition),
+                    reason: Some(c.reason.clone()),
+                    message: Some(c.message.clone()),
+                })
+                .collect()
+        }),
     }
 }
 

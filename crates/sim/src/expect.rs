@@ -149,6 +149,10 @@ pub struct QueueExpect {
     /// Σ requests of the queue's members that hold a node, per named resource.
     #[serde(default)]
     pub allocated: BTreeMap<String, Quantity>,
+    /// A condition that must be present in `status.conditions` (`Schedulable`).
+    pub condition: Option<ConditionExpect>,
+    /// `true`: the Queue has no condition at all.
+    pub no_conditions: Option<bool>,
 }
 
 /// Tells `node: null` (present, null) from an absent `node`.
@@ -476,9 +480,83 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
                 got,
                 &names,
             );
+            let conditions: Vec<[&str; 4]> = store
+                .queue(&e.name)
+                .and_then(|q| q.status.as_ref())
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    [
+                        c.type_.as_deref().unwrap_or(""),
+                        c.status.as_deref().unwrap_or(""),
+                        c.reason.as_deref().unwrap_or(""),
+                        c.message.as_deref().unwrap_or(""),
+                    ]
+                })
+                .collect();
+            if let Some(want) = &e.condition {
+                check_queue_condition(&mut out, &what, want, &conditions);
+            }
+            if e.no_conditions == Some(true) {
+                out.checks += 1;
+                if !conditions.is_empty() {
+                    out.failures.push(format!(
+                        "{what}: expected no conditions, got {}",
+                        describe_conditions(&conditions)
+                    ));
+                }
+            }
         }
     }
     out
+}
+
+/// `type=status reason=… message=…` of each condition, `; `-separated.
+fn describe_conditions(conditions: &[[&str; 4]]) -> String {
+    if conditions.is_empty() {
+        return "no conditions".into();
+    }
+    conditions
+        .iter()
+        .map(|[t, s, r, m]| format!("{t}={s} reason={r} message={m:?}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Checks that a Queue has a condition as `want` says (`[type, status, reason, message]`).
+fn check_queue_condition(
+    out: &mut Checked,
+    what: &str,
+    want: &ConditionExpect,
+    conditions: &[[&str; 4]],
+) {
+    out.checks += 1;
+    let ok = conditions.iter().any(|[t, s, r, m]| {
+        *t == want.type_
+            && want.status.as_deref().is_none_or(|w| w == *s)
+            && want.reason.as_deref().is_none_or(|w| w == *r)
+            && want
+                .message_contains
+                .as_deref()
+                .is_none_or(|w| m.contains(w))
+    });
+    if !ok {
+        let mut expected = want.type_.clone();
+        if let Some(s) = &want.status {
+            expected = format!("{expected}={s}");
+        }
+        if let Some(r) = &want.reason {
+            expected = format!("{expected} reason={r}");
+        }
+        if let Some(m) = &want.message_contains {
+            expected = format!("{expected} message containing {m:?}");
+        }
+        out.failures.push(format!(
+            "{what} condition: expected {expected}, got {}",
+            describe_conditions(conditions)
+        ));
+    }
 }
 
 /// Σ requests of each queue's members that hold a node (not finished), from a fresh snapshot,
