@@ -231,6 +231,9 @@ pub struct Session {
     /// Σ allocatable and Σ idle per domain of each tree in use, kept current from
     /// `change_log` (see [`crate::topology::DomainRooms`]).
     pub(crate) domain_rooms: HashMap<caldera_model::TopologySource, crate::topology::DomainRooms>,
+    /// While a preemption search tries one domain: the domain (index in the tree of the
+    /// preemptor's rule) a hard-topology gang must be placed inside (see [`crate::evict`]).
+    pub(crate) topology_within: Option<u32>,
 }
 
 /// Identifies gangs that place alike: member request, spec and traits, topology, queue index.
@@ -269,6 +272,7 @@ impl Session {
             volume_releases: Vec::new(),
             label_trees: HashMap::new(),
             domain_rooms: HashMap::new(),
+            topology_within: None,
         };
         for slot in &mut s.slots {
             slot.plugin.on_open(&s.state);

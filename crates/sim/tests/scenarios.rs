@@ -108,6 +108,7 @@ scenarios! {
     topology_hard_within_rack => "topology/hard-within-rack.yaml",
     topology_highest_tier_name => "topology/highest-tier-name.yaml",
     topology_member_selectors => "topology/member-selectors.yaml",
+    topology_preempt_empties_one_rack => "topology/preempt-empties-one-rack.yaml",
     topology_running_members_pin => "topology/running-members-pin.yaml",
     topology_soft_spans_only_when_needed => "topology/soft-spans-only-when-needed.yaml",
     topology_sub_groups_refused => "topology/sub-groups-refused.yaml",
