@@ -104,6 +104,7 @@ scenarios! {
     seed2_no_deadlock => "seed2-no-deadlock.yaml",
     spread_schedule_anyway => "spread-schedule-anyway.yaml",
     spread_zones_hard => "spread-zones-hard.yaml",
+    topology_discovery_from_labels => "topology/discovery-from-labels.yaml",
     topology_enqueue_refuses_impossible => "topology/enqueue-refuses-impossible.yaml",
     topology_hard_within_rack => "topology/hard-within-rack.yaml",
     topology_highest_tier_name => "topology/highest-tier-name.yaml",
