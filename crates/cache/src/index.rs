@@ -654,6 +654,17 @@ impl ClusterIndex {
         self.hypernode_objects.values()
     }
 
+    /// Per HyperNode of the tree: how many nodes lie under it, at any depth (Volcano's
+    /// `status.nodeCount`).
+    pub fn hypernode_node_counts(&self) -> BTreeMap<Arc<str>, i64> {
+        let nodes: Vec<Node> = self.nodes.values().cloned().collect();
+        let tree = crate::topology::build_tree(&self.hypernodes, &nodes);
+        tree.domains
+            .iter()
+            .map(|d| (d.name.clone(), d.nodes.len() as i64))
+            .collect()
+    }
+
     /// Every node's name and labels, by name (what HyperNode discovery reads).
     pub fn node_labels(&self) -> Vec<crate::discovery::NodeLabels<'_>> {
         self.nodes.values().map(|n| (&*n.name, &n.labels)).collect()

@@ -1,7 +1,8 @@
 //! HyperNode discovery from node labels in `caldera run` (config `networkTopologyDiscovery`,
 //! `source: label`): a controller that creates, updates and deletes the HyperNodes Caldera
 //! owns so they are exactly what the node labels imply ([`caldera_cache::discovery`]), and
-//! never touches hand-made ones. It reads nodes and HyperNodes from the watch-fed index, so
+//! never touches hand-made ones. It also writes every HyperNode's `status.nodeCount` (the
+//! nodes under it, at any depth), as Volcano's HyperNode controller does. It reads nodes and HyperNodes from the watch-fed index, so
 //! a round costs no API reads: once a second when anything in the cluster changed, and at
 //! least every `interval`. Only the leader writes. Its own writes come back through the
 //! HyperNode watch, so the next round sees them and finds nothing to do.
@@ -21,8 +22,10 @@ use tracing::{info, warn};
 
 /// How often a round may run when the cluster changes.
 const POLL: Duration = Duration::from_secs(1);
+/// How often a round runs when nothing changed and discovery is off (node counts only).
+const RESYNC: Duration = Duration::from_secs(60);
 
-/// Runs discovery rounds until `stop`; idle while the config has no discovery.
+/// Runs rounds until `stop`: node counts always, discovery while the config asks for it.
 pub(crate) async fn run(
     shared: Arc<Shared>,
     client: Client,
@@ -46,11 +49,9 @@ pub(crate) async fn run(
             _ = tick.tick() => {}
         }
         let active = shared.active();
-        let Some(discovery) = active.config.network_topology_discovery.as_ref() else {
-            continue;
-        };
+        let discovery = active.config.network_topology_discovery.as_ref();
         if !served {
-            if !told_unserved {
+            if discovery.is_some() && !told_unserved {
                 warn!("networkTopologyDiscovery is set, but the API server does not serve topology.volcano.sh/v1alpha1 hypernodes (apply the CRDs `caldera crd` prints); no HyperNodes are made");
                 told_unserved = true;
             }
@@ -60,31 +61,62 @@ pub(crate) async fn run(
             continue;
         }
         let changes_now = shared.changes();
-        let due = last_round.is_none_or(|t| t.elapsed() >= discovery.interval);
+        let interval = discovery.map_or(RESYNC, |d| d.interval);
+        let due = last_round.is_none_or(|t| t.elapsed() >= interval);
         if changes_now == seen_changes && !due {
             continue;
         }
-        let changes = {
+        let (changes, counts) = {
             let cluster = shared.lock_cluster();
             if !cluster.all_synced() {
                 continue;
             }
-            let nodes = cluster.index.node_labels();
-            let existing: Vec<HyperNode> = cluster.index.hypernode_objects().cloned().collect();
-            reconcile(&discovery.label_levels, &nodes, &existing)
+            let changes = discovery.map(|d| {
+                let nodes = cluster.index.node_labels();
+                let existing: Vec<HyperNode> = cluster.index.hypernode_objects().cloned().collect();
+                reconcile(&d.label_levels, &nodes, &existing)
+            });
+            (changes, stale_node_counts(&cluster.index))
         };
         seen_changes = changes_now;
         last_round = Some(Instant::now());
-        if changes.problems != last_problems {
-            for p in &changes.problems {
-                warn!("HyperNode discovery: {p}");
+        if let Some(changes) = changes {
+            if changes.problems != last_problems {
+                for p in &changes.problems {
+                    warn!("HyperNode discovery: {p}");
+                }
+                last_problems = changes.problems.clone();
             }
-            last_problems = changes.problems.clone();
+            if !changes.is_empty() {
+                write(&api, changes).await;
+            }
         }
-        if !changes.is_empty() {
-            write(&api, changes).await;
+        for (name, count) in counts {
+            let patch = serde_json::json!({"status": {"nodeCount": count}});
+            if let Err(e) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                warn!(hypernode = %name, error = %e, "could not write status.nodeCount; retrying next round");
+            }
         }
     }
+}
+
+/// The HyperNodes whose `status.nodeCount` is not the number of nodes under them, with that
+/// number (Volcano's HyperNode controller writes it for every HyperNode; so does Caldera's
+/// leader).
+fn stale_node_counts(index: &caldera_cache::ClusterIndex) -> Vec<(String, i64)> {
+    let counts = index.hypernode_node_counts();
+    index
+        .hypernode_objects()
+        .filter_map(|h| {
+            let name = h.metadata.name.as_deref()?;
+            let want = *counts.get(name)?;
+            let have = h.status.as_ref().and_then(|s| s.node_count);
+            (have != Some(want)).then(|| (name.to_string(), want))
+        })
+        .collect()
 }
 
 /// Carries out one round's changes; a failed write is logged and retried next round (the

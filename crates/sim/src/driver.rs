@@ -285,9 +285,11 @@ impl Simulation {
     }
 
     /// Caldera's HyperNode discovery from node labels (`networkTopologyDiscovery`), as
-    /// `caldera run` does it: the owned HyperNodes made to match the labels before a session.
+    /// `caldera run` does it: the owned HyperNodes made to match the labels before a session;
+    /// then every HyperNode's `status.nodeCount`.
     fn discover(&mut self) {
         if self.discovery.is_empty() {
+            self.store.write_hypernode_node_counts();
             return;
         }
         let nodes: Vec<_> = self.store.nodes().cloned().collect();
@@ -302,6 +304,7 @@ impl Simulation {
             self.store.delete(Kind::HyperNode, None, name, self.now);
         }
         self.discovery_problems = changes.problems;
+        self.store.write_hypernode_node_counts();
     }
 
     /// What HyperNode discovery could not honour at its last turn (a domain with two
