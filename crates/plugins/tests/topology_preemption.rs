@@ -282,3 +282,36 @@ fn full_racks_make_a_hard_preemptor_evict() {
     let snap = cluster(3, 2, &lows, &highs);
     assert_eq!(check(&snap, &highs).expect("victims in one rack"), 1);
 }
+
+/// Placements are counted by the tier of the domain each gang got (the per-tier metric).
+#[test]
+fn placements_are_counted_by_the_tier_of_their_domain() {
+    let highs = vec![
+        High {
+            members: 2,
+            gpus: 8,
+            tier: 1,
+        },
+        High {
+            members: 4,
+            gpus: 8,
+            tier: 2,
+        },
+    ];
+    // Two racks of two empty 8-GPU nodes under one spine: a gang of 2x8 fits a rack (tier
+    // 1); one of 4x8 needs the spine (tier 2).
+    let snap = cluster(2, 2, &[], &highs[..1]);
+    let config = caldera_config::parse(CONFIG, None).expect("test config parses");
+    let sched = scheduler(&config).expect("scheduler builds");
+    let stats = sched.run(&snap, Time::from_secs(1_000)).stats;
+    assert_eq!(
+        stats.topology_placements,
+        BTreeMap::from([("1".to_string(), 1)])
+    );
+    let snap = cluster(2, 2, &[], &highs[1..]);
+    let stats = sched.run(&snap, Time::from_secs(1_000)).stats;
+    assert_eq!(
+        stats.topology_placements,
+        BTreeMap::from([("2".to_string(), 1)])
+    );
+}

@@ -34,6 +34,9 @@ pub struct Stats {
     pub victims: BTreeMap<&'static str, u64>,
     /// Preemption attempts, by result (`evicted`, `no_victims`).
     pub preemption_attempts: BTreeMap<&'static str, u64>,
+    /// Gangs with a topology rule placed, by the tier of their domain (`"1"`, `"2"`, …, or
+    /// `"root"`).
+    pub topology_placements: BTreeMap<String, u64>,
 }
 
 /// Nodes that pass the static filters for one placement spec.
