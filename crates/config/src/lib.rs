@@ -139,7 +139,7 @@ pub struct SchedulerConfig {
     pub auto_group: AutoGroupConfig,
     /// `networkTopologyDiscovery`: HyperNodes Caldera makes and keeps up to date from node
     /// labels (default: off; docs/network-topology.md).
-    pub network_topology_discovery: Option<NetworkTopologyDiscovery>,
+    pub network_topology_discovery: Option<Box<NetworkTopologyDiscovery>>,
     /// Things accepted but ignored (Volcano arguments Caldera does not use, configurations of
     /// actions that do not run, …), each a one-line message with file, line and key path.
     pub warnings: Vec<String>,

@@ -1050,7 +1050,7 @@ fn levels_checked(levels: Vec<String>, ptr: &Ptr) -> Checked<Vec<String>> {
 /// Caldera cannot honour it. The label source's `config` takes Caldera's `labels` (keys,
 /// lowest tier first) or Volcano's `networkTopologyTypes` (per type, keys from the highest
 /// tier down to the node-level label, which makes no HyperNode), or both.
-fn discovery(entry: &Entry) -> Checked<Option<crate::NetworkTopologyDiscovery>> {
+fn discovery(entry: &Entry) -> Checked<Option<Box<crate::NetworkTopologyDiscovery>>> {
     let items = list(entry, "a list of discovery sources, e.g. - source: label")?;
     let mut out = crate::NetworkTopologyDiscovery::default();
     let mut any = false;
@@ -1195,7 +1195,7 @@ fn discovery(entry: &Entry) -> Checked<Option<crate::NetworkTopologyDiscovery>> 
         }
         any = true;
     }
-    Ok(any.then_some(out))
+    Ok(any.then(|| Box::new(out)))
 }
 
 /// Keys of `autoscaler`.

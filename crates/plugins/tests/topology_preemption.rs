@@ -286,7 +286,7 @@ fn full_racks_make_a_hard_preemptor_evict() {
 /// Placements are counted by the tier of the domain each gang got (the per-tier metric).
 #[test]
 fn placements_are_counted_by_the_tier_of_their_domain() {
-    let highs = vec![
+    let highs = [
         High {
             members: 2,
             gpus: 8,

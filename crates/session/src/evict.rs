@@ -860,7 +860,7 @@ fn search(
     // A gang that fits as things are needs no victim: allocate places it. One that fits only
     // in room pods still terminating will free needs none either: that room is held for it
     // (it would otherwise evict more, for room that is already on its way).
-    if need.fits_in(&free) {
+    if need.fits_in(free) {
         if let Some(placement) = probe(ssn, job) {
             if !pool.leaving.needed_by(&placement) {
                 return Searched::NoFit;

@@ -521,7 +521,9 @@ fn discovery_makes_owned_hypernodes_from_labels_and_every_one_gets_its_node_coun
     let scenario = scenario::load(&text, "discovery-from-labels.yaml").unwrap();
     let (outcome, sim) = scenario.run().unwrap();
     assert!(outcome.passed(), "{outcome}");
-    let seen: Vec<(String, i64, Option<String>, Option<i64>, bool)> = sim
+    // (name, tier, tierName, status.nodeCount, owned by Caldera)
+    type Seen = (String, i64, Option<String>, Option<i64>, bool);
+    let seen: Vec<Seen> = sim
         .store()
         .hypernodes()
         .map(|h| {
