@@ -153,6 +153,9 @@ pub struct LiveRun {
     /// Whether the `root` Queue existed before the run (the scheduler creates it while the
     /// queue tree is in use; cleanup deletes it if the scheduler made it during the run).
     root_queue_existed: bool,
+    /// The HyperNodes a Caldera's discovery owned before the run (the scheduler's discovery
+    /// makes more; they go at cleanup).
+    owned_hypernodes_before: HashSet<String>,
     /// Uids of bound pods the invariants have been checked for (or that were created bound).
     verified: HashSet<String>,
     /// Uids of every object this run created, deleted ones included: cleanup deletes the
@@ -227,6 +230,7 @@ impl LiveRun {
             namespaces,
             default_queue_existed: false,
             root_queue_existed: false,
+            owned_hypernodes_before: HashSet::new(),
             verified: HashSet::new(),
             created: HashSet::new(),
             job_pods: Default::default(),
@@ -265,7 +269,30 @@ impl LiveRun {
             .await
             .map_err(|e| Error::api("get", "Queue root", e))?
             .is_some();
+        run.owned_hypernodes_before = run.owned_hypernodes().await?;
         Ok(run)
+    }
+
+    /// The HyperNodes labelled as made by Caldera's discovery, by name (none when the server
+    /// does not serve HyperNodes).
+    async fn owned_hypernodes(&self) -> Result<HashSet<String>> {
+        let selector = format!(
+            "{}={}",
+            caldera_cache::discovery::MANAGED_BY,
+            caldera_cache::discovery::MANAGER
+        );
+        match crate::objects::api(&self.client, Kind::HyperNode, None)
+            .list(&ListParams::default().labels(&selector))
+            .await
+        {
+            Ok(list) => Ok(list
+                .items
+                .into_iter()
+                .filter_map(|h| h.metadata.name)
+                .collect()),
+            Err(e) if status_code(&e) == Some(404) => Ok(HashSet::new()),
+            Err(e) => Err(Error::api("list", "HyperNodes", e)),
+        }
     }
 
     /// The scenario.
@@ -890,6 +917,14 @@ impl LiveRun {
                     }
                     self.delete_and_wait(&key).await?;
                 }
+            }
+        }
+        // HyperNodes the scheduler's discovery made during the run (from the run's labelled
+        // nodes, which are gone now).
+        for name in self.owned_hypernodes().await? {
+            if !self.owned_hypernodes_before.contains(&name) {
+                self.delete_and_wait(&ObjectKey::new(Kind::HyperNode, None, &name))
+                    .await?;
             }
         }
         self.delete_events(&uids).await?;

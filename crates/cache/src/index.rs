@@ -136,6 +136,8 @@ pub struct ClusterIndex {
     podgroups: BTreeMap<Arc<str>, GroupInfo>,
     queues: BTreeMap<Arc<str>, Queue>,
     hypernodes: BTreeMap<Arc<str>, crate::topology::HyperNodeInfo>,
+    /// The HyperNode objects as given (discovery reads their owner labels).
+    hypernode_objects: BTreeMap<Arc<str>, caldera_api::HyperNode>,
     priority_classes: BTreeMap<Arc<str>, PriorityClassInfo>,
     global_default_priority: Option<i32>,
     specs: SpecInterner,
@@ -637,6 +639,10 @@ impl ClusterIndex {
         if let Some(name) = hn.metadata.name.as_deref() {
             self.hypernodes.remove(name);
         }
+        if let Some(name) = hn.metadata.name.as_deref() {
+            // Kept even when it does not convert: discovery must still see what it owns.
+            self.hypernode_objects.insert(name.into(), hn.clone());
+        }
         let info = crate::topology::HyperNodeInfo::try_from(hn)?;
         self.hypernodes.insert(info.name.clone(), info);
         Ok(())
@@ -645,6 +651,28 @@ impl ClusterIndex {
     /// Removes a HyperNode.
     pub fn delete_hypernode(&mut self, name: &str) {
         self.hypernodes.remove(name);
+        self.hypernode_objects.remove(name);
+    }
+
+    /// Every HyperNode object, by name.
+    pub fn hypernode_objects(&self) -> impl Iterator<Item = &caldera_api::HyperNode> {
+        self.hypernode_objects.values()
+    }
+
+    /// Per HyperNode of the tree: how many nodes lie under it, at any depth (Volcano's
+    /// `status.nodeCount`).
+    pub fn hypernode_node_counts(&self) -> BTreeMap<Arc<str>, i64> {
+        let nodes: Vec<Node> = self.nodes.values().cloned().collect();
+        let tree = crate::topology::build_tree(&self.hypernodes, &nodes);
+        tree.domains
+            .iter()
+            .map(|d| (d.name.clone(), d.nodes.len() as i64))
+            .collect()
+    }
+
+    /// Every node's name and labels, by name (what HyperNode discovery reads).
+    pub fn node_labels(&self) -> Vec<crate::discovery::NodeLabels<'_>> {
+        self.nodes.values().map(|n| (&*n.name, &n.labels)).collect()
     }
 
     /// Replaces every HyperNode.
@@ -653,6 +681,7 @@ impl ClusterIndex {
         hypernodes: impl IntoIterator<Item = &'a caldera_api::HyperNode>,
     ) -> Vec<Error> {
         self.hypernodes.clear();
+        self.hypernode_objects.clear();
         hypernodes
             .into_iter()
             .filter_map(|h| self.apply_hypernode(h).err())

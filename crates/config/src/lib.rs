@@ -32,6 +32,10 @@
 //! autoGroup:                                # gangs derived from workloads (docs/workloads.md)
 //!   enabled: true                           # default true
 //!   namespaces: [team-a, team-b]            # default: every namespace
+//! networkTopologyDiscovery:                 # off unless present (docs/network-topology.md)
+//! - source: label
+//!   config:
+//!     labels: [nvidia.com/gpu.clique, example.com/rack]   # lowest tier first
 //! ```
 //!
 //! [`parse`] and [`load`] check everything: action and plugin names, flag and argument
@@ -133,6 +137,9 @@ pub struct SchedulerConfig {
     /// `autoGroup`: where gangs are derived from workloads (`batch/v1` Jobs) whose pods name
     /// no group (default: on in every namespace).
     pub auto_group: AutoGroupConfig,
+    /// `networkTopologyDiscovery`: HyperNodes Caldera makes and keeps up to date from node
+    /// labels (default: off; docs/network-topology.md).
+    pub network_topology_discovery: Option<Box<NetworkTopologyDiscovery>>,
     /// Things accepted but ignored (Volcano arguments Caldera does not use, configurations of
     /// actions that do not run, …), each a one-line message with file, line and key path.
     pub warnings: Vec<String>,
@@ -168,6 +175,27 @@ impl Default for SchedulerConfig {
         // (here and in tests/shipped.rs) parse it on every build of the test suite.
         #[allow(clippy::expect_used)]
         parse(SHIPPED_CONFIG, None).expect("the shipped config/scheduler.yaml is valid")
+    }
+}
+
+/// `networkTopologyDiscovery` with a `label` source: the HyperNodes node labels imply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkTopologyDiscovery {
+    /// Lists of node label keys, each lowest tier first: a node with a value for the first
+    /// key of a list is in the tier-1 HyperNode of that value, whose parent is the tier-2
+    /// HyperNode of the node's value of the second key, and so on up.
+    pub label_levels: Vec<Vec<String>>,
+    /// `interval`: how often `caldera run` reconciles the HyperNodes when no node changed
+    /// (default 1m); a node's labels changing reconciles at the next session.
+    pub interval: Duration,
+}
+
+impl Default for NetworkTopologyDiscovery {
+    fn default() -> Self {
+        NetworkTopologyDiscovery {
+            label_levels: Vec::new(),
+            interval: Duration::from_secs(60),
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// Keys allowed at the top level, in the order they are listed in messages.
-const TOP_LEVEL_KEYS: [&str; 12] = [
+const TOP_LEVEL_KEYS: [&str; 13] = [
     "actions",
     "tiers",
     "configurations",
@@ -31,6 +31,7 @@ const TOP_LEVEL_KEYS: [&str; 12] = [
     "autoscaler",
     "podScheduledEvents",
     "autoGroup",
+    "networkTopologyDiscovery",
 ];
 
 /// `enableNamespaceOrder`: in Volcano up to 1.3, since removed; accepted and ignored.
@@ -484,9 +485,15 @@ impl Validator {
             None => crate::AutoGroupConfig::default(),
         };
 
+        let network_topology_discovery = match known.get("networkTopologyDiscovery") {
+            Some(entry) => discovery(entry)?,
+            None => None,
+        };
+
         Ok(SchedulerConfig {
             autoscaler,
             auto_group,
+            network_topology_discovery,
             actions,
             tiers,
             configurations,
@@ -999,6 +1006,196 @@ fn auto_group(entry: &Entry) -> Checked<crate::AutoGroupConfig> {
         }
     }
     Ok(out)
+}
+
+/// Keys of a `networkTopologyDiscovery` entry (Volcano's).
+const DISCOVERY_KEYS: [&str; 5] = ["source", "enabled", "interval", "config", "credentials"];
+/// Keys of a label source's `config`.
+const LABEL_SOURCE_KEYS: [&str; 2] = ["labels", "networkTopologyTypes"];
+
+/// One label key of a discovery level list.
+fn label_key(raw: &Raw, ptr: &Ptr) -> Checked<String> {
+    let Raw::Str(key) = raw else {
+        return Err(problem(
+            &target(raw, ptr),
+            format!("expected a node label key, got {}", raw.describe()),
+        ));
+    };
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(problem(ptr, "empty node label key"));
+    }
+    Ok(key.to_string())
+}
+
+/// A level list, lowest tier first: no key twice, at least one key.
+fn levels_checked(levels: Vec<String>, ptr: &Ptr) -> Checked<Vec<String>> {
+    let mut seen = BTreeSet::new();
+    for key in &levels {
+        if !seen.insert(key) {
+            return Err(problem(ptr, format!("node label {key:?} is listed twice")));
+        }
+    }
+    if levels.is_empty() {
+        return Err(problem(
+            ptr,
+            "no node label keys: list at least one (the lowest tier's first)",
+        ));
+    }
+    Ok(levels)
+}
+
+/// `networkTopologyDiscovery`: Volcano's list of discovery sources. Caldera discovers from
+/// node labels (`source: label`); an enabled `ufm` or `roce` source is refused, since
+/// Caldera cannot honour it. The label source's `config` takes Caldera's `labels` (keys,
+/// lowest tier first) or Volcano's `networkTopologyTypes` (per type, keys from the highest
+/// tier down to the node-level label, which makes no HyperNode), or both.
+fn discovery(entry: &Entry) -> Checked<Option<Box<crate::NetworkTopologyDiscovery>>> {
+    let items = list(entry, "a list of discovery sources, e.g. - source: label")?;
+    let mut out = crate::NetworkTopologyDiscovery::default();
+    let mut any = false;
+    for (index, item) in items.iter().enumerate() {
+        let ptr = entry.ptr.item(index);
+        let mut source = None;
+        let mut enabled = true;
+        let mut interval = None;
+        let mut config = None;
+        for e in mapping(item, &ptr, "a discovery source, e.g. source: label")? {
+            match e.key.as_str() {
+                "source" => match e.value {
+                    Raw::Str(s) => source = Some((s.trim().to_string(), e.target())),
+                    other => {
+                        return Err(problem(
+                            &e.target(),
+                            format!(
+                                "expected a source name such as label, got {}",
+                                other.describe()
+                            ),
+                        ))
+                    }
+                },
+                "enabled" => enabled = boolean(&e)?,
+                "interval" => interval = Some(duration(&e, false)?),
+                "config" => config = Some(e),
+                "credentials" => {}
+                _ => {
+                    return Err(unknown_key(
+                        &e,
+                        "in a networkTopologyDiscovery source",
+                        &DISCOVERY_KEYS,
+                    ))
+                }
+            }
+        }
+        let Some((source, source_ptr)) = source else {
+            return Err(problem(
+                &ptr.missing("source"),
+                "missing key source (label)",
+            ));
+        };
+        if !enabled {
+            continue;
+        }
+        if source != "label" {
+            return Err(problem(
+                &source_ptr,
+                format!(
+                    "discovery source {source:?} is not supported: Caldera discovers HyperNodes from node labels only (source: label); set enabled: false or remove it"
+                ),
+            ));
+        }
+        let Some(config) = config else {
+            return Err(problem(
+                &ptr.missing("config"),
+                "missing key config: the label source needs labels (node label keys, lowest tier first)",
+            ));
+        };
+        let before = out.label_levels.len();
+        for c in mapping(
+            config.value,
+            &config.ptr,
+            "a mapping with labels or networkTopologyTypes",
+        )? {
+            match c.key.as_str() {
+                "labels" => {
+                    let keys = list(&c, "a list of node label keys, lowest tier first")?;
+                    let mut levels = Vec::with_capacity(keys.len());
+                    for (i, k) in keys.iter().enumerate() {
+                        levels.push(label_key(k, &c.ptr.item(i))?);
+                    }
+                    out.label_levels.push(levels_checked(levels, &c.target())?);
+                }
+                "networkTopologyTypes" => {
+                    for t in mapping(
+                        c.value,
+                        &c.ptr,
+                        "a mapping of topology type names to label lists",
+                    )? {
+                        let entries = list(&t, "a list of {nodeLabel: key}, highest tier first, ending with the node-level label")?;
+                        let mut keys = Vec::with_capacity(entries.len());
+                        for (i, raw) in entries.iter().enumerate() {
+                            let iptr = t.ptr.item(i);
+                            let mut key = None;
+                            for l in mapping(raw, &iptr, "a mapping {nodeLabel: key}")? {
+                                if l.key != "nodeLabel" {
+                                    return Err(unknown_key(
+                                        &l,
+                                        "in a networkTopologyTypes level",
+                                        &["nodeLabel"],
+                                    ));
+                                }
+                                key = Some(label_key(l.value, &l.ptr)?);
+                            }
+                            let Some(key) = key else {
+                                return Err(problem(
+                                    &iptr.missing("nodeLabel"),
+                                    "missing key nodeLabel",
+                                ));
+                            };
+                            keys.push(key);
+                        }
+                        // The last level is the node itself (kubernetes.io/hostname in
+                        // Volcano's examples): it makes no HyperNode.
+                        let keys_ptr = t.target();
+                        if keys.len() < 2 {
+                            return Err(problem(
+                                &keys_ptr,
+                                "needs at least two levels: the domains' label, then the node-level label (kubernetes.io/hostname)",
+                            ));
+                        }
+                        let mut seen = BTreeSet::new();
+                        if let Some(dup) = keys.iter().find(|k| !seen.insert(*k)) {
+                            return Err(problem(
+                                &keys_ptr,
+                                format!("node label {dup:?} is listed twice"),
+                            ));
+                        }
+                        keys.pop();
+                        keys.reverse();
+                        out.label_levels.push(levels_checked(keys, &keys_ptr)?);
+                    }
+                }
+                _ => {
+                    return Err(unknown_key(
+                        &c,
+                        "in the label source's config",
+                        &LABEL_SOURCE_KEYS,
+                    ))
+                }
+            }
+        }
+        if out.label_levels.len() == before {
+            return Err(problem(
+                &config.target(),
+                "the label source lists no labels: give labels (node label keys, lowest tier first)",
+            ));
+        }
+        if let Some(i) = interval {
+            out.interval = i;
+        }
+        any = true;
+    }
+    Ok(any.then(|| Box::new(out)))
 }
 
 /// Keys of `autoscaler`.

@@ -169,7 +169,7 @@ fn bad_configs_name_file_line_column_and_key() {
         (
             "unknown top-level key",
             "actions: enqueue\nschedulerName: [caldera]\n",
-            "bad.yaml:2:1: schedulerName: unknown key \"schedulerName\" at the top level (did you mean \"schedulerNames\"?); known keys: actions, tiers, configurations, metrics, schedulerNames, schedulePeriod, sessionDebounce, gangScheduleTimeout, bindConcurrency, autoscaler, podScheduledEvents, autoGroup".into(),
+            "bad.yaml:2:1: schedulerName: unknown key \"schedulerName\" at the top level (did you mean \"schedulerNames\"?); known keys: actions, tiers, configurations, metrics, schedulerNames, schedulePeriod, sessionDebounce, gangScheduleTimeout, bindConcurrency, autoscaler, podScheduledEvents, autoGroup, networkTopologyDiscovery".into(),
         ),
         (
             "overcommit factor at the top level",

@@ -240,3 +240,54 @@ fn autoscaler_mistakes_name_the_key() {
     assert!(err("actions: allocate\nautoscaler:\n  provisioning: {}\n")
         .contains("unknown key \"provisioning\" in autoscaler"));
 }
+
+#[test]
+fn network_topology_discovery_is_off_by_default() {
+    assert_eq!(ok("actions: allocate\n").network_topology_discovery, None);
+}
+
+#[test]
+fn network_topology_discovery_from_labels_in_either_form() {
+    let config = ok(r#"
+actions: allocate
+networkTopologyDiscovery:
+- source: ufm
+  enabled: false
+- source: label
+  interval: 30s
+  config:
+    labels: [nvidia.com/gpu.clique, example.com/rack]
+    networkTopologyTypes:
+      a2:
+      - nodeLabel: volcano.sh/hypercluster
+      - nodeLabel: volcano.sh/tor
+      - nodeLabel: kubernetes.io/hostname
+"#);
+    let d = config.network_topology_discovery.expect("discovery on");
+    assert_eq!(
+        d.label_levels,
+        [
+            vec!["nvidia.com/gpu.clique", "example.com/rack"],
+            // Volcano's order is highest first, ending with the node-level label.
+            vec!["volcano.sh/tor", "volcano.sh/hypercluster"],
+        ]
+    );
+    assert_eq!(d.interval, Duration::from_secs(30));
+}
+
+#[test]
+fn network_topology_discovery_refuses_what_it_cannot_honour() {
+    let err = |text: &str| parse(text, None).unwrap_err().to_string();
+    assert!(
+        err("actions: allocate\nnetworkTopologyDiscovery:\n- source: ufm\n")
+            .contains("discovery source \"ufm\" is not supported")
+    );
+    assert!(err("actions: allocate\nnetworkTopologyDiscovery:\n- source: label\n  config:\n    labels: [a, a]\n")
+        .contains("node label \"a\" is listed twice"));
+    assert!(
+        err("actions: allocate\nnetworkTopologyDiscovery:\n- source: label\n  config: {}\n")
+            .contains("lists no labels")
+    );
+    assert!(err("actions: allocate\nnetworkTopologyDiscovery:\n- source: label\n  config:\n    lables: [a]\n")
+        .contains("unknown key \"lables\""));
+}

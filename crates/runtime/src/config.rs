@@ -13,6 +13,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 /// Where the scheduler config comes from.
+// Made once at start and read once: the size of a config held inline costs nothing, and
+// boxing it would change every caller that names one.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum ConfigSource {
     /// A file, read at start and polled for changes.

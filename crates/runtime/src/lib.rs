@@ -35,6 +35,7 @@
 mod capacity;
 mod cluster;
 mod config;
+mod discovery;
 mod http;
 mod hypernodes;
 pub mod leader;
@@ -465,7 +466,8 @@ impl Runtime {
         let stop_rest = CancellationToken::new();
         let mut tasks = watch::spawn_all(shared.clone(), client.clone(), stop_rest.clone());
         // HyperNodes belong to Volcano's CRD (`caldera crd` ships it): watched only when served.
-        if hypernodes::served(&client).await {
+        let hypernodes_served = hypernodes::served(&client).await;
+        if hypernodes_served {
             shared.lock_cluster().hypernodes_served = true;
             tasks.push(tokio::spawn(hypernodes::watch(
                 shared.clone(),
@@ -473,6 +475,13 @@ impl Runtime {
                 stop_rest.clone(),
             )));
         }
+        // Discovery from node labels: idle unless the config (as reloaded) asks for it.
+        tasks.push(tokio::spawn(discovery::run(
+            shared.clone(),
+            client.clone(),
+            hypernodes_served,
+            stop_rest.clone(),
+        )));
         // ProvisioningRequests belong to cluster-autoscaler's CRD: watched only when served.
         if capacity::served(&client).await {
             shared.lock_cluster().provisioning_served = true;

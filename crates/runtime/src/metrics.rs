@@ -19,6 +19,7 @@
 //! | `caldera_events_dropped_total` | counter | (events dropped: the queue was at its memory cap, 128 MiB, with nothing to fold into) |
 //! | `caldera_preemption_victims_total` | counter | `action` (`preempt`, `reclaim`): pods chosen as victims |
 //! | `caldera_preemption_attempts_total` | counter | `result` (`evicted`, `held`, `no_victims`): victim searches |
+//! | `caldera_topology_placements_total` | counter | `tier` (`1`, `2`, …, `root`): gangs with a network topology rule placed, by the tier of their domain |
 
 use caldera_model::{Resources, CPU};
 use caldera_session::QueueReport;
@@ -65,6 +66,7 @@ pub struct Metrics {
     pub(crate) events_dropped: Counter,
     pub(crate) preemption_victims: Family<Labels, Counter>,
     pub(crate) preemption_attempts: Family<Labels, Counter>,
+    pub(crate) topology_placements: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -105,6 +107,12 @@ impl Metrics {
         let events_dropped = Counter::default();
         let preemption_victims = Family::<Labels, Counter>::default();
         let preemption_attempts = Family::<Labels, Counter>::default();
+        let topology_placements = Family::<Labels, Counter>::default();
+        registry.register(
+            "caldera_topology_placements",
+            "Gangs with a network topology rule placed, by the tier of the domain they got",
+            topology_placements.clone(),
+        );
         registry.register(
             "caldera_preemption_victims",
             "Pods chosen as victims by preempt and reclaim, by action",
@@ -205,6 +213,7 @@ impl Metrics {
             events_dropped,
             preemption_victims,
             preemption_attempts,
+            topology_placements,
         }
     }
 
@@ -218,6 +227,11 @@ impl Metrics {
         for (result, n) in &stats.preemption_attempts {
             self.preemption_attempts
                 .get_or_create(&vec![("result", result.to_string())])
+                .inc_by(*n);
+        }
+        for (tier, n) in &stats.topology_placements {
+            self.topology_placements
+                .get_or_create(&vec![("tier", tier.clone())])
                 .inc_by(*n);
         }
     }

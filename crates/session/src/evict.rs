@@ -22,6 +22,15 @@
 //! Nothing is evicted unless the gang then fits: a job is never a victim of a job that could
 //! not then run.
 //!
+//! **Topology.** A preemptor with a hard network topology (HyperNodes, or Caldera's one-tier
+//! `spec.topology`) chooses its victims inside one domain it may use ([`search_domains`]):
+//! tier by tier, lowest first, each eligible domain is searched on its own — only units with
+//! a member on its nodes, in the order above, the probe placing the gang inside that domain
+//! only — and the cheapest domain to empty enough (highest priority evicted, then GPUs, then
+//! pods) is the one evicted from. A unit with no member there is never taken: nothing is
+//! evicted where the gang cannot go (a victim gang spanning domains still goes whole). With
+//! members already running, only the domains holding them are eligible.
+//!
 //! **Cost.** One session may decide thousands of preemptions on a cluster of thousands of
 //! nodes, so the search is kept to what can change its answer. The units are listed once per
 //! action and re-listed only for the jobs that lose members. What is free counts each node's
@@ -58,8 +67,9 @@ use crate::reserve;
 use crate::session::Session;
 use crate::state::{holds_node, Holdup};
 use caldera_model::resources::{CPU, MEMORY};
-use caldera_model::{PodGroupPhase, Resources, TaskStatus, Time};
+use caldera_model::{PodGroupPhase, Resources, TaskStatus, Time, TopologyTree};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// The resource that counts as a GPU when ranking units.
 pub const GPU: &str = "nvidia.com/gpu";
@@ -847,16 +857,15 @@ fn search(
     protected: &BTreeSet<usize>,
     free: &Resources,
 ) -> Searched {
-    let mut free = free.clone();
     // A gang that fits as things are needs no victim: allocate places it. One that fits only
     // in room pods still terminating will free needs none either: that room is held for it
     // (it would otherwise evict more, for room that is already on its way).
-    if need.fits_in(&free) {
+    if need.fits_in(free) {
         if let Some(placement) = probe(ssn, job) {
             if !pool.leaving.needed_by(&placement) {
                 return Searched::NoFit;
             }
-            commit(ssn, job, mode, Vec::new(), placement);
+            commit(ssn, job, mode, Vec::new(), placement, None);
             return Searched::Evicted(BTreeSet::new());
         }
     }
@@ -867,17 +876,10 @@ fn search(
     if most.is_empty() {
         return Searched::NoFit;
     }
-    most.add(&free);
+    most.add(free);
     if !need.fits_in(&most) {
         return Searched::NoFit;
     }
-    let sieve = Sieve::new(ssn, job, need);
-    let mut spent: BTreeMap<u32, u32> = BTreeMap::new();
-    // Chosen units in candidate order, with the tasks taken and their previous status.
-    let mut chosen: Vec<Chosen> = Vec::new();
-    let at = &pool.at;
-    let mut set_aside = SetAside::new(at);
-    let mut placement = None;
     let mut candidates: Vec<&Unit> = pool.candidates(&rule).collect();
     if mode == Mode::Reclaim && ssn.eviction.tree {
         // Nearest relatives first: siblings (deepest common ancestor), then cousins, and so
@@ -888,6 +890,65 @@ fn search(
         candidates
             .sort_by_key(|u| std::cmp::Reverse(tree.depth(tree.common_ancestor(rq, u.queue))));
     }
+    if let Some((tree, tiers)) = hard_domains(ssn, job) {
+        return search_domains(ssn, job, mode, need, &pool.at, &candidates, &tree, tiers);
+    }
+    let sieve = Sieve::new(ssn, job, need);
+    match choose(
+        ssn,
+        job,
+        mode,
+        need,
+        &pool.at,
+        candidates,
+        &sieve,
+        free.clone(),
+    ) {
+        Ok((chosen, placement)) => {
+            let victim_jobs = chosen.iter().map(|(u, _)| u.job).collect();
+            commit(ssn, job, mode, chosen, placement, None);
+            Searched::Evicted(victim_jobs)
+        }
+        Err(reached) => {
+            // The room only grew as units were taken: if the gang's resources never fit in
+            // it, no placement was ever tried.
+            if need.fits_in(&reached) {
+                Searched::NoFit
+            } else {
+                Searched::Short(reached)
+            }
+        }
+    }
+}
+
+/// Units chosen by [`choose`], in candidate order, with the tasks taken and their previous
+/// status; and where the preemptor's members go.
+type Choice<'a> = (
+    Vec<(&'a Unit, Vec<(usize, TaskStatus)>)>,
+    Vec<(usize, usize)>,
+);
+
+/// Takes `candidates` (cheapest first) one by one until the gang fits ([`probe`]), then gives
+/// back every unit it fits without, most expensive first. On success the chosen units stay
+/// taken; otherwise every unit is given back and the error is the room that taking every unit
+/// considered would have made (set-aside ones included). `free` bounds what a placement can
+/// use (what is free where the gang may go).
+#[allow(clippy::too_many_arguments)]
+fn choose<'a>(
+    ssn: &mut Session,
+    job: usize,
+    mode: Mode,
+    need: &Resources,
+    at: &'a At,
+    candidates: Vec<&'a Unit>,
+    sieve: &Sieve,
+    mut free: Resources,
+) -> Result<Choice<'a>, Resources> {
+    let mut spent: BTreeMap<u32, u32> = BTreeMap::new();
+    // Chosen units in candidate order, with the tasks taken and their previous status.
+    let mut chosen: Vec<Chosen> = Vec::new();
+    let mut set_aside = SetAside::new(at);
+    let mut placement = None;
     for (rank, unit) in candidates.into_iter().enumerate() {
         let tasks: Vec<usize> = unit
             .tasks
@@ -972,13 +1033,7 @@ fn search(
                 give_back(ssn, t, at.node(t), prev);
             }
         }
-        // The room only grew as units were taken: if the gang's resources never fit in it,
-        // no placement was ever tried.
-        return if need.fits_in(&reached) {
-            Searched::NoFit
-        } else {
-            Searched::Short(reached)
-        };
+        return Err(reached);
     };
     chosen.sort_by_key(|&(rank, _, _)| rank);
     let mut chosen: Vec<(&Unit, Vec<(usize, TaskStatus)>)> =
@@ -1032,9 +1087,165 @@ fn search(
             }
         }
     }
-    let victim_jobs = chosen.iter().map(|(u, _)| u.job).collect();
-    commit(ssn, job, mode, chosen, placement);
-    Searched::Evicted(victim_jobs)
+    Ok((chosen, placement))
+}
+
+/// The domains a hard-topology preemptor may be placed in, by tier, lowest first (each tier's
+/// in tree order): every domain of an allowed tier, or, when members already hold nodes, the
+/// domains of an allowed tier holding all of them. `None` when the job has no hard rule over
+/// real tiers (no rule, a soft one, one that allows the cluster root, or one that cannot be
+/// resolved: the probe says why); then the search is not by domain.
+fn hard_domains(ssn: &mut Session, job: usize) -> Option<(Arc<TopologyTree>, Vec<Vec<u32>>)> {
+    let topo = ssn.state.jobs[job]
+        .topology
+        .clone()
+        .filter(|t| t.required)?;
+    let tree = ssn.topology_tree(&topo.source);
+    let allowed = topo.allowed_tier(&tree).ok()?;
+    if tree.is_empty() || allowed >= tree.root_tier() {
+        return None;
+    }
+    let held = crate::topology::held_nodes(ssn, job);
+    let eligible: Vec<u32> = if held.is_empty() {
+        (0..tree.domains.len() as u32).collect()
+    } else {
+        tree.smallest_holding(&held)
+            .map(|a| tree.ancestors(a))
+            .unwrap_or_default()
+    };
+    let mut tiers: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for d in eligible {
+        let tier = tree.domains[d as usize].tier;
+        if tier <= allowed {
+            tiers.entry(tier).or_default().push(d);
+        }
+    }
+    for list in tiers.values_mut() {
+        list.sort_unstable();
+    }
+    Some((tree, tiers.into_values().collect()))
+}
+
+/// What emptying a domain costs, compared as the action ranks units, applied to the set: the
+/// highest priority evicted, then the GPUs, then the pods evicted (lower is cheaper).
+fn domain_cost(ssn: &Session, chosen: &[(&Unit, Vec<(usize, TaskStatus)>)]) -> (i32, i64, usize) {
+    let mut priority = i32::MIN;
+    let mut gpus = 0i64;
+    let mut pods = 0usize;
+    for (unit, taken) in chosen {
+        priority = priority.max(unit.priority);
+        for &(t, _) in taken {
+            gpus += ssn.state.tasks[t].request.get(GPU);
+            pods += 1;
+        }
+    }
+    (priority, gpus, pods)
+}
+
+/// A hard-topology preemptor's search: victims inside one domain it may use. Tier by tier,
+/// lowest first (as allocate tries tiers), each domain of the tier is searched on its own —
+/// the candidate units with a member on its nodes, in the action's order, taken until the
+/// gang fits inside that domain, then pruned — and the cheapest domain to empty enough
+/// ([`domain_cost`]; ties: the first in tree order) is the one evicted from. A unit with no
+/// member in the domain is never taken, so nothing is evicted where the gang cannot go.
+#[allow(clippy::too_many_arguments)]
+fn search_domains(
+    ssn: &mut Session,
+    job: usize,
+    mode: Mode,
+    need: &Resources,
+    at: &At,
+    candidates: &[&Unit],
+    tree: &TopologyTree,
+    tiers: Vec<Vec<u32>>,
+) -> Searched {
+    let sieve = Sieve {
+        requests: Vec::new(),
+    };
+    let mut in_domain = vec![false; ssn.state.nodes.len()];
+    for domains in tiers {
+        // (cost, domain, victim units with their tasks, placement)
+        type Best<'u> = (
+            (i32, i64, usize),
+            u32,
+            Vec<(&'u Unit, Vec<usize>)>,
+            Vec<(usize, usize)>,
+        );
+        let mut best: Option<Best> = None;
+        for d in domains {
+            let nodes = &tree.domains[d as usize].nodes;
+            for &n in nodes {
+                in_domain[n as usize] = true;
+            }
+            let inside = |t: usize| at.node(t).is_some_and(|n| in_domain[n]);
+            let mine: Vec<&Unit> = candidates
+                .iter()
+                .copied()
+                .filter(|u| u.tasks.iter().any(|&t| inside(t)))
+                .collect();
+            // What is free in the domain, and all that taking every unit could free there:
+            // the gang's resources must fit in the latter for a search to be worth it.
+            let mut free = Resources::new();
+            for &n in nodes {
+                free.add(&room(ssn, n as usize));
+            }
+            let mut most = free.clone();
+            for u in &mine {
+                for &t in u.tasks.iter().filter(|&&t| inside(t) && victimable(ssn, t)) {
+                    most.add(&ssn.state.tasks[t].request);
+                }
+            }
+            for &n in nodes {
+                in_domain[n as usize] = false;
+            }
+            if mine.is_empty() || !need.fits_in(&most) {
+                continue;
+            }
+            ssn.topology_within = Some(d);
+            let found = choose(ssn, job, mode, need, at, mine, &sieve, free);
+            ssn.topology_within = None;
+            let Ok((chosen, placement)) = found else {
+                continue;
+            };
+            let cost = domain_cost(ssn, &chosen);
+            let units = chosen
+                .iter()
+                .map(|(u, taken)| (*u, taken.iter().map(|&(t, _)| t).collect()))
+                .collect();
+            for (_, taken) in chosen.into_iter().rev() {
+                for (t, prev) in taken.into_iter().rev() {
+                    give_back(ssn, t, at.node(t), prev);
+                }
+            }
+            if best.as_ref().is_none_or(|b| cost < b.0) {
+                best = Some((cost, d, units, placement));
+            }
+        }
+        if let Some((_, d, units, placement)) = best {
+            let mut chosen = Vec::new();
+            let mut victim_jobs = BTreeSet::new();
+            for (unit, tasks) in units {
+                let taken = tasks
+                    .iter()
+                    .map(|&t| (t, take(ssn, t, at.node(t))))
+                    .collect();
+                victim_jobs.insert(unit.job);
+                chosen.push((unit, taken));
+            }
+            let domain = &tree.domains[d as usize];
+            let name = match ssn.state.jobs[job]
+                .topology
+                .as_ref()
+                .and_then(|t| t.label_key())
+            {
+                Some(key) => format!("{key} domain {}", domain.name),
+                None => format!("HyperNode {} (tier {})", domain.name, domain.tier),
+            };
+            commit(ssn, job, mode, chosen, placement, Some(name));
+            return Searched::Evicted(victim_jobs);
+        }
+    }
+    Searched::NoFit
 }
 
 /// What the preemptor's members could use, to tell units that cannot change where its gang
@@ -1319,6 +1530,7 @@ fn commit(
     mode: Mode,
     chosen: Vec<(&Unit, Vec<(usize, TaskStatus)>)>,
     placement: Vec<(usize, usize)>,
+    domain: Option<String>,
 ) {
     let mut victims = Vec::new();
     let mut lines = Vec::new();
@@ -1367,8 +1579,14 @@ fn commit(
             placement.len(),
         )
     } else {
+        let inside = match &domain {
+            Some(d) => format!(
+                " inside {d}, the cheapest domain of the lowest tier its topology allows to empty enough (highest priority evicted, then GPUs, then pods)"
+            ),
+            None => String::new(),
+        };
         format!(
-        "{} evicts {}; chosen as the cheapest units that let all {} needed members fit ({order}; units a PodDisruptionBudget would refuse are never taken; units the gang fits without were given back)",
+        "{} evicts {}; chosen as the cheapest units that let all {} needed members fit{inside} ({order}; units a PodDisruptionBudget would refuse are never taken; units the gang fits without were given back)",
         mode.name(),
         lines.join(", "),
         placement.len(),

@@ -130,6 +130,40 @@ pub struct QueueReport {
     pub allocated: Resources,
 }
 
+/// Gangs with a topology rule that members were committed for in `ssn`, by the tier of the
+/// domain they were placed in (`"1"`, `"2"`, …; a one-tier label rule is tier 1), or `"root"`
+/// when the rule let them reach the cluster root.
+fn topology_placements(ssn: &Session) -> std::collections::BTreeMap<String, u64> {
+    let mut jobs: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
+    for &(task, _) in &ssn.committed {
+        let job = ssn.state.tasks[task].job;
+        if ssn.state.jobs[job].topology.is_some() {
+            jobs.insert(job);
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for job in jobs {
+        let tier = match (
+            &ssn.state.job_runs[job].domain,
+            &ssn.state.jobs[job].topology,
+        ) {
+            (Some(name), Some(rule)) => match rule.source {
+                caldera_model::TopologySource::HyperNodes => ssn
+                    .state
+                    .topology
+                    .domain_named(name)
+                    .map(|d| ssn.state.topology.domains[d as usize].tier.to_string()),
+                caldera_model::TopologySource::Label(_) => Some("1".to_string()),
+            },
+            _ => Some("root".to_string()),
+        };
+        if let Some(tier) = tier {
+            *out.entry(tier).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
 /// What a session produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -256,7 +290,8 @@ impl Scheduler {
     }
 
     /// Closes a session into an outcome.
-    pub fn finish(ssn: Session) -> Outcome {
+    pub fn finish(mut ssn: Session) -> Outcome {
+        ssn.stats.topology_placements = topology_placements(&ssn);
         let plan = close::close(&ssn);
         let queues = ssn
             .state

@@ -34,6 +34,9 @@ pub struct Stats {
     pub victims: BTreeMap<&'static str, u64>,
     /// Preemption attempts, by result (`evicted`, `no_victims`).
     pub preemption_attempts: BTreeMap<&'static str, u64>,
+    /// Gangs with a topology rule placed, by the tier of their domain (`"1"`, `"2"`, …, or
+    /// `"root"`).
+    pub topology_placements: BTreeMap<String, u64>,
 }
 
 /// Nodes that pass the static filters for one placement spec.
@@ -231,6 +234,9 @@ pub struct Session {
     /// Σ allocatable and Σ idle per domain of each tree in use, kept current from
     /// `change_log` (see [`crate::topology::DomainRooms`]).
     pub(crate) domain_rooms: HashMap<caldera_model::TopologySource, crate::topology::DomainRooms>,
+    /// While a preemption search tries one domain: the domain (index in the tree of the
+    /// preemptor's rule) a hard-topology gang must be placed inside (see [`crate::evict`]).
+    pub(crate) topology_within: Option<u32>,
 }
 
 /// Identifies gangs that place alike: member request, spec and traits, topology, queue index.
@@ -269,6 +275,7 @@ impl Session {
             volume_releases: Vec::new(),
             label_trees: HashMap::new(),
             domain_rooms: HashMap::new(),
+            topology_within: None,
         };
         for slot in &mut s.slots {
             slot.plugin.on_open(&s.state);

@@ -193,7 +193,7 @@ fn job_source(ssn: &Session, job: usize) -> TopologySource {
 }
 
 /// The nodes members of `job` already hold, sorted.
-fn held_nodes(ssn: &Session, job: usize) -> Vec<u32> {
+pub(crate) fn held_nodes(ssn: &Session, job: usize) -> Vec<u32> {
     let st = &ssn.state;
     let mut held: Vec<u32> = st.jobs[job]
         .tasks
@@ -304,6 +304,8 @@ pub(crate) fn place_in_topology(
         return Err(None);
     }
     let pinned = !held.is_empty();
+    // A preemption search trying one domain places the gang inside it and nowhere else.
+    let within = ssn.topology_within;
     let mut gang = Resources::new();
     for &t in tasks.iter().take(need as usize) {
         gang.add(&ssn.state.tasks[t].request);
@@ -322,7 +324,9 @@ pub(crate) fn place_in_topology(
                 .iter()
                 .enumerate()
                 .filter(|(i, d)| {
-                    d.tier == tier && scope.is_none_or(|s| tree.is_within(*i as u32, s))
+                    d.tier == tier
+                        && scope.is_none_or(|s| tree.is_within(*i as u32, s))
+                        && within.is_none_or(|w| tree.is_within(*i as u32, w))
                 })
                 .inspect(|_| considered += 1)
                 .filter(|(i, _)| gang.fits_in(&rooms[*i].1))

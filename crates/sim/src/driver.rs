@@ -159,6 +159,10 @@ pub struct Simulation {
     violations: Vec<Violation>,
     shares: BTreeMap<String, QueueShare>,
     autoscaler: Option<caldera_actors::autoscaler::Settings>,
+    /// `networkTopologyDiscovery`'s label levels (empty: off).
+    discovery: Vec<Vec<String>>,
+    /// What discovery could not honour at its last turn.
+    discovery_problems: Vec<String>,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -202,6 +206,11 @@ impl Simulation {
         };
         let mut sim = Self::with_scheduler(Box::new(scheduler), config.schedule_period, opts);
         sim.mode = mode;
+        sim.discovery = config
+            .network_topology_discovery
+            .as_ref()
+            .map(|d| d.label_levels.clone())
+            .unwrap_or_default();
         // Gate mode is installed with its admission policy, which gates grouped pods; without
         // Caldera, nothing would lift the gate, so kube-scheduler alone sees pods without it.
         sim.store.set_gate_admission(match mode {
@@ -236,6 +245,8 @@ impl Simulation {
             violations: Vec::new(),
             shares: BTreeMap::new(),
             autoscaler: None,
+            discovery: Vec::new(),
+            discovery_problems: Vec::new(),
         }
     }
 
@@ -271,6 +282,35 @@ impl Simulation {
                     .set_request_condition(&namespace, &name, condition),
             }
         }
+    }
+
+    /// Caldera's HyperNode discovery from node labels (`networkTopologyDiscovery`), as
+    /// `caldera run` does it: the owned HyperNodes made to match the labels before a session;
+    /// then every HyperNode's `status.nodeCount`.
+    fn discover(&mut self) {
+        if self.discovery.is_empty() {
+            self.store.write_hypernode_node_counts();
+            return;
+        }
+        let nodes: Vec<_> = self.store.nodes().cloned().collect();
+        let existing: Vec<_> = self.store.hypernodes().cloned().collect();
+        let labels = caldera_cache::discovery::node_labels(&nodes);
+        let changes = caldera_cache::discovery::reconcile(&self.discovery, &labels, &existing);
+        for h in changes.create.into_iter().chain(changes.update) {
+            // Built from valid label values into DNS names, so they convert.
+            let _ = self.store.apply(Object::HyperNode(h), self.now);
+        }
+        for name in &changes.delete {
+            self.store.delete(Kind::HyperNode, None, name, self.now);
+        }
+        self.discovery_problems = changes.problems;
+        self.store.write_hypernode_node_counts();
+    }
+
+    /// What HyperNode discovery could not honour at its last turn (a domain with two
+    /// parents, a name taken by a hand-made HyperNode).
+    pub fn discovery_problems(&self) -> &[String] {
+        &self.discovery_problems
     }
 
     /// The objects.
@@ -427,6 +467,7 @@ impl Simulation {
         }
         self.ensure_default_queue();
         self.autoscale();
+        self.discover();
         let snapshot = self.store.snapshot(&self.opts);
         let partial_before = invariants::partial_gangs(&self.store);
         let out = match self.mode {

@@ -1205,6 +1205,22 @@ impl Store {
         }
     }
 
+    /// Writes every HyperNode's `status.nodeCount` (the nodes under it, at any depth) where
+    /// it differs, as Volcano's HyperNode controller (and Caldera's leader) does.
+    pub fn write_hypernode_node_counts(&mut self) {
+        let counts = self.index.hypernode_node_counts();
+        for (name, h) in self.hypernodes.iter_mut() {
+            let Some(&count) = counts.get(name.as_str()) else {
+                continue;
+            };
+            let status = h.status.get_or_insert_with(Default::default);
+            if status.node_count != Some(count) {
+                status.node_count = Some(count);
+                self.generation += 1;
+            }
+        }
+    }
+
     /// Sets a condition on a request's status (as the autoscaler does), replacing one of the
     /// same type.
     pub fn set_request_condition(&mut self, namespace: &str, name: &str, condition: Condition) {

@@ -511,6 +511,45 @@ fn reports_show_the_hypernode_tree_with_free_gpus_and_placed_gangs() {
     assert!(report::render_text(&sim).ends_with(&tree));
 }
 
+#[test]
+fn discovery_makes_owned_hypernodes_from_labels_and_every_one_gets_its_node_count() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/topology/discovery-from-labels.yaml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let scenario = scenario::load(&text, "discovery-from-labels.yaml").unwrap();
+    let (outcome, sim) = scenario.run().unwrap();
+    assert!(outcome.passed(), "{outcome}");
+    // (name, tier, tierName, status.nodeCount, owned by Caldera)
+    type Seen = (String, i64, Option<String>, Option<i64>, bool);
+    let seen: Vec<Seen> = sim
+        .store()
+        .hypernodes()
+        .map(|h| {
+            (
+                h.metadata.name.clone().unwrap_or_default(),
+                h.spec.tier,
+                h.spec.tier_name.clone(),
+                h.status.as_ref().and_then(|s| s.node_count),
+                caldera_cache::discovery::owned(h),
+            )
+        })
+        .collect();
+    let rack = Some("example.com/rack".to_string());
+    let spine = Some("example.com/spine".to_string());
+    assert_eq!(
+        seen,
+        [
+            ("rack-r-a".to_string(), 1, rack.clone(), Some(2), true),
+            // c-0 joined rack r-b by its label after the first gang was placed.
+            ("rack-r-b".to_string(), 1, rack, Some(3), true),
+            ("spine-s-0".to_string(), 2, spine, Some(5), true),
+        ]
+    );
+    assert!(sim.discovery_problems().is_empty());
+}
+
 const BOUND: &str = "
 apiVersion: v1
 kind: Node
