@@ -69,6 +69,14 @@ impl Statement {
     pub fn ops(&self) -> &[(usize, usize)] {
         &self.ops
     }
+
+    /// Takes the placements from `at` on into a statement of their own (to undo them alone
+    /// with [`Session::discard`]).
+    pub(crate) fn split_off(&mut self, at: usize) -> Statement {
+        Statement {
+            ops: self.ops.split_off(at),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -12,7 +12,7 @@
 //! the closest candidate.
 
 use crate::attempt::place_gang;
-use crate::session::{Placement, Session};
+use crate::session::{Placement, Session, Statement};
 use crate::state::Holdup;
 use caldera_model::{Resources, Topology, TopologySource, TopologyTree};
 use std::collections::BTreeMap;
@@ -349,7 +349,7 @@ pub(crate) fn place_in_topology(
                 bonus: None,
             };
             let saved = ssn.state.job_runs[job].holdup.clone();
-            if let Ok(n) = place_gang(ssn, job, tasks, &mut placement, None, dry) {
+            if let Ok(n) = place_within(ssn, job, tasks, &mut placement, None, dry) {
                 ssn.state.job_runs[job].domain = Some(tree.domains[i as usize].name.clone());
                 return Ok(n);
             }
@@ -377,7 +377,10 @@ pub(crate) fn place_in_topology(
                 only: scope.map(|s| Arc::new(tree.domains[s as usize].nodes.clone())),
                 bonus: None,
             };
-            return place_gang(ssn, job, tasks, &mut placement, None, dry);
+            return place_within(ssn, job, tasks, &mut placement, None, dry);
+        }
+        if !ssn.state.sub_groups[job].is_empty() {
+            return place_sub_groups(ssn, job, tasks, None, dry);
         }
         return spread_softly(ssn, job, tasks, &gang, &tree, &held, dry);
     }
@@ -510,4 +513,461 @@ pub(crate) fn prefer_used_domain(
         }
         ssn.touch_nodes(&changed);
     }
+}
+
+/// Places `tasks` of `job` inside `scope` (every node when `None`): the gang's members
+/// directly, or, for a job with sub-groups, sub-group by sub-group ([`place_sub_groups`]).
+pub(crate) fn place_within(
+    ssn: &mut Session,
+    job: usize,
+    tasks: &[usize],
+    placement: &mut Placement,
+    prefer: Option<&TopologyTree>,
+    dry: bool,
+) -> Result<usize, Option<u32>> {
+    if ssn.state.sub_groups[job].is_empty() {
+        place_gang(ssn, job, tasks, placement, prefer, dry)
+    } else {
+        place_sub_groups(ssn, job, tasks, placement.only.clone(), dry)
+    }
+}
+
+/// A unit of a job with sub-groups: one sub-group (index into the job's sub-groups), or one
+/// member no policy takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Group(usize),
+    Loose(usize),
+}
+
+/// Places a job with sub-groups (Volcano's `subGroupPolicy`) inside `scope` (the gang's
+/// domain; every node when `None`), in one statement: sub-group by sub-group, each inside one
+/// domain of its own rule within the scope (the lowest tier first, the fullest domain first,
+/// as for a gang), `subGroupSize` members at a time, all or none. Sub-groups a policy's
+/// `minSubGroups` still needs go first, then the others, then members no policy takes, one
+/// by one. A gang not yet ready stops as soon as it is (the rest come in later attempts); a
+/// ready one places one more sub-group (or member). Nothing is kept unless the gang is ready
+/// at the end; the message then names the first sub-group that found no domain.
+pub(crate) fn place_sub_groups(
+    ssn: &mut Session,
+    job: usize,
+    tasks: &[usize],
+    scope: Option<Arc<Vec<u32>>>,
+    dry: bool,
+) -> Result<usize, Option<u32>> {
+    let groups = ssn.state.sub_groups[job].clone();
+    let policies = ssn.state.jobs[job].sub_group_policies.clone();
+    let mut group_of = std::collections::HashMap::new();
+    for (g, group) in groups.iter().enumerate() {
+        for &t in &group.tasks {
+            group_of.insert(t, g);
+        }
+    }
+    let was_ready = ssn.job_ready(job);
+    // Pending members per sub-group, in the order given.
+    let mut pending: Vec<Vec<usize>> = vec![Vec::new(); groups.len()];
+    let mut loose = Vec::new();
+    for &t in tasks {
+        match group_of.get(&t) {
+            Some(&g) => pending[g].push(t),
+            None => loose.push(t),
+        }
+    }
+    // Sub-groups still needed for `minSubGroups` first, by policy.
+    let mut full_per_policy = vec![0u32; policies.len()];
+    for group in groups.iter() {
+        let ready = group
+            .tasks
+            .iter()
+            .filter(|&&t| ssn.state.tasks[t].status.is_ready())
+            .count() as u32;
+        if ready >= policies[group.policy as usize].size {
+            full_per_policy[group.policy as usize] += 1;
+        }
+    }
+    let mut needed = Vec::new();
+    let mut others = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        if pending[g].is_empty() {
+            continue;
+        }
+        let p = group.policy as usize;
+        let ready = group
+            .tasks
+            .iter()
+            .filter(|&&t| ssn.state.tasks[t].status.is_ready())
+            .count() as u32;
+        if ready < policies[p].size && full_per_policy[p] < policies[p].min {
+            full_per_policy[p] += 1;
+            needed.push(Unit::Group(g));
+        } else {
+            others.push(Unit::Group(g));
+        }
+    }
+    let mut units: std::collections::VecDeque<Unit> = needed
+        .into_iter()
+        .chain(others)
+        .chain(loose.iter().map(|&t| Unit::Loose(t)))
+        .collect();
+    let mut stmt = Statement::new();
+    let mut first_failure: Option<String> = None;
+    let mut quota: Option<String> = None;
+    let mut outcomes: Vec<(Arc<str>, String)> = Vec::new();
+    while let Some(unit) = units.pop_front() {
+        if !stmt.is_empty() && (was_ready || ssn.job_ready(job)) {
+            break;
+        }
+        match unit {
+            Unit::Loose(t) => {
+                let placement = Placement {
+                    only: scope.clone(),
+                    bonus: None,
+                };
+                match place_members(ssn, &mut stmt, &[t], 1, &placement) {
+                    Ok(()) => {}
+                    Err(Holdup::Quota(msg)) => {
+                        quota = Some(msg);
+                        break;
+                    }
+                    Err(Holdup::Fit(msg)) | Err(Holdup::NotAdmitted { message: msg, .. }) => {
+                        first_failure.get_or_insert(format!(
+                            "member {} (in no sub-group) found no node: {msg}",
+                            ssn.state.tasks[t].key()
+                        ));
+                    }
+                }
+            }
+            Unit::Group(g) => {
+                let group = &groups[g];
+                let policy = &policies[group.policy as usize];
+                pending[g].retain(|&t| ssn.state.tasks[t].schedulable_pending());
+                match place_one_sub_group(ssn, &mut stmt, group, policy, &pending[g], &scope) {
+                    Ok(outcome) => {
+                        outcomes.push((group.name.clone(), outcome));
+                        // Its other members follow, after the other sub-groups (as Volcano
+                        // puts a ready sub-job back in the queue).
+                        if pending[g]
+                            .iter()
+                            .any(|&t| ssn.state.tasks[t].schedulable_pending())
+                        {
+                            units.push_back(unit);
+                        }
+                    }
+                    Err(Holdup::Quota(msg)) => {
+                        quota = Some(msg);
+                        break;
+                    }
+                    Err(Holdup::Fit(msg)) | Err(Holdup::NotAdmitted { message: msg, .. }) => {
+                        let msg = format!("sub-group {}: {msg}", group.name);
+                        outcomes.push((group.name.clone(), msg.clone()));
+                        first_failure.get_or_insert(msg);
+                    }
+                }
+            }
+        }
+    }
+    let ready = !stmt.is_empty() && ssn.job_ready(job);
+    for (name, outcome) in outcomes {
+        let placed = outcome.starts_with("placed");
+        let runs = &mut ssn.state.job_runs[job].sub_groups;
+        // A failure does not hide where an earlier attempt placed the sub-group.
+        if placed == ready || !runs.get(&name).is_some_and(|o| o.starts_with("placed")) {
+            runs.insert(name, outcome);
+        }
+    }
+    if ready && dry {
+        let n = stmt.len();
+        ssn.probed = stmt.ops().to_vec();
+        ssn.discard(stmt);
+        return Ok(n);
+    }
+    if ready {
+        return Ok(crate::attempt::settle(ssn, job, stmt));
+    }
+    ssn.discard(stmt);
+    if let Some(msg) = quota {
+        ssn.hold(job, Holdup::Quota(msg));
+        return Err(None);
+    }
+    let msg = match first_failure {
+        Some(m) => format!("the gang's sub-groups cannot all be placed: {m}"),
+        None => match ssn.state.sub_groups_short(job, |t| {
+            t.status.is_ready() || t.schedulable_pending()
+        }) {
+            Some((policy, have, min)) => format!(
+                "subGroupPolicy {policy:?} needs {min} full sub-groups; only {have} have their members"
+            ),
+            None => "the gang's members could not all be placed together".to_string(),
+        },
+    };
+    ssn.hold(job, Holdup::Fit(msg));
+    Err(None)
+}
+
+/// Places one sub-group's next `subGroupSize` members (one more member once it is full)
+/// inside one domain of its policy's rule within `scope`, into `stmt`; says where, or why
+/// not (nothing of it stays placed then).
+fn place_one_sub_group(
+    ssn: &mut Session,
+    stmt: &mut Statement,
+    group: &caldera_model::SubGroup,
+    policy: &caldera_model::SubGroupPolicy,
+    pending: &[usize],
+    scope: &Option<Arc<Vec<u32>>>,
+) -> Result<String, Holdup> {
+    let ready = group
+        .tasks
+        .iter()
+        .filter(|&&t| ssn.state.tasks[t].status.is_ready())
+        .count() as u32;
+    let need = if ready >= policy.size {
+        1
+    } else {
+        policy.size - ready
+    };
+    if (pending.len() as u32) < need {
+        return Err(Holdup::Fit(format!(
+            "it has {} members, fewer than its subGroupSize {}",
+            group.tasks.len(),
+            policy.size
+        )));
+    }
+    let whole = Placement {
+        only: scope.clone(),
+        bonus: None,
+    };
+    let Some(rule) = policy.topology.clone() else {
+        place_members(ssn, stmt, pending, need, &whole)?;
+        return Ok("placed (no networkTopology of its own)".to_string());
+    };
+    let tree = ssn.topology_tree(&rule.source);
+    let root_tier = tree.root_tier();
+    let allowed = rule.allowed_tier(&tree).map_err(Holdup::Fit)?;
+    if rule.required && tree.is_empty() {
+        return Err(Holdup::Fit(format!(
+            "its networkTopology is hard but there are no {} domains",
+            rule.source_name()
+        )));
+    }
+    // Members of the sub-group already holding nodes pin it, as members pin a gang.
+    let mut held: Vec<u32> = group
+        .tasks
+        .iter()
+        .filter_map(|&t| {
+            let t = &ssn.state.tasks[t];
+            if !t.status.occupies_node() {
+                return None;
+            }
+            ssn.state.node_index(t.node.as_deref()?).map(|n| n as u32)
+        })
+        .collect();
+    held.sort_unstable();
+    held.dedup();
+    let anchor = tree.smallest_holding(&held);
+    let pin = anchor.and_then(|a| {
+        tree.ancestors(a)
+            .into_iter()
+            .take_while(|&d| tree.domains[d as usize].tier <= allowed)
+            .last()
+    });
+    if rule.required && !held.is_empty() && pin.is_none() && allowed < root_tier {
+        return Err(Holdup::Fit(format!(
+            "its members already hold nodes in no single {} domain of tier {allowed} or lower",
+            rule.source_name()
+        )));
+    }
+    let mut req = Resources::new();
+    for &t in pending.iter().take(need as usize) {
+        req.add(&ssn.state.tasks[t].request);
+    }
+    let in_scope = |d: &caldera_model::Domain| match scope {
+        None => true,
+        Some(s) => d.nodes.iter().any(|n| s.binary_search(n).is_ok()),
+    };
+    let mut considered = 0usize;
+    let mut best: Option<(u32, u32)> = None;
+    for tier in tree.tiers().into_iter().filter(|&t| t <= allowed) {
+        let weights = ssn.domain_weights().cloned();
+        let rooms = ssn.rooms(&rule.source, &tree);
+        let mut candidates: Vec<(bool, f64, u32)> = Vec::new();
+        for (i, d) in tree.domains.iter().enumerate() {
+            if d.tier != tier || pin.is_some_and(|p| !within(&tree, i as u32, p)) || !in_scope(d) {
+                continue;
+            }
+            considered += 1;
+            if !req.fits_in(&rooms[i].1) {
+                continue;
+            }
+            let (alloc, idle) = &rooms[i];
+            let holds_anchor = anchor.is_some_and(|a| within(&tree, a, i as u32));
+            candidates.push((
+                holds_anchor,
+                fullness(weights.as_ref(), alloc, idle, &req),
+                i as u32,
+            ));
+        }
+        candidates.sort_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then_with(|| b.1.total_cmp(&a.1))
+                .then_with(|| a.2.cmp(&b.2))
+        });
+        for (_, _, i) in candidates {
+            let d = &tree.domains[i as usize];
+            let nodes: Vec<u32> = match scope {
+                None => d.nodes.clone(),
+                Some(s) => d
+                    .nodes
+                    .iter()
+                    .copied()
+                    .filter(|n| s.binary_search(n).is_ok())
+                    .collect(),
+            };
+            let placement = Placement {
+                only: Some(Arc::new(nodes)),
+                bonus: None,
+            };
+            match place_members(ssn, stmt, pending, need, &placement) {
+                Ok(()) => return Ok(format!("placed in {}", d.name)),
+                Err(Holdup::Quota(m)) => return Err(Holdup::Quota(m)),
+                Err(_) => {}
+            }
+        }
+    }
+    if allowed >= root_tier {
+        // A soft rule (or a hard one allowing the root): anywhere in scope, inside the
+        // pinned domain's top ancestor under a hard rule.
+        let placement = match (rule.required, pin) {
+            (true, Some(p)) => Placement {
+                only: Some(Arc::new(
+                    tree.domains[p as usize]
+                        .nodes
+                        .iter()
+                        .copied()
+                        .filter(|n| scope.as_ref().is_none_or(|s| s.binary_search(n).is_ok()))
+                        .collect(),
+                )),
+                bonus: None,
+            },
+            _ => whole,
+        };
+        place_members(ssn, stmt, pending, need, &placement)?;
+        return Ok("placed across domains".to_string());
+    }
+    if let Some(&first) = pending.first() {
+        let one = ssn.state.tasks[first].request.clone();
+        for (i, d) in tree.domains.iter().enumerate() {
+            if d.tier > allowed || pin.is_some_and(|p| !within(&tree, i as u32, p)) {
+                continue;
+            }
+            let nodes: Vec<u32> = d
+                .nodes
+                .iter()
+                .copied()
+                .filter(|n| scope.as_ref().is_none_or(|s| s.binary_search(n).is_ok()))
+                .collect();
+            let count = members_fitting(ssn, &nodes, &one, need);
+            if count > 0 && best.is_none_or(|(c, _)| count > c) {
+                best = Some((count, i as u32));
+            }
+        }
+    }
+    let inside = if scope.is_some() {
+        " inside the gang's domain"
+    } else {
+        ""
+    };
+    let mut msg = format!(
+        "0/{considered} {} domains of tier {allowed} or lower{inside} can hold its {need} members together (they need {req})",
+        rule.source_name()
+    );
+    if let Some((count, d)) = best {
+        let d = &tree.domains[d as usize];
+        msg = format!(
+            "{msg}; the closest, {} (tier {}), could hold {count} of them",
+            d.name, d.tier
+        );
+    }
+    Err(Holdup::Fit(msg))
+}
+
+/// Whether domain `inner` is `outer` or lies below it (walking parents, no allocation).
+fn within(tree: &TopologyTree, inner: u32, outer: u32) -> bool {
+    let mut at = inner;
+    for _ in 0..=tree.domains.len() {
+        if at == outer {
+            return true;
+        }
+        match tree.domains[at as usize].parent {
+            Some(p) => at = p,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Places `count` of `members` (in order, skipping those that find no node) on the nodes of
+/// `placement` into `stmt`; on failure undoes what it placed here and says why (the fit
+/// message of the member that found no node, or the queue's refusal).
+fn place_members(
+    ssn: &mut Session,
+    stmt: &mut Statement,
+    members: &[usize],
+    count: u32,
+    placement: &Placement,
+) -> Result<(), Holdup> {
+    let mark = stmt.len();
+    let mut kinds: Vec<(usize, crate::session::Candidates)> = Vec::new();
+    let mut placed = 0u32;
+    let mut failure = None;
+    for &t in members {
+        if placed == count {
+            break;
+        }
+        if let Err(msg) = ssn.allocatable(t) {
+            failure = Some(Holdup::Quota(msg));
+            break;
+        }
+        let pods = &ssn.state.tasks[t].spec.pods;
+        let fresh = pods.crosses_nodes() && !pods.verdict_only_crosses_nodes();
+        let kind = if fresh {
+            None
+        } else {
+            let task = &ssn.state.tasks[t];
+            let traits = ssn.state.traits[t];
+            kinds.iter().position(|(rep, _)| {
+                let r = &ssn.state.tasks[*rep];
+                r.request == task.request && r.spec == task.spec && ssn.state.traits[*rep] == traits
+            })
+        };
+        let k = match kind {
+            Some(k) => k,
+            None => {
+                let c = ssn.candidates(t, placement);
+                kinds.push((t, c));
+                kinds.len() - 1
+            }
+        };
+        match ssn.pick(t, &mut kinds[k].1, placement) {
+            Some(node) => {
+                ssn.allocate(stmt, t, node);
+                ssn.refresh(t, node, &mut kinds[k].1, placement);
+                placed += 1;
+            }
+            None => {
+                failure = Some(Holdup::Fit(ssn.fit_message(&kinds[k].1)));
+                break;
+            }
+        }
+        if fresh {
+            kinds.pop();
+        }
+    }
+    if placed == count {
+        return Ok(());
+    }
+    let tail = stmt.split_off(mark);
+    ssn.discard(tail);
+    Err(failure.unwrap_or_else(|| {
+        Holdup::Fit(format!("only {placed} of {count} members could be placed"))
+    }))
 }
