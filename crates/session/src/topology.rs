@@ -658,9 +658,8 @@ pub(crate) fn place_sub_groups(
                         break;
                     }
                     Err(Holdup::Fit(msg)) | Err(Holdup::NotAdmitted { message: msg, .. }) => {
-                        let msg = format!("sub-group {}: {msg}", group.name);
-                        outcomes.push((group.name.clone(), msg.clone()));
-                        first_failure.get_or_insert(msg);
+                        outcomes.push((group.name.clone(), format!("no room: {msg}")));
+                        first_failure.get_or_insert(format!("sub-group {}: {msg}", group.name));
                     }
                 }
             }
@@ -668,12 +667,20 @@ pub(crate) fn place_sub_groups(
     }
     let ready = !stmt.is_empty() && ssn.job_ready(job);
     for (name, outcome) in outcomes {
-        let placed = outcome.starts_with("placed");
         let runs = &mut ssn.state.job_runs[job].sub_groups;
-        // A failure does not hide where an earlier attempt placed the sub-group.
-        if placed == ready || !runs.get(&name).is_some_and(|o| o.starts_with("placed")) {
+        if ready {
             runs.insert(name, outcome);
+            continue;
         }
+        // A failed attempt does not hide where an earlier one placed the sub-group.
+        if runs.get(&name).is_some_and(|o| o.starts_with("placed")) {
+            continue;
+        }
+        let outcome = match outcome.strip_prefix("placed") {
+            Some(rest) => format!("fits{rest}, but is not kept: the gang cannot be placed"),
+            None => outcome,
+        };
+        runs.insert(name, outcome);
     }
     if ready && dry {
         let n = stmt.len();
