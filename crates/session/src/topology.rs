@@ -168,11 +168,15 @@ fn members_fitting(ssn: &Session, nodes: &[u32], req: &Resources, cap: u32) -> u
         if !node.ready {
             continue;
         }
-        let idle = node.idle();
+        // Free room per resource without building the node's idle list (this runs for
+        // every node of every domain a failure message looks at).
         let here = req
             .iter()
             .filter(|(_, v)| *v > 0)
-            .map(|(name, v)| (idle.get(name).max(0) / v) as u32)
+            .map(|(name, v)| {
+                let free = node.allocatable.get(name) - node.used.get(name);
+                (free.max(0) / v).min(i64::from(cap)) as u32
+            })
             .min()
             .unwrap_or(cap);
         count = count.saturating_add(here);
@@ -181,6 +185,64 @@ fn members_fitting(ssn: &Session, nodes: &[u32], req: &Resources, cap: u32) -> u
         }
     }
     count
+}
+
+/// The domain of `domains` (indices into `tree`, the tree of `source`) whose Ready nodes in
+/// `scope` (all of them when `None`) could take the most members asking `req`, at most
+/// `cap`, ties to the lower tier, then the name: (how many, domain). `None` when none could
+/// take one. Domains are looked at by their total free room first, and a domain whose room
+/// could not beat the best found is not counted node by node.
+fn closest(
+    ssn: &mut Session,
+    source: &TopologySource,
+    tree: &TopologyTree,
+    domains: &[u32],
+    scope: Option<&[u32]>,
+    req: &Resources,
+    cap: u32,
+) -> Option<(u32, u32)> {
+    let rooms = ssn.rooms(source, tree);
+    let mut order: Vec<(u32, u32)> = domains
+        .iter()
+        .map(|&d| {
+            let idle = &rooms[d as usize].1;
+            let bound = req
+                .iter()
+                .filter(|(_, v)| *v > 0)
+                .map(|(name, v)| (idle.get(name).max(0) / v).min(i64::from(cap)) as u32)
+                .min()
+                .unwrap_or(cap);
+            (bound, d)
+        })
+        .collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let mut best: Option<(u32, u32)> = None;
+    for (bound, d) in order {
+        if bound == 0 || best.is_some_and(|(c, _)| bound < c) {
+            break;
+        }
+        let nodes = &tree.domains[d as usize].nodes;
+        let count = match scope {
+            None => members_fitting(ssn, nodes, req, cap),
+            Some(s) => {
+                let inside: Vec<u32> = nodes
+                    .iter()
+                    .copied()
+                    .filter(|n| s.binary_search(n).is_ok())
+                    .collect();
+                members_fitting(ssn, &inside, req, cap)
+            }
+        };
+        // Domains are indexed by (tier, name): a lower index wins a tie.
+        let better = match best {
+            None => count > 0,
+            Some((c, b)) => count > c || (count == c && d < b),
+        };
+        if better {
+            best = Some((count, d));
+        }
+    }
+    best
 }
 
 /// The source of `job`'s topology rule (the HyperNodes when it has none).
@@ -322,7 +384,7 @@ pub(crate) fn place_in_topology(
                 .iter()
                 .enumerate()
                 .filter(|(i, d)| {
-                    d.tier == tier && scope.is_none_or(|s| tree.is_within(*i as u32, s))
+                    d.tier == tier && scope.is_none_or(|s| within(&tree, *i as u32, s))
                 })
                 .inspect(|_| considered += 1)
                 .filter(|(i, _)| gang.fits_in(&rooms[*i].1))
@@ -333,7 +395,7 @@ pub(crate) fn place_in_topology(
                 .collect()
         };
         for (i, score) in fitting {
-            let holds_anchor = anchor.is_some_and(|a| tree.is_within(a, i));
+            let holds_anchor = anchor.is_some_and(|a| within(&tree, a, i));
             candidates.push((holds_anchor, score, i));
         }
         with_room += candidates.len();
@@ -399,20 +461,15 @@ pub(crate) fn place_in_topology(
     };
     if let Some(&first) = tasks.first() {
         let req = ssn.state.tasks[first].request.clone();
-        let best = tree
-            .domains
-            .iter()
-            .enumerate()
-            .filter(|(i, d)| {
-                d.tier <= allowed && scope.is_none_or(|s| tree.is_within(*i as u32, s))
+        let domains: Vec<u32> = (0..tree.domains.len() as u32)
+            .filter(|&i| {
+                tree.domains[i as usize].tier <= allowed
+                    && scope.is_none_or(|s| within(&tree, i, s))
             })
-            .map(|(_, d)| (members_fitting(ssn, &d.nodes, &req, need), d))
-            .max_by(|a, b| {
-                a.0.cmp(&b.0)
-                    .then_with(|| b.1.tier.cmp(&a.1.tier))
-                    .then_with(|| b.1.name.cmp(&a.1.name))
-            });
-        if let Some((count, d)) = best.filter(|(c, _)| *c > 0) {
+            .collect();
+        let best = closest(ssn, &topo.source, &tree, &domains, None, &req, need)
+            .map(|(count, d)| (count, &tree.domains[d as usize]));
+        if let Some((count, d)) = best {
             if matches!(topo.source, TopologySource::HyperNodes) {
                 msg = format!(
                     "{msg}; the closest, {} (tier {}), could hold {count} of them",
@@ -641,7 +698,16 @@ pub(crate) fn place_sub_groups(
                 let group = &groups[g];
                 let policy = &policies[group.policy as usize];
                 pending[g].retain(|&t| ssn.state.tasks[t].schedulable_pending());
-                match place_one_sub_group(ssn, &mut stmt, group, policy, &pending[g], &scope) {
+                let explain = first_failure.is_none();
+                match place_one_sub_group(
+                    ssn,
+                    &mut stmt,
+                    group,
+                    policy,
+                    &pending[g],
+                    &scope,
+                    explain,
+                ) {
                     Ok(outcome) => {
                         outcomes.push((group.name.clone(), outcome));
                         // Its other members follow, after the other sub-groups (as Volcano
@@ -660,6 +726,18 @@ pub(crate) fn place_sub_groups(
                     Err(Holdup::Fit(msg)) | Err(Holdup::NotAdmitted { message: msg, .. }) => {
                         outcomes.push((group.name.clone(), format!("no room: {msg}")));
                         first_failure.get_or_insert(format!("sub-group {}: {msg}", group.name));
+                        // Stop once the members left could no longer make the gang ready.
+                        let left: usize = units
+                            .iter()
+                            .map(|u| match u {
+                                Unit::Group(g) => pending[*g].len(),
+                                Unit::Loose(_) => 1,
+                            })
+                            .sum();
+                        let have = ssn.state.ready_count(job) as usize;
+                        if !was_ready && have + left < ssn.state.jobs[job].min_member as usize {
+                            break;
+                        }
                     }
                 }
             }
@@ -721,6 +799,7 @@ fn place_one_sub_group(
     policy: &caldera_model::SubGroupPolicy,
     pending: &[usize],
     scope: &Option<Arc<Vec<u32>>>,
+    explain: bool,
 ) -> Result<String, Holdup> {
     let ready = group
         .tasks
@@ -787,18 +866,18 @@ fn place_one_sub_group(
     for &t in pending.iter().take(need as usize) {
         req.add(&ssn.state.tasks[t].request);
     }
-    let in_scope = |d: &caldera_model::Domain| match scope {
-        None => true,
-        Some(s) => d.nodes.iter().any(|n| s.binary_search(n).is_ok()),
-    };
+    // The domains of allowed tiers that hold a node of the scope, found from the scope's
+    // nodes up (a gang's domain is a few of thousands), by index (i.e. by tier, then name).
+    let domains = domains_touching(&tree, scope.as_deref().map(Vec::as_slice), allowed);
     let mut considered = 0usize;
     let mut best: Option<(u32, u32)> = None;
     for tier in tree.tiers().into_iter().filter(|&t| t <= allowed) {
         let weights = ssn.domain_weights().cloned();
         let rooms = ssn.rooms(&rule.source, &tree);
         let mut candidates: Vec<(bool, f64, u32)> = Vec::new();
-        for (i, d) in tree.domains.iter().enumerate() {
-            if d.tier != tier || pin.is_some_and(|p| !within(&tree, i as u32, p)) || !in_scope(d) {
+        for &i in &domains {
+            let (i, d) = (i as usize, &tree.domains[i as usize]);
+            if d.tier != tier || pin.is_some_and(|p| !within(&tree, i as u32, p)) {
                 continue;
             }
             considered += 1;
@@ -860,23 +939,15 @@ fn place_one_sub_group(
         place_members(ssn, stmt, pending, need, &placement)?;
         return Ok("placed across domains".to_string());
     }
-    if let Some(&first) = pending.first() {
+    // The closest domain is worth its cost only for the message that will be shown.
+    if let Some(&first) = pending.first().filter(|_| explain) {
         let one = ssn.state.tasks[first].request.clone();
-        for (i, d) in tree.domains.iter().enumerate() {
-            if d.tier > allowed || pin.is_some_and(|p| !within(&tree, i as u32, p)) {
-                continue;
-            }
-            let nodes: Vec<u32> = d
-                .nodes
-                .iter()
-                .copied()
-                .filter(|n| scope.as_ref().is_none_or(|s| s.binary_search(n).is_ok()))
-                .collect();
-            let count = members_fitting(ssn, &nodes, &one, need);
-            if count > 0 && best.is_none_or(|(c, _)| count > c) {
-                best = Some((count, i as u32));
-            }
+        let mut looked: Vec<u32> = domains.clone();
+        if let Some(p) = pin {
+            looked.retain(|&d| within(&tree, d, p));
         }
+        let scope_nodes = scope.as_deref().map(Vec::as_slice);
+        best = closest(ssn, &rule.source, &tree, &looked, scope_nodes, &one, need);
     }
     let inside = if scope.is_some() {
         " inside the gang's domain"
@@ -895,6 +966,49 @@ fn place_one_sub_group(
         );
     }
     Err(Holdup::Fit(msg))
+}
+
+/// The domains of tier `allowed` or lower holding a node of `scope` (every such domain when
+/// `None`), ascending. From the scope's tier-1 domains up when every node of the scope has
+/// one (a HyperNode may also hold nodes directly: then every domain is checked).
+fn domains_touching(tree: &TopologyTree, scope: Option<&[u32]>, allowed: u32) -> Vec<u32> {
+    let all = || {
+        (0..tree.domains.len() as u32)
+            .filter(|&d| tree.domains[d as usize].tier <= allowed)
+            .collect::<Vec<u32>>()
+    };
+    let Some(scope) = scope else {
+        return all();
+    };
+    let mut found = Vec::new();
+    let mut last_leaf = None;
+    for &n in scope {
+        let Some(Some(leaf)) = tree.leaf_of.get(n as usize) else {
+            return all()
+                .into_iter()
+                .filter(|&d| {
+                    let d = &tree.domains[d as usize];
+                    d.nodes.iter().any(|n| scope.binary_search(n).is_ok())
+                })
+                .collect();
+        };
+        if last_leaf == Some(*leaf) {
+            continue;
+        }
+        last_leaf = Some(*leaf);
+        let mut at = Some(*leaf);
+        while let Some(d) = at {
+            let domain = &tree.domains[d as usize];
+            if domain.tier > allowed {
+                break;
+            }
+            found.push(d);
+            at = domain.parent;
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    found
 }
 
 /// Whether domain `inner` is `outer` or lies below it (walking parents, no allocation).
