@@ -66,7 +66,9 @@ pub struct SessionResult {
     /// The network-topology figure: the nodes in three tiers of HyperNodes (8 nodes per
     /// NVLink domain, 16 domains per spine, 8 spines per pod), nodes/5 pending gangs of 8–512
     /// one-GPU members, half with a hard `networkTopology` (the lowest tier that can hold the
-    /// gang: 1 up to 64 members, else 2), half soft: members placed in one session.
+    /// gang: 1 up to 64 members, else 2), half soft; a quarter of them (hard and soft alike)
+    /// split into sub-groups of 16 members, each hard within one NVLink domain: members
+    /// placed in one session.
     pub topology_placements: u64,
     /// Session time of that run.
     pub topology_session_seconds: f64,
@@ -277,6 +279,9 @@ fn index_of(objects: &gen::Objects) -> ClusterIndex {
     idx
 }
 
+/// Members per sub-group in the network-topology figure.
+const SUB_GROUP: u32 = 16;
+
 /// The network-topology figure (see [`SessionResult::topology_placements`]). Returns
 /// (placements, seconds) with the topology rules, then (placements, seconds) without them.
 fn topology_figure(nodes: usize, seed: u64) -> ((u64, f64), (u64, f64)) {
@@ -316,7 +321,13 @@ fn topology_figure(nodes: usize, seed: u64) -> ((u64, f64), (u64, f64)) {
             );
         }
         for g in 0..(nodes / 5).max(1) {
-            let size = rng.range(8, 512) as u32;
+            let mut size = rng.range(8, 512) as u32;
+            // A quarter of the gangs (both hard and soft ones) are split into sub-groups of
+            // SUB_GROUP members, each hard within one NVLink domain (tier 1).
+            let split = g % 4 >= 2 && g % 8 < 4;
+            if split {
+                size = (size / SUB_GROUP).max(1) * SUB_GROUP;
+            }
             let name = format!("gang-{g:05}");
             let mut group = podgroup("bench", &name).min_member(size).created(g as i64);
             if with_topology {
@@ -325,10 +336,18 @@ fn topology_figure(nodes: usize, seed: u64) -> ((u64, f64), (u64, f64)) {
                 } else {
                     group.network_topology(false, 1)
                 };
+                if split {
+                    group = group.sub_groups("part", "part", SUB_GROUP, 0, Some((true, 1)));
+                }
             }
             c = c.group(group);
+            let member = std::cell::Cell::new(0u32);
             c = c.members("bench", &name, size as usize, |p| {
-                p.gpus(1).cpu_milli(1000).created(g as i64)
+                let part = member.replace(member.get() + 1) / SUB_GROUP;
+                p.gpus(1)
+                    .cpu_milli(1000)
+                    .created(g as i64)
+                    .label("part", &part.to_string())
             });
         }
         c.snapshot()

@@ -668,6 +668,8 @@ pub struct GroupInfo {
     pub timeout_seconds: Option<u64>,
     /// `topology` (one tier from a node label) or `networkTopology` (HyperNodes).
     pub topology: Option<Topology>,
+    /// `spec.subGroupPolicy` (see [`caldera_model::Job::sub_group_policies`]).
+    pub sub_group_policies: Vec<caldera_model::SubGroupPolicy>,
     /// A PodGroup input Caldera does not honour yet (see [`caldera_model::Job::unsupported`]).
     pub unsupported: Option<Arc<str>>,
     /// `metadata.creationTimestamp`.
@@ -714,15 +716,25 @@ impl TryFrom<&PodGroup> for GroupInfo {
         let unsupported: Option<Arc<str>> =
             if spec.topology.is_some() && spec.network_topology.is_some() {
                 Some("both spec.topology and spec.networkTopology (give one topology rule)".into())
-            } else if spec
-                .sub_group_policy
-                .as_ref()
-                .is_some_and(|p| !p.is_empty())
-            {
-                Some("spec.subGroupPolicy (sub-groups are not supported yet)".into())
             } else {
-                None
+                spec.sub_group_policy
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                    .find_map(|(i, p)| {
+                        p.extra.keys().next().map(|field| {
+                            format!("spec.subGroupPolicy[{i}].{field} (a field of a newer Volcano)")
+                                .into()
+                        })
+                    })
             };
+        let sub_group_policies = spec
+            .sub_group_policy
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, p)| sub_group_policy(&ctx, i, p))
+            .collect::<Result<Vec<_>>>()?;
         let api_status = pg.status.clone().unwrap_or_default();
         let conditions: Vec<Condition> = api_status
             .conditions
@@ -778,6 +790,7 @@ impl TryFrom<&PodGroup> for GroupInfo {
                 .filter(|&s| s > 0)
                 .map(|s| s as u64),
             topology,
+            sub_group_policies,
             unsupported,
             created,
             pending_since,
@@ -893,6 +906,56 @@ pub(crate) fn missing_queue(name: &str) -> Queue {
     q.exists = false;
     q.open = false;
     q
+}
+
+/// One `spec.subGroupPolicy[i]` entry. `subGroupSize` below 1 and a negative `minSubGroups`
+/// are errors naming the field (Volcano's CRD refuses them too).
+fn sub_group_policy(
+    ctx: &Ctx,
+    i: usize,
+    p: &caldera_api::SubGroupPolicySpec,
+) -> Result<caldera_model::SubGroupPolicy> {
+    let field = |f: &str| format!("spec.subGroupPolicy[{i}].{f}");
+    let size = match p.sub_group_size {
+        None => 1,
+        Some(n) if n >= 1 => n as u32,
+        Some(n) => {
+            return Err(ctx.err(
+                field("subGroupSize"),
+                Problem::Invalid(format!("{n} is below 1")),
+            ))
+        }
+    };
+    let min = match p.min_sub_groups {
+        None => 0,
+        Some(n) if n >= 0 => n as u32,
+        Some(n) => {
+            return Err(ctx.err(
+                field("minSubGroups"),
+                Problem::Invalid(format!("{n} is negative")),
+            ))
+        }
+    };
+    let selector = match &p.label_selector {
+        Some(sel) => Some(label_selector(
+            ctx,
+            &field("labelSelector"),
+            sel,
+            Vec::new(),
+        )?),
+        None => None,
+    };
+    Ok(caldera_model::SubGroupPolicy {
+        name: p.name.as_deref().unwrap_or_default().into(),
+        selector,
+        match_label_keys: p.match_label_keys.clone().unwrap_or_default(),
+        size,
+        min,
+        topology: p
+            .network_topology
+            .as_ref()
+            .map(crate::topology::network_topology),
+    })
 }
 
 /// A pod label selector. `matchLabels` become `In` requirements; `extra` (resolved

@@ -1372,7 +1372,7 @@ fn hypernode_cycles_are_broken_and_bad_members_are_named() {
 }
 
 #[test]
-fn network_topology_becomes_the_rule_and_sub_groups_are_refused() {
+fn network_topology_becomes_the_rule_and_sub_groups_their_policies() {
     let mut index = ClusterIndex::default();
     index
         .apply_podgroup(&mk_podgroup(
@@ -1388,7 +1388,18 @@ fn network_topology_becomes_the_rule_and_sub_groups_are_refused() {
             "split",
             json!({"minMember": 2,
             "networkTopology": {"mode": "soft"},
-            "subGroupPolicy": [{"name": "w", "subGroupSize": 1}]}),
+            "subGroupPolicy": [{"name": "w", "subGroupSize": 4, "minSubGroups": 2,
+                "labelSelector": {"matchLabels": {"role": "worker"}},
+                "matchLabelKeys": ["part"],
+                "networkTopology": {"mode": "hard", "highestTierAllowed": 1}},
+                {"name": "rest"}]}),
+        ))
+        .unwrap();
+    index
+        .apply_podgroup(&mk_podgroup(
+            "ns",
+            "newer",
+            json!({"minMember": 1, "subGroupPolicy": [{"name": "w", "subGroupPriority": 3}]}),
         ))
         .unwrap();
     let snap = snapshot(&index);
@@ -1400,9 +1411,58 @@ fn network_topology_becomes_the_rule_and_sub_groups_are_refused() {
     assert!(hard.unsupported.is_none());
     let split = job(&snap, "ns/split");
     assert!(!split.topology.as_ref().unwrap().required);
-    assert!(split
+    assert!(split.unsupported.is_none());
+    let [w, rest] = &split.sub_group_policies[..] else {
+        panic!("two policies: {:?}", split.sub_group_policies)
+    };
+    assert_eq!((&*w.name, w.size, w.min), ("w", 4, 2));
+    assert_eq!(w.match_label_keys, ["part"]);
+    assert!(w.topology.as_ref().unwrap().required);
+    let labels = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        w.key_of(&labels(&[("role", "worker"), ("part", "3")]))
+            .as_deref(),
+        Some("3")
+    );
+    assert_eq!(
+        w.key_of(&labels(&[("role", "worker")])),
+        None,
+        "no part label"
+    );
+    assert_eq!(w.key_of(&labels(&[("role", "ps"), ("part", "3")])), None);
+    assert_eq!((rest.size, rest.min, rest.topology.is_none()), (1, 0, true));
+    assert_eq!(
+        rest.key_of(&labels(&[])).as_deref(),
+        Some(""),
+        "takes every member"
+    );
+    // A field of a newer Volcano is refused by name, never ignored.
+    let newer = job(&snap, "ns/newer");
+    assert!(newer
         .unsupported
         .as_deref()
         .unwrap()
-        .contains("spec.subGroupPolicy"));
+        .contains("spec.subGroupPolicy[0].subGroupPriority"));
+}
+
+#[test]
+fn sub_group_size_below_one_is_an_error_naming_the_field() {
+    let mut index = ClusterIndex::default();
+    let err = index
+        .apply_podgroup(&mk_podgroup(
+            "ns",
+            "bad",
+            json!({"minMember": 1, "subGroupPolicy": [{"name": "w", "subGroupSize": 0}]}),
+        ))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("spec.subGroupPolicy[0].subGroupSize"),
+        "{err}"
+    );
 }

@@ -141,6 +141,9 @@ pub struct Job {
     pub timeout_seconds: Option<u64>,
     /// Topology rule (HyperNodes' `networkTopology`, or one tier from `spec.topology`'s label).
     pub topology: Option<crate::topology::Topology>,
+    /// `subGroupPolicy`: how members split into sub-groups, each with its own size, minimum
+    /// count and topology rule (empty: none; see [`crate::split_sub_groups`]).
+    pub sub_group_policies: Vec<crate::topology::SubGroupPolicy>,
     /// A scheduling input of the PodGroup that Caldera does not honour yet (e.g.
     /// `subGroupPolicy`): the job waits, `Unschedulable`, with this named — never ignored.
     pub unsupported: Option<Arc<str>>,

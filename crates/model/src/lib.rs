@@ -44,7 +44,10 @@ pub use selector::{
 pub use snapshot::{Budget, Snapshot, WaitingPod};
 pub use task::{PendingReason, Task, TaskStatus};
 pub use time::Time;
-pub use topology::{Domain, TierLimit, Topology, TopologySource, TopologyTree};
+pub use topology::{
+    split_sub_groups, Domain, SubGroup, SubGroupPolicy, TierLimit, Topology, TopologySource,
+    TopologyTree,
+};
 pub use volume::{
     ClaimNeed, NodeAttach, TaskVolumes, Volume, VolumeCatalog, VolumeNeeds, VolumeWrite,
 };

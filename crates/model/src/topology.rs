@@ -92,18 +92,110 @@ impl Topology {
     }
 }
 
+/// One `subGroupPolicy[]` entry of a PodGroup (Volcano's sub-groups): which members it takes,
+/// how it splits them into sub-groups, and the rule each sub-group keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SubGroupPolicy {
+    /// The policy's `name` (may be empty).
+    pub name: Arc<str>,
+    /// `labelSelector`: the members it may take (`None`: every member).
+    pub selector: Option<crate::LabelSelector>,
+    /// `matchLabelKeys`: members with equal values of these labels form one sub-group; a
+    /// member lacking one of them (or with an empty value) is not taken by this policy.
+    pub match_label_keys: Vec<String>,
+    /// `subGroupSize` (≥ 1, default 1): members of a sub-group placed together, all or none,
+    /// inside one domain of its rule.
+    pub size: u32,
+    /// `minSubGroups` (default 0): sub-groups of this policy that must each have `size`
+    /// members placed before any member of the gang binds.
+    pub min: u32,
+    /// Each sub-group's `networkTopology` (`None`: only the gang's own rule).
+    pub topology: Option<Topology>,
+}
+
+impl SubGroupPolicy {
+    /// The sub-group a member with `labels` joins under this policy (its key: the values of
+    /// `matchLabelKeys`, joined by `-` as Volcano names it), or `None` when the policy does
+    /// not take it.
+    pub fn key_of(&self, labels: &BTreeMap<String, String>) -> Option<String> {
+        if self.selector.as_ref().is_some_and(|s| !s.matches(labels)) {
+            return None;
+        }
+        let mut values = Vec::with_capacity(self.match_label_keys.len());
+        for key in &self.match_label_keys {
+            match labels.get(key) {
+                Some(v) if !v.is_empty() => values.push(v.as_str()),
+                _ => return None,
+            }
+        }
+        Some(values.join("-"))
+    }
+}
+
+/// One sub-group of a job's members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubGroup {
+    /// Index of its policy in [`crate::Job::sub_group_policies`].
+    pub policy: u32,
+    /// How messages name it: the policy's name, then `[key]` when `matchLabelKeys` split it.
+    pub name: Arc<str>,
+    /// Its members (task indices), in the order given.
+    pub tasks: Vec<usize>,
+}
+
+/// Splits members (task index, labels) into the sub-groups of `policies`: a member joins the
+/// first policy that takes it, and under that policy the sub-group of its key. Members no
+/// policy takes are in no sub-group (only the gang's rules bind them). Sub-groups come in
+/// (policy, key) order.
+pub fn split_sub_groups<'a>(
+    policies: &[SubGroupPolicy],
+    members: impl IntoIterator<Item = (usize, &'a BTreeMap<String, String>)>,
+) -> Vec<SubGroup> {
+    if policies.is_empty() {
+        return Vec::new();
+    }
+    let mut groups: BTreeMap<(u32, String), Vec<usize>> = BTreeMap::new();
+    for (task, labels) in members {
+        let taken = policies
+            .iter()
+            .enumerate()
+            .find_map(|(i, p)| p.key_of(labels).map(|k| (i as u32, k)));
+        if let Some(key) = taken {
+            groups.entry(key).or_default().push(task);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((policy, key), tasks)| {
+            let p = &policies[policy as usize];
+            let name = if p.match_label_keys.is_empty() {
+                format!("{:?}", &*p.name)
+            } else {
+                format!("{:?}[{key}]", &*p.name)
+            };
+            SubGroup {
+                policy,
+                name: name.into(),
+                tasks,
+            }
+        })
+        .collect()
+}
+
 /// Checks a plan against the hard topology rules: after it, every member holding a node of a
-/// gang with a hard rule lies in one domain of an allowed tier (or the rule allows the root).
-/// One line per violation; empty when the plan keeps every rule.
+/// gang with a hard rule lies in one domain of an allowed tier (or the rule allows the root),
+/// and so does every member of each sub-group whose policy has a hard rule. One line per
+/// violation; empty when the plan keeps every rule.
 pub fn check_binds(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String> {
     use std::collections::BTreeSet;
-    let mut bound: BTreeMap<usize, BTreeSet<u32>> = BTreeMap::new();
     let task_of: std::collections::HashMap<(&str, &str), usize> = snapshot
         .tasks
         .iter()
         .enumerate()
         .map(|(i, t)| ((&*t.namespace, &*t.name), i))
         .collect();
+    // Per job with a hard rule somewhere: the node of each member the plan binds.
+    let mut planned: BTreeMap<usize, BTreeMap<usize, u32>> = BTreeMap::new();
     for b in &plan.binds {
         let (Some(&t), Some(n)) = (
             task_of.get(&(&*b.namespace, &*b.name)),
@@ -111,58 +203,82 @@ pub fn check_binds(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String
         ) else {
             continue;
         };
-        let job = snapshot.tasks[t].job;
-        if snapshot.jobs[job]
-            .topology
-            .as_ref()
-            .is_some_and(|r| r.required)
-        {
-            bound.entry(job).or_default().insert(n as u32);
+        let job = &snapshot.jobs[snapshot.tasks[t].job];
+        let hard = |r: &Option<Topology>| r.as_ref().is_some_and(|r| r.required);
+        if hard(&job.topology) || job.sub_group_policies.iter().any(|p| hard(&p.topology)) {
+            planned
+                .entry(snapshot.tasks[t].job)
+                .or_default()
+                .insert(t, n as u32);
         }
     }
     let mut out = Vec::new();
     let mut label_trees: BTreeMap<&str, TopologyTree> = BTreeMap::new();
-    for (job, mut nodes) in bound {
+    for (job, binds) in planned {
         let j = &snapshot.jobs[job];
-        let Some(rule) = &j.topology else { continue };
         // Members bound before this plan count toward the domain too.
-        for &t in &j.tasks {
+        let node_of = |t: usize| -> Option<u32> {
+            if let Some(&n) = binds.get(&t) {
+                return Some(n);
+            }
             let task = &snapshot.tasks[t];
-            if task.status.occupies_node() {
-                if let Some(n) = task.node.as_deref().and_then(|n| snapshot.node_index(n)) {
-                    nodes.insert(n as u32);
-                }
+            if !task.status.occupies_node() {
+                return None;
+            }
+            task.node
+                .as_deref()
+                .and_then(|n| snapshot.node_index(n))
+                .map(|n| n as u32)
+        };
+        let mut rules: Vec<(String, &Topology, Vec<usize>)> = Vec::new();
+        if let Some(rule) = j.topology.as_ref().filter(|r| r.required) {
+            rules.push((format!("podgroup {}", j.id), rule, j.tasks.clone()));
+        }
+        let members = j.tasks.iter().map(|&t| (t, &*snapshot.tasks[t].labels));
+        for g in split_sub_groups(&j.sub_group_policies, members) {
+            let policy = &j.sub_group_policies[g.policy as usize];
+            if let Some(rule) = policy.topology.as_ref().filter(|r| r.required) {
+                rules.push((
+                    format!("sub-group {} of podgroup {}", g.name, j.id),
+                    rule,
+                    g.tasks,
+                ));
             }
         }
-        let tree = match &rule.source {
-            TopologySource::HyperNodes => &snapshot.topology,
-            TopologySource::Label(key) => label_trees
-                .entry(key)
-                .or_insert_with(|| TopologyTree::from_label(&snapshot.nodes, key)),
-        };
-        let allowed = match rule.allowed_tier(tree) {
-            Ok(t) if t >= tree.root_tier() && !tree.is_empty() => continue,
-            Ok(t) => t,
-            Err(why) => {
-                out.push(format!("podgroup {} was bound though {why}", j.id));
+        for (what, rule, tasks) in rules {
+            let nodes: BTreeSet<u32> = tasks.iter().filter_map(|&t| node_of(t)).collect();
+            if nodes.is_empty() {
                 continue;
             }
-        };
-        let nodes: Vec<u32> = nodes.into_iter().collect();
-        let inside = tree
-            .smallest_holding(&nodes)
-            .filter(|&d| tree.domains[d as usize].tier <= allowed);
-        if inside.is_none() {
-            let names: Vec<&str> = nodes
-                .iter()
-                .map(|&n| &*snapshot.nodes[n as usize].name)
-                .collect();
-            out.push(format!(
-                "podgroup {} requires one {} domain of tier {allowed} or lower but was bound across {}",
-                j.id,
-                rule.source_name(),
-                names.join(", ")
-            ));
+            let tree = match &rule.source {
+                TopologySource::HyperNodes => &snapshot.topology,
+                TopologySource::Label(key) => label_trees
+                    .entry(key)
+                    .or_insert_with(|| TopologyTree::from_label(&snapshot.nodes, key)),
+            };
+            let allowed = match rule.allowed_tier(tree) {
+                Ok(t) if t >= tree.root_tier() && !tree.is_empty() => continue,
+                Ok(t) => t,
+                Err(why) => {
+                    out.push(format!("{what} was bound though {why}"));
+                    continue;
+                }
+            };
+            let nodes: Vec<u32> = nodes.into_iter().collect();
+            let inside = tree
+                .smallest_holding(&nodes)
+                .filter(|&d| tree.domains[d as usize].tier <= allowed);
+            if inside.is_none() {
+                let names: Vec<&str> = nodes
+                    .iter()
+                    .map(|&n| &*snapshot.nodes[n as usize].name)
+                    .collect();
+                out.push(format!(
+                    "{what} requires one {} domain of tier {allowed} or lower but was bound across {}",
+                    rule.source_name(),
+                    names.join(", ")
+                ));
+            }
         }
     }
     out
@@ -295,8 +411,19 @@ impl TopologyTree {
     }
 
     /// Whether `inner` is `outer` or lies below it.
+    /// Walks the parents without allocating (the topology search asks it for every domain).
     pub fn is_within(&self, inner: u32, outer: u32) -> bool {
-        self.ancestors(inner).contains(&outer)
+        let mut at = inner;
+        for _ in 0..=self.domains.len() {
+            if at == outer {
+                return true;
+            }
+            match self.domains.get(at as usize).and_then(|d| d.parent) {
+                Some(p) => at = p,
+                None => return false,
+            }
+        }
+        false
     }
 
     /// The smallest domain holding every node of `nodes` (`None`: only the root does).

@@ -69,11 +69,25 @@ impl Plugin for Gang {
                 ));
             }
         }
+        // Volcano's `minSubGroups`: so many sub-groups of the policy must be able to fill up.
+        if let Some((policy, have, min)) = state.sub_groups_short(job, may_run) {
+            return Some(format!(
+                "{have} of {min} sub-groups of subGroupPolicy {policy:?} have subGroupSize members that exist and may be scheduled{gated_note}"
+            ));
+        }
         None
     }
 
     fn job_ready(&self, state: &State, job: usize) -> Option<bool> {
         let j = &state.jobs[job];
+        // Volcano's gang: every policy's `minSubGroups` sub-groups hold `subGroupSize` members.
+        if !j.sub_group_policies.is_empty()
+            && state
+                .sub_groups_short(job, |t| t.status.is_ready())
+                .is_some()
+        {
+            return Some(false);
+        }
         if j.min_task_member.is_empty() {
             return Some(state.ready_count(job) >= j.min_member);
         }

@@ -39,6 +39,11 @@ struct GroupSpec {
     min_gpus: Option<i64>,
     /// Inter-pod constraint of the members (see `constrain`).
     interpod: u8,
+    /// 0: no sub-groups; else members split into two sub-groups by the label `part`
+    /// (alternating): 1: subGroupSize 2, hard up to tier 1; 2: subGroupSize 1,
+    /// minSubGroups 2, hard up to tier 1; 3: subGroupSize 2, minSubGroups 1, hard up to
+    /// tier 2; 4: subGroupSize 2, soft.
+    sub_groups: u8,
 }
 
 fn node_spec() -> impl Strategy<Value = NodeSpec> {
@@ -71,12 +76,14 @@ fn group_spec() -> impl Strategy<Value = GroupSpec> {
             prop_oneof![Just(None), (1i64..20).prop_map(Some)],
             prop_oneof![Just(0u8), 1u8..8],
         ),
+        prop_oneof![Just(0u8), 1u8..5],
     )
         .prop_map(
             |(
                 (min, members, gpus, cpu),
                 (queue, priority, gated),
                 (topology, tolerate, zone, min_gpus, interpod),
+                sub_groups,
             )| {
                 GroupSpec {
                     min,
@@ -91,6 +98,7 @@ fn group_spec() -> impl Strategy<Value = GroupSpec> {
                     zone,
                     min_gpus,
                     interpod,
+                    sub_groups,
                 }
             },
         )
@@ -173,11 +181,24 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
                 if let Some(m) = g.min_gpus {
                     pg = pg.min_gpus(m);
                 }
+                pg = match g.sub_groups {
+                    1 => pg.sub_groups("part", "part", 2, 0, Some((true, 1))),
+                    2 => pg.sub_groups("part", "part", 1, 2, Some((true, 1))),
+                    3 => pg.sub_groups("part", "part", 2, 1, Some((true, 2))),
+                    4 => pg.sub_groups("part", "part", 2, 0, Some((false, 1))),
+                    _ => pg,
+                };
                 c = c.group(pg);
                 let g = g.clone();
                 let group = name.clone();
+                let member = std::cell::Cell::new(0usize);
                 c = c.members("ns", &name, g.members, move |p| {
-                    let p = p.gpus(g.gpus).cpu_milli(g.cpu_milli).created(i as i64);
+                    let part = member.replace(member.get() + 1) % 2;
+                    let p = p
+                        .gpus(g.gpus)
+                        .cpu_milli(g.cpu_milli)
+                        .created(i as i64)
+                        .label("part", &format!("p{part}"));
                     let mut p = constrain(p.label("group", &group), &group, g.interpod);
                     if g.tolerate {
                         p = p.tolerate("dedicated");
@@ -272,13 +293,32 @@ proptest! {
     #[test]
     fn hard_topology_gangs_lie_in_one_allowed_domain(s in cluster()) {
         // After each of two sessions back to back, every member holding a node of a gang with
-        // a hard rule lies in one domain of an allowed tier (its earlier members included).
+        // a hard rule lies in one domain of an allowed tier (its earlier members included),
+        // and every member of a sub-group with a hard rule in one domain of its allowed tier.
         let mut s = s;
         for _ in 0..2 {
             let out = run(&s);
             let broken = caldera_model::topology::check_binds(&s, &out.plan);
             prop_assert!(broken.is_empty(), "{broken:#?}");
             s.record(&out.plan);
+            // minSubGroups is a gang over sub-groups: a job with any member bound has as many
+            // full sub-groups as each policy asks (no member held a node before the first session).
+            for j in &s.jobs {
+                let holds = |t: &usize| s.tasks[*t].status.occupies_node();
+                if j.sub_group_policies.is_empty() || !j.tasks.iter().any(holds) {
+                    continue;
+                }
+                let members = j.tasks.iter().map(|&t| (t, &*s.tasks[t].labels));
+                let groups = caldera_model::split_sub_groups(&j.sub_group_policies, members);
+                for (p, policy) in j.sub_group_policies.iter().enumerate() {
+                    let full = groups
+                        .iter()
+                        .filter(|g| g.policy as usize == p)
+                        .filter(|g| g.tasks.iter().filter(|t| holds(t)).count() as u32 >= policy.size)
+                        .count() as u32;
+                    prop_assert!(full >= policy.min, "{}: {full} of {} sub-groups full", j.id, policy.min);
+                }
+            }
         }
     }
 

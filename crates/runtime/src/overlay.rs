@@ -310,6 +310,7 @@ mod tests {
             min_resources: None,
             timeout_seconds: None,
             topology: None,
+            sub_group_policies: Vec::new(),
             unsupported: None,
             created: Time(0),
             pending_since: None,

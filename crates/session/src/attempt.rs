@@ -3,7 +3,7 @@
 use crate::session::{Candidates, Placement, Session, Statement};
 use crate::shortfall::Shortfall;
 use crate::state::Holdup;
-use crate::topology::{place_in_topology, prefer_used_domain};
+use crate::topology::{place_in_topology, place_sub_groups, prefer_used_domain};
 use caldera_model::{Resources, TopologyTree};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,6 +54,9 @@ pub fn probe(ssn: &mut Session, job: usize) -> Option<Vec<(usize, usize)>> {
     let saved = ssn.state.job_runs[job].holdup.clone();
     let result = match ssn.state.jobs[job].topology.clone() {
         Some(topo) => place_in_topology(ssn, job, &tasks, need, &topo, true),
+        None if !ssn.state.sub_groups[job].is_empty() => {
+            place_sub_groups(ssn, job, &tasks, None, true)
+        }
         None => place_gang(ssn, job, &tasks, &mut Placement::default(), None, true),
     };
     ssn.state.job_runs[job].holdup = saved;
@@ -129,8 +132,16 @@ fn attempt_inner(
         // An extra member of a satisfied gang stays in the gang's domain: always under a
         // hard rule (within the highest allowed domain around its members), and first under
         // a soft one.
+        // With sub-groups, the next sub-group (or member no policy takes) goes whole.
+        let sub_groups = !ssn.state.sub_groups[job].is_empty();
+        let next = if sub_groups { &tasks[..] } else { &tasks[..1] };
         if let Some(topo) = ssn.state.jobs[job].topology.clone() {
-            return place_in_topology(ssn, job, &tasks[..1], 1, &topo, false)
+            return place_in_topology(ssn, job, next, 1, &topo, false)
+                .map(Attempt::Placed)
+                .unwrap_or(Attempt::Held);
+        }
+        if sub_groups {
+            return place_sub_groups(ssn, job, next, None, false)
                 .map(Attempt::Placed)
                 .unwrap_or(Attempt::Held);
         }
@@ -190,7 +201,10 @@ fn attempt_inner(
     }
     // Capacity booked for this gang (nodes an autoscaler added for it) is tried first.
     let booked = booked_nodes(ssn, job);
-    if !booked.is_empty() && ssn.state.jobs[job].topology.is_none() {
+    if !booked.is_empty()
+        && ssn.state.jobs[job].topology.is_none()
+        && ssn.state.sub_groups[job].is_empty()
+    {
         let mut mine = Placement {
             only: Some(Arc::new(booked)),
             bonus: None,
@@ -203,6 +217,9 @@ fn attempt_inner(
     }
     let result = match ssn.state.jobs[job].topology.clone() {
         Some(topo) => place_in_topology(ssn, job, &tasks, need, &topo, false),
+        None if !ssn.state.sub_groups[job].is_empty() => {
+            place_sub_groups(ssn, job, &tasks, None, false)
+        }
         None => place_gang(ssn, job, &tasks, &mut Placement::default(), None, false),
     };
     match result {
@@ -232,7 +249,8 @@ fn attempt_inner(
 /// the epoch (until the next commit changes the nodes).
 fn fail_key(ssn: &Session, job: usize, tasks: &[usize]) -> Option<crate::session::FailKey> {
     let j = &ssn.state.jobs[job];
-    if !j.min_task_member.is_empty() {
+    // Sub-groups place by their members' labels: alike requests say nothing.
+    if !j.min_task_member.is_empty() || !j.sub_group_policies.is_empty() {
         return None;
     }
     let first = &ssn.state.tasks[tasks[0]];
@@ -399,7 +417,7 @@ pub(crate) fn place_gang(
 
 /// Commits the placements of `stmt`, which make `job` ready: bound, or held while their
 /// volumes are bound. How many members it placed.
-fn settle(ssn: &mut Session, job: usize, stmt: Statement) -> usize {
+pub(crate) fn settle(ssn: &mut Session, job: usize, stmt: Statement) -> usize {
     let n = stmt.len();
     let volumes_pending = !ssn.state.volumes.left_to_kube_scheduler
         && stmt

@@ -62,6 +62,9 @@ pub struct Explanation {
     pub held_on: Vec<String>,
     /// Its topology rule, and the domain this session placed it in.
     pub topology: Option<String>,
+    /// Per sub-group (`subGroupPolicy`): its size and rule, and where this session placed it
+    /// or why it found no domain.
+    pub sub_groups: Vec<String>,
     /// Volume binding: each member that keeps its node until its claims are bound, with what
     /// is written for each claim; or why the wait for volumes ended.
     pub volumes: Vec<String>,
@@ -132,6 +135,8 @@ impl Scheduler {
             format!("{mode}{limit} over {} domains{domain}", rule.source_name())
         });
 
+        let sub_groups = sub_group_lines(&ssn, ji);
+
         // A fresh session for the node-by-node view, as the cluster is before any placement,
         // with the room held for the job and lent to it (that of jobs of lower priority)
         // released, as allocate tries it.
@@ -176,8 +181,50 @@ impl Scheduler {
             held_on,
             volumes,
             topology,
+            sub_groups,
         })
     }
+}
+
+/// Per sub-group of job `ji`: its members, size and rule, and what the session did with it.
+fn sub_group_lines(ssn: &Session, ji: usize) -> Vec<String> {
+    let st = &ssn.state;
+    let policies = &st.jobs[ji].sub_group_policies;
+    st.sub_groups[ji]
+        .iter()
+        .map(|g| {
+            let p = &policies[g.policy as usize];
+            let rule = match &p.topology {
+                Some(r) if r.required => match &r.highest {
+                    caldera_model::TierLimit::Tier(t) => format!("hard up to tier {t}"),
+                    caldera_model::TierLimit::Name(n) => format!("hard up to tier {n:?}"),
+                    caldera_model::TierLimit::Unset => "hard with no tier given".to_string(),
+                },
+                Some(_) => "soft".to_string(),
+                None => "no networkTopology".to_string(),
+            };
+            let bound = g
+                .tasks
+                .iter()
+                .filter(|&&t| st.tasks[t].status.is_ready())
+                .count();
+            let min = if p.min > 0 {
+                format!(", minSubGroups {}", p.min)
+            } else {
+                String::new()
+            };
+            let outcome = match st.job_runs[ji].sub_groups.get(&g.name) {
+                Some(o) => format!(": {o}"),
+                None => String::new(),
+            };
+            format!(
+                "{} ({} members, {bound} placed or running; subGroupSize {}{min}, {rule}){outcome}",
+                g.name,
+                g.tasks.len(),
+                p.size
+            )
+        })
+        .collect()
 }
 
 /// What volume binding does for job `ji` in the session: per waiting member, its node and each
@@ -315,6 +362,12 @@ impl fmt::Display for Explanation {
         }
         if let Some(t) = &self.topology {
             writeln!(f, "  topology: {t}")?;
+        }
+        if !self.sub_groups.is_empty() {
+            writeln!(f, "  sub-groups:")?;
+            for line in &self.sub_groups {
+                writeln!(f, "    {line}")?;
+            }
         }
         match (&self.held, self.placed) {
             (_, n) if n > 0 => writeln!(f, "  this session places {n} members")?,

@@ -72,6 +72,14 @@ impl Statement {
     pub fn ops(&self) -> &[(usize, usize)] {
         &self.ops
     }
+
+    /// Takes the placements from `at` on into a statement of their own (to undo them alone
+    /// with [`Session::discard`]).
+    pub(crate) fn split_off(&mut self, at: usize) -> Statement {
+        Statement {
+            ops: self.ops.split_off(at),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -623,16 +631,22 @@ impl Session {
                 }
             }
         }
+        // Only the nodes in scope are visited (a topology domain is a few of thousands).
+        let scope: &[u32] = match &placement.only {
+            None => &sn.feasible,
+            Some(only) => only,
+        };
         if self.state.has_bookings {
             let job = self.state.tasks[task].job;
-            for node in 0..n {
+            for &node in scope {
+                let node = node as usize;
                 if c.in_scope[node] && self.state.booked_for_other(node, job) {
                     c.in_scope[node] = false;
                     *c.static_reasons.entry(BOOKED.into()).or_insert(0) += 1;
                 }
             }
         }
-        for node in 0..n as u32 {
+        for &node in scope {
             if c.in_scope[node as usize] {
                 self.evaluate(task, node, &mut c, placement);
             }

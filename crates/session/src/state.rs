@@ -39,6 +39,9 @@ pub struct JobRun {
     pub ready: u32,
     /// The topology domain its gang was placed in by this session (HyperNode or label value).
     pub domain: Option<std::sync::Arc<str>>,
+    /// Per sub-group (by name) this session tried: where it was placed (`placed in <domain>`,
+    /// `placed across domains`) or why it could not be.
+    pub sub_groups: BTreeMap<std::sync::Arc<str>, String>,
     /// How far the last attempt at the gang got when a member found no node (its holdup's
     /// message says it), kept so an alike gang failing from the cache says it for itself.
     pub shortfall: Option<crate::shortfall::Shortfall>,
@@ -96,6 +99,9 @@ pub struct State {
     pub volumes: crate::volumes::Volumes,
     /// The HyperNode tree over `nodes` (see [`caldera_model::Snapshot::topology`]).
     pub topology: std::sync::Arc<caldera_model::TopologyTree>,
+    /// Per job: its sub-groups (`subGroupPolicy`; empty for most jobs), see
+    /// [`caldera_model::split_sub_groups`].
+    pub sub_groups: Vec<std::sync::Arc<Vec<caldera_model::SubGroup>>>,
 }
 
 impl State {
@@ -144,7 +150,22 @@ impl State {
         let mut nodes = snapshot.nodes;
         expire_bookings(&mut jobs, &mut nodes, snapshot.provisioning.as_ref(), now);
         let has_bookings = nodes.iter().any(|n| n.booked_for.is_some());
+        let no_groups = std::sync::Arc::new(Vec::new());
+        let sub_groups = jobs
+            .iter()
+            .map(|j| {
+                if j.sub_group_policies.is_empty() {
+                    return no_groups.clone();
+                }
+                let members = j.tasks.iter().map(|&t| (t, &*snapshot.tasks[t].labels));
+                std::sync::Arc::new(caldera_model::split_sub_groups(
+                    &j.sub_group_policies,
+                    members,
+                ))
+            })
+            .collect();
         State {
+            sub_groups,
             topology: std::sync::Arc::new(snapshot.topology),
             interpod,
             volumes,
@@ -206,6 +227,39 @@ impl State {
             .capacity
             .as_ref()
             .is_some_and(|c| c.state == caldera_model::CapacityState::Provisioned)
+    }
+
+    /// Members of sub-group `group` of `job` that count toward it (placed or running).
+    pub fn sub_group_ready(&self, job: usize, group: usize) -> u32 {
+        self.sub_groups[job][group]
+            .tasks
+            .iter()
+            .filter(|&&t| self.tasks[t].status.is_ready())
+            .count() as u32
+    }
+
+    /// Why `job`'s sub-groups keep it from being ready: the first policy with fewer than
+    /// `minSubGroups` sub-groups that have `subGroupSize` members counted by `count` (ready
+    /// members, or members that may run). `None` when every policy has enough.
+    pub fn sub_groups_short(
+        &self,
+        job: usize,
+        count: impl Fn(&Task) -> bool,
+    ) -> Option<(std::sync::Arc<str>, u32, u32)> {
+        let policies = &self.jobs[job].sub_group_policies;
+        for (i, p) in policies.iter().enumerate().filter(|(_, p)| p.min > 0) {
+            let full = self.sub_groups[job]
+                .iter()
+                .filter(|g| g.policy as usize == i)
+                .filter(|g| {
+                    g.tasks.iter().filter(|&&t| count(&self.tasks[t])).count() as u32 >= p.size
+                })
+                .count() as u32;
+            if full < p.min {
+                return Some((p.name.clone(), full, p.min));
+            }
+        }
+        None
     }
 
     /// Members of `job` that count toward its gang: Allocated, Binding, Bound, Running,

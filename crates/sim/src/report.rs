@@ -620,11 +620,11 @@ pub fn topology_lines(snap: &caldera_model::Snapshot) -> Option<String> {
     if tree.is_empty() {
         return None;
     }
-    // Gangs by the domain that holds their bound members.
+    // Gangs (and their sub-groups) by the domain that holds their bound members.
     let mut placed: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
-    for job in snap.jobs.iter().filter(|j| j.has_podgroup()) {
-        let mut nodes: Vec<u32> = job
-            .tasks
+    let mut placed_sub_groups: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    let nodes_of = |tasks: &[usize]| -> Vec<u32> {
+        let mut nodes: Vec<u32> = tasks
             .iter()
             .filter_map(|&t| {
                 let task = &snap.tasks[t];
@@ -637,8 +637,20 @@ pub fn topology_lines(snap: &caldera_model::Snapshot) -> Option<String> {
             .collect();
         nodes.sort_unstable();
         nodes.dedup();
-        if let Some(d) = tree.smallest_holding(&nodes) {
+        nodes
+    };
+    for job in snap.jobs.iter().filter(|j| j.has_podgroup()) {
+        if let Some(d) = tree.smallest_holding(&nodes_of(&job.tasks)) {
             placed.entry(d).or_default().push(&job.id);
+        }
+        let members = job.tasks.iter().map(|&t| (t, &*snap.tasks[t].labels));
+        for g in caldera_model::split_sub_groups(&job.sub_group_policies, members) {
+            if let Some(d) = tree.smallest_holding(&nodes_of(&g.tasks)) {
+                placed_sub_groups
+                    .entry(d)
+                    .or_default()
+                    .push(format!("{} {}", job.id, g.name));
+            }
         }
     }
     let free = |d: &caldera_model::Domain| -> String {
@@ -688,6 +700,9 @@ pub fn topology_lines(snap: &caldera_model::Snapshot) -> Option<String> {
         let _ = write!(out, "{indent}{} ({tier}): {}", d.name, free(d));
         if let Some(gangs) = placed.get(&i) {
             let _ = write!(out, "; gangs: {}", gangs.join(", "));
+        }
+        if let Some(groups) = placed_sub_groups.get(&i) {
+            let _ = write!(out, "; sub-groups: {}", groups.join(", "));
         }
         out.push('\n');
         let mut children: Vec<u32> = (0..tree.domains.len() as u32)

@@ -315,6 +315,7 @@ pub fn podgroup(ns: &str, name: &str) -> GroupBuilder {
         min_resources: None,
         timeout: None,
         topology: None,
+        sub_group_policies: Vec::new(),
         unsupported: None,
         phase: PodGroupPhase::Pending,
         conditions: vec![],
@@ -335,6 +336,7 @@ pub struct GroupBuilder {
     min_resources: Option<Resources>,
     timeout: Option<u64>,
     topology: Option<Topology>,
+    sub_group_policies: Vec<caldera_model::SubGroupPolicy>,
     unsupported: Option<Arc<str>>,
     phase: PodGroupPhase,
     conditions: Vec<Condition>,
@@ -385,6 +387,32 @@ impl GroupBuilder {
             required,
             source: caldera_model::TopologySource::HyperNodes,
             highest: caldera_model::TierLimit::Tier(highest),
+        });
+        self
+    }
+    /// A `subGroupPolicy` entry named `name`: members split by the values of label `key`
+    /// (`matchLabelKeys: [key]`), `size` members per sub-group, `min` sub-groups required,
+    /// each sub-group under `networkTopology` `hard` (`required`) up to tier `highest` or
+    /// `soft` when `rule` is given.
+    pub fn sub_groups(
+        mut self,
+        name: &str,
+        key: &str,
+        size: u32,
+        min: u32,
+        rule: Option<(bool, u32)>,
+    ) -> Self {
+        self.sub_group_policies.push(caldera_model::SubGroupPolicy {
+            name: name.into(),
+            selector: None,
+            match_label_keys: vec![key.to_string()],
+            size: size.max(1),
+            min,
+            topology: rule.map(|(required, highest)| Topology {
+                required,
+                source: caldera_model::TopologySource::HyperNodes,
+                highest: caldera_model::TierLimit::Tier(highest),
+            }),
         });
         self
     }
@@ -653,6 +681,7 @@ impl Cluster {
                 min_resources: g.min_resources.clone(),
                 timeout_seconds: g.timeout,
                 topology: g.topology.clone(),
+                sub_group_policies: g.sub_group_policies.clone(),
                 unsupported: g.unsupported.clone(),
                 created: g.created,
                 pending_since: g.pending_since,
@@ -703,6 +732,7 @@ impl Cluster {
                         min_resources: None,
                         timeout_seconds: None,
                         topology: None,
+                        sub_group_policies: Vec::new(),
                         unsupported: None,
                         created: p.created,
                         pending_since: None,
