@@ -293,6 +293,8 @@ fn target_key(t: &Target) -> Option<(Kind, String)> {
     match t {
         Target::Pod { .. } => Some((Kind::Pod, t.key())),
         Target::PodGroup { .. } => Some((Kind::PodGroup, t.key())),
+        // Native PodGroups are not in the overlay: a repeated write says the same again.
+        Target::NativePodGroup { .. } => None,
         Target::Queue { .. } => Some((Kind::Queue, t.key())),
         // Autoscaler writes are idempotent: a session repeats them until the watch shows them.
         Target::Capacity { .. } => None,

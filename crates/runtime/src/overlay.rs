@@ -317,6 +317,7 @@ mod tests {
             tasks: vec![0],
             autoscale: false,
             capacity: None,
+            native: None,
         });
         snap.tasks.push(Task {
             uid: "p-uid".into(),

@@ -666,6 +666,7 @@ impl Cluster {
                 tasks: vec![],
                 autoscale: false,
                 capacity: None,
+                native: None,
             });
         }
         let mut waiting = Vec::new();
@@ -710,6 +711,7 @@ impl Cluster {
                         tasks: vec![],
                         autoscale: false,
                         capacity: None,
+                        native: None,
                     });
                     members.push((id, p.clone()));
                 }
