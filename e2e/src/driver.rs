@@ -629,6 +629,40 @@ impl LiveRun {
         Ok(true)
     }
 
+    /// Waits until a deleted native PodGroup is gone. kube-apiserver gives every native
+    /// PodGroup the `scheduling.k8s.io/podgroup-protection` finalizer and
+    /// kube-controller-manager's podgroup-protection controller removes it once no pod names
+    /// the group; the pods are gone by now, so if the controller has not removed it within a
+    /// few seconds (a control plane without it), the driver does what it would.
+    async fn wait_native_podgroup_gone(&self, key: &ObjectKey) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(5).min(self.options.wait_timeout);
+        while let Some(live) = self.get(key).await? {
+            if Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            let finalizers: Vec<Value> = live["metadata"]["finalizers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| f.as_str() != Some(PODGROUP_PROTECTION))
+                .cloned()
+                .collect();
+            let patch = json!({"metadata": {"finalizers": finalizers}});
+            match key
+                .api(&self.client)
+                .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if status_code(&e) == Some(404) => return Ok(()),
+                Err(e) => return Err(Error::api("patch", key.to_string(), e)),
+            }
+            return self.wait_gone(key).await;
+        }
+        Ok(())
+    }
+
     async fn wait_gone(&self, key: &ObjectKey) -> Result<()> {
         let deadline = Instant::now() + self.options.wait_timeout;
         while self.get(key).await?.is_some() {
@@ -790,6 +824,9 @@ impl LiveRun {
             // Before the pods: a Job's controller would make them again.
             Kind::Job,
             Kind::Pod,
+            // After the pods: the podgroup-protection finalizer goes once none names them.
+            Kind::NativePodGroup,
+            Kind::Workload,
             Kind::PersistentVolumeClaim,
             Kind::PodDisruptionBudget,
             Kind::PodGroup,
@@ -847,7 +884,11 @@ impl LiveRun {
             }
         }
         for key in &deleted {
-            self.wait_gone(key).await?;
+            if key.kind == Kind::NativePodGroup {
+                self.wait_native_podgroup_gone(key).await?;
+            } else {
+                self.wait_gone(key).await?;
+            }
         }
         Ok(uids)
     }
@@ -936,6 +977,9 @@ impl LiveRun {
         Ok(())
     }
 }
+
+/// The finalizer kube-apiserver puts on every native PodGroup.
+const PODGROUP_PROTECTION: &str = "scheduling.k8s.io/podgroup-protection";
 
 /// How the driver deletes an object of `kind`: a pod with no grace period (no kubelet would
 /// confirm it), a Job with `propagationPolicy: Background` as `kubectl delete` does (the API's
