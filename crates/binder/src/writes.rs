@@ -588,6 +588,45 @@ mod tests {
     use super::*;
     use caldera_model::{Condition, Event, PodGroupPhase};
 
+    fn status_with(type_: &str, reason: &str) -> PodGroupStatus {
+        PodGroupStatus {
+            phase: PodGroupPhase::Inqueue,
+            conditions: vec![Condition {
+                type_: type_.into(),
+                status: "True".into(),
+                reason: reason.into(),
+                message: "3/4 members fit".into(),
+                last_transition: Time(1_000),
+            }],
+            running: 0,
+            succeeded: 0,
+            failed: 0,
+        }
+    }
+
+    /// A native PodGroup gets only `PodGroupScheduled`, as kube-scheduler writes it; too few
+    /// members writes nothing there.
+    #[test]
+    fn native_podgroup_patch_is_the_podgroup_scheduled_condition_only() {
+        let waiting =
+            native_podgroup_status_patch(&status_with("Unschedulable", "NotEnoughResources"))
+                .expect("a condition");
+        assert_eq!(
+            waiting,
+            json!({"status": {"conditions": [{
+                "type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "3/4 members fit", "lastTransitionTime": "1970-01-01T00:00:01Z"}]}})
+        );
+        let placed = native_podgroup_status_patch(&status_with("Scheduled", "Scheduled"))
+            .expect("a condition");
+        assert_eq!(placed["status"]["conditions"][0]["status"], "True");
+        assert_eq!(placed["status"]["conditions"][0]["reason"], "Scheduled");
+        assert_eq!(
+            native_podgroup_status_patch(&status_with("Unschedulable", "NotEnoughTasks")),
+            None
+        );
+    }
+
     #[test]
     fn queue_patch_nulls_dropped_resources_and_keeps_state() {
         let old = QueueStatus {
