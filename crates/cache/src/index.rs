@@ -100,9 +100,13 @@ impl SnapshotOptions {
         }
     }
 
-    /// Whether `p` (a pod of one of `scheduler_names`) is a member Caldera decides for.
+    /// Whether `p` (a pod of one of `scheduler_names`) is a member Caldera decides for. In gate
+    /// mode a member of a native `scheduling.k8s.io` PodGroup is kube-scheduler's own gang
+    /// (1.36 places those itself), never Caldera's, unless it carries Caldera's gate.
     fn serves(&self, p: &PodInfo) -> bool {
-        !self.gate || p.gang_gate || (p.group.is_some() && (p.node.is_some() || p.held.is_some()))
+        !self.gate
+            || p.gang_gate
+            || (p.group.is_some() && !p.native && (p.node.is_some() || p.held.is_some()))
     }
 }
 
@@ -1222,7 +1226,9 @@ impl ClusterIndex {
                 }
             }
         }
-        for id in self.podgroups.keys().chain(self.native_podgroups.keys()) {
+        // In gate mode native PodGroups are kube-scheduler's (see `serves`).
+        let native_ids = self.native_podgroups.keys().filter(|_| !opts.gate);
+        for id in self.podgroups.keys().chain(native_ids) {
             if !self.group_refs.contains_key(id) {
                 by_job.entry(id.clone()).or_default();
             }

@@ -1499,3 +1499,28 @@ fn a_pod_naming_a_missing_native_podgroup_waits_with_a_message() {
     assert!(snap.jobs.iter().all(|j| j.tasks.is_empty()));
     assert_eq!(snap.waiting.len(), 1);
 }
+
+#[test]
+fn gate_mode_leaves_native_gangs_to_kube_scheduler() {
+    let mut index = ClusterIndex::new();
+    index
+        .apply_native_podgroup(&mk_native_podgroup(
+            "ml",
+            "g",
+            json!({"schedulingPolicy": {"gang": {"minCount": 1}}}),
+            json!({}),
+        ))
+        .unwrap();
+    let mut bound = in_native_group("g");
+    merge(
+        &mut bound,
+        json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "n1"}}),
+    );
+    index.apply_pod(&gpu_pod("ml", "w-0", 1, bound)).unwrap();
+    let snap = index.snapshot(&SnapshotOptions::gate(None));
+    assert!(
+        snap.jobs.iter().all(|j| j.native.is_none()),
+        "{:?}",
+        snap.jobs
+    );
+}
