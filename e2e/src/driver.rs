@@ -386,7 +386,12 @@ impl LiveRun {
         let mut items = Vec::with_capacity(values.len());
         for v in values {
             let kind_name = v["kind"].as_str().unwrap_or("").to_string();
-            let Some(kind) = Kind::parse(&kind_name) else {
+            // The group tells Volcano's PodGroup from the native one.
+            let group = v["apiVersion"]
+                .as_str()
+                .and_then(|a| a.rsplit_once('/'))
+                .map_or("", |(g, _)| g);
+            let Some(kind) = Kind::of(&kind_name, group).or_else(|| Kind::parse(&kind_name)) else {
                 return Err(Error::Input(format!(
                     "cannot apply an object of kind {kind_name:?}; expected one of {}",
                     Kind::ALL.map(Kind::as_str).join(", ")
