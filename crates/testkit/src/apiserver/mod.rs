@@ -318,6 +318,11 @@ pub struct Options {
     /// finalizer kube-apiserver gave it once no unfinished pod names it, and then goes.
     /// Default `true`.
     pub podgroup_protection: bool,
+    /// Serve Kubernetes' own gang API (`scheduling.k8s.io/v1alpha2` Workloads and PodGroups),
+    /// as a 1.36 kube-apiserver with `GenericWorkload` on does. Default `true`; `false` is a
+    /// cluster without the gate: discovery does not list the group version and its paths are
+    /// 404.
+    pub native_gang_api: bool,
 }
 
 impl Default for Options {
@@ -331,6 +336,7 @@ impl Default for Options {
             pv_controller: true,
             job_controller: true,
             podgroup_protection: true,
+            native_gang_api: true,
         }
     }
 }
@@ -371,6 +377,7 @@ impl ApiServer {
             write_log: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
             bookmark_interval: options.bookmark_interval,
+            native_gang_api: options.native_gang_api,
             address: addr.to_string(),
         });
         let (tx, rx) = oneshot::channel::<()>();
