@@ -422,7 +422,12 @@ impl LiveRun {
         let mut items = Vec::with_capacity(values.len());
         for v in values {
             let kind_name = v["kind"].as_str().unwrap_or("").to_string();
-            let Some(kind) = Kind::parse(&kind_name) else {
+            // The group tells Volcano's PodGroup from the native one.
+            let group = v["apiVersion"]
+                .as_str()
+                .and_then(|a| a.rsplit_once('/'))
+                .map_or("", |(g, _)| g);
+            let Some(kind) = Kind::of(&kind_name, group).or_else(|| Kind::parse(&kind_name)) else {
                 return Err(Error::Input(format!(
                     "cannot apply an object of kind {kind_name:?}; expected one of {}",
                     Kind::ALL.map(Kind::as_str).join(", ")
@@ -665,6 +670,40 @@ impl LiveRun {
         Ok(true)
     }
 
+    /// Waits until a deleted native PodGroup is gone. kube-apiserver gives every native
+    /// PodGroup the `scheduling.k8s.io/podgroup-protection` finalizer and
+    /// kube-controller-manager's podgroup-protection controller removes it once no pod names
+    /// the group; the pods are gone by now, so if the controller has not removed it within a
+    /// few seconds (a control plane without it), the driver does what it would.
+    async fn wait_native_podgroup_gone(&self, key: &ObjectKey) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(5).min(self.options.wait_timeout);
+        while let Some(live) = self.get(key).await? {
+            if Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            let finalizers: Vec<Value> = live["metadata"]["finalizers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| f.as_str() != Some(PODGROUP_PROTECTION))
+                .cloned()
+                .collect();
+            let patch = json!({"metadata": {"finalizers": finalizers}});
+            match key
+                .api(&self.client)
+                .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if status_code(&e) == Some(404) => return Ok(()),
+                Err(e) => return Err(Error::api("patch", key.to_string(), e)),
+            }
+            return self.wait_gone(key).await;
+        }
+        Ok(())
+    }
+
     async fn wait_gone(&self, key: &ObjectKey) -> Result<()> {
         let deadline = Instant::now() + self.options.wait_timeout;
         while self.get(key).await?.is_some() {
@@ -826,6 +865,9 @@ impl LiveRun {
             // Before the pods: a Job's controller would make them again.
             Kind::Job,
             Kind::Pod,
+            // After the pods: the podgroup-protection finalizer goes once none names them.
+            Kind::NativePodGroup,
+            Kind::Workload,
             Kind::PersistentVolumeClaim,
             Kind::PodDisruptionBudget,
             Kind::PodGroup,
@@ -883,7 +925,11 @@ impl LiveRun {
             }
         }
         for key in &deleted {
-            self.wait_gone(key).await?;
+            if key.kind == Kind::NativePodGroup {
+                self.wait_native_podgroup_gone(key).await?;
+            } else {
+                self.wait_gone(key).await?;
+            }
         }
         Ok(uids)
     }
@@ -986,6 +1032,9 @@ impl LiveRun {
         Ok(())
     }
 }
+
+/// The finalizer kube-apiserver puts on every native PodGroup.
+const PODGROUP_PROTECTION: &str = "scheduling.k8s.io/podgroup-protection";
 
 /// How the driver deletes an object of `kind`: a pod with no grace period (no kubelet would
 /// confirm it), a Job with `propagationPolicy: Background` as `kubectl delete` does (the API's

@@ -20,6 +20,7 @@ use caldera_sim::manifest::{Kind, Object};
 use caldera_sim::Simulation;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1alpha2::{PodGroup as NativePodGroup, Workload};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, ListParams};
 use kube::Client;
@@ -39,6 +40,10 @@ pub struct LiveObjects {
     pub hypernodes: Vec<serde_json::Value>,
     /// PodGroups, as JSON (a custom resource may not decode).
     pub podgroups: Vec<serde_json::Value>,
+    /// Native `scheduling.k8s.io/v1alpha2` Workloads (none when the API is not served).
+    pub workloads: Vec<Workload>,
+    /// Native `scheduling.k8s.io/v1alpha2` PodGroups (none when the API is not served).
+    pub native_podgroups: Vec<NativePodGroup>,
     /// Pods, all namespaces.
     pub pods: Vec<Pod>,
     /// ProvisioningRequests, all namespaces (none when the API does not serve them).
@@ -63,6 +68,18 @@ where
         .await
         .map(|l| l.items)
         .map_err(|e| Error::api("list", what, e))
+}
+
+/// Lists an API the server may not serve (404: none).
+async fn list_optional<K>(api: Api<K>, what: &str) -> Result<Vec<K>>
+where
+    K: Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.list(&ListParams::default()).await {
+        Ok(l) => Ok(l.items),
+        Err(e) if crate::error::status_code(&e) == Some(404) => Ok(Vec::new()),
+        Err(e) => Err(Error::api("list", what, e)),
+    }
 }
 
 async fn list_json(client: &Client, kind: Kind) -> Result<Vec<serde_json::Value>> {
@@ -97,6 +114,12 @@ impl LiveObjects {
                 other => other?,
             },
             podgroups: list_json(client, Kind::PodGroup).await?,
+            workloads: list_optional(Api::all(client.clone()), "workloads").await?,
+            native_podgroups: list_optional(
+                Api::all(client.clone()),
+                "podgroups.scheduling.k8s.io",
+            )
+            .await?,
             pods: list_typed(Api::all(client.clone()), "pods").await?,
             provisioning_requests: match Api::<ProvisioningRequest>::all(client.clone())
                 .list(&ListParams::default())
@@ -244,6 +267,12 @@ impl View {
                     pg["metadata"]["name"].as_str().unwrap_or("")
                 )),
             }
+        }
+        for w in &objects.workloads {
+            add(Object::Workload(w.clone()), &mut skipped);
+        }
+        for pg in &objects.native_podgroups {
+            add(Object::NativePodGroup(pg.clone()), &mut skipped);
         }
         for p in &objects.pods {
             let mut pod = p.clone();

@@ -32,6 +32,8 @@ pub struct Group {
     pub name: Arc<str>,
     /// PodGroup uid (`namespace/name` when unknown).
     pub uid: Arc<str>,
+    /// A native `scheduling.k8s.io/v1alpha2` PodGroup, not a Volcano one.
+    pub native: bool,
 }
 
 /// What folds together: same reason and type, same kind of object, same PodGroup (or, for a
@@ -271,6 +273,7 @@ mod tests {
             namespace: "ns".into(),
             name: name.into(),
             uid: format!("uid-{name}").into(),
+            native: false,
         }))
     }
 

@@ -289,6 +289,7 @@ fn refused(inner: &Inner, write: &StatusWrite, e: &crate::Error, fields: &str, e
         namespace: c.namespace.clone(),
         name: c.podgroup.clone(),
         uid: uid.clone(),
+        native: false,
     });
     let event = caldera_model::Event {
         object: caldera_model::EventObject::PodGroup,

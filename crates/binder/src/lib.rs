@@ -179,6 +179,14 @@ pub enum Target {
         /// Name.
         name: Arc<str>,
     },
+    /// A native `scheduling.k8s.io/v1alpha2` PodGroup's status (its `PodGroupScheduled`
+    /// condition).
+    NativePodGroup {
+        /// Namespace.
+        namespace: Arc<str>,
+        /// Name.
+        name: Arc<str>,
+    },
     /// A Queue's status.
     Queue {
         /// Name.
@@ -198,7 +206,9 @@ impl Target {
     /// `namespace/name`, or the name of a Queue.
     pub fn key(&self) -> String {
         match self {
-            Target::Pod { namespace, name } | Target::PodGroup { namespace, name } => {
+            Target::Pod { namespace, name }
+            | Target::PodGroup { namespace, name }
+            | Target::NativePodGroup { namespace, name } => {
                 format!("{namespace}/{name}")
             }
             Target::Capacity {
@@ -783,6 +793,7 @@ impl Groups {
                 namespace: j.namespace.clone(),
                 name: j.name.clone(),
                 uid: j.uid.clone(),
+                native: j.native.is_some(),
             })
         })
     }
@@ -817,13 +828,19 @@ impl Groups {
                     .insert((t.namespace.clone(), t.name.clone()), g);
             }
         }
-        for e in events.iter().filter(|e| e.object == EventObject::PodGroup) {
+        for e in events.iter().filter(|e| {
+            matches!(
+                e.object,
+                EventObject::PodGroup | EventObject::NativePodGroup
+            )
+        }) {
             groups.by_podgroup.insert(
                 (e.namespace.clone(), e.name.clone()),
                 Arc::new(Group {
                     namespace: e.namespace.clone(),
                     name: e.name.clone(),
                     uid: e.uid.clone(),
+                    native: e.object == EventObject::NativePodGroup,
                 }),
             );
         }
@@ -834,7 +851,9 @@ impl Groups {
         let key = (e.namespace.clone(), e.name.clone());
         match e.object {
             EventObject::Pod => self.by_pod.get(&key).cloned(),
-            EventObject::PodGroup => self.by_podgroup.get(&key).cloned(),
+            EventObject::PodGroup | EventObject::NativePodGroup => {
+                self.by_podgroup.get(&key).cloned()
+            }
             EventObject::Queue => None,
         }
     }

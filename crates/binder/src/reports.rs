@@ -59,6 +59,13 @@ impl StatusWrite {
                 },
                 WriteKind::PodStatus,
             ),
+            StatusWrite::PodGroup(u) if u.native => (
+                Target::NativePodGroup {
+                    namespace: u.namespace.clone(),
+                    name: u.name.clone(),
+                },
+                WriteKind::PodGroupStatus,
+            ),
             StatusWrite::PodGroup(u) => (
                 Target::PodGroup {
                     namespace: u.namespace.clone(),
@@ -118,6 +125,9 @@ impl StatusWrite {
                 writes::pod_condition(client, fm, c, now, *keep).await
             }
             StatusWrite::Failure(f) => writes::pod_failure(client, fm, f, now).await,
+            StatusWrite::PodGroup(u) if u.native => {
+                writes::native_podgroup_status(client, fm, &u.namespace, &u.name, &u.status).await
+            }
             StatusWrite::PodGroup(u) => {
                 writes::podgroup_status(client, fm, &u.namespace, &u.name, &u.status).await
             }
@@ -237,6 +247,7 @@ mod tests {
                     succeeded: 0,
                     failed: 0,
                 },
+                native: false,
             }),
             now: Time(0),
             _pending: None,

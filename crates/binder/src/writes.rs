@@ -7,8 +7,8 @@
 use crate::error::{Error, Result, WriteKind};
 use crate::events::QueuedEvent;
 use caldera_model::{
-    Bind, EventObject, Eviction, Nomination, PodConditionUpdate, PodFailure, PodGroupStatus,
-    QueueStatus, Resources, Time, VolumeWrite,
+    Bind, EventObject, Eviction, NativeCondition, Nomination, PodConditionUpdate, PodFailure,
+    PodGroupStatus, QueueStatus, Resources, Time, VolumeWrite, NATIVE_SCHEDULED,
 };
 use k8s_openapi::api::core::v1::{
     Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -27,6 +27,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Group, version and plural of Volcano's PodGroup.
 const PODGROUP: (&str, &str, &str, &str) =
     ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups");
+/// Group, version and plural of the native PodGroup (Kubernetes 1.36, `GenericWorkload`).
+const NATIVE_PODGROUP: (&str, &str, &str, &str) =
+    ("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups");
 /// Group, version and plural of Volcano's Queue.
 const QUEUE: (&str, &str, &str, &str) = ("scheduling.volcano.sh", "v1beta1", "Queue", "queues");
 
@@ -372,6 +375,48 @@ pub async fn podgroup_status(
     })
 }
 
+/// The strategic merge patch of a native PodGroup's `status`: only its `PodGroupScheduled`
+/// condition (conditions merge by `type`, so conditions others wrote stay), as kube-scheduler
+/// writes it. `None` when the status says nothing there ([`NativeCondition::of`]).
+pub fn native_podgroup_status_patch(s: &PodGroupStatus) -> Option<Value> {
+    let c = NativeCondition::of(s)?;
+    Some(json!({
+        "status": {
+            "conditions": [{
+                "type": NATIVE_SCHEDULED,
+                "status": if c.scheduled { "True" } else { "False" },
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": c.last_transition.to_rfc3339(),
+            }],
+        }
+    }))
+}
+
+/// `PATCH scheduling.k8s.io/v1alpha2 podgroups/{name}/status` (strategic merge, no
+/// resourceVersion: cannot conflict). Nothing is sent when the status says nothing there.
+pub async fn native_podgroup_status(
+    client: &Client,
+    field_manager: &str,
+    namespace: &str,
+    name: &str,
+    s: &PodGroupStatus,
+) -> Result<Option<String>> {
+    let Some(patch) = native_podgroup_status_patch(s) else {
+        return Ok(None);
+    };
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &api_resource(NATIVE_PODGROUP));
+    api.patch_status(name, &patch_params(field_manager), &Patch::Strategic(patch))
+        .await
+        .map(|o| resource_version(&o.metadata))
+        .map_err(|source| Error::Status {
+            kind: WriteKind::PodGroupStatus,
+            object: format!("{namespace}/{name}"),
+            source,
+        })
+}
+
 /// The merge patch of a Queue's `status`: the PodGroup counts and `allocated` (resources that
 /// dropped to zero are set to `null`, since a merge patch merges maps). `state` is written
 /// only when `old` has none (Caldera fills it in, as Volcano's queue controller would);
@@ -510,7 +555,11 @@ pub(crate) fn event_object(reporter: &Reporter, q: &QueuedEvent) -> KubeEvent {
             ..ObjectReference::default()
         }),
         related: related.map(|g| {
-            let (api_version, kind) = event_kind(EventObject::PodGroup);
+            let (api_version, kind) = event_kind(if g.native {
+                EventObject::NativePodGroup
+            } else {
+                EventObject::PodGroup
+            });
             ObjectReference {
                 api_version: Some(api_version.to_string()),
                 kind: Some(kind.to_string()),
@@ -541,6 +590,7 @@ fn event_kind(object: EventObject) -> (&'static str, &'static str) {
         EventObject::Pod => ("v1", "Pod"),
         EventObject::PodGroup => ("scheduling.volcano.sh/v1beta1", "PodGroup"),
         EventObject::Queue => ("scheduling.volcano.sh/v1beta1", "Queue"),
+        EventObject::NativePodGroup => ("scheduling.k8s.io/v1alpha2", "PodGroup"),
     }
 }
 
@@ -567,6 +617,45 @@ pub(crate) async fn event(client: &Client, reporter: &Reporter, q: &QueuedEvent)
 mod tests {
     use super::*;
     use caldera_model::{Condition, Event, PodGroupPhase};
+
+    fn status_with(type_: &str, reason: &str) -> PodGroupStatus {
+        PodGroupStatus {
+            phase: PodGroupPhase::Inqueue,
+            conditions: vec![Condition {
+                type_: type_.into(),
+                status: "True".into(),
+                reason: reason.into(),
+                message: "3/4 members fit".into(),
+                last_transition: Time(1_000),
+            }],
+            running: 0,
+            succeeded: 0,
+            failed: 0,
+        }
+    }
+
+    /// A native PodGroup gets only `PodGroupScheduled`, as kube-scheduler writes it; too few
+    /// members writes nothing there.
+    #[test]
+    fn native_podgroup_patch_is_the_podgroup_scheduled_condition_only() {
+        let waiting =
+            native_podgroup_status_patch(&status_with("Unschedulable", "NotEnoughResources"))
+                .expect("a condition");
+        assert_eq!(
+            waiting,
+            json!({"status": {"conditions": [{
+                "type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "3/4 members fit", "lastTransitionTime": "1970-01-01T00:00:01Z"}]}})
+        );
+        let placed = native_podgroup_status_patch(&status_with("Scheduled", "Scheduled"))
+            .expect("a condition");
+        assert_eq!(placed["status"]["conditions"][0]["status"], "True");
+        assert_eq!(placed["status"]["conditions"][0]["reason"], "Scheduled");
+        assert_eq!(
+            native_podgroup_status_patch(&status_with("Unschedulable", "NotEnoughTasks")),
+            None
+        );
+    }
 
     #[test]
     fn queue_patch_nulls_dropped_resources_and_keeps_state() {

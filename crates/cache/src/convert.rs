@@ -246,8 +246,11 @@ pub struct PodInfo {
     pub name: Arc<str>,
     /// `spec.schedulerName` (`default-scheduler` when absent, as the API server defaults it).
     pub scheduler_name: Arc<str>,
-    /// The group name from annotations or labels, if any.
+    /// The group name from annotations or labels, or the native PodGroup named by
+    /// `spec.schedulingGroup.podGroupName` (then [`PodInfo::native`]), if any.
     pub group: Option<Arc<str>>,
+    /// `group` names a native `scheduling.k8s.io/v1alpha2` PodGroup (`spec.schedulingGroup`).
+    pub native: bool,
     /// Its controller (`ownerReferences[]` with `controller: true`), kept only for a pod that
     /// names no group: the workload a gang may be derived from ([`crate::workload`]).
     pub owner: Option<crate::workload::Owner>,
@@ -347,7 +350,15 @@ impl TryFrom<&Pod> for PodInfo {
         let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
         let labels = meta.labels.clone().unwrap_or_default();
         let label = |key: &str| labels.get(key);
-        let group = group_name(meta).map(Arc::from);
+        let volcano_group = group_name(meta).map(Arc::from);
+        let native_group: Option<Arc<str>> = spec
+            .scheduling_group
+            .as_ref()
+            .and_then(|g| g.pod_group_name.as_deref())
+            .filter(|n| !n.is_empty())
+            .map(Arc::from);
+        let native = native_group.is_some();
+        let group = native_group.or(volcano_group.clone());
         let job_id: Arc<str> = match &group {
             Some(g) => format!("{namespace}/{g}").into(),
             None => format!("{namespace}/pod:{name}").into(),
@@ -377,6 +388,7 @@ impl TryFrom<&Pod> for PodInfo {
                 None
             },
             group,
+            native,
             job_id,
             queue_annotation: annotation(ANNOTATION_QUEUE_NAME)
                 .filter(|q| !q.is_empty())
@@ -401,7 +413,17 @@ impl TryFrom<&Pod> for PodInfo {
             gang_gate: crate::gate::has_gang_gate(Some(spec)),
             other_gates: crate::gate::has_other_gates(Some(spec)),
             held: crate::gate::held_node(pod).map(Arc::from),
-            spec: Arc::new(placement(&ctx, spec, namespace, &labels)?),
+            spec: Arc::new({
+                let mut placement = placement(&ctx, spec, namespace, &labels)?;
+                if native && volcano_group.is_some() {
+                    // One pod is never in two gangs: which one is meant is not guessed.
+                    placement.unsupported = Some(
+                        "both spec.schedulingGroup and a Volcano group (annotation or label) name a gang for this pod; give one"
+                            .into(),
+                    );
+                }
+                placement
+            }),
             labels: Arc::new(labels.clone()),
             created: meta
                 .creation_timestamp
@@ -1193,11 +1215,12 @@ fn unsupported_input(spec: &PodSpec) -> Option<String> {
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
         return Some("spec.resourceClaims (dynamic resource allocation)".into());
     }
-    if spec.scheduling_group.is_some() {
-        return Some(
-            "spec.schedulingGroup (native scheduling.k8s.io/v1alpha2 PodGroups are not supported yet; docs/workloads.md)"
-                .into(),
-        );
+    if spec
+        .scheduling_group
+        .as_ref()
+        .is_some_and(|g| g.pod_group_name.as_deref().is_none_or(str::is_empty))
+    {
+        return Some("spec.schedulingGroup without podGroupName".into());
     }
     None
 }

@@ -29,6 +29,8 @@ pub enum ObjectKind {
     CsiNode,
     /// `topology.volcano.sh/v1alpha1` HyperNode.
     HyperNode,
+    /// `scheduling.k8s.io/v1alpha2` PodGroup (Kubernetes' own).
+    NativePodGroup,
 }
 
 impl ObjectKind {
@@ -45,6 +47,7 @@ impl ObjectKind {
             Self::StorageClass => "storageclass",
             Self::CsiNode => "csinode",
             Self::HyperNode => "hypernode",
+            Self::NativePodGroup => "podgroup.scheduling.k8s.io",
         }
     }
 }

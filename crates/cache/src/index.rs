@@ -100,9 +100,13 @@ impl SnapshotOptions {
         }
     }
 
-    /// Whether `p` (a pod of one of `scheduler_names`) is a member Caldera decides for.
+    /// Whether `p` (a pod of one of `scheduler_names`) is a member Caldera decides for. In gate
+    /// mode a member of a native `scheduling.k8s.io` PodGroup is kube-scheduler's own gang
+    /// (1.36 places those itself), never Caldera's, unless it carries Caldera's gate.
     fn serves(&self, p: &PodInfo) -> bool {
-        !self.gate || p.gang_gate || (p.group.is_some() && (p.node.is_some() || p.held.is_some()))
+        !self.gate
+            || p.gang_gate
+            || (p.group.is_some() && !p.native && (p.node.is_some() || p.held.is_some()))
     }
 }
 
@@ -134,6 +138,10 @@ pub struct ClusterIndex {
     /// Unbound pods held at a node (`PodInfo::held`).
     held: BTreeSet<PodKey>,
     podgroups: BTreeMap<Arc<str>, GroupInfo>,
+    /// Native `scheduling.k8s.io/v1alpha2` PodGroups by `namespace/name` (crate::native).
+    native_podgroups: BTreeMap<Arc<str>, crate::native::NativeInfo>,
+    /// Native Workloads by `namespace/name`: the queue each names.
+    workloads: BTreeMap<Arc<str>, Option<Arc<str>>>,
     queues: BTreeMap<Arc<str>, Queue>,
     hypernodes: BTreeMap<Arc<str>, crate::topology::HyperNodeInfo>,
     /// The HyperNode objects as given (discovery reads their owner labels).
@@ -601,6 +609,92 @@ impl ClusterIndex {
             .into_iter()
             .filter_map(|pg| self.apply_podgroup(pg).err())
             .collect()
+    }
+
+    // ----- native PodGroups and Workloads (scheduling.k8s.io/v1alpha2) -----
+
+    /// Adds or replaces a native PodGroup. On error the previous version is removed.
+    pub fn apply_native_podgroup(
+        &mut self,
+        pg: &k8s_openapi::api::scheduling::v1alpha2::PodGroup,
+    ) -> Result<()> {
+        let namespace = pg.metadata.namespace.as_deref().unwrap_or("default");
+        if let Some(name) = pg.metadata.name.as_deref() {
+            self.delete_native_podgroup(namespace, name);
+        }
+        let info = crate::native::podgroup(pg)?;
+        self.native_podgroups.insert(info.group.id.clone(), info);
+        Ok(())
+    }
+
+    /// Removes a native PodGroup; its pods then wait for it.
+    pub fn delete_native_podgroup(&mut self, namespace: &str, name: &str) {
+        self.native_podgroups
+            .remove(format!("{namespace}/{name}").as_str());
+    }
+
+    /// Replaces every native PodGroup.
+    pub fn reset_native_podgroups<'a>(
+        &mut self,
+        podgroups: impl IntoIterator<Item = &'a k8s_openapi::api::scheduling::v1alpha2::PodGroup>,
+    ) -> Vec<Error> {
+        self.native_podgroups.clear();
+        podgroups
+            .into_iter()
+            .filter_map(|pg| self.apply_native_podgroup(pg).err())
+            .collect()
+    }
+
+    /// Adds or replaces a native Workload (read for the queue it names).
+    pub fn apply_workload(&mut self, w: &k8s_openapi::api::scheduling::v1alpha2::Workload) {
+        let namespace = w.metadata.namespace.as_deref().unwrap_or("default");
+        let Some(name) = w.metadata.name.as_deref() else {
+            return;
+        };
+        self.workloads.insert(
+            format!("{namespace}/{name}").into(),
+            crate::native::workload_queue(w),
+        );
+    }
+
+    /// Removes a native Workload.
+    pub fn delete_workload(&mut self, namespace: &str, name: &str) {
+        self.workloads
+            .remove(format!("{namespace}/{name}").as_str());
+    }
+
+    /// Replaces every native Workload.
+    pub fn reset_workloads<'a>(
+        &mut self,
+        workloads: impl IntoIterator<Item = &'a k8s_openapi::api::scheduling::v1alpha2::Workload>,
+    ) {
+        self.workloads.clear();
+        for w in workloads {
+            self.apply_workload(w);
+        }
+    }
+
+    /// The job of a native PodGroup: its [`GroupInfo`]'s, with the queue resolved through its
+    /// Workload and the priority from `spec.priority` or its class (else, later, its pods').
+    fn native_job(&self, n: &crate::native::NativeInfo, opts: &SnapshotOptions) -> Job {
+        let mut job = self.group_job(&n.group, opts);
+        let workload_queue = || {
+            let w = n.source.workload.as_deref()?;
+            self.workloads
+                .get(format!("{}/{w}", n.group.namespace).as_str())
+                .cloned()
+                .flatten()
+        };
+        if n.own_queue.is_none() {
+            if let Some(q) = workload_queue() {
+                job.queue = q;
+            }
+        }
+        if let Some(p) = n.priority {
+            job.priority = p;
+        }
+        job.native = Some(n.source.clone());
+        job
     }
 
     // ----- queues -----
@@ -1221,7 +1315,9 @@ impl ClusterIndex {
                 }
             }
         }
-        for id in self.podgroups.keys() {
+        // In gate mode native PodGroups are kube-scheduler's (see `serves`).
+        let native_ids = self.native_podgroups.keys().filter(|_| !opts.gate);
+        for id in self.podgroups.keys().chain(native_ids) {
             if !self.group_refs.contains_key(id) {
                 by_job.entry(id.clone()).or_default();
             }
@@ -1234,13 +1330,41 @@ impl ClusterIndex {
         for (id, pods) in by_job {
             let why = derived_ids.get(&id);
             let grouped = why.is_some() || pods.first().is_none_or(|p| p.group.is_some());
+            // Members naming the native PodGroup of this name (`spec.schedulingGroup`), or with
+            // no members, the PodGroup of either API that exists.
+            let native = match pods.first() {
+                Some(p) => p.native,
+                None => !self.podgroups.contains_key(&id),
+            };
+            let mixed = pods.iter().any(|p| p.native != native);
+            let clash: Option<Arc<str>> = mixed.then(|| {
+                format!(
+                    "pods name {id} both as a native scheduling.k8s.io PodGroup (spec.schedulingGroup) and as a Volcano PodGroup; Caldera does not guess which gang is meant"
+                )
+                .into()
+            });
+            let why_native = clash.as_ref().map(|c| Some(c.clone()));
+            let why = why.or(why_native.as_ref());
+            let native_missing = native && !self.native_podgroups.contains_key(&id);
+            let why_missing: Option<Option<Arc<str>>> = (native_missing && why.is_none()).then(|| {
+                Some(
+                    format!(
+                        "PodGroup {id} (scheduling.k8s.io/v1alpha2, named by spec.schedulingGroup) does not exist yet"
+                    )
+                    .into(),
+                )
+            });
+            let why = why.or(why_missing.as_ref());
             let job = if grouped {
-                match self
-                    .podgroups
-                    .get(&id)
-                    .filter(|_| why.is_none_or(Option::is_none))
-                {
-                    Some(g) => self.group_job(g, opts),
+                let found = if native {
+                    self.native_podgroups
+                        .get(&id)
+                        .map(|n| self.native_job(n, opts))
+                } else {
+                    self.podgroups.get(&id).map(|g| self.group_job(g, opts))
+                };
+                match found.filter(|_| why.is_none_or(Option::is_none)) {
+                    Some(job) => job,
                     None => {
                         snap.waiting.extend(
                             pods.iter()
@@ -1305,6 +1429,18 @@ impl ClusterIndex {
                 if let Some(t) = snap.tasks.last() {
                     job.priority = t.priority;
                 }
+            } else if native {
+                let explicit = self
+                    .native_podgroups
+                    .get(&id)
+                    .is_some_and(|n| n.priority.is_some() || n.group.priority_class.is_some());
+                if !explicit {
+                    // The native API (without WorkloadAwarePreemption) has no priority of its
+                    // own: the gang's is its highest member's.
+                    if let Some(p) = job.tasks.iter().map(|&t| snap.tasks[t].priority).max() {
+                        job.priority = p;
+                    }
+                }
             }
             snap.jobs.push(job);
         }
@@ -1328,7 +1464,9 @@ impl ClusterIndex {
         if let Some(policy) = &opts.provisioning {
             for job in &mut snap.jobs {
                 let group = self.podgroups.get(&job.id).and_then(|g| g.autoscale);
-                job.autoscale = job.has_podgroup() && group.unwrap_or(policy.all_gangs);
+                // Autoscaler requests are owned by Volcano PodGroups; native gangs ask none.
+                job.autoscale =
+                    job.has_podgroup() && job.native.is_none() && group.unwrap_or(policy.all_gangs);
             }
         }
         self.attach_requests(&mut snap, opts);
@@ -1483,6 +1621,7 @@ impl ClusterIndex {
             tasks: Vec::new(),
             autoscale: false,
             capacity: None,
+            native: None,
         }
     }
 
@@ -1512,6 +1651,7 @@ impl ClusterIndex {
             tasks: Vec::new(),
             autoscale: false,
             capacity: None,
+            native: None,
         }
     }
 }

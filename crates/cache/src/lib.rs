@@ -21,6 +21,7 @@ pub mod gate;
 mod index;
 mod intern;
 pub mod labels;
+pub mod native;
 pub mod provisioning;
 pub mod topology;
 pub mod volumes;

@@ -1466,3 +1466,121 @@ fn sub_group_size_below_one_is_an_error_naming_the_field() {
         "{err}"
     );
 }
+
+fn mk_native_podgroup(
+    ns: &str,
+    name: &str,
+    spec: Value,
+    meta: Value,
+) -> k8s_openapi::api::scheduling::v1alpha2::PodGroup {
+    let mut v = json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"namespace": ns, "name": name, "uid": format!("npg-{name}"),
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": spec,
+    });
+    merge(&mut v, json!({"metadata": meta}));
+    serde_json::from_value(v).unwrap()
+}
+
+fn in_native_group(group: &str) -> Value {
+    json!({"spec": {"schedulingGroup": {"podGroupName": group}}})
+}
+
+#[test]
+fn native_podgroup_members_form_one_gang_with_its_workloads_queue_and_their_priority() {
+    let mut index = ClusterIndex::new();
+    index
+        .apply_native_podgroup(&mk_native_podgroup(
+            "ml",
+            "train-workers",
+            json!({"schedulingPolicy": {"gang": {"minCount": 2}},
+                   "podGroupTemplateRef": {"workload": {"workloadName": "train", "podGroupTemplateName": "workers"}}}),
+            json!({}),
+        ))
+        .unwrap();
+    index.apply_workload(
+        &serde_json::from_value(json!({
+            "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload",
+            "metadata": {"namespace": "ml", "name": "train",
+                         "labels": {"kueue.x-k8s.io/queue-name": "team-a"}},
+            "spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}}}]},
+        }))
+        .unwrap(),
+    );
+    let mut high = in_native_group("train-workers");
+    merge(&mut high, json!({"spec": {"priority": 7}}));
+    index
+        .apply_pod(&gpu_pod("ml", "w-0", 1, in_native_group("train-workers")))
+        .unwrap();
+    index.apply_pod(&gpu_pod("ml", "w-1", 1, high)).unwrap();
+    let snap = snapshot(&index);
+    let j = job(&snap, "ml/train-workers");
+    assert_eq!(j.min_member, 2);
+    assert_eq!(j.tasks.len(), 2);
+    assert_eq!(&*j.queue, "team-a", "the Workload names the queue");
+    assert_eq!(j.priority, 7, "the highest member's priority");
+    assert_eq!(
+        j.native.as_ref().and_then(|n| n.display()).as_deref(),
+        Some("Workload train (template workers)")
+    );
+    // The PodGroup's own queue wins over its Workload's.
+    index
+        .apply_native_podgroup(&mk_native_podgroup(
+            "ml",
+            "train-workers",
+            json!({"schedulingPolicy": {"gang": {"minCount": 2}},
+                   "podGroupTemplateRef": {"workload": {"workloadName": "train", "podGroupTemplateName": "workers"}}}),
+            json!({"annotations": {"scheduling.volcano.sh/queue-name": "team-b"}}),
+        ))
+        .unwrap();
+    assert_eq!(&*job(&snapshot(&index), "ml/train-workers").queue, "team-b");
+}
+
+#[test]
+fn a_pod_naming_a_missing_native_podgroup_waits_with_a_message() {
+    let mut index = ClusterIndex::new();
+    index
+        .apply_pod(&gpu_pod("ml", "w-0", 1, in_native_group("nope")))
+        .unwrap();
+    let snap = snapshot(&index);
+    assert!(snap.jobs.is_empty());
+    let waiting = &snap.waiting[0];
+    assert_eq!(&*waiting.name, "w-0");
+    assert!(waiting
+        .why
+        .as_deref()
+        .is_some_and(|w| w.contains("PodGroup ml/nope (scheduling.k8s.io/v1alpha2")));
+    // A Volcano PodGroup of that name is not the one the pod names.
+    index
+        .apply_podgroup(&mk_podgroup("ml", "nope", json!({"minMember": 1})))
+        .unwrap();
+    let snap = snapshot(&index);
+    assert!(snap.jobs.iter().all(|j| j.tasks.is_empty()));
+    assert_eq!(snap.waiting.len(), 1);
+}
+
+#[test]
+fn gate_mode_leaves_native_gangs_to_kube_scheduler() {
+    let mut index = ClusterIndex::new();
+    index
+        .apply_native_podgroup(&mk_native_podgroup(
+            "ml",
+            "g",
+            json!({"schedulingPolicy": {"gang": {"minCount": 1}}}),
+            json!({}),
+        ))
+        .unwrap();
+    let mut bound = in_native_group("g");
+    merge(
+        &mut bound,
+        json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "n1"}}),
+    );
+    index.apply_pod(&gpu_pod("ml", "w-0", 1, bound)).unwrap();
+    let snap = index.snapshot(&SnapshotOptions::gate(None));
+    assert!(
+        snap.jobs.iter().all(|j| j.native.is_none()),
+        "{:?}",
+        snap.jobs
+    );
+}

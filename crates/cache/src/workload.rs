@@ -247,7 +247,7 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
         return JobGang::NotGrouped("its pods name another scheduler");
     }
     let template_meta = spec.template.metadata.clone().unwrap_or_default();
-    if group_name(&template_meta).is_some() {
+    if group_name(&template_meta).is_some() || pod_spec.scheduling_group.is_some() {
         return JobGang::NotGrouped("its pods name a PodGroup of their own");
     }
     if [meta, &template_meta]

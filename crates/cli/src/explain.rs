@@ -89,6 +89,16 @@ pub fn run(args: ExplainArgs) -> CommandResult {
     };
     let mut text = explanation.to_string();
     let job = snapshot.jobs.iter().find(|j| *j.id == *args.podgroup);
+    if let Some(shown) = job
+        .and_then(|j| j.native.as_ref())
+        .and_then(caldera_model::NativeGroup::display)
+    {
+        // The name users gave the gang: its Workload (the PodGroup is the controller's).
+        text = format!(
+            "{} is a native scheduling.k8s.io/v1alpha2 PodGroup of {shown}\n{text}",
+            args.podgroup
+        );
+    }
     let hypernodes = job
         .and_then(|j| j.topology.as_ref())
         .is_some_and(|t| t.label_key().is_none());

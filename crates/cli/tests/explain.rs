@@ -150,3 +150,62 @@ spec:
     );
     assert!(stdout.contains("6 fit"), "{stdout}");
 }
+
+/// A native `scheduling.k8s.io/v1alpha2` PodGroup is explained like any gang, under the name of
+/// the Workload it was made from (docs/workloads.md).
+#[test]
+fn explains_a_native_podgroup_under_its_workload() {
+    let native = "\
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status:
+  allocatable: {cpu: '64', memory: 512Gi, nvidia.com/gpu: '2'}
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: scheduling.k8s.io/v1alpha2
+kind: PodGroup
+metadata: {name: train-workers}
+spec:
+  podGroupTemplateRef: {workload: {workloadName: train, podGroupTemplateName: workers}}
+  schedulingPolicy: {gang: {minCount: 3}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w-0}
+spec:
+  schedulerName: caldera
+  schedulingGroup: {podGroupName: train-workers}
+  containers: [{name: m, resources: {limits: {nvidia.com/gpu: '1'}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w-1}
+spec:
+  schedulerName: caldera
+  schedulingGroup: {podGroupName: train-workers}
+  containers: [{name: m, resources: {limits: {nvidia.com/gpu: '1'}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w-2}
+spec:
+  schedulerName: caldera
+  schedulingGroup: {podGroupName: train-workers}
+  containers: [{name: m, resources: {limits: {nvidia.com/gpu: '1'}}}]
+";
+    let out = caldera(&["explain", "default/train-workers", "-f", "-"], native);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(
+            "native scheduling.k8s.io/v1alpha2 PodGroup of Workload train (template workers)"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Insufficient nvidia.com/gpu"), "{stdout}");
+}

@@ -162,6 +162,78 @@ pub struct Job {
     pub autoscale: bool,
     /// Its live (or last, if over) autoscaler request.
     pub capacity: Option<crate::CapacityRequest>,
+    /// Set when the gang is a native `scheduling.k8s.io/v1alpha2` PodGroup (not a Volcano
+    /// one): its status is written as kube-scheduler writes it ([`NativeCondition`]).
+    pub native: Option<NativeGroup>,
+}
+
+/// Where a native `scheduling.k8s.io/v1alpha2` PodGroup comes from: the Workload and
+/// template its `spec.podGroupTemplateRef` names (the name users see), if any.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NativeGroup {
+    /// `spec.podGroupTemplateRef.workload.workloadName`.
+    pub workload: Option<Arc<str>>,
+    /// `spec.podGroupTemplateRef.workload.podGroupTemplateName`.
+    pub template: Option<Arc<str>>,
+}
+
+impl NativeGroup {
+    /// The name users see: `Workload <w> (template <t>)`, else nothing.
+    pub fn display(&self) -> Option<String> {
+        let w = self.workload.as_deref()?;
+        Some(match self.template.as_deref() {
+            Some(t) => format!("Workload {w} (template {t})"),
+            None => format!("Workload {w}"),
+        })
+    }
+}
+
+/// The condition type kube-scheduler writes on a native PodGroup.
+pub const NATIVE_SCHEDULED: &str = "PodGroupScheduled";
+
+/// The `PodGroupScheduled` condition of a native PodGroup, as kube-scheduler 1.36 writes it:
+/// `True`/`Scheduled` once the gang is placed, `False`/`Unschedulable` (or `Preempted`) while
+/// it waits. The model's richer status maps onto it ([`NativeCondition::of`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NativeCondition {
+    /// `True` when scheduled.
+    pub scheduled: bool,
+    /// `Scheduled`, `Unschedulable` or `Preempted`.
+    pub reason: &'static str,
+    /// Human-readable message (the model condition's).
+    pub message: String,
+    /// When it last changed status.
+    pub last_transition: Time,
+}
+
+impl NativeCondition {
+    /// What a model status says on a native PodGroup, or `None` when it says nothing there:
+    /// no condition, or too few members exist yet (kube-scheduler keeps such pods back
+    /// without touching the PodGroup, so the gang timeout does not count that wait).
+    pub fn of(status: &PodGroupStatus) -> Option<NativeCondition> {
+        let c = status.conditions.first()?;
+        if c.status != "True" || c.reason == "NotEnoughTasks" {
+            return None;
+        }
+        let (scheduled, reason) = match (c.type_.as_str(), c.reason.as_str()) {
+            ("Scheduled", _) => (true, "Scheduled"),
+            (_, "Preempted") => (false, "Preempted"),
+            _ => (false, "Unschedulable"),
+        };
+        Some(NativeCondition {
+            scheduled,
+            reason,
+            message: c.message.clone(),
+            last_transition: c.last_transition,
+        })
+    }
+
+    /// Same content, ignoring the transition time.
+    pub fn same_content(&self, other: &NativeCondition) -> bool {
+        self.scheduled == other.scheduled
+            && self.reason == other.reason
+            && self.message == other.message
+    }
 }
 
 impl Job {

@@ -29,7 +29,9 @@ pub use interpod::{
     LabelSelector, Labels, Namespaces, PlacedPod, PodAffinityTerm, PodConstraints,
     SpreadConstraint, HARD_POD_AFFINITY_WEIGHT, HOSTNAME,
 };
-pub use job::{Condition, Job, PodGroupPhase, PodGroupStatus};
+pub use job::{
+    Condition, Job, NativeCondition, NativeGroup, PodGroupPhase, PodGroupStatus, NATIVE_SCHEDULED,
+};
 pub use node::Node;
 pub use plan::{
     Bind, Event, EventObject, Eviction, Nomination, Plan, PodConditionUpdate, PodFailure,

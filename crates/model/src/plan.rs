@@ -93,6 +93,9 @@ pub struct PodGroupStatusUpdate {
     pub name: Arc<str>,
     /// The full new status.
     pub status: PodGroupStatus,
+    /// A native `scheduling.k8s.io/v1alpha2` PodGroup: only its `PodGroupScheduled`
+    /// condition is written ([`crate::NativeCondition::of`]).
+    pub native: bool,
 }
 
 /// A new Queue status.
@@ -113,6 +116,8 @@ pub enum EventObject {
     PodGroup,
     /// A Queue (cluster-scoped: the event's namespace is empty).
     Queue,
+    /// A native `scheduling.k8s.io/v1alpha2` PodGroup.
+    NativePodGroup,
 }
 
 /// An event to record.

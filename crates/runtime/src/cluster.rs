@@ -133,6 +133,13 @@ pub(crate) struct Cluster {
     pub hypernodes_synced: bool,
     /// Caldera's ProvisioningRequests have been listed.
     pub provisioning_synced: bool,
+    /// Whether the API server serves native `scheduling.k8s.io/v1alpha2` PodGroups and
+    /// Workloads (checked once at start).
+    pub native_served: bool,
+    /// Native PodGroups have been listed once (when served).
+    pub native_podgroups_synced: bool,
+    /// Native Workloads have been listed once (when served).
+    pub native_workloads_synced: bool,
 }
 
 fn pod_key(namespace: &str, name: &str) -> String {
@@ -164,6 +171,8 @@ impl Cluster {
     pub fn all_synced(&self) -> bool {
         Watched::ALL.iter().all(|k| self.is_synced(*k))
             && (!self.hypernodes_served || self.hypernodes_synced)
+            && (!self.native_served
+                || (self.native_podgroups_synced && self.native_workloads_synced))
     }
 
     pub fn resource_version(&self, key: &ObjKey) -> Option<&str> {

@@ -3,30 +3,15 @@
 //! index. Without the CRD there are no HyperNodes: gangs with a hard `networkTopology` wait
 //! with a message saying so, and soft ones place as without topology.
 
-use crate::Shared;
+use crate::optional::OptionalWatch;
 use caldera_api::HyperNode;
-use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
 use kube::Client;
-use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::warn;
 
 const GROUP_VERSION: &str = "topology.volcano.sh/v1alpha1";
-
-/// Whether the API server serves `topology.volcano.sh/v1alpha1` `hypernodes`.
-pub(crate) async fn served(client: &Client) -> bool {
-    match client.list_api_group_resources(GROUP_VERSION).await {
-        Ok(list) => list.resources.iter().any(|r| r.name == "hypernodes"),
-        Err(kube::Error::Api(s)) if s.code == 404 => false,
-        Err(e) => {
-            warn!(error = %e, "could not ask the API server whether it serves {GROUP_VERSION}; assuming it does not");
-            false
-        }
-    }
-}
+const PLURAL: &str = "hypernodes";
 
 /// Decodes one HyperNode, or says why it cannot be used (logged; the object is left out).
 fn decode(obj: DynamicObject) -> Option<HyperNode> {
@@ -49,63 +34,42 @@ fn decode(obj: DynamicObject) -> Option<HyperNode> {
     }
 }
 
-/// Watches HyperNodes into the index; marks them synced after the first list, so sessions
-/// place topology-constrained gangs only once the tree is known. A malformed HyperNode is
-/// left out of the tree with a warning; it cannot stop the watch.
-pub(crate) async fn watch(shared: Arc<Shared>, client: Client, stop: CancellationToken) {
+/// The HyperNode watch ([`crate::optional`]): marks them synced after the first list, so
+/// sessions place topology-constrained gangs only once the tree is known. A malformed HyperNode
+/// is left out of the tree with a warning; it cannot stop the watch.
+pub(crate) fn optional(
+    client: Client,
+) -> (&'static str, &'static str, OptionalWatch<DynamicObject>) {
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("topology.volcano.sh", "v1alpha1", "HyperNode"),
-        "hypernodes",
+        PLURAL,
     );
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    futures::pin_mut!(stream);
-    let mut buffer = Vec::new();
-    loop {
-        let next = tokio::select! {
-            _ = stop.cancelled() => return,
-            next = stream.next() => next,
-        };
-        let Some(event) = next else {
-            warn!("HyperNode watch ended");
-            return;
-        };
-        match event {
-            Ok(Event::Init) => buffer.clear(),
-            Ok(Event::InitApply(obj)) => buffer.extend(decode(obj)),
-            Ok(Event::InitDone) => {
-                let hypernodes = std::mem::take(&mut buffer);
-                let mut cluster = shared.lock_cluster();
-                for e in cluster.index.reset_hypernodes(&hypernodes) {
-                    warn!(error = %e, "HyperNode left out of the topology");
-                }
-                if !cluster.hypernodes_synced {
-                    info!(hypernodes = hypernodes.len(), "HyperNodes synced");
-                }
-                cluster.hypernodes_synced = true;
-                drop(cluster);
-                shared.trigger();
+    let w = OptionalWatch {
+        what: "HyperNode",
+        api: Api::all_with(client, &resource),
+        config: watcher::Config::default(),
+        reset: |cluster, objects| {
+            let hypernodes: Vec<HyperNode> = objects.into_iter().filter_map(decode).collect();
+            for e in cluster.index.reset_hypernodes(&hypernodes) {
+                warn!(error = %e, "HyperNode left out of the topology");
             }
-            Ok(Event::Apply(obj)) => {
-                let name = obj.metadata.name.clone().unwrap_or_default();
-                let mut cluster = shared.lock_cluster();
-                match decode(obj) {
-                    Some(h) => {
-                        if let Err(e) = cluster.index.apply_hypernode(&h) {
-                            warn!(error = %e, "HyperNode left out of the topology");
-                        }
+            cluster.hypernodes_synced = true;
+        },
+        apply: |cluster, obj| {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            match decode(obj) {
+                Some(h) => {
+                    if let Err(e) = cluster.index.apply_hypernode(&h) {
+                        warn!(error = %e, "HyperNode left out of the topology");
                     }
-                    None => cluster.index.delete_hypernode(&name),
                 }
-                drop(cluster);
-                shared.trigger();
+                None => cluster.index.delete_hypernode(&name),
             }
-            Ok(Event::Delete(obj)) => {
-                let name = obj.metadata.name.clone().unwrap_or_default();
-                shared.lock_cluster().index.delete_hypernode(&name);
-                shared.trigger();
-            }
-            Err(e) => warn!(error = %e, "HyperNode watch failed; retrying with backoff"),
-        }
-    }
+        },
+        delete: |cluster, obj| {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            cluster.index.delete_hypernode(&name);
+        },
+    };
+    (GROUP_VERSION, PLURAL, w)
 }

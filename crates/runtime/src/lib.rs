@@ -41,6 +41,8 @@ mod hypernodes;
 pub mod leader;
 pub mod manifests;
 mod metrics;
+mod native;
+mod optional;
 mod overlay;
 mod schedule;
 mod watch;
@@ -294,6 +296,8 @@ fn target_key(t: &Target) -> Option<(Kind, String)> {
     match t {
         Target::Pod { .. } => Some((Kind::Pod, t.key())),
         Target::PodGroup { .. } => Some((Kind::PodGroup, t.key())),
+        // Native PodGroups are not in the overlay: a repeated write says the same again.
+        Target::NativePodGroup { .. } => None,
         Target::Queue { .. } => Some((Kind::Queue, t.key())),
         // Autoscaler writes are idempotent: a session repeats them until the watch shows them.
         Target::Capacity { .. } => None,
@@ -465,13 +469,29 @@ impl Runtime {
         let stop_lease = CancellationToken::new();
         let stop_rest = CancellationToken::new();
         let mut tasks = watch::spawn_all(shared.clone(), client.clone(), stop_rest.clone());
-        // HyperNodes belong to Volcano's CRD (`caldera crd` ships it): watched only when served.
-        let hypernodes_served = hypernodes::served(&client).await;
+        // Optional APIs (crate::optional): watched only when served.
+        // HyperNodes belong to Volcano's CRD (`caldera crd` ships it).
+        let (gv, plural, w) = hypernodes::optional(client.clone());
+        let hypernodes_served =
+            optional::spawn_if_served(&shared, &client, gv, plural, w, &stop_rest, &mut tasks).await;
         if hypernodes_served {
             shared.lock_cluster().hypernodes_served = true;
-            tasks.push(tokio::spawn(hypernodes::watch(
+        }
+        // Kubernetes' own gang API (1.36 with GenericWorkload): gang gates of its own.
+        let (gv, plural, podgroups) = native::podgroups(client.clone());
+        let (_, workloads_plural, workloads) = native::workloads(client.clone());
+        if optional::served(&client, gv, plural).await
+            && optional::served(&client, gv, workloads_plural).await
+        {
+            shared.lock_cluster().native_served = true;
+            tasks.push(tokio::spawn(optional::watch(
                 shared.clone(),
-                client.clone(),
+                podgroups,
+                stop_rest.clone(),
+            )));
+            tasks.push(tokio::spawn(optional::watch(
+                shared.clone(),
+                workloads,
                 stop_rest.clone(),
             )));
         }
@@ -482,14 +502,11 @@ impl Runtime {
             hypernodes_served,
             stop_rest.clone(),
         )));
-        // ProvisioningRequests belong to cluster-autoscaler's CRD: watched only when served.
-        if capacity::served(&client).await {
+        // ProvisioningRequests belong to cluster-autoscaler's CRD.
+        let (gv, plural, w) = capacity::optional(client.clone());
+        if optional::spawn_if_served(&shared, &client, &gv, plural, w, &stop_rest, &mut tasks).await
+        {
             shared.lock_cluster().provisioning_served = true;
-            tasks.push(tokio::spawn(capacity::watch(
-                shared.clone(),
-                client.clone(),
-                stop_rest.clone(),
-            )));
         } else if shared.active().config.autoscaler.is_some() {
             warn!("autoscaler.provisioningRequest is set, but the API server does not serve autoscaling.x-k8s.io/v1 provisioningrequests (is cluster-autoscaler's CRD installed?); gangs wait for nodes as without it");
         }

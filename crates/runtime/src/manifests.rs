@@ -35,7 +35,7 @@ pub enum SnapshotError {
 const STRIPPED_METADATA: [&str; 4] = ["managedFields", "resourceVersion", "selfLink", "generation"];
 
 /// The kinds, in the order they are written (what a pod refers to comes first).
-const KINDS: [(&str, &str, &str, &str); 12] = [
+const KINDS: [(&str, &str, &str, &str); 14] = [
     ("", "v1", "Namespace", "namespaces"),
     (
         "scheduling.k8s.io",
@@ -51,6 +51,9 @@ const KINDS: [(&str, &str, &str, &str); 12] = [
     ("", "v1", "PersistentVolume", "persistentvolumes"),
     ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
     ("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"),
+    // Kubernetes' own gang API (1.36 with GenericWorkload; left out where not served).
+    ("scheduling.k8s.io", "v1alpha2", "Workload", "workloads"),
+    ("scheduling.k8s.io", "v1alpha2", "PodGroup", "podgroups"),
     ("", "v1", "Pod", "pods"),
     // After their pods: the simulator's Job controller then finds them and makes none again.
     ("batch", "v1", "Job", "jobs"),
@@ -69,8 +72,9 @@ fn clean(mut obj: Value, api_version: &str, kind: &str) -> Value {
     obj
 }
 
-/// Lists every object of the eleven kinds (500 per page) and writes them as YAML documents
-/// separated by `---`. A Volcano kind whose CRD is not installed (404) is left out.
+/// Lists every object of the kinds above (500 per page) and writes them as YAML documents
+/// separated by `---`. A Volcano kind whose CRD is not installed, or the native gang API where
+/// it is not served (404), is left out.
 pub async fn cluster_manifests(client: &Client) -> Result<String, SnapshotError> {
     let mut out = String::new();
     for (group, version, kind, plural) in KINDS {
@@ -82,7 +86,9 @@ pub async fn cluster_manifests(client: &Client) -> Result<String, SnapshotError>
             let page = match api.list(&params).await {
                 Ok(page) => page,
                 Err(kube::Error::Api(s))
-                    if s.code == 404 && !group.is_empty() && group != "scheduling.k8s.io" =>
+                    if s.code == 404
+                        && !group.is_empty()
+                        && (group != "scheduling.k8s.io" || version != "v1") =>
                 {
                     tracing::warn!(
                         resource = plural,

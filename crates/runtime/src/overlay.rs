@@ -318,6 +318,7 @@ mod tests {
             tasks: vec![0],
             autoscale: false,
             capacity: None,
+            native: None,
         });
         snap.tasks.push(Task {
             uid: "p-uid".into(),

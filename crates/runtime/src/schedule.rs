@@ -539,6 +539,7 @@ fn report_stuck_podgroups(
                 namespace: job.namespace.clone(),
                 name: job.name.clone(),
                 status,
+                native: job.native.is_some(),
             }),
         }
     }

@@ -103,6 +103,7 @@ fn podgroup_status(running: u32) -> Plan {
             succeeded: 0,
             failed: 0,
         },
+        native: false,
     });
     plan
 }

@@ -3,8 +3,8 @@
 use crate::session::Session;
 use crate::state::{holds_node, Holdup};
 use caldera_model::{
-    Bind, Condition, Event, EventObject, Eviction, Job, Nomination, PendingReason, Plan,
-    PodConditionUpdate, PodFailure, PodGroupPhase, PodGroupStatus, PodGroupStatusUpdate,
+    Bind, Condition, Event, EventObject, Eviction, Job, NativeCondition, Nomination, PendingReason,
+    Plan, PodConditionUpdate, PodFailure, PodGroupPhase, PodGroupStatus, PodGroupStatusUpdate,
     QueueStatus, QueueStatusUpdate, Resources, TaskStatus, Time,
 };
 use std::sync::Arc;
@@ -55,6 +55,15 @@ struct Verdict {
     short_of_nodes: bool,
     pod_reason: Option<(&'static str, String)>,
     timed_out: bool,
+}
+
+/// The kind of object a job's PodGroup events are about.
+fn podgroup_object(job: &Job) -> EventObject {
+    if job.native.is_some() {
+        EventObject::NativePodGroup
+    } else {
+        EventObject::PodGroup
+    }
 }
 
 /// Builds the plan from a finished session.
@@ -134,10 +143,20 @@ pub fn close(ssn: &Session) -> Plan {
         }
         let old_cond = old.conditions.first();
         let new_cond = status.conditions.first();
-        let changed = match (old_cond, new_cond) {
-            (Some(a), Some(b)) => !a.same_content(b),
-            (None, Some(_)) => true,
-            _ => false,
+        let changed = if job.native.is_some() {
+            // A native PodGroup holds only `PodGroupScheduled`: compare what it would say.
+            let (a, b) = (NativeCondition::of(old), NativeCondition::of(&status));
+            match (&a, &b) {
+                (Some(a), Some(b)) if a.same_content(b) => continue,
+                (_, None) => continue,
+                _ => true,
+            }
+        } else {
+            match (old_cond, new_cond) {
+                (Some(a), Some(b)) => !a.same_content(b),
+                (None, Some(_)) => true,
+                _ => false,
+            }
         };
         if let (true, Some(c)) = (changed, new_cond) {
             let scheduled = c.type_ == "Scheduled";
@@ -146,7 +165,7 @@ pub fn close(ssn: &Session) -> Plan {
             let waiting_for_capacity =
                 c.reason == WAITING_FOR_CAPACITY || c.reason == WAITING_FOR_VOLUMES;
             plan.events.push(Event {
-                object: EventObject::PodGroup,
+                object: podgroup_object(job),
                 namespace: job.namespace.clone(),
                 name: job.name.clone(),
                 uid: job.uid.clone(),
@@ -167,6 +186,7 @@ pub fn close(ssn: &Session) -> Plan {
             namespace: job.namespace.clone(),
             name: job.name.clone(),
             status,
+            native: job.native.is_some(),
         });
     }
     for w in &st.waiting {
@@ -319,7 +339,7 @@ fn preemptions(ssn: &Session, plan: &mut Plan) {
                     .filter(|&&x| st.tasks[x].job == t.job)
                     .count();
                 plan.events.push(Event {
-                    object: EventObject::PodGroup,
+                    object: podgroup_object(victim_job),
                     namespace: victim_job.namespace.clone(),
                     name: victim_job.name.clone(),
                     uid: victim_job.uid.clone(),

@@ -670,8 +670,13 @@ impl Simulation {
             }
         }
         for u in &plan.podgroups {
-            self.store
-                .set_podgroup_status(&u.namespace, &u.name, podgroup_status(&u.status));
+            if u.native {
+                self.store
+                    .set_native_podgroup_status(&u.namespace, &u.name, &u.status);
+            } else {
+                self.store
+                    .set_podgroup_status(&u.namespace, &u.name, podgroup_status(&u.status));
+            }
         }
         for u in &plan.queues {
             self.store

@@ -245,7 +245,9 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
         let (ns, name) = split_name(&e.name);
         let found = store.podgroup(ns, name);
         if let Some(want) = e.deleted {
-            let gone = found.is_none_or(|pg| pg.metadata.deletion_timestamp.is_some());
+            let gone = found
+                .as_ref()
+                .is_none_or(|pg| pg.metadata.deletion_timestamp.is_some());
             let say = |d: bool| if d { "deleted" } else { "present" };
             out.compare(&what, say(want), say(gone));
         }

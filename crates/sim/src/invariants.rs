@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub fn partial_gangs(store: &Store) -> BTreeSet<String> {
     let bound = bound_counts(store);
     store
-        .podgroups()
+        .all_podgroups()
         .filter_map(|pg| {
             let ns = pg.metadata.namespace.as_deref().unwrap_or("default");
             let id = format!("{ns}/{}", pg.metadata.name.as_deref().unwrap_or(""));

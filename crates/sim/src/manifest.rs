@@ -17,6 +17,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1alpha2::{PodGroup as NativePodGroup, Workload};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -39,6 +40,11 @@ pub enum Kind {
     HyperNode,
     /// `scheduling.volcano.sh/v1beta1` PodGroup.
     PodGroup,
+    /// `scheduling.k8s.io/v1alpha2` Workload (Kubernetes' own gang API).
+    Workload,
+    /// `scheduling.k8s.io/v1alpha2` PodGroup (Kubernetes' own; `PodGroup.scheduling.k8s.io`
+    /// in a `delete` step, where a bare `PodGroup` is Volcano's).
+    NativePodGroup,
     /// `v1` Pod.
     Pod,
     /// `policy/v1` PodDisruptionBudget.
@@ -57,13 +63,15 @@ pub enum Kind {
 
 impl Kind {
     /// Every kept kind.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 15] = [
         Kind::Namespace,
         Kind::PriorityClass,
         Kind::Queue,
         Kind::Node,
         Kind::HyperNode,
         Kind::PodGroup,
+        Kind::Workload,
+        Kind::NativePodGroup,
         Kind::Pod,
         Kind::PodDisruptionBudget,
         Kind::StorageClass,
@@ -89,6 +97,8 @@ impl Kind {
             Kind::PersistentVolume => "PersistentVolume",
             Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
             Kind::Job => "Job",
+            Kind::Workload => "Workload",
+            Kind::NativePodGroup => "PodGroup",
         }
     }
 
@@ -101,7 +111,7 @@ impl Kind {
             | Kind::PersistentVolume
             | Kind::PersistentVolumeClaim => "",
             Kind::StorageClass | Kind::CSINode => "storage.k8s.io",
-            Kind::PriorityClass => "scheduling.k8s.io",
+            Kind::PriorityClass | Kind::Workload | Kind::NativePodGroup => "scheduling.k8s.io",
             Kind::Queue | Kind::PodGroup => "scheduling.volcano.sh",
             Kind::HyperNode => "topology.volcano.sh",
             Kind::PodDisruptionBudget => "policy",
@@ -118,14 +128,30 @@ impl Kind {
                 | Kind::PodDisruptionBudget
                 | Kind::PersistentVolumeClaim
                 | Kind::Job
+                | Kind::Workload
+                | Kind::NativePodGroup
         )
     }
 
-    /// Parses a `kind` value (case-insensitively, as kubectl does for delete).
+    /// Parses a `kind` value (case-insensitively, as kubectl does for delete), optionally
+    /// qualified by its group as kubectl accepts it (`PodGroup.scheduling.k8s.io`); a bare
+    /// name shared by two groups is the first kept kind of that name (`PodGroup`: Volcano's).
     pub fn parse(kind: &str) -> Option<Kind> {
+        let (name, group) = match kind.split_once('.') {
+            Some((n, g)) => (n, Some(g)),
+            None => (kind, None),
+        };
+        Kind::ALL.into_iter().find(|k| {
+            k.as_str().eq_ignore_ascii_case(name)
+                && group.is_none_or(|g| k.group().eq_ignore_ascii_case(g))
+        })
+    }
+
+    /// The kind of `kind` in API group `group`, if kept.
+    pub fn of(kind: &str, group: &str) -> Option<Kind> {
         Kind::ALL
             .into_iter()
-            .find(|k| k.as_str().eq_ignore_ascii_case(kind))
+            .find(|k| k.as_str() == kind && k.group() == group)
     }
 }
 
@@ -167,6 +193,10 @@ pub enum Object {
     PersistentVolumeClaim(PersistentVolumeClaim),
     /// A `batch/v1` Job.
     Job(Job),
+    /// A native Workload.
+    Workload(Workload),
+    /// A native PodGroup.
+    NativePodGroup(NativePodGroup),
 }
 
 impl Object {
@@ -186,6 +216,8 @@ impl Object {
             Object::PersistentVolume(_) => Kind::PersistentVolume,
             Object::PersistentVolumeClaim(_) => Kind::PersistentVolumeClaim,
             Object::Job(_) => Kind::Job,
+            Object::Workload(_) => Kind::Workload,
+            Object::NativePodGroup(_) => Kind::NativePodGroup,
         }
     }
 
@@ -204,6 +236,8 @@ impl Object {
             Object::PersistentVolume(o) => &o.metadata,
             Object::PersistentVolumeClaim(o) => &o.metadata,
             Object::Job(o) => &o.metadata,
+            Object::Workload(o) => &o.metadata,
+            Object::NativePodGroup(o) => &o.metadata,
         }
     }
 
@@ -354,15 +388,11 @@ fn parse_document(
         out.statefulsets.push((origin.clone(), set));
         return Ok(());
     }
-    let Some(kind) = Kind::parse(&kind_name).filter(|k| k.as_str() == kind_name) else {
+    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    let Some(kind) = Kind::of(&kind_name, group) else {
         out.notices.skip(origin, &kind_name, &api_version);
         return Ok(());
     };
-    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
-    if group != kind.group() {
-        out.notices.skip(origin, &kind_name, &api_version);
-        return Ok(());
-    }
     let object = match kind {
         Kind::Namespace => Object::Namespace(typed(value, origin)?),
         Kind::PriorityClass => Object::PriorityClass(typed(value, origin)?),
@@ -377,6 +407,8 @@ fn parse_document(
         Kind::PersistentVolume => Object::PersistentVolume(typed(value, origin)?),
         Kind::PersistentVolumeClaim => Object::PersistentVolumeClaim(typed(value, origin)?),
         Kind::Job => Object::Job(typed(value, origin)?),
+        Kind::Workload => Object::Workload(typed(value, origin)?),
+        Kind::NativePodGroup => Object::NativePodGroup(typed(value, origin)?),
     };
     if object.name().is_empty() {
         return Err(Error::Invalid {
@@ -417,7 +449,8 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
         Object::StorageClass(sc) => caldera_cache::volumes::class(sc).map(drop),
         Object::PersistentVolume(pv) => caldera_cache::volumes::volume(pv).map(drop),
         Object::PersistentVolumeClaim(c) => caldera_cache::volumes::claim(c).map(drop),
-        Object::PodDisruptionBudget(_) | Object::CSINode(_) => Ok(()),
+        Object::PodDisruptionBudget(_) | Object::CSINode(_) | Object::Workload(_) => Ok(()),
+        Object::NativePodGroup(pg) => caldera_cache::native::podgroup(pg).map(drop),
         // Its pods convert as the template does (a pod's name stands in for theirs).
         Object::Job(job) => {
             let template = job

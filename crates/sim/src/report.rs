@@ -192,7 +192,7 @@ pub fn report(sim: &Simulation) -> Report {
         .collect();
     let bound = bound_counts(store);
     let pod_groups = store
-        .podgroups()
+        .all_podgroups()
         .map(|pg| {
             let (namespace, name) = ns_name(&pg.metadata);
             let status = pg.status.as_ref();

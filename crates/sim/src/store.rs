@@ -52,9 +52,11 @@ use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodCondition, 
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1alpha2::{PodGroup as NativePodGroup, Workload};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KubeTime};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Converts a model time to a Kubernetes timestamp (`None` only for times outside the years
@@ -98,6 +100,56 @@ pub enum BindError {
     },
 }
 
+/// A native PodGroup seen as a Volcano one, for what reads both alike (expectations, reports,
+/// invariants): `minMember` is `gang.minCount` (1 for `basic`), the queue the one it names,
+/// the conditions its own (`PodGroupScheduled`), and the phase `Running` once that condition
+/// is `True`, else `Pending` (the native API has no phase).
+pub fn native_view(n: &NativePodGroup) -> PodGroup {
+    let converted = caldera_cache::native::podgroup(n).ok();
+    let min_member = converted.as_ref().map_or(1, |c| c.group.min_member) as i32;
+    let conditions: Vec<caldera_api::PodGroupCondition> = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| caldera_api::PodGroupCondition {
+            type_: Some(caldera_api::PodGroupConditionType::from(c.type_.as_str())),
+            status: Some(caldera_api::ConditionStatus::from(c.status.as_str())),
+            transition_id: None,
+            last_transition_time: Some(c.last_transition_time.clone()),
+            reason: Some(c.reason.clone()).filter(|r| !r.is_empty()),
+            message: Some(c.message.clone()).filter(|m| !m.is_empty()),
+        })
+        .collect();
+    let scheduled = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == caldera_model::NATIVE_SCHEDULED && c.status == "True");
+    let mut pg = PodGroup::new(
+        n.metadata.name.as_deref().unwrap_or_default(),
+        caldera_api::PodGroupSpec {
+            min_member: Some(min_member),
+            queue: converted.and_then(|c| c.own_queue).map(|q| q.to_string()),
+            ..Default::default()
+        },
+    );
+    pg.metadata = n.metadata.clone();
+    pg.status = Some(caldera_api::PodGroupStatus {
+        phase: Some(caldera_api::PodGroupPhase::from(if scheduled {
+            "Running"
+        } else {
+            "Pending"
+        })),
+        conditions: Some(conditions),
+        ..Default::default()
+    });
+    pg
+}
+
 /// Why an eviction did not happen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EvictError {
@@ -138,6 +190,8 @@ pub struct Store {
     csinodes: BTreeMap<String, CSINode>,
     statefulsets: BTreeMap<Key, StatefulSet>,
     jobs: BTreeMap<Key, Job>,
+    native_podgroups: BTreeMap<Key, NativePodGroup>,
+    workloads: BTreeMap<Key, Workload>,
 }
 
 /// What the store does with Caldera's gate on pods being created.
@@ -256,10 +310,79 @@ impl Store {
         self.pods.get(&(namespace.to_string(), name.to_string()))
     }
 
-    /// The PodGroup `namespace/name`.
-    pub fn podgroup(&self, namespace: &str, name: &str) -> Option<&PodGroup> {
-        self.podgroups
-            .get(&(namespace.to_string(), name.to_string()))
+    /// The PodGroup `namespace/name`: Volcano's, else a native one seen as Volcano's
+    /// ([`native_view`]), so expectations and reports read both alike.
+    pub fn podgroup(&self, namespace: &str, name: &str) -> Option<Cow<'_, PodGroup>> {
+        let key = (namespace.to_string(), name.to_string());
+        match self.podgroups.get(&key) {
+            Some(pg) => Some(Cow::Borrowed(pg)),
+            None => self
+                .native_podgroups
+                .get(&key)
+                .map(|n| Cow::Owned(native_view(n))),
+        }
+    }
+
+    /// Every PodGroup, Volcano's then the native ones (seen as Volcano's, [`native_view`]),
+    /// each by namespace then name.
+    pub fn all_podgroups(&self) -> impl Iterator<Item = Cow<'_, PodGroup>> {
+        self.podgroups.values().map(Cow::Borrowed).chain(
+            self.native_podgroups
+                .values()
+                .map(|n| Cow::Owned(native_view(n))),
+        )
+    }
+
+    /// Native `scheduling.k8s.io/v1alpha2` PodGroups, by namespace then name.
+    pub fn native_podgroups(&self) -> impl Iterator<Item = &NativePodGroup> {
+        self.native_podgroups.values()
+    }
+
+    /// Native `scheduling.k8s.io/v1alpha2` Workloads, by namespace then name.
+    pub fn workloads(&self) -> impl Iterator<Item = &Workload> {
+        self.workloads.values()
+    }
+
+    /// Writes a native PodGroup's `PodGroupScheduled` condition as kube-scheduler would (a
+    /// strategic merge by type: other conditions stay), from the model's status. Returns
+    /// whether anything changed.
+    pub fn set_native_podgroup_status(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        status: &caldera_model::PodGroupStatus,
+    ) -> bool {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(c) = caldera_model::NativeCondition::of(status) else {
+            return false;
+        };
+        let Some(mut pg) = self.native_podgroups.get(&key).cloned() else {
+            return false;
+        };
+        let condition = k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: caldera_model::NATIVE_SCHEDULED.into(),
+            status: if c.scheduled { "True" } else { "False" }.into(),
+            reason: c.reason.into(),
+            message: c.message.clone(),
+            last_transition_time: kube_time(c.last_transition)
+                .unwrap_or(KubeTime(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+            observed_generation: None,
+        };
+        let conditions = pg
+            .status
+            .get_or_insert_with(Default::default)
+            .conditions
+            .get_or_insert_with(Vec::new);
+        match conditions.iter_mut().find(|x| x.type_ == condition.type_) {
+            Some(old) if *old == condition => return false,
+            Some(old) => *old = condition,
+            None => conditions.push(condition),
+        }
+        // Converted when stored; a condition written here converts as well.
+        let _ = self.index.apply_native_podgroup(&pg);
+        self.native_podgroups.insert(key, pg);
+        self.generation += 1;
+        true
     }
 
     /// The node `name`.
@@ -454,6 +577,29 @@ impl Store {
                     }
                 }
                 applied
+            }
+            Object::NativePodGroup(mut o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                match self.native_podgroups.get(&key) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        if o.status.is_none() {
+                            o.status = old.status.clone();
+                        }
+                    }
+                    None => self.fresh_meta(&mut o.metadata, true, now),
+                }
+                self.index.apply_native_podgroup(&o)?;
+                replace(&mut self.native_podgroups, key, o)
+            }
+            Object::Workload(mut o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                match self.workloads.get(&key) {
+                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
+                    None => self.fresh_meta(&mut o.metadata, true, now),
+                }
+                self.index.apply_workload(&o);
+                replace(&mut self.workloads, key, o)
             }
             Object::Job(mut o) => {
                 let key = (ns_of(&o.metadata), name_of(&o.metadata));
@@ -722,6 +868,15 @@ impl Store {
     /// ([`caldera_cache::workload::member_group`]).
     pub fn group_of(&self, pod: &Pod) -> Option<String> {
         let ns = ns_of(&pod.metadata);
+        let native = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_group.as_ref())
+            .and_then(|g| g.pod_group_name.clone())
+            .filter(|n| !n.is_empty());
+        if native.is_some() {
+            return native;
+        }
         caldera_cache::workload::member_group(&pod.metadata, |name| {
             let pg = self.podgroups.get(&(ns.clone(), name.to_string()))?;
             caldera_cache::workload::Owner::of(&pg.metadata).map(|o| o.uid.to_string())
@@ -1066,6 +1221,22 @@ impl Store {
             Kind::CSINode => self.csinodes.remove(name).is_some(),
             Kind::PersistentVolume => self.volumes.remove(name).is_some(),
             Kind::PersistentVolumeClaim => self.claims.remove(&key).is_some(),
+            Kind::NativePodGroup => {
+                self.index.delete_native_podgroup(&ns, name);
+                let gone = self.native_podgroups.remove(&key);
+                if let Some(uid) = gone.as_ref().and_then(|pg| pg.metadata.uid.clone()) {
+                    self.collect_garbage(&uid);
+                }
+                gone.is_some()
+            }
+            Kind::Workload => {
+                self.index.delete_workload(&ns, name);
+                let gone = self.workloads.remove(&key);
+                if let Some(uid) = gone.as_ref().and_then(|w| w.metadata.uid.clone()) {
+                    self.collect_garbage(&uid);
+                }
+                gone.is_some()
+            }
             Kind::Job => {
                 self.index.delete_job(&ns, name);
                 let gone = self.jobs.remove(&key);

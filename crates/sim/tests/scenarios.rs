@@ -61,6 +61,8 @@ scenarios! {
     workloads_job_seed1_indexed => "workloads/job-seed1-indexed.yaml",
     workloads_job_scaled_down => "workloads/job-scaled-down.yaml",
     workloads_job_seed2_no_deadlock => "workloads/job-seed2-no-deadlock.yaml",
+    workloads_native_basic_one_by_one => "workloads/native-basic-one-by-one.yaml",
+    workloads_native_gang_waits_whole => "workloads/native-gang-waits-whole.yaml",
     binpack_keeps_nodes_whole => "binpack-keeps-nodes-whole.yaml",
     enqueue_admission => "enqueue-admission.yaml",
     gang_spreads_without_topology => "gang-spreads-without-topology.yaml",

@@ -695,6 +695,7 @@ impl Cluster {
                 tasks: vec![],
                 autoscale: false,
                 capacity: None,
+                native: None,
             });
         }
         let mut waiting = Vec::new();
@@ -740,6 +741,7 @@ impl Cluster {
                         tasks: vec![],
                         autoscale: false,
                         capacity: None,
+                        native: None,
                     });
                     members.push((id, p.clone()));
                 }

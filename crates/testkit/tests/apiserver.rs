@@ -1386,3 +1386,76 @@ async fn evictions_are_judged_by_disruption_budgets() -> TestResult {
     assert_eq!(strict.evict("c", &EvictParams::default()).await?.code, 201);
     Ok(())
 }
+
+/// Kubernetes' own gang API as a 1.36 kube-apiserver serves it: a native PodGroup is created
+/// without status and with the `scheduling.k8s.io/podgroup-protection` finalizer; its
+/// `PodGroupScheduled` condition merges by type under a strategic merge patch; deleted while a
+/// pod still names it, it stays terminating until the pod is gone (the podgroup-protection
+/// controller of kube-controller-manager), then goes.
+#[tokio::test]
+async fn native_podgroups_carry_the_protection_finalizer_until_their_pods_go() -> TestResult {
+    let server = ApiServer::start().await?;
+    let client = server.kube_client()?;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("scheduling.k8s.io", "v1alpha2", "PodGroup"),
+        "podgroups",
+    );
+    let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let created = groups
+        .create(
+            &PostParams::default(),
+            &from_json(json!({
+                "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                "metadata": {"name": "train"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+                "status": {"conditions": [{"type": "Ignored", "status": "True", "reason": "X",
+                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+            })),
+        )
+        .await?;
+    assert_eq!(
+        created.metadata.finalizers,
+        Some(vec!["scheduling.k8s.io/podgroup-protection".to_string()])
+    );
+    assert!(created.data.get("status").is_none_or(Value::is_null));
+    let condition = |type_: &str, status: &str| {
+        json!({"status": {"conditions": [{"type": type_, "status": status, "reason": "R",
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    };
+    let params = PatchParams::default();
+    groups
+        .patch_status(
+            "train",
+            &params,
+            &Patch::Strategic(condition("Other", "True")),
+        )
+        .await?;
+    let patched = groups
+        .patch_status(
+            "train",
+            &params,
+            &Patch::Strategic(condition("PodGroupScheduled", "False")),
+        )
+        .await?;
+    let types: Vec<&str> = patched.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert_eq!(types, ["Other", "PodGroupScheduled"]);
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut member = pod("train-0");
+    member
+        .spec
+        .get_or_insert_with(Default::default)
+        .scheduling_group = Some(from_json(json!({"podGroupName": "train"})));
+    pods.create(&PostParams::default(), &member).await?;
+    groups.delete("train", &DeleteParams::default()).await?;
+    let terminating = groups.get("train").await?;
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    pods.delete("train-0", &DeleteParams::default()).await?;
+    assert!(groups.get_opt("train").await?.is_none());
+    Ok(())
+}

@@ -146,6 +146,15 @@
 //!   `kubectl delete` sends) they are deleted (bound pods gracefully); with none or `Orphan`
 //!   (the default for `batch/v1` Jobs) their owner reference is removed. No other kind's
 //!   dependents are collected.
+//! * **Native gang API** (`scheduling.k8s.io/v1alpha2` Workloads and PodGroups, served as by
+//!   a 1.36 kube-apiserver with `GenericWorkload` on). A PodGroup is created with `status`
+//!   dropped, `generation` 1 and the finalizer `scheduling.k8s.io/podgroup-protection`; its
+//!   `status.conditions` merge by `type` under a strategic merge patch. Deleting it while it
+//!   has finalizers sets `deletionTimestamp` and keeps it; with
+//!   [`Options::podgroup_protection`] (default on) kube-controller-manager's
+//!   podgroup-protection controller is played: once no unfinished pod names the group in
+//!   `spec.schedulingGroup.podGroupName` the finalizer is removed, and a terminating PodGroup
+//!   without finalizers goes. Workloads are stored as sent.
 //! * **Delete.** Pods that are bound and not finished are deleted gracefully: the grace
 //!   period is the request's `gracePeriodSeconds` (query or `DeleteOptions` body) or the pod's
 //!   `terminationGracePeriodSeconds`; `deletionTimestamp`/`deletionGracePeriodSeconds` are
@@ -304,6 +313,16 @@ pub struct Options {
     /// Emulate kube-controller-manager's Job controller and the garbage collector for Jobs'
     /// dependents (see the module docs). Default `true`.
     pub job_controller: bool,
+    /// Emulate kube-controller-manager's podgroup-protection controller: a terminating native
+    /// `scheduling.k8s.io/v1alpha2` PodGroup loses the `scheduling.k8s.io/podgroup-protection`
+    /// finalizer kube-apiserver gave it once no unfinished pod names it, and then goes.
+    /// Default `true`.
+    pub podgroup_protection: bool,
+    /// Serve Kubernetes' own gang API (`scheduling.k8s.io/v1alpha2` Workloads and PodGroups),
+    /// as a 1.36 kube-apiserver with `GenericWorkload` on does. Default `true`; `false` is a
+    /// cluster without the gate: discovery does not list the group version and its paths are
+    /// 404.
+    pub native_gang_api: bool,
 }
 
 impl Default for Options {
@@ -316,6 +335,8 @@ impl Default for Options {
             disruption_controller: true,
             pv_controller: true,
             job_controller: true,
+            podgroup_protection: true,
+            native_gang_api: true,
         }
     }
 }
@@ -348,6 +369,7 @@ impl ApiServer {
             disruption_controller: options.disruption_controller,
             pv_controller: options.pv_controller,
             job_controller: options.job_controller,
+            podgroup_protection: options.podgroup_protection,
         });
         let app = Arc::new(App {
             store,
@@ -355,6 +377,7 @@ impl ApiServer {
             write_log: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
             bookmark_interval: options.bookmark_interval,
+            native_gang_api: options.native_gang_api,
             address: addr.to_string(),
         });
         let (tx, rx) = oneshot::channel::<()>();

@@ -238,7 +238,7 @@ pub(crate) fn list_strategy(flavor: Flavor, path: &str) -> ListStrategy {
             // NodeSpec.Taints carries no patchStrategy: a patch replaces the whole list.
             _ => Replace,
         },
-        Flavor::Namespace => match path {
+        Flavor::Namespace | Flavor::NativePodGroup => match path {
             "status.conditions" => MergeByKey("type"),
             _ => Replace,
         },

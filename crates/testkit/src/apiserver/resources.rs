@@ -56,6 +56,10 @@ pub(crate) enum Flavor {
     PodTemplate,
     /// `batch/v1` Jobs: defaulted, status dropped on create (the Job controller's).
     Job,
+    /// `scheduling.k8s.io/v1alpha2` PodGroups (Kubernetes' own gang API): status dropped on
+    /// create, the `scheduling.k8s.io/podgroup-protection` finalizer added, conditions merged
+    /// by `type` under a strategic merge patch.
+    NativePodGroup,
 }
 
 /// One served resource.
@@ -120,6 +124,7 @@ impl ResourceDef {
                 | Flavor::PriorityClass
                 | Flavor::Budget
                 | Flavor::Job
+                | Flavor::NativePodGroup
         )
     }
 
@@ -445,6 +450,42 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         flavor: Flavor::Job,
         requires_crd: false,
     },
+    // Kubernetes' own gang API (1.36, feature gate GenericWorkload), served as a 1.36
+    // kube-apiserver with the gate on serves it.
+    ResourceDef {
+        group: "scheduling.k8s.io",
+        version: "v1alpha2",
+        plural: "workloads",
+        singular: "workload",
+        kind: "Workload",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::Lease,
+        requires_crd: false,
+    },
+    ResourceDef {
+        group: "scheduling.k8s.io",
+        version: "v1alpha2",
+        plural: "podgroups",
+        singular: "podgroup",
+        kind: "PodGroup",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[SubresourceDef {
+            name: "status",
+            group: "scheduling.k8s.io",
+            version: "v1alpha2",
+            kind: "PodGroup",
+            verbs: STATUS_VERBS,
+        }],
+        flavor: Flavor::NativePodGroup,
+        requires_crd: false,
+    },
     // Volcano's network-topology CRD, served as its PodGroup and Queue are.
     ResourceDef {
         group: "topology.volcano.sh",
@@ -480,6 +521,7 @@ pub(crate) const CLAIMS: ResourceId = 15;
 pub(crate) const VOLUMES: ResourceId = 16;
 pub(crate) const STORAGE_CLASSES: ResourceId = 17;
 pub(crate) const JOBS: ResourceId = 19;
+pub(crate) const NATIVE_PODGROUPS: ResourceId = 21;
 
 /// Finds the resource served at `/{group}/{version}/{plural}`.
 pub(crate) fn find_served(

@@ -39,6 +39,8 @@ pub(crate) struct App {
     pub faults: Mutex<Vec<Fault>>,
     pub bookmark_interval: Duration,
     pub address: String,
+    /// Serve `scheduling.k8s.io/v1alpha2` ([`super::Options::native_gang_api`]).
+    pub native_gang_api: bool,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -112,9 +114,12 @@ enum Route {
     NotFound,
 }
 
-/// Whether `d` is served now: built-in resources always, CRD-backed ones once their
-/// CustomResourceDefinition exists.
+/// Whether `d` is served now: built-in resources always (the native gang API unless turned
+/// off), CRD-backed ones once their CustomResourceDefinition exists.
 fn served(app: &App, d: &ResourceDef) -> bool {
+    if d.group == "scheduling.k8s.io" && d.version == "v1alpha2" {
+        return app.native_gang_api;
+    }
     !d.requires_crd
         || app
             .store

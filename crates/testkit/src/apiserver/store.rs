@@ -16,8 +16,9 @@ use super::admission::{self, obj_mut};
 use super::patch;
 use super::podspec;
 use super::resources::{
-    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, JOBS, NAMESPACES, NODES, PODS,
-    PRIORITY_CLASSES, RESOURCES, RUNTIME_CLASSES, STORAGE_CLASSES, VOLUMES,
+    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, JOBS, NAMESPACES,
+    NATIVE_PODGROUPS, NODES, PODS, PRIORITY_CLASSES, RESOURCES, RUNTIME_CLASSES, STORAGE_CLASSES,
+    VOLUMES,
 };
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
@@ -101,6 +102,9 @@ struct ResourceState {
     watchers: Vec<mpsc::UnboundedSender<Arc<Event>>>,
 }
 
+/// The finalizer kube-apiserver puts on every native PodGroup.
+pub(crate) const PODGROUP_PROTECTION: &str = "scheduling.k8s.io/podgroup-protection";
+
 /// Store behaviour chosen at server start.
 #[derive(Debug, Clone)]
 pub(crate) struct StoreConfig {
@@ -110,6 +114,7 @@ pub(crate) struct StoreConfig {
     pub disruption_controller: bool,
     pub pv_controller: bool,
     pub job_controller: bool,
+    pub podgroup_protection: bool,
 }
 
 /// Which part of an object a write addresses.
@@ -615,8 +620,53 @@ impl State {
         }
     }
 
+    /// kube-controller-manager's podgroup-protection controller, for the terminating native
+    /// PodGroups of `namespace`: the finalizer goes once no pod that has not finished names
+    /// the group (`spec.schedulingGroup.podGroupName`); and, as for any object, a terminating
+    /// PodGroup whose last finalizer is gone is deleted.
+    fn protect_podgroups(&mut self, namespace: &str) {
+        let terminating: Vec<(Key, Value)> = self.resources[NATIVE_PODGROUPS]
+            .objects
+            .iter()
+            .filter(|(k, o)| {
+                k.0 == namespace && !o.value["metadata"]["deletionTimestamp"].is_null()
+            })
+            .map(|(k, o)| (k.clone(), o.value.clone()))
+            .collect();
+        for (key, mut pg) in terminating {
+            let name = key.1.as_str();
+            let in_use = self.resources[PODS].objects.iter().any(|(k, p)| {
+                k.0 == namespace
+                    && p.value["spec"]["schedulingGroup"]["podGroupName"] == name
+                    && !matches!(
+                        p.value["status"]["phase"].as_str(),
+                        Some("Succeeded" | "Failed")
+                    )
+            });
+            let m = obj_mut(&mut pg, "metadata");
+            let mut finalizers: Vec<Value> = m
+                .get("finalizers")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let before = finalizers.len();
+            if self.config.podgroup_protection && !in_use {
+                finalizers.retain(|f| f != PODGROUP_PROTECTION);
+            }
+            if finalizers.is_empty() {
+                self.commit(NATIVE_PODGROUPS, &key, None, Some(pg));
+            } else if finalizers.len() != before {
+                m.insert("finalizers".into(), Value::Array(finalizers));
+                self.commit(NATIVE_PODGROUPS, &key, Some(pg), None);
+            }
+        }
+    }
+
     /// Controllers that react to a write at once (their effect is a separate, later write).
     fn after_write(&mut self, id: ResourceId, key: &Key) {
+        if id == NATIVE_PODGROUPS || id == PODS {
+            self.protect_podgroups(&key.0.clone());
+        }
         if id == PODS && self.config.pv_controller {
             self.ephemeral_claims(key);
         }
@@ -978,6 +1028,22 @@ impl State {
                 storage::prepare_class(obj).map_err(|c| ApiError::invalid(d, name, &c))?
             }
             Flavor::Job => prepare_job(obj).map_err(|c| ApiError::invalid(d, name, &c))?,
+            Flavor::NativePodGroup => {
+                // kube-apiserver drops the status on create and adds the protection finalizer
+                // (kube-controller-manager's podgroup-protection controller removes it once no
+                // live pod names the group).
+                if let Value::Object(map) = obj {
+                    map.remove("status");
+                }
+                let m = obj_mut(obj, "metadata");
+                let finalizers = m.entry("finalizers").or_insert_with(|| json!([]));
+                if let Value::Array(list) = finalizers {
+                    if !list.iter().any(|f| f == PODGROUP_PROTECTION) {
+                        list.push(json!(PODGROUP_PROTECTION));
+                    }
+                }
+                m.insert("generation".into(), json!(1));
+            }
             Flavor::CoreEvent
             | Flavor::EventV1
             | Flavor::Lease
@@ -1383,6 +1449,24 @@ impl State {
             }
             m.insert("deletionGracePeriodSeconds".into(), json!(0));
         }
+        let finalizers = old.value["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        if d.flavor == Flavor::NativePodGroup && finalizers {
+            // Finalizers keep the object, terminating, until the last one is removed.
+            if !last["metadata"]["deletionTimestamp"].is_null() {
+                return Ok(old.value.clone());
+            }
+            obj_mut(&mut last, "metadata").insert("deletionTimestamp".into(), json!(time::now()));
+            obj_mut(&mut last, "metadata").insert("deletionGracePeriodSeconds".into(), json!(0));
+            if dry_run {
+                return Ok(last);
+            }
+            let stored = self.commit(id, &key, Some(last), None);
+            let value = stored.value.clone();
+            self.protect_podgroups(namespace);
+            return Ok(value);
+        }
         if dry_run {
             return Ok(last);
         }
@@ -1393,6 +1477,9 @@ impl State {
         let stored = self.commit(id, &key, None, Some(last));
         if id == JOBS && self.config.job_controller {
             self.collect_job_dependents(namespace, &uid, opts.propagation_policy.as_deref());
+        }
+        if id == PODS {
+            self.protect_podgroups(namespace);
         }
         if d.returns_deleted_object() {
             Ok(stored.value.clone())
@@ -1900,6 +1987,7 @@ mod tests {
             disruption_controller: true,
             pv_controller: true,
             job_controller: true,
+            podgroup_protection: true,
         })
     }
 

@@ -1,0 +1,65 @@
+//! Kubernetes' own gang API in `caldera run`: `scheduling.k8s.io/v1alpha2` Workloads and
+//! PodGroups (1.36, feature gates `GenericWorkload` and `GangScheduling`), watched only when
+//! the API server serves them ([`crate::optional`]); without them there is nothing to watch,
+//! and a pod naming a native PodGroup (which such a server would not accept either) waits with
+//! a message. The `PodGroupScheduled` condition Caldera writes goes through the binder.
+
+use crate::optional::OptionalWatch;
+use caldera_cache::native::GROUP_VERSION;
+use k8s_openapi::api::scheduling::v1alpha2::{PodGroup, Workload};
+use kube::api::Api;
+use kube::runtime::watcher;
+use kube::Client;
+use tracing::warn;
+
+fn ns_name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (&str, &str) {
+    (
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The native PodGroup watch: marks them synced after the first list, so pods naming one are
+/// not told it is missing before the list is in.
+pub(crate) fn podgroups(client: Client) -> (&'static str, &'static str, OptionalWatch<PodGroup>) {
+    let w = OptionalWatch {
+        what: "native PodGroup",
+        api: Api::all(client),
+        config: watcher::Config::default(),
+        reset: |cluster, podgroups| {
+            for e in cluster.index.reset_native_podgroups(&podgroups) {
+                warn!(error = %e, "native PodGroup left out");
+            }
+            cluster.native_podgroups_synced = true;
+        },
+        apply: |cluster, pg| {
+            if let Err(e) = cluster.index.apply_native_podgroup(&pg) {
+                warn!(error = %e, "native PodGroup left out");
+            }
+        },
+        delete: |cluster, pg| {
+            let (ns, name) = ns_name(&pg.metadata);
+            cluster.index.delete_native_podgroup(ns, name);
+        },
+    };
+    (GROUP_VERSION, "podgroups", w)
+}
+
+/// The native Workload watch (read for the queue a Workload names).
+pub(crate) fn workloads(client: Client) -> (&'static str, &'static str, OptionalWatch<Workload>) {
+    let w = OptionalWatch {
+        what: "native Workload",
+        api: Api::all(client),
+        config: watcher::Config::default(),
+        reset: |cluster, workloads| {
+            cluster.index.reset_workloads(&workloads);
+            cluster.native_workloads_synced = true;
+        },
+        apply: |cluster, w| cluster.index.apply_workload(&w),
+        delete: |cluster, w| {
+            let (ns, name) = ns_name(&w.metadata);
+            cluster.index.delete_workload(ns, name);
+        },
+    };
+    (GROUP_VERSION, "workloads", w)
+}
