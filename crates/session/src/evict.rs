@@ -1163,6 +1163,18 @@ fn search_domains(
         requests: Vec::new(),
     };
     let mut in_domain = vec![false; ssn.state.nodes.len()];
+    // Per node, the candidates (by rank) with a member on it: a domain's candidates are read
+    // off its nodes, not found by scanning every candidate for every domain.
+    let mut on_node: Vec<Vec<usize>> = vec![Vec::new(); ssn.state.nodes.len()];
+    for (rank, u) in candidates.iter().enumerate() {
+        for &t in &u.tasks {
+            if let Some(list) = at.node(t).and_then(|n| on_node.get_mut(n)) {
+                if list.last() != Some(&rank) {
+                    list.push(rank);
+                }
+            }
+        }
+    }
     for domains in tiers {
         // (cost, domain, victim units with their tasks, placement)
         type Best<'u> = (
@@ -1178,11 +1190,13 @@ fn search_domains(
                 in_domain[n as usize] = true;
             }
             let inside = |t: usize| at.node(t).is_some_and(|n| in_domain[n]);
-            let mine: Vec<&Unit> = candidates
+            let mut ranks: Vec<usize> = nodes
                 .iter()
-                .copied()
-                .filter(|u| u.tasks.iter().any(|&t| inside(t)))
+                .flat_map(|&n| on_node[n as usize].iter().copied())
                 .collect();
+            ranks.sort_unstable();
+            ranks.dedup();
+            let mine: Vec<&Unit> = ranks.into_iter().map(|r| candidates[r]).collect();
             // What is free in the domain, and all that taking every unit could free there:
             // the gang's resources must fit in the latter for a search to be worth it.
             let mut free = Resources::new();
