@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod convert;
+pub mod derive;
 mod error;
 pub mod gate;
 mod index;
