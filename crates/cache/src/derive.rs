@@ -259,6 +259,21 @@ pub fn pod_candidate(
     })
 }
 
+/// The names the PodGroup of a candidate's gang can have, without the workload at hand: a
+/// JobSet's whole or per replicated job, a LeaderWorkerSet's group, else the workload's.
+pub fn candidate_podgroup_names(c: &Candidate) -> Vec<String> {
+    match (c.kind, c.part.as_deref()) {
+        (WorkloadKind::JobSet, Some(p)) => vec![
+            gang_podgroup_name(c.kind, &c.name, None),
+            gang_podgroup_name(c.kind, &c.name, Some(p)),
+        ],
+        (WorkloadKind::LeaderWorkerSet, p) => {
+            vec![gang_podgroup_name(c.kind, &c.name, Some(p.unwrap_or("")))]
+        }
+        _ => vec![gang_podgroup_name(c.kind, &c.name, None)],
+    }
+}
+
 /// Whether a JobSet asks for a gang per replicated job.
 pub fn per_replicated_job(w: &Workload) -> bool {
     annotation(&w.metadata, ANNOTATION_GANG_PER_REPLICATED_JOB) == Some("true")

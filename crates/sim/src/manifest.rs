@@ -3,7 +3,8 @@
 //!
 //! Only the kinds the scheduler looks at are kept (Node, Pod, PodGroup, Queue, PriorityClass,
 //! HyperNode, Namespace, PodDisruptionBudget, PersistentVolume, PersistentVolumeClaim,
-//! StorageClass, CSINode, and `batch/v1` Job, whose controller the simulator plays). Workload
+//! StorageClass, CSINode, and `batch/v1` Job, JobSet and LeaderWorkerSet, whose controllers the
+//! simulator plays). Workload
 //! kinds whose pods a controller would create (Deployment, ...) are
 //! skipped with one notice per kind, since no controllers run in the simulator; other kinds
 //! are skipped with a notice that they do not affect scheduling. In plain manifests
@@ -12,6 +13,7 @@
 
 use crate::error::{Error, Origin, Result};
 use caldera_api::{HyperNode, PodGroup, Queue};
+use caldera_cache::derive::Workload;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -53,11 +55,15 @@ pub enum Kind {
     PersistentVolumeClaim,
     /// `batch/v1` Job (its controller is played: docs/workloads.md).
     Job,
+    /// `jobset.x-k8s.io` JobSet (its controller is played: docs/workloads.md).
+    JobSet,
+    /// `leaderworkerset.x-k8s.io` LeaderWorkerSet (its controller is played).
+    LeaderWorkerSet,
 }
 
 impl Kind {
     /// Every kept kind.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 15] = [
         Kind::Namespace,
         Kind::PriorityClass,
         Kind::Queue,
@@ -71,6 +77,8 @@ impl Kind {
         Kind::PersistentVolume,
         Kind::PersistentVolumeClaim,
         Kind::Job,
+        Kind::JobSet,
+        Kind::LeaderWorkerSet,
     ];
 
     /// The `kind` spelling.
@@ -89,6 +97,8 @@ impl Kind {
             Kind::PersistentVolume => "PersistentVolume",
             Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
             Kind::Job => "Job",
+            Kind::JobSet => "JobSet",
+            Kind::LeaderWorkerSet => "LeaderWorkerSet",
         }
     }
 
@@ -106,6 +116,8 @@ impl Kind {
             Kind::HyperNode => "topology.volcano.sh",
             Kind::PodDisruptionBudget => "policy",
             Kind::Job => "batch",
+            Kind::JobSet => "jobset.x-k8s.io",
+            Kind::LeaderWorkerSet => "leaderworkerset.x-k8s.io",
         }
     }
 
@@ -118,6 +130,8 @@ impl Kind {
                 | Kind::PodDisruptionBudget
                 | Kind::PersistentVolumeClaim
                 | Kind::Job
+                | Kind::JobSet
+                | Kind::LeaderWorkerSet
         )
     }
 
@@ -167,6 +181,10 @@ pub enum Object {
     PersistentVolumeClaim(PersistentVolumeClaim),
     /// A `batch/v1` Job.
     Job(Job),
+    /// A JobSet, read untyped.
+    JobSet(Workload),
+    /// A LeaderWorkerSet, read untyped.
+    LeaderWorkerSet(Workload),
 }
 
 impl Object {
@@ -186,6 +204,8 @@ impl Object {
             Object::PersistentVolume(_) => Kind::PersistentVolume,
             Object::PersistentVolumeClaim(_) => Kind::PersistentVolumeClaim,
             Object::Job(_) => Kind::Job,
+            Object::JobSet(_) => Kind::JobSet,
+            Object::LeaderWorkerSet(_) => Kind::LeaderWorkerSet,
         }
     }
 
@@ -204,6 +224,7 @@ impl Object {
             Object::PersistentVolume(o) => &o.metadata,
             Object::PersistentVolumeClaim(o) => &o.metadata,
             Object::Job(o) => &o.metadata,
+            Object::JobSet(o) | Object::LeaderWorkerSet(o) => &o.metadata,
         }
     }
 
@@ -377,6 +398,8 @@ fn parse_document(
         Kind::PersistentVolume => Object::PersistentVolume(typed(value, origin)?),
         Kind::PersistentVolumeClaim => Object::PersistentVolumeClaim(typed(value, origin)?),
         Kind::Job => Object::Job(typed(value, origin)?),
+        Kind::JobSet => Object::JobSet(typed(value, origin)?),
+        Kind::LeaderWorkerSet => Object::LeaderWorkerSet(typed(value, origin)?),
     };
     if object.name().is_empty() {
         return Err(Error::Invalid {
@@ -435,6 +458,9 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
             };
             caldera_cache::PodInfo::try_from(&pod).map(drop)
         }
+        // What can go wrong with their pod templates is said on the pods (the gang waits
+        // with the message): a derived gang reports, it does not refuse the workload.
+        Object::JobSet(_) | Object::LeaderWorkerSet(_) => Ok(()),
     }
 }
 

@@ -41,6 +41,7 @@ use caldera_actors::kubelet::{self, Deletion};
 use caldera_actors::pv_controller;
 use caldera_actors::statefulset;
 use caldera_api::{HyperNode, PodGroup, ProvisioningRequest, Queue};
+use caldera_cache::derive::Workload;
 use caldera_cache::workload::DerivedWrite;
 use caldera_cache::{ClusterIndex, SnapshotOptions};
 use caldera_model::{CapacityNeed, ConsumingPod};
@@ -138,6 +139,9 @@ pub struct Store {
     csinodes: BTreeMap<String, CSINode>,
     statefulsets: BTreeMap<Key, StatefulSet>,
     jobs: BTreeMap<Key, Job>,
+    /// JobSets and LeaderWorkerSets (their controllers are played: [`caldera_actors::jobset`],
+    /// [`caldera_actors::lws`]).
+    workloads: BTreeMap<(Kind, String, String), Workload>,
 }
 
 /// What the store does with Caldera's gate on pods being created.
@@ -473,6 +477,8 @@ impl Store {
                 self.sync_job(&key, now)?;
                 applied
             }
+            Object::JobSet(o) => self.apply_workload(Kind::JobSet, o, now)?,
+            Object::LeaderWorkerSet(o) => self.apply_workload(Kind::LeaderWorkerSet, o, now)?,
             Object::PodDisruptionBudget(mut o) => {
                 let key = (ns_of(&o.metadata), name_of(&o.metadata));
                 match self.budgets.get(&key) {
@@ -705,6 +711,12 @@ impl Store {
                 made.extend(created);
             }
         }
+        let workloads: Vec<(Kind, String, String)> = self.workloads.keys().cloned().collect();
+        for key in workloads {
+            if let Ok(created) = self.sync_workload(&key, now) {
+                made.extend(created);
+            }
+        }
         for key in keys {
             if let Ok(created) = self.sync_statefulset(&key, now) {
                 made.extend(
@@ -716,6 +728,68 @@ impl Store {
             }
         }
         made
+    }
+
+    /// Stores a JobSet or LeaderWorkerSet (create or replace; status is its controller's) and
+    /// runs its controller at once.
+    fn apply_workload(
+        &mut self,
+        kind: Kind,
+        mut o: Workload,
+        now: Time,
+    ) -> Result<Applied, caldera_cache::Error> {
+        let key = (kind, ns_of(&o.metadata), name_of(&o.metadata));
+        match self.workloads.get(&key) {
+            Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
+            None => self.fresh_meta(&mut o.metadata, true, now),
+        }
+        self.index.apply_workload(&o);
+        let applied = replace(&mut self.workloads, key.clone(), o);
+        self.sync_workload(&key, now)?;
+        Ok(applied)
+    }
+
+    /// One sync of a JobSet's controller (its missing Jobs, whose pods the Job controller then
+    /// makes) or a LeaderWorkerSet's (its missing pods). Returns the pods created
+    /// (`namespace/name`).
+    fn sync_workload(
+        &mut self,
+        key: &(Kind, String, String),
+        now: Time,
+    ) -> Result<Vec<String>, caldera_cache::Error> {
+        let Some(w) = self.workloads.get(key) else {
+            return Ok(Vec::new());
+        };
+        let ns = key.1.clone();
+        let mut made = Vec::new();
+        match key.0 {
+            Kind::JobSet => {
+                let jobs = caldera_actors::jobset::missing_jobs(w, &|name| {
+                    self.jobs.contains_key(&(ns.clone(), name.to_string()))
+                });
+                for job in jobs {
+                    let before: BTreeSet<Key> = self.pods.keys().cloned().collect();
+                    self.apply(Object::Job(job), now)?;
+                    made.extend(
+                        self.pods
+                            .keys()
+                            .filter(|k| !before.contains(*k))
+                            .map(|(n, p)| format!("{n}/{p}")),
+                    );
+                }
+            }
+            Kind::LeaderWorkerSet => {
+                let pods = caldera_actors::lws::missing_pods(w, &|name| {
+                    self.pods.contains_key(&(ns.clone(), name.to_string()))
+                });
+                for pod in pods {
+                    made.push(format!("{ns}/{}", name_of(&pod.metadata)));
+                    self.apply(Object::Pod(pod), now)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(made)
     }
 
     /// The group the pod counts in: its own, or the PodGroup derived from its Job
@@ -1066,6 +1140,52 @@ impl Store {
             Kind::CSINode => self.csinodes.remove(name).is_some(),
             Kind::PersistentVolume => self.volumes.remove(name).is_some(),
             Kind::PersistentVolumeClaim => self.claims.remove(&key).is_some(),
+            Kind::JobSet | Kind::LeaderWorkerSet => {
+                let wkind = if kind == Kind::JobSet {
+                    caldera_cache::derive::WorkloadKind::JobSet
+                } else {
+                    caldera_cache::derive::WorkloadKind::LeaderWorkerSet
+                };
+                self.index.delete_workload(wkind, &ns, name);
+                let gone = self.workloads.remove(&(kind, ns.clone(), name.to_string()));
+                if let Some(uid) = gone.as_ref().and_then(|w| w.metadata.uid.clone()) {
+                    self.collect_garbage(&uid);
+                    if kind == Kind::JobSet {
+                        // Its Jobs, and through them their pods.
+                        let jobs: Vec<String> = self
+                            .jobs
+                            .iter()
+                            .filter(|((n, _), j)| {
+                                *n == ns
+                                    && j.metadata
+                                        .owner_references
+                                        .iter()
+                                        .flatten()
+                                        .any(|o| o.uid == uid)
+                            })
+                            .map(|((_, j), _)| j.clone())
+                            .collect();
+                        for job in jobs {
+                            self.delete(Kind::Job, Some(&ns), &job, now);
+                        }
+                    } else {
+                        // Its StatefulSets, and through them their pods.
+                        let pods: Vec<String> = self
+                            .pods
+                            .iter()
+                            .filter(|((n, _), p)| {
+                                *n == ns && caldera_actors::lws::owned_by(p, name)
+                            })
+                            .map(|((_, p), _)| p.clone())
+                            .collect();
+                        for pod in pods {
+                            self.delete_gracefully(&ns, &pod, now);
+                        }
+                        self.refresh_budgets(now);
+                    }
+                }
+                gone.is_some()
+            }
             Kind::Job => {
                 self.index.delete_job(&ns, name);
                 let gone = self.jobs.remove(&key);
