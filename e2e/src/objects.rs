@@ -31,6 +31,8 @@ pub fn gvr(kind: Kind) -> (&'static str, &'static str, &'static str) {
         Kind::PersistentVolume => ("", "v1", "persistentvolumes"),
         Kind::PersistentVolumeClaim => ("", "v1", "persistentvolumeclaims"),
         Kind::Job => ("batch", "v1", "jobs"),
+        Kind::JobSet => ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+        Kind::LeaderWorkerSet => ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
     }
 }
 
@@ -126,6 +128,7 @@ pub fn to_json(object: &Object) -> Result<(ObjectKey, Value)> {
         Object::PersistentVolume(o) => serde_json::to_value(o),
         Object::PersistentVolumeClaim(o) => serde_json::to_value(o),
         Object::Job(o) => serde_json::to_value(o),
+        Object::JobSet(o) | Object::LeaderWorkerSet(o) => serde_json::to_value(o),
     };
     let mut value = encoded.map_err(|source| Error::Json {
         object: object.describe(),

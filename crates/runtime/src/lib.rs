@@ -43,6 +43,7 @@ mod metrics;
 mod overlay;
 mod schedule;
 mod watch;
+mod workloads;
 
 pub use caldera_binder::{Follow, RetryPolicy};
 pub use cluster::{Invalid, Watched};
@@ -453,6 +454,13 @@ impl Runtime {
                 client.clone(),
                 stop_rest.clone(),
             )));
+        }
+        // The owners gangs are derived from (JobSet, LeaderWorkerSet, ...): each watched only
+        // when served, and only when auto-grouping is on somewhere.
+        if shared.active().snapshot_options.auto_group.enabled && !gate {
+            tasks.extend(
+                workloads::spawn_served(shared.clone(), client.clone(), stop_rest.clone()).await,
+            );
         }
         // ProvisioningRequests belong to cluster-autoscaler's CRD: watched only when served.
         if capacity::served(&client).await {
