@@ -173,11 +173,14 @@ pub struct ClusterIndex {
     workload_kinds: BTreeSet<WorkloadKind>,
 }
 
-/// Derived gangs of one snapshot, cached: per Job, and per (kind, namespace, name, part).
+/// A gang of a workload of a kind in [`crate::derive`]: kind, namespace, name, part.
+type GangKey = (WorkloadKind, Arc<str>, Arc<str>, Option<String>);
+
+/// Derived gangs of one snapshot, cached: per Job, and per [`GangKey`].
 #[derive(Default)]
 struct DerivedCache {
     jobs: HashMap<PodKey, JobGang>,
-    workloads: HashMap<(WorkloadKind, Arc<str>, Arc<str>, Option<String>), JobGang>,
+    workloads: HashMap<GangKey, JobGang>,
 }
 
 /// How a pod of ours that names no group is grouped.
@@ -672,14 +675,14 @@ impl ClusterIndex {
         let owner = p.owner.as_ref().filter(|o| o.is_job())?;
         let job = self.jobs.get(&key_of(&p.namespace, &owner.name))?;
         let top = Owner::of(&job.metadata)?;
-        (WorkloadKind::of(&top.api_version, &top.kind) == Some(WorkloadKind::MpiJob)).then(|| {
+        (WorkloadKind::of(&top.api_version, &top.kind) == Some(WorkloadKind::MpiJob)).then_some(
             Candidate {
                 kind: WorkloadKind::MpiJob,
                 name: top.name,
                 part: None,
                 uid: Some(top.uid),
-            }
-        })
+            },
+        )
     }
 
     /// [`Self::resolve`] for a pod of a workload of a kind in [`crate::derive`].
