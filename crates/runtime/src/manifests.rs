@@ -1,7 +1,7 @@
 //! `caldera snapshot`: the live cluster as multi-document YAML manifests (Namespaces, Nodes
 //! with their status, Pods, PodGroups, Queues, PriorityClasses, StorageClasses, CSINodes,
-//! PersistentVolumes, PersistentVolumeClaims and `batch/v1` Jobs) that `caldera simulate -f` and
-//! `caldera explain -f` read back.
+//! PersistentVolumes, PersistentVolumeClaims, `batch/v1` Jobs, JobSets and LeaderWorkerSets) that
+//! `caldera simulate -f` and `caldera explain -f` read back.
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::Client;
@@ -35,7 +35,7 @@ pub enum SnapshotError {
 const STRIPPED_METADATA: [&str; 4] = ["managedFields", "resourceVersion", "selfLink", "generation"];
 
 /// The kinds, in the order they are written (what a pod refers to comes first).
-const KINDS: [(&str, &str, &str, &str); 12] = [
+const KINDS: [(&str, &str, &str, &str); 14] = [
     ("", "v1", "Namespace", "namespaces"),
     (
         "scheduling.k8s.io",
@@ -54,6 +54,15 @@ const KINDS: [(&str, &str, &str, &str); 12] = [
     ("", "v1", "Pod", "pods"),
     // After their pods: the simulator's Job controller then finds them and makes none again.
     ("batch", "v1", "Job", "jobs"),
+    // After their Jobs and pods, for the same reason; left out where their CRDs are not
+    // installed. Their pods' gangs are derived from them (docs/workloads.md).
+    ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
+    (
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+        "leaderworkersets",
+    ),
 ];
 
 fn clean(mut obj: Value, api_version: &str, kind: &str) -> Value {
@@ -69,8 +78,8 @@ fn clean(mut obj: Value, api_version: &str, kind: &str) -> Value {
     obj
 }
 
-/// Lists every object of the eleven kinds (500 per page) and writes them as YAML documents
-/// separated by `---`. A Volcano kind whose CRD is not installed (404) is left out.
+/// Lists every object of the kinds in `KINDS` (500 per page) and writes them as YAML documents
+/// separated by `---`. A custom kind whose CRD is not installed (404) is left out.
 pub async fn cluster_manifests(client: &Client) -> Result<String, SnapshotError> {
     let mut out = String::new();
     for (group, version, kind, plural) in KINDS {
