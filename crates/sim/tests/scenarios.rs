@@ -65,6 +65,7 @@ scenarios! {
     workloads_lws_opt_out => "workloads/lws-opt-out.yaml",
     workloads_jobset_driver_and_workers_one_gang => "workloads/jobset-driver-and-workers-one-gang.yaml",
     workloads_jobset_podgroup_deleted_with_jobset => "workloads/jobset-podgroup-deleted-with-jobset.yaml",
+    workloads_jobset_gang_per_replicated_job => "workloads/jobset-gang-per-replicated-job.yaml",
     binpack_keeps_nodes_whole => "binpack-keeps-nodes-whole.yaml",
     enqueue_admission => "enqueue-admission.yaml",
     gang_spreads_without_topology => "gang-spreads-without-topology.yaml",
