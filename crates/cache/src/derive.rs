@@ -274,6 +274,12 @@ pub fn candidate_podgroup_names(c: &Candidate) -> Vec<String> {
     }
 }
 
+/// Whether a workload asks to be grouped (`scheduling.caldera.sh/auto-group: "true"`), which a
+/// StatefulSet or Deployment must.
+pub fn opted_in(w: &Workload) -> bool {
+    annotation(&w.metadata, ANNOTATION_AUTO_GROUP) == Some("true")
+}
+
 /// Whether a JobSet asks for a gang per replicated job.
 pub fn per_replicated_job(w: &Workload) -> bool {
     annotation(&w.metadata, ANNOTATION_GANG_PER_REPLICATED_JOB) == Some("true")
@@ -475,6 +481,15 @@ pub fn workload_gang(
     };
     let namespace = meta.namespace.as_deref().unwrap_or("default");
     let what = format!("{} {namespace}/{name}", kind.kind());
+    // Cheap checks first: this runs for every known workload before each session.
+    if kind.opt_in() && !opted_in(w) {
+        return JobGang::NotGrouped(
+            "a StatefulSet or Deployment is grouped only with scheduling.caldera.sh/auto-group: \"true\"",
+        );
+    }
+    if annotation(meta, ANNOTATION_AUTO_GROUP) == Some("false") {
+        return JobGang::NotGrouped("opted out (scheduling.caldera.sh/auto-group: \"false\")");
+    }
     let roles = roles(w, kind, part);
     let mut templates = Vec::with_capacity(roles.len());
     for r in &roles {
@@ -523,11 +538,6 @@ pub fn workload_gang(
         .any(|m| annotation(m, ANNOTATION_AUTO_GROUP) == Some("false"))
     {
         return JobGang::NotGrouped("opted out (scheduling.caldera.sh/auto-group: \"false\")");
-    }
-    if kind.opt_in() && annotation(meta, ANNOTATION_AUTO_GROUP) != Some("true") {
-        return JobGang::NotGrouped(
-            "a StatefulSet or Deployment is grouped only with scheduling.caldera.sh/auto-group: \"true\"",
-        );
     }
     let positive = |key: &str| -> std::result::Result<Option<i32>, String> {
         match annotation(meta, key) {
@@ -931,6 +941,62 @@ mod tests {
             why.contains("never in two gangs") && why.contains("infer-1-3"),
             "{why}"
         );
+    }
+
+    /// Deployments are kept only when opted in; the pods of the others are scheduled alone,
+    /// never held waiting for an object that is not kept.
+    #[test]
+    fn deployments_are_grouped_only_when_opted_in() {
+        let opts = SnapshotOptions {
+            scheduler_names: names(),
+            ..SnapshotOptions::default()
+        };
+        let deploy = |name: &str, annotations: Value| {
+            workload(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"namespace": "ml", "name": name, "uid": format!("u-{name}"),
+                    "annotations": annotations},
+                "spec": {"replicas": 2, "template": template(1)}}))
+        };
+        let rs_pod = |deploy: &str, i: u32| {
+            pod(
+                &format!("{deploy}-7f9c-{i}"),
+                json!({LABEL_POD_TEMPLATE_HASH: "7f9c"}),
+                json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{deploy}-7f9c"),
+                    "uid": format!("u-rs-{deploy}"), "controller": true}),
+            )
+        };
+        let mut index = ClusterIndex::new();
+        index.reset_workloads(
+            WorkloadKind::Deployment,
+            [
+                &deploy("web", json!({})),
+                &deploy("ring", json!({ANNOTATION_AUTO_GROUP: "true"})),
+            ],
+        );
+        assert!(index
+            .workload(WorkloadKind::Deployment, "ml", "web")
+            .is_none());
+        for d in ["web", "ring"] {
+            for i in 0..2 {
+                index.apply_pod(&rs_pod(d, i)).unwrap();
+            }
+        }
+        let writes = index.derived_podgroups(&opts);
+        assert_eq!(writes.len(), 1);
+        let pg = writes[0].podgroup().clone();
+        assert_eq!(pg.metadata.name.as_deref(), Some("deployment-ring"));
+        assert_eq!(pg.spec.min_member, Some(2));
+        let snap = index.snapshot(&opts);
+        assert_eq!(snap.jobs.len(), 2, "web's 2 pods alone");
+        assert_eq!(
+            snap.waiting.len(),
+            2,
+            "ring's 2 pods wait for their PodGroup"
+        );
+        assert!(snap
+            .waiting
+            .iter()
+            .all(|w| &*w.group == "ml/deployment-ring"));
     }
 
     #[test]

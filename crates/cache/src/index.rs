@@ -510,8 +510,14 @@ impl ClusterIndex {
         };
         let namespace = w.metadata.namespace.as_deref().unwrap_or("default");
         if let Some(name) = w.metadata.name.as_deref() {
-            self.workloads
-                .insert((kind, namespace.into(), name.into()), w.clone());
+            let key = (kind, Arc::from(namespace), Arc::from(name));
+            // StatefulSets and Deployments are many and grouped only when they ask: the others
+            // are not kept (their pods are scheduled as before).
+            if kind.opt_in() && !crate::derive::opted_in(w) {
+                self.workloads.remove(&key);
+            } else {
+                self.workloads.insert(key, w.clone());
+            }
         }
         self.workload_kinds.insert(kind);
     }
@@ -703,6 +709,10 @@ impl ClusterIndex {
                 .as_deref()
                 .is_none_or(|u| w.metadata.uid.as_deref() == Some(u))
         }) else {
+            if c.kind.opt_in() {
+                // Not kept unless opted in: scheduled as before.
+                return Resolved::Lone;
+            }
             let part = (c.kind == WorkloadKind::LeaderWorkerSet)
                 .then_some(c.part.as_deref())
                 .flatten();
