@@ -237,6 +237,13 @@ impl LiveRun {
             check_invariants: true,
         };
         install_crds(&run.client, run.options.wait_timeout, run.options.poll).await?;
+        if run.scenario.steps.iter().any(|s| {
+            matches!(s, caldera_sim::scenario::Step::Apply(objects)
+                if objects.iter().any(|o| crate::workloads::is_played(o.kind())))
+        }) {
+            crate::workloads::install_crds(&run.client, run.options.wait_timeout, run.options.poll)
+                .await?;
+        }
         if run.autoscaler.is_some() {
             install_provisioning_crd(&run.client, run.options.wait_timeout, run.options.poll)
                 .await?;
@@ -531,6 +538,18 @@ impl LiveRun {
                 }
             }
         }
+        if crate::workloads::is_played(key.kind) {
+            let current = self.get(key).await?.unwrap_or(Value::Null);
+            let made = crate::workloads::play(
+                &self.client,
+                key.kind,
+                &current,
+                &self.options.run_id,
+                self.options.wait_timeout,
+            )
+            .await?;
+            self.created.extend(made);
+        }
         if key.kind == Kind::Node {
             node_lifecycle::sync_not_ready_taint(
                 &self.client,
@@ -572,7 +591,16 @@ impl LiveRun {
             let message = status_message(&err);
             let code = status_code(&err);
             let retry = match code {
-                Some(404) if matches!(key.kind, Kind::PodGroup | Kind::Queue | Kind::HyperNode) => {
+                Some(404)
+                    if matches!(
+                        key.kind,
+                        Kind::PodGroup
+                            | Kind::Queue
+                            | Kind::HyperNode
+                            | Kind::JobSet
+                            | Kind::LeaderWorkerSet
+                    ) =>
+                {
                     true
                 }
                 Some(403) if key.kind == Kind::Pod && message.contains("service account") => {
@@ -610,7 +638,7 @@ impl LiveRun {
         let mut problems = Vec::new();
         for r in refs {
             let key = ObjectKey::new(r.kind, r.namespace.as_deref(), &r.name);
-            if key.kind == Kind::Job {
+            if matches!(key.kind, Kind::Job | Kind::JobSet | Kind::LeaderWorkerSet) {
                 // What the garbage collector deletes with it: their events are the run's too.
                 let dependents = self.dependents(&key).await?;
                 self.created.extend(dependents);
@@ -739,7 +767,11 @@ impl LiveRun {
     /// Remembers the uids of the pods of the run's Jobs (labelled with the run through their
     /// template), when the scenario has Jobs.
     async fn note_job_pods(&self) -> Result<()> {
-        if !self.applied.keys().any(|k| k.kind == Kind::Job) {
+        if !self
+            .applied
+            .keys()
+            .any(|k| matches!(k.kind, Kind::Job | Kind::JobSet | Kind::LeaderWorkerSet))
+        {
             return Ok(());
         }
         let selector = format!("{RUN_LABEL}={}", self.options.run_id);
@@ -861,6 +893,27 @@ impl LiveRun {
         let mut uids = HashSet::new();
         // Listed first, deleted after: deleting a Job takes its pods with it.
         let mut listed = Vec::new();
+        for kind in [Kind::JobSet, Kind::LeaderWorkerSet] {
+            // Before their Jobs and pods; their CRDs may not be installed (404: none).
+            let list = match crate::objects::api(&self.client, kind, None)
+                .list(&ListParams::default().labels(selector))
+                .await
+            {
+                Ok(l) => l,
+                Err(e) if status_code(&e) == Some(404) => continue,
+                Err(e) => return Err(Error::api("list", format!("{kind}s"), e)),
+            };
+            for o in list.items {
+                if let Some(uid) = &o.metadata.uid {
+                    uids.insert(uid.clone());
+                }
+                listed.push(ObjectKey::new(
+                    kind,
+                    o.metadata.namespace.as_deref(),
+                    o.metadata.name.as_deref().unwrap_or(""),
+                ));
+            }
+        }
         for kind in [
             // Before the pods: a Job's controller would make them again.
             Kind::Job,
@@ -1042,7 +1095,8 @@ const PODGROUP_PROTECTION: &str = "scheduling.k8s.io/podgroup-protection";
 fn delete_params(kind: Kind) -> DeleteParams {
     DeleteParams {
         grace_period_seconds: (kind == Kind::Pod).then_some(0),
-        propagation_policy: (kind == Kind::Job).then_some(kube::api::PropagationPolicy::Background),
+        propagation_policy: matches!(kind, Kind::Job | Kind::JobSet | Kind::LeaderWorkerSet)
+            .then_some(kube::api::PropagationPolicy::Background),
         ..DeleteParams::default()
     }
 }
@@ -1126,7 +1180,7 @@ pub async fn install_provisioning_crd(
 /// Creates each CRD that is missing and waits until it is established. With `update`, an
 /// existing CRD whose schemas differ from ours (an older Caldera's, without a newer status
 /// field the API server would prune) is replaced by ours.
-async fn install(
+pub(crate) async fn install(
     client: &Client,
     crds: Vec<CustomResourceDefinition>,
     update: bool,

@@ -23,6 +23,7 @@ pub mod namespaces;
 pub mod objects;
 pub mod roles;
 pub mod view;
+pub mod workloads;
 
 pub use cluster::{run_scenario, Cluster, Target};
 pub use driver::{DriverOptions, LiveRun, StepReport};

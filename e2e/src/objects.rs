@@ -33,6 +33,8 @@ pub fn gvr(kind: Kind) -> (&'static str, &'static str, &'static str) {
         Kind::Job => ("batch", "v1", "jobs"),
         Kind::Workload => ("scheduling.k8s.io", "v1alpha2", "workloads"),
         Kind::NativePodGroup => ("scheduling.k8s.io", "v1alpha2", "podgroups"),
+        Kind::JobSet => ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+        Kind::LeaderWorkerSet => ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
     }
 }
 
@@ -130,6 +132,7 @@ pub fn to_json(object: &Object) -> Result<(ObjectKey, Value)> {
         Object::Job(o) => serde_json::to_value(o),
         Object::Workload(o) => serde_json::to_value(o),
         Object::NativePodGroup(o) => serde_json::to_value(o),
+        Object::JobSet(o) | Object::LeaderWorkerSet(o) => serde_json::to_value(o),
     };
     let mut value = encoded.map_err(|source| Error::Json {
         object: object.describe(),

@@ -17,8 +17,10 @@
 pub mod autoscaler;
 pub mod disruption;
 pub mod job;
+pub mod jobset;
 pub mod kube_scheduler;
 pub mod kubelet;
+pub mod lws;
 pub mod pv_controller;
 pub mod statefulset;
 pub mod time;

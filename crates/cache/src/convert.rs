@@ -251,8 +251,9 @@ pub struct PodInfo {
     pub group: Option<Arc<str>>,
     /// `group` names a native `scheduling.k8s.io/v1alpha2` PodGroup (`spec.schedulingGroup`).
     pub native: bool,
-    /// Its controller (`ownerReferences[]` with `controller: true`), kept only for a pod that
-    /// names no group: the workload a gang may be derived from ([`crate::workload`]).
+    /// Its controller (`ownerReferences[]` with `controller: true`): the workload a gang may
+    /// be derived from ([`crate::workload`], [`crate::derive`]); for a pod that names a group
+    /// of its own, to report a clash with a derived gang.
     pub owner: Option<crate::workload::Owner>,
     /// The job this pod belongs to: `<ns>/<group>`, or `<ns>/pod:<name>` without a group.
     pub job_id: Arc<str>,
@@ -382,11 +383,7 @@ impl TryFrom<&Pod> for PodInfo {
                 .filter(|s| !s.is_empty())
                 .unwrap_or("default-scheduler")
                 .into(),
-            owner: if group.is_none() {
-                crate::workload::Owner::of(meta)
-            } else {
-                None
-            },
+            owner: crate::workload::Owner::of(meta),
             group,
             native,
             job_id,

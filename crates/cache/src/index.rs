@@ -4,10 +4,14 @@
 use crate::convert::{
     self, implicit_default_queue, missing_queue, GroupInfo, PodInfo, PriorityClassInfo,
 };
+use crate::derive::{
+    gang_part, gang_parts, gang_podgroup_name, pod_candidate, workload_gang, Candidate, Workload,
+    WorkloadKind,
+};
 use crate::error::{Error, Result};
 use crate::intern::SpecInterner;
 use crate::provisioning::{request_info, RequestInfo};
-use crate::workload::{job_finished, job_gang, job_podgroup_name, DerivedWrite, JobGang};
+use crate::workload::{job_finished, job_gang, job_podgroup_name, DerivedWrite, JobGang, Owner};
 use caldera_api::ProvisioningRequest;
 use caldera_api::{PodGroup, Queue as ApiQueue, DEFAULT_QUEUE};
 use caldera_model::{
@@ -141,7 +145,7 @@ pub struct ClusterIndex {
     /// Native `scheduling.k8s.io/v1alpha2` PodGroups by `namespace/name` (crate::native).
     native_podgroups: BTreeMap<Arc<str>, crate::native::NativeInfo>,
     /// Native Workloads by `namespace/name`: the queue each names.
-    workloads: BTreeMap<Arc<str>, Option<Arc<str>>>,
+    native_workloads: BTreeMap<Arc<str>, Option<Arc<str>>>,
     queues: BTreeMap<Arc<str>, Queue>,
     hypernodes: BTreeMap<Arc<str>, crate::topology::HyperNodeInfo>,
     /// The HyperNode objects as given (discovery reads their owner labels).
@@ -176,6 +180,22 @@ pub struct ClusterIndex {
     /// Whether Jobs are watched (`reset_jobs` was called): without them no gang is derived and
     /// their pods are scheduled one by one, as before.
     jobs_watched: bool,
+    /// Workloads of the kinds in [`crate::derive`] (JobSet, LeaderWorkerSet, ...), by kind,
+    /// namespace and name.
+    workloads: BTreeMap<(WorkloadKind, Arc<str>, Arc<str>), Workload>,
+    /// The kinds of [`Self::workloads`] watched (served by the API server): a pod of a kind not
+    /// watched is scheduled as before.
+    workload_kinds: BTreeSet<WorkloadKind>,
+}
+
+/// A gang of a workload of a kind in [`crate::derive`]: kind, namespace, name, part.
+type GangKey = (WorkloadKind, Arc<str>, Arc<str>, Option<String>);
+
+/// Derived gangs of one snapshot, cached: per Job, and per [`GangKey`].
+#[derive(Default)]
+struct DerivedCache {
+    jobs: HashMap<PodKey, JobGang>,
+    workloads: HashMap<GangKey, JobGang>,
 }
 
 /// How a pod of ours that names no group is grouped.
@@ -497,6 +517,82 @@ impl ClusterIndex {
         self.jobs.get(&key_of(namespace, name))
     }
 
+    /// Adds or replaces a workload of a kind in [`crate::derive`] (others are ignored); its
+    /// kind counts as watched from now on.
+    pub fn apply_workload(&mut self, w: &Workload) {
+        let Some(kind) = w.workload_kind() else {
+            return;
+        };
+        let namespace = w.metadata.namespace.as_deref().unwrap_or("default");
+        if let Some(name) = w.metadata.name.as_deref() {
+            let key = (kind, Arc::from(namespace), Arc::from(name));
+            // StatefulSets and Deployments are many and grouped only when they ask: the others
+            // are not kept (their pods are scheduled as before).
+            if kind.opt_in() && !crate::derive::opted_in(w) {
+                self.workloads.remove(&key);
+            } else {
+                self.workloads.insert(key, w.clone());
+            }
+        }
+        self.workload_kinds.insert(kind);
+    }
+
+    /// Removes a workload.
+    pub fn delete_workload(&mut self, kind: WorkloadKind, namespace: &str, name: &str) {
+        self.workloads
+            .remove(&(kind, Arc::from(namespace), Arc::from(name)));
+    }
+
+    /// Replaces every workload of `kind`; from now on the kind is watched.
+    pub fn reset_workloads<'a>(
+        &mut self,
+        kind: WorkloadKind,
+        workloads: impl IntoIterator<Item = &'a Workload>,
+    ) {
+        self.workloads.retain(|(k, _, _), _| *k != kind);
+        for w in workloads {
+            if w.workload_kind() == Some(kind) {
+                self.apply_workload(w);
+            }
+        }
+        self.workload_kinds.insert(kind);
+    }
+
+    /// Stops watching `kind` (its API went away): its workloads are forgotten and its pods
+    /// are scheduled as before.
+    pub fn unwatch_workloads(&mut self, kind: WorkloadKind) {
+        self.workloads.retain(|(k, _, _), _| *k != kind);
+        self.workload_kinds.remove(&kind);
+    }
+
+    /// The workload `namespace/name` of `kind`, if known.
+    pub fn workload(&self, kind: WorkloadKind, namespace: &str, name: &str) -> Option<&Workload> {
+        self.workloads
+            .get(&(kind, Arc::from(namespace), Arc::from(name)))
+    }
+
+    /// The write that brings the existing PodGroup of a derived gang to `pg`, if any: create it
+    /// when missing, update its derived fields when they differ; nothing when it is someone
+    /// else's (a clash, reported on the pods).
+    fn derived_write(&self, pg: PodGroup) -> Option<DerivedWrite> {
+        let ns = pg.metadata.namespace.as_deref().unwrap_or("default");
+        let id = format!("{ns}/{}", pg.metadata.name.as_deref().unwrap_or(""));
+        let Some(existing) = self.podgroups.get(id.as_str()) else {
+            return Some(DerivedWrite::Create(pg));
+        };
+        let owner = Owner::of(&pg.metadata).map(|o| o.uid);
+        if existing.owner_uid != owner {
+            return None;
+        }
+        let wanted = GroupInfo::try_from(&pg).ok()?;
+        let same = wanted.min_member == existing.min_member
+            && wanted.queue == existing.queue
+            && wanted.priority_class == existing.priority_class
+            && wanted.min_resources == existing.min_resources
+            && wanted.timeout_seconds == existing.timeout_seconds;
+        (!same).then_some(DerivedWrite::Update(pg))
+    }
+
     /// The writes that bring the PodGroups of workloads whose gang is derived
     /// (docs/workloads.md) up to date: for each known Job that [`job_gang`] groups, in a
     /// namespace `opts.auto_group` covers, not finished, its PodGroup is created when missing
@@ -507,44 +603,54 @@ impl ClusterIndex {
         if opts.gate || !opts.auto_group.enabled {
             return Vec::new();
         }
-        self.jobs
+        let from_jobs = self
+            .jobs
             .iter()
             .filter(|((ns, _), job)| opts.auto_group.covers(ns) && !job_finished(job))
-            .filter_map(|((ns, name), job)| {
-                let JobGang::Gang(pg) = job_gang(job, &opts.scheduler_names) else {
-                    return None;
-                };
-                let id = format!("{ns}/{}", job_podgroup_name(name));
-                let Some(existing) = self.podgroups.get(id.as_str()) else {
-                    return Some(DerivedWrite::Create(*pg));
-                };
-                if existing.owner_uid.as_deref() != job.metadata.uid.as_deref() {
-                    return None;
-                }
-                let wanted = GroupInfo::try_from(&*pg).ok()?;
-                let same = wanted.min_member == existing.min_member
-                    && wanted.queue == existing.queue
-                    && wanted.priority_class == existing.priority_class
-                    && wanted.min_resources == existing.min_resources
-                    && wanted.timeout_seconds == existing.timeout_seconds;
-                (!same).then_some(DerivedWrite::Update(*pg))
-            })
-            .collect()
+            .filter_map(|(_, job)| match job_gang(job, &opts.scheduler_names) {
+                JobGang::Gang(pg) => Some(*pg),
+                _ => None,
+            });
+        let from_workloads = self
+            .workloads
+            .iter()
+            .filter(|((_, ns, _), _)| opts.auto_group.covers(ns))
+            .flat_map(|((kind, _, _), w)| {
+                gang_parts(w, *kind).into_iter().filter_map(move |part| {
+                    match workload_gang(w, *kind, part.as_deref(), &opts.scheduler_names) {
+                        JobGang::Gang(pg) => Some(*pg),
+                        _ => None,
+                    }
+                })
+            });
+        let mut writes: Vec<DerivedWrite> = from_jobs
+            .chain(from_workloads)
+            .filter_map(|pg| self.derived_write(pg))
+            .collect();
+        writes.sort_by(|a, b| {
+            let key = |w: &DerivedWrite| {
+                let m = &w.podgroup().metadata;
+                (m.namespace.clone(), m.name.clone())
+            };
+            key(a).cmp(&key(b))
+        });
+        writes
     }
 
     /// How the pod `p` of ours (no group of its own) is grouped: by the gang derived from its
     /// Job when auto-grouping covers it, else alone. `derived` caches [`job_gang`] per Job
     /// for one snapshot.
-    fn resolve(
-        &self,
-        p: &PodInfo,
-        opts: &SnapshotOptions,
-        derived: &mut HashMap<PodKey, JobGang>,
-    ) -> Resolved {
+    fn resolve(&self, p: &PodInfo, opts: &SnapshotOptions, derived: &mut DerivedCache) -> Resolved {
+        if opts.gate || !opts.auto_group.covers(&p.namespace) {
+            return Resolved::Lone;
+        }
+        if let Some(c) = self.candidate(p) {
+            return self.resolve_workload(p, c, opts, derived);
+        }
         let Some(owner) = p.owner.as_ref().filter(|o| o.is_job()) else {
             return Resolved::Lone;
         };
-        if opts.gate || !self.jobs_watched || !opts.auto_group.covers(&p.namespace) {
+        if !self.jobs_watched {
             return Resolved::Lone;
         }
         let pg_name = job_podgroup_name(&owner.name);
@@ -562,6 +668,7 @@ impl ClusterIndex {
             return Resolved::Wait(id, why.into());
         };
         let gang = derived
+            .jobs
             .entry(key)
             .or_insert_with(|| job_gang(job, &opts.scheduler_names));
         match gang {
@@ -577,6 +684,105 @@ impl ClusterIndex {
                 }
                 _ => Resolved::Derived(id),
             },
+        }
+    }
+
+    /// The derived gang of a kind in [`crate::derive`] the pod belongs to, from its labels and
+    /// owner, or — for an MPIJob's launcher — its Job's owner.
+    fn candidate(&self, p: &PodInfo) -> Option<Candidate> {
+        if let Some(c) = pod_candidate(&p.labels, p.owner.as_ref()) {
+            return Some(c);
+        }
+        let owner = p.owner.as_ref().filter(|o| o.is_job())?;
+        let job = self.jobs.get(&key_of(&p.namespace, &owner.name))?;
+        let top = Owner::of(&job.metadata)?;
+        (WorkloadKind::of(&top.api_version, &top.kind) == Some(WorkloadKind::MpiJob)).then_some(
+            Candidate {
+                kind: WorkloadKind::MpiJob,
+                name: top.name,
+                part: None,
+                uid: Some(top.uid),
+            },
+        )
+    }
+
+    /// [`Self::resolve`] for a pod of a workload of a kind in [`crate::derive`].
+    fn resolve_workload(
+        &self,
+        p: &PodInfo,
+        c: Candidate,
+        opts: &SnapshotOptions,
+        derived: &mut DerivedCache,
+    ) -> Resolved {
+        if !self.workload_kinds.contains(&c.kind) {
+            return Resolved::Lone;
+        }
+        let kind = c.kind.kind();
+        let key = (c.kind, p.namespace.clone(), c.name.clone());
+        let Some(w) = self.workloads.get(&key).filter(|w| {
+            c.uid
+                .as_deref()
+                .is_none_or(|u| w.metadata.uid.as_deref() == Some(u))
+        }) else {
+            if c.kind.opt_in() {
+                // Not kept unless opted in: scheduled as before.
+                return Resolved::Lone;
+            }
+            let part = (c.kind == WorkloadKind::LeaderWorkerSet)
+                .then_some(c.part.as_deref())
+                .flatten();
+            let id = format!(
+                "{}/{}",
+                p.namespace,
+                gang_podgroup_name(c.kind, &c.name, part)
+            );
+            let why = format!(
+                "waiting for {kind} {}/{} (its gang is derived from it)",
+                p.namespace, c.name
+            );
+            return Resolved::Wait(id.into(), why.into());
+        };
+        let part = gang_part(w, c.kind, c.part.as_deref());
+        let id: Arc<str> = format!(
+            "{}/{}",
+            p.namespace,
+            gang_podgroup_name(c.kind, &c.name, part.as_deref())
+        )
+        .into();
+        if part.as_deref() == Some("") {
+            let why = format!(
+                "the pod has no {} label, so its gang in {kind} {}/{} is unknown",
+                if c.kind == WorkloadKind::LeaderWorkerSet {
+                    crate::derive::LABEL_LWS_GROUP_INDEX
+                } else {
+                    crate::derive::LABEL_JOBSET_REPLICATED_JOB
+                },
+                p.namespace,
+                c.name
+            );
+            return Resolved::Wait(id, why.into());
+        }
+        let (k, ns, name) = key;
+        let gang = derived
+            .workloads
+            .entry((k, ns, name, part.clone()))
+            .or_insert_with(|| workload_gang(w, c.kind, part.as_deref(), &opts.scheduler_names));
+        match gang {
+            JobGang::NotGrouped(_) => Resolved::Lone,
+            JobGang::Invalid(why) => Resolved::Wait(id, why.as_str().into()),
+            JobGang::Gang(pg) => {
+                let owner = Owner::of(&pg.metadata).map(|o| o.uid);
+                match self.podgroups.get(&id) {
+                    Some(g) if g.owner_uid != owner => {
+                        let why = format!(
+                            "PodGroup {id} exists but is not derived from {kind} {}/{}; Caldera does not adopt it (rename the workload, or delete the PodGroup)",
+                            p.namespace, c.name
+                        );
+                        Resolved::Wait(id, why.into())
+                    }
+                    _ => Resolved::Derived(id),
+                }
+            }
         }
     }
 
@@ -646,31 +852,31 @@ impl ClusterIndex {
     }
 
     /// Adds or replaces a native Workload (read for the queue it names).
-    pub fn apply_workload(&mut self, w: &k8s_openapi::api::scheduling::v1alpha2::Workload) {
+    pub fn apply_native_workload(&mut self, w: &k8s_openapi::api::scheduling::v1alpha2::Workload) {
         let namespace = w.metadata.namespace.as_deref().unwrap_or("default");
         let Some(name) = w.metadata.name.as_deref() else {
             return;
         };
-        self.workloads.insert(
+        self.native_workloads.insert(
             format!("{namespace}/{name}").into(),
             crate::native::workload_queue(w),
         );
     }
 
     /// Removes a native Workload.
-    pub fn delete_workload(&mut self, namespace: &str, name: &str) {
-        self.workloads
+    pub fn delete_native_workload(&mut self, namespace: &str, name: &str) {
+        self.native_workloads
             .remove(format!("{namespace}/{name}").as_str());
     }
 
     /// Replaces every native Workload.
-    pub fn reset_workloads<'a>(
+    pub fn reset_native_workloads<'a>(
         &mut self,
         workloads: impl IntoIterator<Item = &'a k8s_openapi::api::scheduling::v1alpha2::Workload>,
     ) {
-        self.workloads.clear();
+        self.native_workloads.clear();
         for w in workloads {
-            self.apply_workload(w);
+            self.apply_native_workload(w);
         }
     }
 
@@ -680,7 +886,7 @@ impl ClusterIndex {
         let mut job = self.group_job(&n.group, opts);
         let workload_queue = || {
             let w = n.source.workload.as_deref()?;
-            self.workloads
+            self.native_workloads
                 .get(format!("{}/{w}", n.group.namespace).as_str())
                 .cloned()
                 .flatten()
@@ -1282,7 +1488,7 @@ impl ClusterIndex {
         // Jobs of pods that name no group but belong to a gang derived from their workload,
         // with the message of those that must wait.
         let mut derived_ids: HashMap<Arc<str>, Option<Arc<str>>> = HashMap::new();
-        let mut derived: HashMap<PodKey, JobGang> = HashMap::new();
+        let mut derived = DerivedCache::default();
         for name in &names {
             for (job, keys) in self.members.get(*name).into_iter().flatten() {
                 let mut served = keys
@@ -1294,7 +1500,18 @@ impl ClusterIndex {
                     continue;
                 };
                 let mut id = job.clone();
-                if first.group.is_none() {
+                if let (Some(group), Some(_)) = (&first.group, &first.owner) {
+                    // A pod of a group of its own whose owner derives a gang: the explicit
+                    // group keeps it, and the derived gang waits saying why (a pod is never in
+                    // two gangs; Caldera does not guess).
+                    if let Resolved::Derived(g) = self.resolve(first, opts, &mut derived) {
+                        let why = format!(
+                            "pod {}/{} names PodGroup {group} of its own and also belongs to the gang {g} derived from its workload; a pod is never in two gangs (name the PodGroup in the workload's pod template, or opt the workload out)",
+                            first.namespace, first.name
+                        );
+                        derived_ids.insert(g, Some(why.into()));
+                    }
+                } else if first.group.is_none() {
                     match self.resolve(first, opts, &mut derived) {
                         Resolved::Lone => {}
                         Resolved::Derived(g) => {

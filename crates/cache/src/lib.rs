@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod convert;
+pub mod derive;
 pub mod discovery;
 mod error;
 pub mod gate;

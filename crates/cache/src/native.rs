@@ -177,6 +177,8 @@ pub fn podgroup(pg: &PodGroup) -> Result<NativeInfo> {
         min_resources: None,
         timeout_seconds: None,
         topology,
+        // The native API has no sub-groups.
+        sub_group_policies: Vec::new(),
         unsupported,
         created,
         pending_since,

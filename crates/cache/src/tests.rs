@@ -1499,7 +1499,7 @@ fn native_podgroup_members_form_one_gang_with_its_workloads_queue_and_their_prio
             json!({}),
         ))
         .unwrap();
-    index.apply_workload(
+    index.apply_native_workload(
         &serde_json::from_value(json!({
             "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload",
             "metadata": {"namespace": "ml", "name": "train",

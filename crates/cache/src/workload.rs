@@ -114,8 +114,9 @@ pub fn job_podgroup_name(job: &str) -> String {
 }
 
 /// The group a pod counts in, for reports and checks over stored objects: its own group
-/// ([`group_name`]), else the PodGroup derived from its Job when that exists and the Job owns
-/// it (`owner_of(name)` gives the uid of the controller of the PodGroup `name` in the pod's
+/// ([`group_name`]), else the PodGroup derived from its workload of a kind in
+/// [`crate::derive`] when that exists with an owner, else the PodGroup derived from its Job
+/// when that exists and the Job owns it (`owner_of(name)` gives the uid of the controller of the PodGroup `name` in the pod's
 /// namespace).
 pub fn member_group(
     meta: &ObjectMeta,
@@ -123,6 +124,13 @@ pub fn member_group(
 ) -> Option<String> {
     if let Some(g) = group_name(meta) {
         return Some(g.to_string());
+    }
+    let labels = meta.labels.clone().unwrap_or_default();
+    if let Some(c) = crate::derive::pod_candidate(&labels, Owner::of(meta).as_ref()) {
+        // A derived gang of another kind: its PodGroup, once made (owned by the workload).
+        return crate::derive::candidate_podgroup_names(&c)
+            .into_iter()
+            .find(|name| owner_of(name).is_some());
     }
     let owner = Owner::of(meta).filter(Owner::is_job)?;
     let name = job_podgroup_name(&owner.name);

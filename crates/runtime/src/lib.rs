@@ -46,6 +46,7 @@ mod optional;
 mod overlay;
 mod schedule;
 mod watch;
+mod workloads;
 
 pub use caldera_binder::{Follow, RetryPolicy};
 pub use cluster::{Invalid, Watched};
@@ -502,6 +503,13 @@ impl Runtime {
             hypernodes_served,
             stop_rest.clone(),
         )));
+        // The owners gangs are derived from (JobSet, LeaderWorkerSet, ...): each watched only
+        // when served, and only when auto-grouping is on somewhere.
+        if shared.active().snapshot_options.auto_group.enabled && !gate {
+            tasks.extend(
+                workloads::spawn_served(shared.clone(), client.clone(), stop_rest.clone()).await,
+            );
+        }
         // ProvisioningRequests belong to cluster-autoscaler's CRD.
         let (gv, plural, w) = capacity::optional(client.clone());
         if optional::spawn_if_served(&shared, &client, &gv, plural, w, &stop_rest, &mut tasks).await

@@ -1,7 +1,7 @@
 //! `caldera snapshot`: the live cluster as multi-document YAML manifests (Namespaces, Nodes
 //! with their status, Pods, PodGroups, Queues, PriorityClasses, StorageClasses, CSINodes,
-//! PersistentVolumes, PersistentVolumeClaims and `batch/v1` Jobs) that `caldera simulate -f` and
-//! `caldera explain -f` read back.
+//! PersistentVolumes, PersistentVolumeClaims, `batch/v1` Jobs, JobSets and LeaderWorkerSets) that
+//! `caldera simulate -f` and `caldera explain -f` read back.
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::Client;
@@ -57,6 +57,15 @@ const KINDS: [(&str, &str, &str, &str); 14] = [
     ("", "v1", "Pod", "pods"),
     // After their pods: the simulator's Job controller then finds them and makes none again.
     ("batch", "v1", "Job", "jobs"),
+    // After their Jobs and pods, for the same reason; left out where their CRDs are not
+    // installed. Their pods' gangs are derived from them (docs/workloads.md).
+    ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
+    (
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+        "leaderworkersets",
+    ),
 ];
 
 fn clean(mut obj: Value, api_version: &str, kind: &str) -> Value {
@@ -72,8 +81,8 @@ fn clean(mut obj: Value, api_version: &str, kind: &str) -> Value {
     obj
 }
 
-/// Lists every object of the kinds above (500 per page) and writes them as YAML documents
-/// separated by `---`. A Volcano kind whose CRD is not installed, or the native gang API where
+/// Lists every object of the kinds in `KINDS` (500 per page) and writes them as YAML documents
+/// separated by `---`. A custom kind whose CRD is not installed, or the native gang API where
 /// it is not served (404), is left out.
 pub async fn cluster_manifests(client: &Client) -> Result<String, SnapshotError> {
     let mut out = String::new();

@@ -52,13 +52,13 @@ pub(crate) fn workloads(client: Client) -> (&'static str, &'static str, Optional
         api: Api::all(client),
         config: watcher::Config::default(),
         reset: |cluster, workloads| {
-            cluster.index.reset_workloads(&workloads);
+            cluster.index.reset_native_workloads(&workloads);
             cluster.native_workloads_synced = true;
         },
-        apply: |cluster, w| cluster.index.apply_workload(&w),
+        apply: |cluster, w| cluster.index.apply_native_workload(&w),
         delete: |cluster, w| {
             let (ns, name) = ns_name(&w.metadata);
-            cluster.index.delete_workload(ns, name);
+            cluster.index.delete_native_workload(ns, name);
         },
     };
     (GROUP_VERSION, "workloads", w)

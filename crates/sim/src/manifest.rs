@@ -3,7 +3,8 @@
 //!
 //! Only the kinds the scheduler looks at are kept (Node, Pod, PodGroup, Queue, PriorityClass,
 //! HyperNode, Namespace, PodDisruptionBudget, PersistentVolume, PersistentVolumeClaim,
-//! StorageClass, CSINode, and `batch/v1` Job, whose controller the simulator plays). Workload
+//! StorageClass, CSINode, and `batch/v1` Job, JobSet and LeaderWorkerSet, whose controllers the
+//! simulator plays). Workload
 //! kinds whose pods a controller would create (Deployment, ...) are
 //! skipped with one notice per kind, since no controllers run in the simulator; other kinds
 //! are skipped with a notice that they do not affect scheduling. In plain manifests
@@ -12,12 +13,13 @@
 
 use crate::error::{Error, Origin, Result};
 use caldera_api::{HyperNode, PodGroup, Queue};
+use caldera_cache::derive::Workload;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::scheduling::v1alpha2::{PodGroup as NativePodGroup, Workload};
+use k8s_openapi::api::scheduling::v1alpha2::{PodGroup as NativePodGroup, Workload as NativeWorkload};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -59,6 +61,10 @@ pub enum Kind {
     PersistentVolumeClaim,
     /// `batch/v1` Job (its controller is played: docs/workloads.md).
     Job,
+    /// `jobset.x-k8s.io` JobSet (its controller is played: docs/workloads.md).
+    JobSet,
+    /// `leaderworkerset.x-k8s.io` LeaderWorkerSet (its controller is played).
+    LeaderWorkerSet,
 }
 
 impl Kind {
@@ -79,6 +85,8 @@ impl Kind {
         Kind::PersistentVolume,
         Kind::PersistentVolumeClaim,
         Kind::Job,
+        Kind::JobSet,
+        Kind::LeaderWorkerSet,
     ];
 
     /// The `kind` spelling.
@@ -99,6 +107,8 @@ impl Kind {
             Kind::Job => "Job",
             Kind::Workload => "Workload",
             Kind::NativePodGroup => "PodGroup",
+            Kind::JobSet => "JobSet",
+            Kind::LeaderWorkerSet => "LeaderWorkerSet",
         }
     }
 
@@ -116,6 +126,8 @@ impl Kind {
             Kind::HyperNode => "topology.volcano.sh",
             Kind::PodDisruptionBudget => "policy",
             Kind::Job => "batch",
+            Kind::JobSet => "jobset.x-k8s.io",
+            Kind::LeaderWorkerSet => "leaderworkerset.x-k8s.io",
         }
     }
 
@@ -130,6 +142,8 @@ impl Kind {
                 | Kind::Job
                 | Kind::Workload
                 | Kind::NativePodGroup
+                | Kind::JobSet
+                | Kind::LeaderWorkerSet
         )
     }
 
@@ -194,9 +208,13 @@ pub enum Object {
     /// A `batch/v1` Job.
     Job(Job),
     /// A native Workload.
-    Workload(Workload),
+    Workload(NativeWorkload),
     /// A native PodGroup.
     NativePodGroup(NativePodGroup),
+    /// A JobSet, read untyped.
+    JobSet(Workload),
+    /// A LeaderWorkerSet, read untyped.
+    LeaderWorkerSet(Workload),
 }
 
 impl Object {
@@ -218,6 +236,8 @@ impl Object {
             Object::Job(_) => Kind::Job,
             Object::Workload(_) => Kind::Workload,
             Object::NativePodGroup(_) => Kind::NativePodGroup,
+            Object::JobSet(_) => Kind::JobSet,
+            Object::LeaderWorkerSet(_) => Kind::LeaderWorkerSet,
         }
     }
 
@@ -238,6 +258,7 @@ impl Object {
             Object::Job(o) => &o.metadata,
             Object::Workload(o) => &o.metadata,
             Object::NativePodGroup(o) => &o.metadata,
+            Object::JobSet(o) | Object::LeaderWorkerSet(o) => &o.metadata,
         }
     }
 
@@ -409,6 +430,8 @@ fn parse_document(
         Kind::Job => Object::Job(typed(value, origin)?),
         Kind::Workload => Object::Workload(typed(value, origin)?),
         Kind::NativePodGroup => Object::NativePodGroup(typed(value, origin)?),
+        Kind::JobSet => Object::JobSet(typed(value, origin)?),
+        Kind::LeaderWorkerSet => Object::LeaderWorkerSet(typed(value, origin)?),
     };
     if object.name().is_empty() {
         return Err(Error::Invalid {
@@ -468,6 +491,9 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
             };
             caldera_cache::PodInfo::try_from(&pod).map(drop)
         }
+        // What can go wrong with their pod templates is said on the pods (the gang waits
+        // with the message): a derived gang reports, it does not refuse the workload.
+        Object::JobSet(_) | Object::LeaderWorkerSet(_) => Ok(()),
     }
 }
 

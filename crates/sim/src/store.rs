@@ -41,6 +41,7 @@ use caldera_actors::kubelet::{self, Deletion};
 use caldera_actors::pv_controller;
 use caldera_actors::statefulset;
 use caldera_api::{HyperNode, PodGroup, ProvisioningRequest, Queue};
+use caldera_cache::derive::Workload;
 use caldera_cache::workload::DerivedWrite;
 use caldera_cache::{ClusterIndex, SnapshotOptions};
 use caldera_model::{CapacityNeed, ConsumingPod};
@@ -52,7 +53,7 @@ use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodCondition, 
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::scheduling::v1alpha2::{PodGroup as NativePodGroup, Workload};
+use k8s_openapi::api::scheduling::v1alpha2::{PodGroup as NativePodGroup, Workload as NativeWorkload};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KubeTime};
@@ -191,7 +192,10 @@ pub struct Store {
     statefulsets: BTreeMap<Key, StatefulSet>,
     jobs: BTreeMap<Key, Job>,
     native_podgroups: BTreeMap<Key, NativePodGroup>,
-    workloads: BTreeMap<Key, Workload>,
+    native_workloads: BTreeMap<Key, NativeWorkload>,
+    /// JobSets and LeaderWorkerSets (their controllers are played: [`caldera_actors::jobset`],
+    /// [`caldera_actors::lws`]).
+    workloads: BTreeMap<(Kind, String, String), Workload>,
 }
 
 /// What the store does with Caldera's gate on pods being created.
@@ -339,8 +343,8 @@ impl Store {
     }
 
     /// Native `scheduling.k8s.io/v1alpha2` Workloads, by namespace then name.
-    pub fn workloads(&self) -> impl Iterator<Item = &Workload> {
-        self.workloads.values()
+    pub fn native_workloads(&self) -> impl Iterator<Item = &NativeWorkload> {
+        self.native_workloads.values()
     }
 
     /// Writes a native PodGroup's `PodGroupScheduled` condition as kube-scheduler would (a
@@ -594,12 +598,12 @@ impl Store {
             }
             Object::Workload(mut o) => {
                 let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.workloads.get(&key) {
+                match self.native_workloads.get(&key) {
                     Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
                     None => self.fresh_meta(&mut o.metadata, true, now),
                 }
-                self.index.apply_workload(&o);
-                replace(&mut self.workloads, key, o)
+                self.index.apply_native_workload(&o);
+                replace(&mut self.native_workloads, key, o)
             }
             Object::Job(mut o) => {
                 let key = (ns_of(&o.metadata), name_of(&o.metadata));
@@ -619,6 +623,8 @@ impl Store {
                 self.sync_job(&key, now)?;
                 applied
             }
+            Object::JobSet(o) => self.apply_workload(Kind::JobSet, o, now)?,
+            Object::LeaderWorkerSet(o) => self.apply_workload(Kind::LeaderWorkerSet, o, now)?,
             Object::PodDisruptionBudget(mut o) => {
                 let key = (ns_of(&o.metadata), name_of(&o.metadata));
                 match self.budgets.get(&key) {
@@ -851,6 +857,12 @@ impl Store {
                 made.extend(created);
             }
         }
+        let workloads: Vec<(Kind, String, String)> = self.workloads.keys().cloned().collect();
+        for key in workloads {
+            if let Ok(created) = self.sync_workload(&key, now) {
+                made.extend(created);
+            }
+        }
         for key in keys {
             if let Ok(created) = self.sync_statefulset(&key, now) {
                 made.extend(
@@ -862,6 +874,68 @@ impl Store {
             }
         }
         made
+    }
+
+    /// Stores a JobSet or LeaderWorkerSet (create or replace; status is its controller's) and
+    /// runs its controller at once.
+    fn apply_workload(
+        &mut self,
+        kind: Kind,
+        mut o: Workload,
+        now: Time,
+    ) -> Result<Applied, caldera_cache::Error> {
+        let key = (kind, ns_of(&o.metadata), name_of(&o.metadata));
+        match self.workloads.get(&key) {
+            Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
+            None => self.fresh_meta(&mut o.metadata, true, now),
+        }
+        self.index.apply_workload(&o);
+        let applied = replace(&mut self.workloads, key.clone(), o);
+        self.sync_workload(&key, now)?;
+        Ok(applied)
+    }
+
+    /// One sync of a JobSet's controller (its missing Jobs, whose pods the Job controller then
+    /// makes) or a LeaderWorkerSet's (its missing pods). Returns the pods created
+    /// (`namespace/name`).
+    fn sync_workload(
+        &mut self,
+        key: &(Kind, String, String),
+        now: Time,
+    ) -> Result<Vec<String>, caldera_cache::Error> {
+        let Some(w) = self.workloads.get(key) else {
+            return Ok(Vec::new());
+        };
+        let ns = key.1.clone();
+        let mut made = Vec::new();
+        match key.0 {
+            Kind::JobSet => {
+                let jobs = caldera_actors::jobset::missing_jobs(w, &|name| {
+                    self.jobs.contains_key(&(ns.clone(), name.to_string()))
+                });
+                for job in jobs {
+                    let before: BTreeSet<Key> = self.pods.keys().cloned().collect();
+                    self.apply(Object::Job(job), now)?;
+                    made.extend(
+                        self.pods
+                            .keys()
+                            .filter(|k| !before.contains(*k))
+                            .map(|(n, p)| format!("{n}/{p}")),
+                    );
+                }
+            }
+            Kind::LeaderWorkerSet => {
+                let pods = caldera_actors::lws::missing_pods(w, &|name| {
+                    self.pods.contains_key(&(ns.clone(), name.to_string()))
+                });
+                for pod in pods {
+                    made.push(format!("{ns}/{}", name_of(&pod.metadata)));
+                    self.apply(Object::Pod(pod), now)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(made)
     }
 
     /// The group the pod counts in: its own, or the PodGroup derived from its Job
@@ -1230,10 +1304,56 @@ impl Store {
                 gone.is_some()
             }
             Kind::Workload => {
-                self.index.delete_workload(&ns, name);
-                let gone = self.workloads.remove(&key);
+                self.index.delete_native_workload(&ns, name);
+                let gone = self.native_workloads.remove(&key);
                 if let Some(uid) = gone.as_ref().and_then(|w| w.metadata.uid.clone()) {
                     self.collect_garbage(&uid);
+                }
+                gone.is_some()
+            }
+            Kind::JobSet | Kind::LeaderWorkerSet => {
+                let wkind = if kind == Kind::JobSet {
+                    caldera_cache::derive::WorkloadKind::JobSet
+                } else {
+                    caldera_cache::derive::WorkloadKind::LeaderWorkerSet
+                };
+                self.index.delete_workload(wkind, &ns, name);
+                let gone = self.workloads.remove(&(kind, ns.clone(), name.to_string()));
+                if let Some(uid) = gone.as_ref().and_then(|w| w.metadata.uid.clone()) {
+                    self.collect_garbage(&uid);
+                    if kind == Kind::JobSet {
+                        // Its Jobs, and through them their pods.
+                        let jobs: Vec<String> = self
+                            .jobs
+                            .iter()
+                            .filter(|((n, _), j)| {
+                                *n == ns
+                                    && j.metadata
+                                        .owner_references
+                                        .iter()
+                                        .flatten()
+                                        .any(|o| o.uid == uid)
+                            })
+                            .map(|((_, j), _)| j.clone())
+                            .collect();
+                        for job in jobs {
+                            self.delete(Kind::Job, Some(&ns), &job, now);
+                        }
+                    } else {
+                        // Its StatefulSets, and through them their pods.
+                        let pods: Vec<String> = self
+                            .pods
+                            .iter()
+                            .filter(|((n, _), p)| {
+                                *n == ns && caldera_actors::lws::owned_by(p, name)
+                            })
+                            .map(|((_, p), _)| p.clone())
+                            .collect();
+                        for pod in pods {
+                            self.delete_gracefully(&ns, &pod, now);
+                        }
+                        self.refresh_budgets(now);
+                    }
                 }
                 gone.is_some()
             }

@@ -34,6 +34,8 @@
 //! | `storage.k8s.io/v1` | `storageclasses` (`sc`) | cluster | |
 //! | `storage.k8s.io/v1` | `csinodes` | cluster | |
 //! | `batch/v1` | `jobs` | namespaced | `status` |
+//! | `jobset.x-k8s.io/v1alpha2` | `jobsets` (once its CRD exists) | namespaced | `status` |
+//! | `leaderworkerset.x-k8s.io/v1` | `leaderworkersets` (`lws`, once its CRD exists) | namespaced | `status` |
 //!
 //! Discovery answers `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>` and
 //! `/apis/<group>/<version>` with the same `APIResourceList` entries (names, singular names,
@@ -144,8 +146,10 @@
 //!   a Job is what the garbage collector then does with its dependents (objects whose
 //!   `ownerReferences` name it): with `propagationPolicy` `Background` or `Foreground` (what
 //!   `kubectl delete` sends) they are deleted (bound pods gracefully); with none or `Orphan`
-//!   (the default for `batch/v1` Jobs) their owner reference is removed. No other kind's
-//!   dependents are collected.
+//!   (the default for `batch/v1` Jobs) their owner reference is removed. Deleting a JobSet or
+//!   a LeaderWorkerSet collects its dependents the same way, `Background` by default (as for
+//!   any custom resource); dependents are deleted in the background, so a JobSet's Jobs take
+//!   their pods with them. No other kind's dependents are collected.
 //! * **Native gang API** (`scheduling.k8s.io/v1alpha2` Workloads and PodGroups, served as by
 //!   a 1.36 kube-apiserver with `GenericWorkload` on). A PodGroup is created with `status`
 //!   dropped, `generation` 1 and the finalizer `scheduling.k8s.io/podgroup-protection`; its

@@ -501,6 +501,36 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         flavor: Flavor::Custom,
         requires_crd: false,
     },
+    // The JobSet and LeaderWorkerSet CRDs (kubernetes-sigs), served only once installed; no
+    // controller of theirs runs here (the e2e driver plays them, as on a real server).
+    ResourceDef {
+        group: "jobset.x-k8s.io",
+        version: "v1alpha2",
+        plural: "jobsets",
+        singular: "jobset",
+        kind: "JobSet",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[status_sub("JobSet")],
+        flavor: Flavor::Custom,
+        requires_crd: true,
+    },
+    ResourceDef {
+        group: "leaderworkerset.x-k8s.io",
+        version: "v1",
+        plural: "leaderworkersets",
+        singular: "leaderworkerset",
+        kind: "LeaderWorkerSet",
+        namespaced: true,
+        short_names: &["lws"],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[status_sub("LeaderWorkerSet")],
+        flavor: Flavor::Custom,
+        requires_crd: true,
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].

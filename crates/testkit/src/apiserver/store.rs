@@ -562,7 +562,8 @@ impl State {
         }
     }
 
-    /// The garbage collector for the dependents of the deleted Job `uid` in `namespace`:
+    /// The garbage collector for the dependents of the deleted Job, JobSet or LeaderWorkerSet
+    /// `uid` in `namespace`:
     /// deleted (`Background`, `Foreground`) or orphaned (`Orphan`, and no policy: the default
     /// of `batch/v1` Jobs).
     fn collect_job_dependents(&mut self, namespace: &str, uid: &str, policy: Option<&str>) {
@@ -590,7 +591,13 @@ impl State {
                         }
                     });
                 } else {
-                    let _ = self.delete(id, &key.0, &key.1, &DeleteOptions::default(), false);
+                    // The garbage collector deletes dependents in the background, so their own
+                    // dependents (a JobSet's Jobs' pods) go too.
+                    let background = DeleteOptions {
+                        propagation_policy: Some("Background".into()),
+                        ..DeleteOptions::default()
+                    };
+                    let _ = self.delete(id, &key.0, &key.1, &background, false);
                 }
             }
         }
@@ -1480,6 +1487,11 @@ impl State {
         }
         if id == PODS {
             self.protect_podgroups(namespace);
+        }
+        if matches!(d.kind, "JobSet" | "LeaderWorkerSet") {
+            // Custom resources default to background propagation.
+            let policy = opts.propagation_policy.as_deref().unwrap_or("Background");
+            self.collect_job_dependents(namespace, &uid, Some(policy));
         }
         if d.returns_deleted_object() {
             Ok(stored.value.clone())

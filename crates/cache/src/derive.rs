@@ -1,0 +1,1037 @@
+//! Gangs derived from workloads beyond `batch/v1` Jobs (docs/workloads.md, "Derivation"):
+//! JobSet, LeaderWorkerSet, Kubeflow PyTorchJob / MPIJob / TrainJob, Ray RayCluster / RayJob,
+//! and — only when annotated — StatefulSet and Deployment.
+//!
+//! Their objects are read untyped ([`Workload`]: apiVersion, kind, metadata, spec as JSON), so
+//! Caldera has no dependency on their CRDs: a kind that is not served is simply not watched,
+//! and its pods are scheduled as before. Pure functions from objects to group facts, like
+//! [`crate::workload`]: which gang a pod belongs to ([`pod_candidate`]), and the Volcano
+//! PodGroup that gang should have ([`workload_gang`]).
+
+use crate::convert::{group_name, spec_request, Ctx};
+use crate::error::ObjectKind;
+use crate::workload::{JobGang, Owner};
+use caldera_api::workload::{
+    ANNOTATION_AUTO_GROUP, ANNOTATION_DERIVED_FROM, ANNOTATION_MIN_MEMBER,
+    ANNOTATION_SCHEDULE_TIMEOUT, LABEL_KUEUE_QUEUE_NAME, LABEL_MANAGED_BY, MANAGED_BY_CALDERA,
+};
+use caldera_api::{PodGroup, PodGroupSpec, ANNOTATION_QUEUE_NAME};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// On a JobSet: `"true"` makes one gang per replicated job instead of one for the whole
+/// JobSet.
+pub const ANNOTATION_GANG_PER_REPLICATED_JOB: &str =
+    "scheduling.caldera.sh/gang-per-replicated-job";
+/// Pod label the JobSet controller sets: the JobSet's name.
+pub const LABEL_JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
+/// Pod label the JobSet controller sets: the replicated job's name.
+pub const LABEL_JOBSET_REPLICATED_JOB: &str = "jobset.sigs.k8s.io/replicatedjob-name";
+/// Pod label the LeaderWorkerSet controller sets: the LeaderWorkerSet's name.
+pub const LABEL_LWS_NAME: &str = "leaderworkerset.sigs.k8s.io/name";
+/// Pod label the LeaderWorkerSet controller (and its pod webhook, for leaders) sets: the
+/// group's index.
+pub const LABEL_LWS_GROUP_INDEX: &str = "leaderworkerset.sigs.k8s.io/group-index";
+/// Pod label the LeaderWorkerSet controller sets: the pod's index in its group (0 = leader).
+pub const LABEL_LWS_WORKER_INDEX: &str = "leaderworkerset.sigs.k8s.io/worker-index";
+/// Pod label the Deployment controller sets, also the suffix of the ReplicaSet's name.
+pub const LABEL_POD_TEMPLATE_HASH: &str = "pod-template-hash";
+
+/// The kinds gangs are derived from here (a `batch/v1` Job is [`crate::workload`]'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WorkloadKind {
+    /// `jobset.x-k8s.io` JobSet.
+    JobSet,
+    /// `leaderworkerset.x-k8s.io` LeaderWorkerSet.
+    LeaderWorkerSet,
+    /// `kubeflow.org` PyTorchJob.
+    PyTorchJob,
+    /// `kubeflow.org` MPIJob.
+    MpiJob,
+    /// `trainer.kubeflow.org` TrainJob (top owner of a JobSet).
+    TrainJob,
+    /// `ray.io` RayCluster.
+    RayCluster,
+    /// `ray.io` RayJob (top owner of a RayCluster).
+    RayJob,
+    /// `apps/v1` StatefulSet (only when annotated).
+    StatefulSet,
+    /// `apps/v1` Deployment (only when annotated).
+    Deployment,
+}
+
+impl WorkloadKind {
+    /// Every kind, in order.
+    pub const ALL: [WorkloadKind; 9] = [
+        WorkloadKind::JobSet,
+        WorkloadKind::LeaderWorkerSet,
+        WorkloadKind::PyTorchJob,
+        WorkloadKind::MpiJob,
+        WorkloadKind::TrainJob,
+        WorkloadKind::RayCluster,
+        WorkloadKind::RayJob,
+        WorkloadKind::StatefulSet,
+        WorkloadKind::Deployment,
+    ];
+
+    /// The kinds whose objects are read: every kind but the top-owner-only ones (a TrainJob's
+    /// or RayJob's gang is its JobSet's or RayCluster's, owned by it).
+    pub const READ: [WorkloadKind; 7] = [
+        WorkloadKind::JobSet,
+        WorkloadKind::LeaderWorkerSet,
+        WorkloadKind::PyTorchJob,
+        WorkloadKind::MpiJob,
+        WorkloadKind::RayCluster,
+        WorkloadKind::StatefulSet,
+        WorkloadKind::Deployment,
+    ];
+
+    /// `(API group, version read, kind, plural resource)`.
+    pub fn gvk(self) -> (&'static str, &'static str, &'static str, &'static str) {
+        match self {
+            WorkloadKind::JobSet => ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets"),
+            WorkloadKind::LeaderWorkerSet => (
+                "leaderworkerset.x-k8s.io",
+                "v1",
+                "LeaderWorkerSet",
+                "leaderworkersets",
+            ),
+            WorkloadKind::PyTorchJob => ("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
+            WorkloadKind::MpiJob => ("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
+            WorkloadKind::TrainJob => ("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"),
+            WorkloadKind::RayCluster => ("ray.io", "v1", "RayCluster", "rayclusters"),
+            WorkloadKind::RayJob => ("ray.io", "v1", "RayJob", "rayjobs"),
+            WorkloadKind::StatefulSet => ("apps", "v1", "StatefulSet", "statefulsets"),
+            WorkloadKind::Deployment => ("apps", "v1", "Deployment", "deployments"),
+        }
+    }
+
+    /// `group/version` of the version read.
+    pub fn api_version(self) -> String {
+        let (g, v, _, _) = self.gvk();
+        format!("{g}/{v}")
+    }
+
+    /// The kind's name (`JobSet`).
+    pub fn kind(self) -> &'static str {
+        self.gvk().2
+    }
+
+    /// The kind of an owner reference or object: matched by API group and kind, any version.
+    pub fn of(api_version: &str, kind: &str) -> Option<WorkloadKind> {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        WorkloadKind::ALL
+            .into_iter()
+            .find(|k| k.gvk().0 == group && k.gvk().2 == kind)
+    }
+
+    /// Prefix of derived PodGroup names (`jobset-`).
+    fn prefix(self) -> &'static str {
+        match self {
+            WorkloadKind::JobSet => "jobset-",
+            WorkloadKind::LeaderWorkerSet => "lws-",
+            WorkloadKind::PyTorchJob => "pytorchjob-",
+            WorkloadKind::MpiJob => "mpijob-",
+            WorkloadKind::TrainJob => "trainjob-",
+            WorkloadKind::RayCluster => "raycluster-",
+            WorkloadKind::RayJob => "rayjob-",
+            WorkloadKind::StatefulSet => "statefulset-",
+            WorkloadKind::Deployment => "deployment-",
+        }
+    }
+
+    /// How `kubectl` names the resource (`jobset.jobset.x-k8s.io`), for
+    /// [`ANNOTATION_DERIVED_FROM`].
+    fn kubectl(self) -> String {
+        let (g, _, _, plural) = self.gvk();
+        format!("{}.{g}", plural.trim_end_matches('s'))
+    }
+
+    /// Whether gangs are derived only when the workload asks (`auto-group: "true"`).
+    pub fn opt_in(self) -> bool {
+        matches!(self, WorkloadKind::StatefulSet | WorkloadKind::Deployment)
+    }
+}
+
+/// An object of a [`WorkloadKind`], read untyped (no dependency on its CRD).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    /// `apiVersion`.
+    #[serde(rename = "apiVersion", default)]
+    pub api_version: String,
+    /// `kind`.
+    #[serde(default)]
+    pub kind: String,
+    /// `metadata`.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// `spec`, as JSON.
+    #[serde(default)]
+    pub spec: Value,
+}
+
+impl Workload {
+    /// Its kind, when it is one gangs are derived from.
+    pub fn workload_kind(&self) -> Option<WorkloadKind> {
+        WorkloadKind::of(&self.api_version, &self.kind)
+    }
+}
+
+/// Which derived gang a pod belongs to, read from its labels and owner (no object looked up).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Candidate {
+    /// The kind of the workload the gang is derived from.
+    pub kind: WorkloadKind,
+    /// Its name.
+    pub name: Arc<str>,
+    /// The part of it that is one gang: a LeaderWorkerSet's group index, a JobSet's
+    /// replicated job (used only when the JobSet is annotated for a gang per replicated job).
+    pub part: Option<Arc<str>>,
+    /// The uid the workload must have (from the pod's owner reference), when known.
+    pub uid: Option<Arc<str>>,
+}
+
+fn label<'a>(labels: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
+    labels.get(key).map(|v| v.trim()).filter(|v| !v.is_empty())
+}
+
+/// The derived gang a pod belongs to by its labels and controller (`owner`), when it belongs
+/// to one of the kinds here:
+/// - a LeaderWorkerSet's pod (labels `leaderworkerset.sigs.k8s.io/name` and `group-index`;
+///   leaders are owned by the LWS's StatefulSet, workers by their group's StatefulSet);
+/// - a JobSet's pod (owned by a `batch/v1` Job, labels `jobset.sigs.k8s.io/jobset-name` and
+///   `replicatedjob-name`);
+/// - a pod owned by a PyTorchJob, an MPIJob, a RayCluster or a StatefulSet;
+/// - a pod owned by a ReplicaSet `<deployment>-<pod-template-hash>` (a Deployment's).
+///
+/// A pod of a plain Job is not a candidate here ([`crate::workload::job_gang`]); neither is
+/// an MPIJob's launcher (owned by a Job the MPIJob owns): the index follows that Job's owner.
+pub fn pod_candidate(
+    labels: &BTreeMap<String, String>,
+    owner: Option<&Owner>,
+) -> Option<Candidate> {
+    if let Some(name) = label(labels, LABEL_LWS_NAME) {
+        return Some(Candidate {
+            kind: WorkloadKind::LeaderWorkerSet,
+            name: name.into(),
+            part: Some(label(labels, LABEL_LWS_GROUP_INDEX).unwrap_or("").into()),
+            uid: None,
+        });
+    }
+    let owner = owner?;
+    if owner.is_job() {
+        let name = label(labels, LABEL_JOBSET_NAME)?;
+        return Some(Candidate {
+            kind: WorkloadKind::JobSet,
+            name: name.into(),
+            part: label(labels, LABEL_JOBSET_REPLICATED_JOB).map(Arc::from),
+            uid: None,
+        });
+    }
+    if &*owner.kind == "ReplicaSet" && owner.api_version.starts_with("apps/") {
+        let hash = label(labels, LABEL_POD_TEMPLATE_HASH)?;
+        let name = owner.name.strip_suffix(hash)?.strip_suffix('-')?;
+        return Some(Candidate {
+            kind: WorkloadKind::Deployment,
+            name: name.into(),
+            part: None,
+            uid: None,
+        });
+    }
+    let kind = WorkloadKind::of(&owner.api_version, &owner.kind)?;
+    matches!(
+        kind,
+        WorkloadKind::PyTorchJob
+            | WorkloadKind::MpiJob
+            | WorkloadKind::RayCluster
+            | WorkloadKind::StatefulSet
+    )
+    .then(|| Candidate {
+        kind,
+        name: owner.name.clone(),
+        part: None,
+        uid: Some(owner.uid.clone()),
+    })
+}
+
+/// The names the PodGroup of a candidate's gang can have, without the workload at hand: a
+/// JobSet's whole or per replicated job, a LeaderWorkerSet's group, else the workload's.
+pub fn candidate_podgroup_names(c: &Candidate) -> Vec<String> {
+    match (c.kind, c.part.as_deref()) {
+        (WorkloadKind::JobSet, Some(p)) => vec![
+            gang_podgroup_name(c.kind, &c.name, None),
+            gang_podgroup_name(c.kind, &c.name, Some(p)),
+        ],
+        (WorkloadKind::LeaderWorkerSet, p) => {
+            vec![gang_podgroup_name(c.kind, &c.name, Some(p.unwrap_or("")))]
+        }
+        _ => vec![gang_podgroup_name(c.kind, &c.name, None)],
+    }
+}
+
+/// Whether a workload asks to be grouped (`scheduling.caldera.sh/auto-group: "true"`), which a
+/// StatefulSet or Deployment must.
+pub fn opted_in(w: &Workload) -> bool {
+    annotation(&w.metadata, ANNOTATION_AUTO_GROUP) == Some("true")
+}
+
+/// Whether a JobSet asks for a gang per replicated job.
+pub fn per_replicated_job(w: &Workload) -> bool {
+    annotation(&w.metadata, ANNOTATION_GANG_PER_REPLICATED_JOB) == Some("true")
+}
+
+/// The name of the PodGroup derived for `part` of the workload `name` of `kind`:
+/// `<prefix><name>[-<part>]` (`jobset-train`, `jobset-train-workers`, `lws-infer-0`).
+pub fn gang_podgroup_name(kind: WorkloadKind, name: &str, part: Option<&str>) -> String {
+    match part {
+        Some(p) => format!("{}{name}-{p}", kind.prefix()),
+        None => format!("{}{name}", kind.prefix()),
+    }
+}
+
+/// The part of a workload a candidate pod's gang is: per group for a LeaderWorkerSet, per
+/// replicated job for an annotated JobSet, the whole workload otherwise.
+pub fn gang_part(w: &Workload, kind: WorkloadKind, candidate_part: Option<&str>) -> Option<String> {
+    match kind {
+        WorkloadKind::LeaderWorkerSet => Some(candidate_part.unwrap_or("").to_string()),
+        WorkloadKind::JobSet if per_replicated_job(w) => {
+            Some(candidate_part.unwrap_or("").to_string())
+        }
+        _ => None,
+    }
+}
+
+/// The parts of a workload that are gangs, each its own PodGroup: a LeaderWorkerSet's groups
+/// `0..replicas`, an annotated JobSet's replicated jobs, else the whole workload (`None`).
+pub fn gang_parts(w: &Workload, kind: WorkloadKind) -> Vec<Option<String>> {
+    match kind {
+        WorkloadKind::LeaderWorkerSet => {
+            let replicas = int(&w.spec, "/replicas").unwrap_or(1).max(0);
+            (0..replicas).map(|i| Some(i.to_string())).collect()
+        }
+        WorkloadKind::JobSet if per_replicated_job(w) => w
+            .spec
+            .pointer("/replicatedJobs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.get("name").and_then(Value::as_str))
+            .map(|n| Some(n.to_string()))
+            .collect(),
+        _ => vec![None],
+    }
+}
+
+fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(|v| v.trim())
+}
+
+fn int(v: &Value, pointer: &str) -> Option<i64> {
+    v.pointer(pointer).and_then(Value::as_i64)
+}
+
+/// One kind of member of a gang: how many, and the pod template they are made from.
+struct Role {
+    /// Where it is in the spec, for messages (`replicatedJobs[workers]`).
+    name: String,
+    count: i64,
+    template: Value,
+}
+
+/// A Job spec's members, as [`crate::workload::job_gang`] counts them: `parallelism`
+/// (default 1), or `completions` when smaller, at least 1.
+fn job_members(job_spec: &Value) -> i64 {
+    let parallelism = int(job_spec, "/parallelism").unwrap_or(1);
+    int(job_spec, "/completions")
+        .map_or(parallelism, |c| c.min(parallelism))
+        .max(1)
+}
+
+fn map_roles(spec: &Value, key: &str) -> Vec<Role> {
+    spec.get(key)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(role, r)| Role {
+            name: format!("{key}.{role}"),
+            count: int(r, "/replicas").unwrap_or(1),
+            template: r.get("template").cloned().unwrap_or(Value::Null),
+        })
+        .collect()
+}
+
+/// The members of a gang of `kind` (its `part`, if any), per pod template.
+fn roles(w: &Workload, kind: WorkloadKind, part: Option<&str>) -> Vec<Role> {
+    let spec = &w.spec;
+    match kind {
+        WorkloadKind::JobSet => spec
+            .pointer("/replicatedJobs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|r| part.is_none_or(|p| r.get("name").and_then(Value::as_str) == Some(p)))
+            .map(|r| {
+                let name = r.get("name").and_then(Value::as_str).unwrap_or("");
+                let job_spec = r.pointer("/template/spec").cloned().unwrap_or(Value::Null);
+                Role {
+                    name: format!("replicatedJobs[{name}]"),
+                    count: int(r, "/replicas").unwrap_or(1) * job_members(&job_spec),
+                    template: job_spec.get("template").cloned().unwrap_or(Value::Null),
+                }
+            })
+            .collect(),
+        WorkloadKind::LeaderWorkerSet => {
+            let lwt = spec
+                .get("leaderWorkerTemplate")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let size = int(&lwt, "/size").unwrap_or(1).max(1);
+            let worker = lwt.get("workerTemplate").cloned().unwrap_or(Value::Null);
+            let leader = lwt
+                .get("leaderTemplate")
+                .filter(|t| !t.is_null())
+                .cloned()
+                .unwrap_or_else(|| worker.clone());
+            let mut r = vec![Role {
+                name: "leaderTemplate".into(),
+                count: 1,
+                template: leader,
+            }];
+            if size > 1 {
+                r.push(Role {
+                    name: "workerTemplate".into(),
+                    count: size - 1,
+                    template: worker,
+                });
+            }
+            r
+        }
+        WorkloadKind::PyTorchJob => map_roles(spec, "pytorchReplicaSpecs"),
+        WorkloadKind::MpiJob => map_roles(spec, "mpiReplicaSpecs"),
+        WorkloadKind::RayCluster => {
+            let mut r = vec![Role {
+                name: "headGroupSpec".into(),
+                count: 1,
+                template: spec
+                    .pointer("/headGroupSpec/template")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            }];
+            for g in spec
+                .get("workerGroupSpecs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let name = g.get("groupName").and_then(Value::as_str).unwrap_or("");
+                r.push(Role {
+                    name: format!("workerGroupSpecs[{name}]"),
+                    count: int(g, "/minReplicas").unwrap_or(0)
+                        * int(g, "/numOfHosts").unwrap_or(1).max(1),
+                    template: g.get("template").cloned().unwrap_or(Value::Null),
+                });
+            }
+            r
+        }
+        WorkloadKind::StatefulSet | WorkloadKind::Deployment => vec![Role {
+            name: "template".into(),
+            count: int(spec, "/replicas").unwrap_or(1),
+            template: spec.get("template").cloned().unwrap_or(Value::Null),
+        }],
+        WorkloadKind::TrainJob | WorkloadKind::RayJob => Vec::new(),
+    }
+}
+
+/// The gang of `part` of the workload `w` (docs/workloads.md, "Derivation"):
+/// - members: JobSet, every replicated job's `replicas` × its Job's members (`parallelism`,
+///   or `completions` when smaller), or one replicated job's when annotated
+///   [`ANNOTATION_GANG_PER_REPLICATED_JOB`]; LeaderWorkerSet, one group: the leader and
+///   `size - 1` workers; PyTorchJob / MPIJob, every replica spec's `replicas`; RayCluster, the
+///   head and each worker group's `minReplicas` × `numOfHosts`; StatefulSet / Deployment,
+///   `replicas`, only with `scheduling.caldera.sh/auto-group: "true"`;
+/// - `minMember` the members, or annotation `scheduling.caldera.sh/min-member`;
+///   `minResources` the sum of the members' requests; queue, priority class and timeout as for
+///   a Job ([`crate::workload::job_gang`]);
+/// - owned by the top owner: a JobSet owned by a TrainJob, or a RayCluster owned by a RayJob,
+///   gives its PodGroup to that owner (read from its owner reference), so it goes with it.
+///
+/// Not grouped: no template names one of Caldera's schedulers, every template names a PodGroup
+/// of its own (explicit groups keep precedence), opted out (`auto-group: "false"` on the
+/// workload or a template), not opted in (StatefulSet, Deployment), or no members. Refused
+/// (its pods wait with the message): templates that disagree — some name Caldera's scheduler
+/// and some not, or some name a PodGroup of their own and some not (a pod is never in two
+/// gangs; Caldera does not guess) — a malformed override, or a template that does not convert.
+pub fn workload_gang(
+    w: &Workload,
+    kind: WorkloadKind,
+    part: Option<&str>,
+    scheduler_names: &[String],
+) -> JobGang {
+    let meta = &w.metadata;
+    let Some(name) = meta.name.as_deref().filter(|n| !n.is_empty()) else {
+        return JobGang::NotGrouped("the workload has no name");
+    };
+    let namespace = meta.namespace.as_deref().unwrap_or("default");
+    let what = format!("{} {namespace}/{name}", kind.kind());
+    // Cheap checks first: this runs for every known workload before each session.
+    if kind.opt_in() && !opted_in(w) {
+        return JobGang::NotGrouped(
+            "a StatefulSet or Deployment is grouped only with scheduling.caldera.sh/auto-group: \"true\"",
+        );
+    }
+    if annotation(meta, ANNOTATION_AUTO_GROUP) == Some("false") {
+        return JobGang::NotGrouped("opted out (scheduling.caldera.sh/auto-group: \"false\")");
+    }
+    let roles = roles(w, kind, part);
+    let mut templates = Vec::with_capacity(roles.len());
+    for r in &roles {
+        match serde_json::from_value::<PodTemplateSpec>(r.template.clone()) {
+            Ok(t) => templates.push(t),
+            Err(e) => return JobGang::Invalid(format!("{what}: {}: {e}", r.name)),
+        }
+    }
+    let ours = |t: &PodTemplateSpec| {
+        let s = t
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .filter(|s| !s.is_empty())
+            .unwrap_or(caldera_api::KUBE_SCHEDULER_NAME);
+        scheduler_names.iter().any(|n| n == s)
+    };
+    let n_ours = templates.iter().filter(|t| ours(t)).count();
+    if n_ours == 0 {
+        return JobGang::NotGrouped("its pods name another scheduler");
+    }
+    if n_ours < templates.len() {
+        return JobGang::Invalid(format!(
+            "{what}: some of its pod templates name Caldera's scheduler and some do not; its gang would never be whole (set schedulerName on every template, or opt out with {ANNOTATION_AUTO_GROUP}: \"false\")"
+        ));
+    }
+    let tmeta = |t: &'_ PodTemplateSpec| -> ObjectMeta { t.metadata.clone().unwrap_or_default() };
+    let metas: Vec<ObjectMeta> = templates.iter().map(tmeta).collect();
+    let own: Vec<(&Role, &str)> = roles
+        .iter()
+        .zip(&metas)
+        .filter_map(|(r, m)| group_name(m).map(|g| (r, g)))
+        .collect();
+    if !own.is_empty() {
+        if own.len() == templates.len() {
+            return JobGang::NotGrouped("its pods name a PodGroup of their own");
+        }
+        let (r, g) = own[0];
+        return JobGang::Invalid(format!(
+            "{what}: the pods of {} name PodGroup {g} of their own and the others none; a pod is never in two gangs and Caldera does not guess (name a PodGroup in every template, or in none)",
+            r.name
+        ));
+    }
+    if std::iter::once(meta)
+        .chain(&metas)
+        .any(|m| annotation(m, ANNOTATION_AUTO_GROUP) == Some("false"))
+    {
+        return JobGang::NotGrouped("opted out (scheduling.caldera.sh/auto-group: \"false\")");
+    }
+    let positive = |key: &str| -> std::result::Result<Option<i32>, String> {
+        match annotation(meta, key) {
+            None => Ok(None),
+            Some(v) => match v.parse::<i32>() {
+                Ok(n) if n > 0 => Ok(Some(n)),
+                _ => Err(format!(
+                    "{what}: annotation {key}: {v:?} is not a positive integer"
+                )),
+            },
+        }
+    };
+    let (min_override, timeout) = match (
+        positive(ANNOTATION_MIN_MEMBER),
+        positive(ANNOTATION_SCHEDULE_TIMEOUT),
+    ) {
+        (Ok(m), Ok(t)) => (m, t),
+        (Err(e), _) | (_, Err(e)) => return JobGang::Invalid(e),
+    };
+    let members: i64 = roles.iter().map(|r| r.count.max(0)).sum();
+    if members == 0 && min_override.is_none() {
+        return JobGang::NotGrouped("no members (replicas 0)");
+    }
+    let mut min_resources = caldera_model::Resources::new();
+    for ((r, t), m) in roles.iter().zip(&templates).zip(&metas) {
+        let mut pod_meta = m.clone();
+        pod_meta.name = Some(format!("{name} ({} pod template)", r.name));
+        pod_meta.namespace = Some(namespace.to_string());
+        let ctx = Ctx::new(ObjectKind::Pod, &pod_meta);
+        let request = match spec_request(&ctx, t.spec.as_ref().unwrap_or(&Default::default())) {
+            Ok(q) => q,
+            Err(e) => return JobGang::Invalid(format!("{what}: {e}")),
+        };
+        for _ in 0..r.count.clamp(0, 100_000) {
+            min_resources.add(&request);
+        }
+    }
+    let min_member = min_override.unwrap_or(members.clamp(1, i32::MAX as i64) as i32);
+    let queue = annotation(meta, ANNOTATION_QUEUE_NAME)
+        .or_else(|| {
+            meta.labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_KUEUE_QUEUE_NAME))
+                .map(|q| q.trim())
+        })
+        .or_else(|| {
+            metas
+                .iter()
+                .find_map(|m| annotation(m, ANNOTATION_QUEUE_NAME))
+        })
+        .filter(|q| !q.is_empty())
+        .map(String::from);
+    let priority_class_name = templates
+        .iter()
+        .filter_map(|t| t.spec.as_ref()?.priority_class_name.clone())
+        .find(|c| !c.is_empty());
+    // The top owner: a TrainJob's JobSet, a RayJob's RayCluster.
+    let top = Owner::of(meta).filter(|o| {
+        matches!(
+            (kind, WorkloadKind::of(&o.api_version, &o.kind)),
+            (WorkloadKind::JobSet, Some(WorkloadKind::TrainJob))
+                | (WorkloadKind::RayCluster, Some(WorkloadKind::RayJob))
+        )
+    });
+    let (owner_kind, owner_name, owner_ref) = match (top, &meta.uid) {
+        (Some(o), _) => (
+            WorkloadKind::of(&o.api_version, &o.kind).unwrap_or(kind),
+            o.name.to_string(),
+            Some(OwnerReference {
+                api_version: o.api_version.to_string(),
+                kind: o.kind.to_string(),
+                name: o.name.to_string(),
+                uid: o.uid.to_string(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }),
+        ),
+        (None, Some(uid)) => (
+            kind,
+            name.to_string(),
+            Some(OwnerReference {
+                api_version: if w.api_version.is_empty() {
+                    kind.api_version()
+                } else {
+                    w.api_version.clone()
+                },
+                kind: kind.kind().to_string(),
+                name: name.to_string(),
+                uid: uid.clone(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }),
+        ),
+        (None, None) => (kind, name.to_string(), None),
+    };
+    let derived_from = match part {
+        Some(p) => format!("{}/{owner_name} ({p})", owner_kind.kubectl()),
+        None => format!("{}/{owner_name}", owner_kind.kubectl()),
+    };
+    let pg = PodGroup {
+        metadata: ObjectMeta {
+            name: Some(gang_podgroup_name(kind, name, part)),
+            namespace: Some(namespace.to_string()),
+            annotations: Some(BTreeMap::from([(
+                ANNOTATION_DERIVED_FROM.to_string(),
+                derived_from,
+            )])),
+            labels: Some(BTreeMap::from([(
+                LABEL_MANAGED_BY.to_string(),
+                MANAGED_BY_CALDERA.to_string(),
+            )])),
+            owner_references: owner_ref.map(|o| vec![o]),
+            ..Default::default()
+        },
+        spec: PodGroupSpec {
+            min_member: Some(min_member),
+            queue,
+            priority_class_name,
+            min_resources: (!min_resources.is_empty()).then(|| {
+                min_resources
+                    .to_quantities()
+                    .into_iter()
+                    .map(|(k, v)| (k, Quantity(v)))
+                    .collect()
+            }),
+            schedule_timeout_seconds: timeout,
+            ..Default::default()
+        },
+        status: None,
+    };
+    JobGang::Gang(Box::new(pg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ClusterIndex, SnapshotOptions};
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    fn names() -> Vec<String> {
+        vec!["caldera".into()]
+    }
+
+    fn template(gpus: u32) -> Value {
+        json!({"spec": {"schedulerName": "caldera", "containers": [{"name": "c",
+            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}})
+    }
+
+    fn workload(v: Value) -> Workload {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn jobset(annotations: Value) -> Workload {
+        workload(
+            json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"namespace": "ml", "name": "train", "uid": "u-js", "annotations": annotations},
+            "spec": {"replicatedJobs": [
+                {"name": "driver", "replicas": 1, "template": {"spec": {"template": template(0)}}},
+                {"name": "workers", "replicas": 2, "template": {"spec": {
+                    "parallelism": 2, "completions": 2, "template": template(1)}}}]}}),
+        )
+    }
+
+    fn lws(size: i64, replicas: i64) -> Workload {
+        workload(
+            json!({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"namespace": "ml", "name": "infer", "uid": "u-lws"},
+            "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size,
+                "workerTemplate": template(1)}}}),
+        )
+    }
+
+    fn gang(w: &Workload, part: Option<&str>) -> PodGroup {
+        match workload_gang(w, w.workload_kind().unwrap(), part, &names()) {
+            JobGang::Gang(pg) => *pg,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn derivation_table() {
+        let pg = gang(&jobset(json!({})), None);
+        assert_eq!(pg.metadata.name.as_deref(), Some("jobset-train"));
+        assert_eq!(pg.spec.min_member, Some(5), "1 driver + 2 jobs x 2 pods");
+        assert_eq!(
+            pg.spec.min_resources.as_ref().unwrap()["nvidia.com/gpu"].0,
+            "4"
+        );
+        assert_eq!(
+            pg.metadata.owner_references.as_ref().unwrap()[0].uid,
+            "u-js"
+        );
+
+        let per = jobset(json!({ANNOTATION_GANG_PER_REPLICATED_JOB: "true"}));
+        assert_eq!(
+            gang_parts(&per, WorkloadKind::JobSet),
+            vec![Some("driver".to_string()), Some("workers".to_string())]
+        );
+        let workers = gang(&per, Some("workers"));
+        assert_eq!(
+            workers.metadata.name.as_deref(),
+            Some("jobset-train-workers")
+        );
+        assert_eq!(workers.spec.min_member, Some(4));
+
+        let l = lws(4, 2);
+        assert_eq!(
+            gang_parts(&l, WorkloadKind::LeaderWorkerSet),
+            vec![Some("0".to_string()), Some("1".to_string())]
+        );
+        let g1 = gang(&l, Some("1"));
+        assert_eq!(g1.metadata.name.as_deref(), Some("lws-infer-1"));
+        assert_eq!(g1.spec.min_member, Some(4));
+        assert_eq!(
+            g1.spec.min_resources.as_ref().unwrap()["nvidia.com/gpu"].0,
+            "4"
+        );
+
+        let torch = workload(
+            json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"namespace": "ml", "name": "pt", "uid": "u-pt"},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template(1)},
+                "Worker": {"replicas": 3, "template": template(1)}}}}),
+        );
+        assert_eq!(gang(&torch, None).spec.min_member, Some(4));
+        let mpi = workload(
+            json!({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+            "metadata": {"namespace": "ml", "name": "m", "uid": "u-m"},
+            "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": template(0)},
+                "Worker": {"replicas": 2, "template": template(1)}}}}),
+        );
+        assert_eq!(gang(&mpi, None).spec.min_member, Some(3));
+
+        let ray = workload(json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"namespace": "ml", "name": "rc", "uid": "u-rc",
+                "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "rj",
+                    "uid": "u-rj", "controller": true}]},
+            "spec": {"headGroupSpec": {"template": template(0)}, "workerGroupSpecs": [
+                {"groupName": "gpu", "replicas": 5, "minReplicas": 2, "numOfHosts": 2, "template": template(1)},
+                {"groupName": "cpu", "minReplicas": 0, "template": template(0)}]}}));
+        let rg = gang(&ray, None);
+        assert_eq!(rg.spec.min_member, Some(5), "head + 2 x 2 hosts");
+        let owner = &rg.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("RayJob", "u-rj")
+        );
+        assert_eq!(
+            rg.metadata.annotations.as_ref().unwrap()[ANNOTATION_DERIVED_FROM],
+            "rayjob.ray.io/rj"
+        );
+
+        let sts = |annotations: Value| {
+            workload(json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                "metadata": {"namespace": "ml", "name": "s", "uid": "u-s", "annotations": annotations},
+                "spec": {"replicas": 3, "template": template(1)}}))
+        };
+        assert!(matches!(
+            workload_gang(&sts(json!({})), WorkloadKind::StatefulSet, None, &names()),
+            JobGang::NotGrouped(_)
+        ));
+        assert_eq!(
+            gang(&sts(json!({ANNOTATION_AUTO_GROUP: "true"})), None)
+                .spec
+                .min_member,
+            Some(3)
+        );
+    }
+
+    #[test]
+    fn opt_out_overrides_and_clashes() {
+        let out = jobset(json!({ANNOTATION_AUTO_GROUP: "false"}));
+        assert!(matches!(
+            workload_gang(&out, WorkloadKind::JobSet, None, &names()),
+            JobGang::NotGrouped(_)
+        ));
+        let over = jobset(json!({ANNOTATION_MIN_MEMBER: "2", ANNOTATION_SCHEDULE_TIMEOUT: "30"}));
+        let pg = gang(&over, None);
+        assert_eq!(
+            (pg.spec.min_member, pg.spec.schedule_timeout_seconds),
+            (Some(2), Some(30))
+        );
+        let bad = jobset(json!({ANNOTATION_MIN_MEMBER: "-1"}));
+        assert!(matches!(
+            workload_gang(&bad, WorkloadKind::JobSet, None, &names()),
+            JobGang::Invalid(m) if m.contains(ANNOTATION_MIN_MEMBER)
+        ));
+        // One replicated job's pods name a PodGroup of their own: refused, not guessed.
+        let mut clash = jobset(json!({}));
+        clash.spec["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"] =
+            json!({"annotations": {"scheduling.k8s.io/group-name": "mine"}});
+        match workload_gang(&clash, WorkloadKind::JobSet, None, &names()) {
+            JobGang::Invalid(m) => assert!(m.contains("PodGroup mine"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // Mixed schedulers: refused.
+        let mut mixed = jobset(json!({}));
+        mixed.spec["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["schedulerName"] =
+            json!("default-scheduler");
+        assert!(matches!(
+            workload_gang(&mixed, WorkloadKind::JobSet, None, &names()),
+            JobGang::Invalid(_)
+        ));
+    }
+
+    fn pod(name: &str, labels: Value, owner: Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"namespace": "ml", "name": name, "uid": format!("u-{name}"),
+                "labels": labels, "ownerReferences": [owner]},
+            "spec": template(1)["spec"],
+        }))
+        .unwrap()
+    }
+
+    fn lws_pod(group: u32, worker: u32) -> Pod {
+        let (name, owner) = if worker == 0 {
+            (
+                format!("infer-{group}"),
+                json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                "name": "infer", "uid": "u-sts", "controller": true}),
+            )
+        } else {
+            (
+                format!("infer-{group}-{worker}"),
+                json!({"apiVersion": "apps/v1",
+                "kind": "StatefulSet", "name": format!("infer-{group}"),
+                "uid": format!("u-sts-{group}"), "controller": true}),
+            )
+        };
+        pod(
+            &name,
+            json!({LABEL_LWS_NAME: "infer", LABEL_LWS_GROUP_INDEX: group.to_string(),
+            LABEL_LWS_WORKER_INDEX: worker.to_string()}),
+            owner,
+        )
+    }
+
+    /// LWS pods resolve per group by their labels; a kind not watched leaves pods alone; a
+    /// pod with a group of its own and an owner deriving a gang makes that gang wait.
+    #[test]
+    fn index_resolves_lws_groups_and_reports_clashes() {
+        let opts = SnapshotOptions {
+            scheduler_names: names(),
+            ..SnapshotOptions::default()
+        };
+        let mut index = ClusterIndex::new();
+        for g in 0..2 {
+            for w in 0..4 {
+                index.apply_pod(&lws_pod(g, w)).unwrap();
+            }
+        }
+        // Not watched (no CRD): scheduled alone, as before.
+        assert_eq!(index.snapshot(&opts).jobs.len(), 8);
+        index.reset_workloads(WorkloadKind::LeaderWorkerSet, []);
+        let snap = index.snapshot(&opts);
+        assert_eq!(snap.waiting.len(), 8);
+        assert!(snap.waiting[0]
+            .why
+            .as_deref()
+            .unwrap()
+            .contains("waiting for LeaderWorkerSet ml/infer"));
+        index.apply_workload(&lws(4, 2));
+        let writes = index.derived_podgroups(&opts);
+        let names: Vec<_> = writes
+            .iter()
+            .map(|w| w.podgroup().metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, ["lws-infer-0", "lws-infer-1"]);
+        for w in writes {
+            let mut pg = w.podgroup().clone();
+            pg.metadata.uid = Some(format!("u-{}", pg.metadata.name.as_deref().unwrap()));
+            index.apply_podgroup(&pg).unwrap();
+        }
+        let snap = index.snapshot(&opts);
+        assert_eq!(snap.jobs.len(), 2);
+        assert!(snap
+            .jobs
+            .iter()
+            .all(|j| j.tasks.len() == 4 && j.min_member == 4));
+
+        // A worker that names a PodGroup of its own: its group keeps it, the LWS group waits.
+        let mut own = lws_pod(1, 3);
+        own.metadata.annotations = Some(
+            [(
+                "scheduling.k8s.io/group-name".to_string(),
+                "mine".to_string(),
+            )]
+            .into(),
+        );
+        index.apply_pod(&own).unwrap();
+        let snap = index.snapshot(&opts);
+        let waiting: Vec<_> = snap
+            .waiting
+            .iter()
+            .filter(|w| &*w.group == "ml/lws-infer-1")
+            .collect();
+        assert_eq!(waiting.len(), 3);
+        let why = waiting[0].why.as_deref().unwrap();
+        assert!(
+            why.contains("never in two gangs") && why.contains("infer-1-3"),
+            "{why}"
+        );
+    }
+
+    /// Deployments are kept only when opted in; the pods of the others are scheduled alone,
+    /// never held waiting for an object that is not kept.
+    #[test]
+    fn deployments_are_grouped_only_when_opted_in() {
+        let opts = SnapshotOptions {
+            scheduler_names: names(),
+            ..SnapshotOptions::default()
+        };
+        let deploy = |name: &str, annotations: Value| {
+            workload(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"namespace": "ml", "name": name, "uid": format!("u-{name}"),
+                    "annotations": annotations},
+                "spec": {"replicas": 2, "template": template(1)}}))
+        };
+        let rs_pod = |deploy: &str, i: u32| {
+            pod(
+                &format!("{deploy}-7f9c-{i}"),
+                json!({LABEL_POD_TEMPLATE_HASH: "7f9c"}),
+                json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{deploy}-7f9c"),
+                    "uid": format!("u-rs-{deploy}"), "controller": true}),
+            )
+        };
+        let mut index = ClusterIndex::new();
+        index.reset_workloads(
+            WorkloadKind::Deployment,
+            [
+                &deploy("web", json!({})),
+                &deploy("ring", json!({ANNOTATION_AUTO_GROUP: "true"})),
+            ],
+        );
+        assert!(index
+            .workload(WorkloadKind::Deployment, "ml", "web")
+            .is_none());
+        for d in ["web", "ring"] {
+            for i in 0..2 {
+                index.apply_pod(&rs_pod(d, i)).unwrap();
+            }
+        }
+        let writes = index.derived_podgroups(&opts);
+        assert_eq!(writes.len(), 1);
+        let pg = writes[0].podgroup().clone();
+        assert_eq!(pg.metadata.name.as_deref(), Some("deployment-ring"));
+        assert_eq!(pg.spec.min_member, Some(2));
+        let snap = index.snapshot(&opts);
+        assert_eq!(snap.jobs.len(), 2, "web's 2 pods alone");
+        assert_eq!(
+            snap.waiting.len(),
+            2,
+            "ring's 2 pods wait for their PodGroup"
+        );
+        assert!(snap
+            .waiting
+            .iter()
+            .all(|w| &*w.group == "ml/deployment-ring"));
+    }
+
+    #[test]
+    fn jobset_and_deployment_pods_are_candidates() {
+        let job_owner = Owner {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            name: "train-workers-0".into(),
+            uid: "u-j".into(),
+        };
+        let labels = BTreeMap::from([
+            (LABEL_JOBSET_NAME.to_string(), "train".to_string()),
+            (
+                LABEL_JOBSET_REPLICATED_JOB.to_string(),
+                "workers".to_string(),
+            ),
+        ]);
+        let c = pod_candidate(&labels, Some(&job_owner)).unwrap();
+        assert_eq!(
+            (c.kind, &*c.name, c.part.as_deref()),
+            (WorkloadKind::JobSet, "train", Some("workers"))
+        );
+        assert_eq!(
+            pod_candidate(&BTreeMap::new(), Some(&job_owner)),
+            None,
+            "a plain Job's pod"
+        );
+        let rs = Owner {
+            api_version: "apps/v1".into(),
+            kind: "ReplicaSet".into(),
+            name: "web-5d4f8c".into(),
+            uid: "u-rs".into(),
+        };
+        let hash = BTreeMap::from([(LABEL_POD_TEMPLATE_HASH.to_string(), "5d4f8c".to_string())]);
+        let c = pod_candidate(&hash, Some(&rs)).unwrap();
+        assert_eq!((c.kind, &*c.name), (WorkloadKind::Deployment, "web"));
+    }
+}
