@@ -77,7 +77,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// Installs the JobSet and LeaderWorkerSet CRDs when missing (an existing one is left as it
 /// is) and waits until both kinds are served.
 pub async fn install_crds(client: &Client, timeout: Duration, poll: Duration) -> Result<()> {
-    crate::driver::install(client, crds(), timeout, poll).await?;
+    crate::driver::install(client, crds(), false, timeout, poll).await?;
     for kind in [Kind::JobSet, Kind::LeaderWorkerSet] {
         let deadline = Instant::now() + timeout;
         loop {

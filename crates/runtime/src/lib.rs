@@ -474,7 +474,8 @@ impl Runtime {
         // HyperNodes belong to Volcano's CRD (`caldera crd` ships it).
         let (gv, plural, w) = hypernodes::optional(client.clone());
         let hypernodes_served =
-            optional::spawn_if_served(&shared, &client, gv, plural, w, &stop_rest, &mut tasks).await;
+            optional::spawn_if_served(&shared, &client, gv, plural, w, &stop_rest, &mut tasks)
+                .await;
         if hypernodes_served {
             shared.lock_cluster().hypernodes_served = true;
         }

@@ -35,7 +35,7 @@ pub enum SnapshotError {
 const STRIPPED_METADATA: [&str; 4] = ["managedFields", "resourceVersion", "selfLink", "generation"];
 
 /// The kinds, in the order they are written (what a pod refers to comes first).
-const KINDS: [(&str, &str, &str, &str); 14] = [
+const KINDS: [(&str, &str, &str, &str); 16] = [
     ("", "v1", "Namespace", "namespaces"),
     (
         "scheduling.k8s.io",

@@ -1015,7 +1015,6 @@ fn domains_touching(tree: &TopologyTree, scope: Option<&[u32]>, allowed: u32) ->
     found
 }
 
-
 /// Places `count` of `members` (in order, skipping those that find no node) on the nodes of
 /// `placement` into `stmt`; on failure undoes what it placed here and says why (the fit
 /// message of the member that found no node, or the queue's refusal).

@@ -19,7 +19,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::scheduling::v1alpha2::{PodGroup as NativePodGroup, Workload as NativeWorkload};
+use k8s_openapi::api::scheduling::v1alpha2::{
+    PodGroup as NativePodGroup, Workload as NativeWorkload,
+};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -69,7 +71,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kept kind.
-    pub const ALL: [Kind; 15] = [
+    pub const ALL: [Kind; 17] = [
         Kind::Namespace,
         Kind::PriorityClass,
         Kind::Queue,

@@ -53,7 +53,9 @@ use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodCondition, 
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::scheduling::v1alpha2::{PodGroup as NativePodGroup, Workload as NativeWorkload};
+use k8s_openapi::api::scheduling::v1alpha2::{
+    PodGroup as NativePodGroup, Workload as NativeWorkload,
+};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time as KubeTime};
