@@ -705,9 +705,19 @@ impl Validator {
                     .find(|e| e.key == "arguments")
                     .map(|e| e.ptr.clone())
                     .unwrap_or_else(|| ptr.clone());
+                // Volcano's level N adds, on N ancestor levels, a deserved check on the victim
+                // side and a reclaimer side that may reclaim while an ancestor is below its
+                // share; level 0 checks the victim's own queue only. Caldera does neither
+                // exactly: it checks every queue on the victim's path below the common
+                // ancestor, at any level, and reclaims only for a queue below its own share.
+                let what = if level > 0 {
+                    format!("Volcano's level {level} lets a queue at its deserved share reclaim while one of its {level} nearest ancestors is below its own, which Caldera does not do")
+                } else {
+                    "Volcano's 0 checks the victim's own queue only".to_string()
+                };
                 return Err(problem(
                     &at,
-                    format!("{RECLAIM_LEVEL} {level} is not supported: with hierarchical queues Caldera's reclaim keeps every queue on a victim's path below the reclaimer's family at or above its deserved share, whatever the level (docs/queues.md); remove the argument"),
+                    format!("{RECLAIM_LEVEL} {level} is not supported: {what}; with hierarchical queues Caldera's reclaim keeps every queue on a victim's path below the reclaimer's family at or above its deserved share, whatever the level (docs/queues.md); remove the argument"),
                 ));
             }
         }

@@ -74,7 +74,12 @@ fn bad_configs_name_file_line_column_and_key() {
         (
             "capacity reclaim levels Caldera lacks",
             "actions: enqueue\ntiers:\n- plugins:\n  - name: capacity\n    arguments:\n      ancestorReclaimLevel: 2\n",
-            "bad.yaml:6:7: tiers[0].plugins[0].arguments: ancestorReclaimLevel 2 is not supported: with hierarchical queues Caldera's reclaim keeps every queue on a victim's path below the reclaimer's family at or above its deserved share, whatever the level (docs/queues.md); remove the argument".into(),
+            "bad.yaml:6:7: tiers[0].plugins[0].arguments: ancestorReclaimLevel 2 is not supported: Volcano's level 2 lets a queue at its deserved share reclaim while one of its 2 nearest ancestors is below its own, which Caldera does not do; with hierarchical queues Caldera's reclaim keeps every queue on a victim's path below the reclaimer's family at or above its deserved share, whatever the level (docs/queues.md); remove the argument".into(),
+        ),
+        (
+            "capacity reclaim level 0 with the tree",
+            "actions: enqueue\ntiers:\n- plugins:\n  - name: capacity\n    enableHierarchy: true\n    arguments:\n      ancestorReclaimLevel: 0\n",
+            "bad.yaml:7:7: tiers[0].plugins[0].arguments: ancestorReclaimLevel 0 is not supported: Volcano's 0 checks the victim's own queue only; with hierarchical queues Caldera's reclaim keeps every queue on a victim's path below the reclaimer's family at or above its deserved share, whatever the level (docs/queues.md); remove the argument".into(),
         ),
         (
             "duplicate plugin across tiers",

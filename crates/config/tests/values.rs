@@ -135,6 +135,27 @@ tiers:
 }
 
 #[test]
+fn flat_capacity_takes_volcanos_default_reclaim_level_and_dra_switches() {
+    // Level 0 without the tree: the reclaim Caldera does with flat queues, as Volcano's.
+    let config = ok(r#"
+actions: enqueue, allocate, reclaim, backfill
+tiers:
+- plugins:
+  - name: gang
+  - name: capacity
+    arguments:
+      ancestorReclaimLevel: 0
+      capacity.DRAConsumableCapacityEnable: false
+"#);
+    let capacity = config.plugin("capacity").unwrap();
+    assert!(!capacity.enabled(Hook::Hierarchy));
+    assert_eq!(
+        config.warnings,
+        ["line 9, column 7: tiers[0].plugins[1].arguments[\"capacity.DRAConsumableCapacityEnable\"]: Volcano argument of the capacity plugin that Caldera does not use; ignored"]
+    );
+}
+
+#[test]
 fn binpack_weight_for_an_unlisted_resource_is_a_warning() {
     let config = ok(r#"
 actions: allocate

@@ -28,8 +28,9 @@ pub struct Capacity {
     inqueue: Vec<Resources>,
 }
 
-/// Builds the plugin. Its one checked argument, `ancestorReclaimLevel`, is refused by the
-/// config when above 0 (not implemented), so nothing is read here.
+/// Builds the plugin. Its one checked argument, `ancestorReclaimLevel`, is accepted by the
+/// config only at 0 with flat queues (Volcano's default, which is what flat reclaim does), so
+/// nothing is read here.
 pub fn build(option: &PluginOption) -> Result<Box<dyn Plugin>, String> {
     Ok(Box::new(Capacity {
         hierarchy: option.enabled(Hook::Hierarchy),
