@@ -1267,7 +1267,7 @@ fn search_domains(
 struct Sieve {
     /// The distinct requests of the preemptor's pending members; empty when a unit's effect
     /// on the gang is not confined to the resources of the unit's own nodes (inter-pod
-    /// terms, volumes or a topology on the preemptor's side, or its queue's quota within
+    /// terms, volumes, a topology or sub-groups on the preemptor's side, or its queue's quota within
     /// reach), so no unit is ever found idle.
     requests: Vec<Resources>,
 }
@@ -1279,7 +1279,7 @@ impl Sieve {
             requests: Vec::new(),
         };
         let st = &ssn.state;
-        if st.jobs[job].topology.is_some() {
+        if st.jobs[job].topology.is_some() || !st.sub_groups[job].is_empty() {
             return off;
         }
         let mut requests: Vec<Resources> = Vec::new();
