@@ -23,7 +23,7 @@
 //! not then run.
 //!
 //! **Topology.** A preemptor with a hard network topology (HyperNodes, or Caldera's one-tier
-//! `spec.topology`) chooses its victims inside one domain it may use ([`search_domains`]):
+//! `spec.topology`) chooses its victims inside one domain it may use (`search_domains`):
 //! tier by tier, lowest first, each eligible domain is searched on its own — only units with
 //! a member on its nodes, in the order above, the probe placing the gang inside that domain
 //! only — and the cheapest domain to empty enough (highest priority evicted, then GPUs, then
