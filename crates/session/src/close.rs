@@ -58,6 +58,31 @@ struct Verdict {
 }
 
 /// The kind of object a job's PodGroup events are about.
+/// Where a gang with a topology rule is placed: the smallest HyperNode holding every member
+/// that holds a node (`HyperNode rack-a (tier 1)`), or the label domain they share
+/// (`rack=r1`); `None` without a rule, or when no single domain holds them. Computed from the
+/// members' nodes, so the message is the same in every session while they stay.
+fn placed_in(ssn: &Session, ji: usize) -> Option<String> {
+    let rule = ssn.state.jobs[ji].topology.as_ref()?;
+    let nodes = crate::topology::held_nodes(ssn, ji);
+    match &rule.source {
+        caldera_model::TopologySource::HyperNodes => {
+            let tree = &ssn.state.topology;
+            let d = &tree.domains[tree.smallest_holding(&nodes)? as usize];
+            Some(format!("HyperNode {} (tier {})", d.name, d.tier))
+        }
+        caldera_model::TopologySource::Label(key) => {
+            let mut values = nodes
+                .iter()
+                .map(|&n| ssn.state.nodes[n as usize].labels.get(&**key));
+            let first = values.next()??;
+            values
+                .all(|v| v == Some(first))
+                .then(|| format!("{key}={first}"))
+        }
+    }
+}
+
 fn podgroup_object(job: &Job) -> EventObject {
     if job.native.is_some() {
         EventObject::NativePodGroup
@@ -480,8 +505,11 @@ fn verdict(ssn: &Session, ji: usize, waiting: &[usize]) -> Verdict {
                 "Scheduled",
                 "Scheduled",
                 format!(
-                    "{ready}/{members} members of the gang are placed (minMember {})",
-                    job.min_member
+                    "{ready}/{members} members of the gang are placed (minMember {}){}",
+                    job.min_member,
+                    placed_in(ssn, ji)
+                        .map(|d| format!(" in {d}"))
+                        .unwrap_or_default()
                 ),
             )),
             pod_reason,
