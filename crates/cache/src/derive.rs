@@ -413,6 +413,70 @@ fn staged_startup(w: &Workload, kind: WorkloadKind, part: Option<&str>) -> Optio
     }
 }
 
+/// A Kubeflow job's `spec.runPolicy.schedulingPolicy`, read as defaults below Caldera's own
+/// annotations.
+#[derive(Default)]
+struct SchedulingPolicy {
+    min_available: Option<i32>,
+    queue: Option<String>,
+    priority_class: Option<String>,
+    timeout: Option<i32>,
+    min_resources: Option<caldera_model::Resources>,
+}
+
+/// The `spec.runPolicy.schedulingPolicy` of a PyTorchJob or MPIJob; a field Caldera does not
+/// read, or a value of the wrong type, is an error naming it.
+fn scheduling_policy(w: &Workload, kind: WorkloadKind) -> Result<SchedulingPolicy, String> {
+    let mut p = SchedulingPolicy::default();
+    if !matches!(kind, WorkloadKind::PyTorchJob | WorkloadKind::MpiJob) {
+        return Ok(p);
+    }
+    let Some(policy) = w.spec.pointer("/runPolicy/schedulingPolicy") else {
+        return Ok(p);
+    };
+    const AT: &str = "spec.runPolicy.schedulingPolicy";
+    let Some(fields) = policy.as_object() else {
+        return Err(format!("{AT}: not an object"));
+    };
+    let positive = |key: &str, v: &Value| -> Result<i32, String> {
+        v.as_i64()
+            .filter(|n| *n > 0)
+            .and_then(|n| i32::try_from(n).ok())
+            .ok_or_else(|| format!("{AT}.{key}: {v} is not a positive int32"))
+    };
+    let text = |key: &str, v: &Value| -> Result<Option<String>, String> {
+        v.as_str()
+            .map(|t| Some(t.trim().to_string()).filter(|t| !t.is_empty()))
+            .ok_or_else(|| format!("{AT}.{key}: {v} is not a string"))
+    };
+    for (key, v) in fields {
+        if v.is_null() {
+            continue;
+        }
+        match key.as_str() {
+            "minAvailable" => p.min_available = Some(positive(key, v)?),
+            "scheduleTimeoutSeconds" => p.timeout = Some(positive(key, v)?),
+            "queue" => p.queue = text(key, v)?,
+            "priorityClass" => p.priority_class = text(key, v)?,
+            "minResources" => {
+                let list: BTreeMap<String, String> = serde_json::from_value(v.clone())
+                    .map_err(|e| format!("{AT}.minResources: {e}"))?;
+                let r = caldera_model::Resources::parse_list(
+                    list.iter().map(|(k, q)| (k.as_str(), q.as_str())),
+                )
+                .map_err(|(n, e)| format!("{AT}.minResources.{n}: {e}"))?;
+                p.min_resources = Some(r);
+            }
+            _ => {
+                return Err(format!(
+                    "{AT}.{key}: not read by Caldera (it reads minAvailable, queue, priorityClass, minResources, scheduleTimeoutSeconds); remove it, or opt out with {ANNOTATION_AUTO_GROUP}: \"false\""
+                ))
+            }
+        }
+    }
+    Ok(p)
+}
+
 /// One kind of member of a gang: how many, and the pod template they are made from.
 struct Role {
     /// Where it is in the spec, for messages (`replicatedJobs[workers]`).
@@ -537,7 +601,10 @@ fn roles(w: &Workload, kind: WorkloadKind, part: Option<&str>) -> Vec<Role> {
 ///   `size - 1` workers; PyTorchJob / MPIJob, every replica spec's `replicas`; RayCluster, the
 ///   head and each worker group's `minReplicas` × `numOfHosts`; StatefulSet / Deployment,
 ///   `replicas`, only with `scheduling.caldera.sh/auto-group: "true"`;
-/// - `minMember` the members, or annotation `scheduling.caldera.sh/min-member`;
+/// - `minMember` the members, or annotation `scheduling.caldera.sh/min-member`, else a
+///   PyTorchJob's / MPIJob's `spec.runPolicy.schedulingPolicy.minAvailable` (its `queue`,
+///   `priorityClass`, `scheduleTimeoutSeconds` and `minResources` are read likewise below
+///   Caldera's annotations; any other field in it is refused);
 ///   `minResources` the requests of the first `minMember` members in role order (request ×
 ///   count per role, no loop per member); queue, priority class and timeout as for
 ///   a Job ([`crate::workload::job_gang`]);
@@ -650,6 +717,13 @@ pub fn workload_gang(
         (Ok(m), Ok(t)) => (m, t),
         (Err(e), _) | (_, Err(e)) => return JobGang::Invalid(e),
     };
+    // Kubeflow's own gang fields, below Caldera's annotations.
+    let policy = match scheduling_policy(w, kind) {
+        Ok(p) => p,
+        Err(e) => return JobGang::Invalid(format!("{what}: {e}")),
+    };
+    let min_override = min_override.or(policy.min_available);
+    let timeout = timeout.or(policy.timeout);
     if let Some(why) = staged_startup(w, kind, part) {
         return JobGang::Invalid(format!("{what}: {why}"));
     }
@@ -683,7 +757,11 @@ pub fn workload_gang(
         add_times(&mut min_resources, &request, n);
         left -= n;
     }
+    if let Some(r) = policy.min_resources {
+        min_resources = r;
+    }
     let queue = annotation(meta, ANNOTATION_QUEUE_NAME)
+        .or(policy.queue.as_deref())
         .or_else(|| {
             meta.labels
                 .as_ref()
@@ -697,10 +775,12 @@ pub fn workload_gang(
         })
         .filter(|q| !q.is_empty())
         .map(String::from);
-    let priority_class_name = templates
-        .iter()
-        .filter_map(|t| t.spec.as_ref()?.priority_class_name.clone())
-        .find(|c| !c.is_empty());
+    let priority_class_name = policy.priority_class.clone().or_else(|| {
+        templates
+            .iter()
+            .filter_map(|t| t.spec.as_ref()?.priority_class_name.clone())
+            .find(|c| !c.is_empty())
+    });
     // The top owner: a TrainJob's JobSet, a RayJob's RayCluster.
     let top = Owner::of(meta).filter(|o| {
         matches!(
@@ -1253,5 +1333,67 @@ mod tests {
             gpus(gang(&torch(json!({ANNOTATION_MIN_MEMBER: "9"})), None)),
             "5"
         );
+    }
+
+    #[test]
+    fn kubeflow_scheduling_policy_is_read_below_calderas_annotations() {
+        let torch = |annotations: Value, policy: Value| {
+            workload(
+                json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                "metadata": {"namespace": "ml", "name": "pt", "uid": "u-pt", "annotations": annotations},
+                "spec": {"runPolicy": {"schedulingPolicy": policy},
+                    "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template(1)},
+                    "Worker": {"replicas": 3, "template": template(1)}}}}),
+            )
+        };
+        let policy = json!({"minAvailable": 2, "queue": "team-a", "priorityClass": "high",
+            "scheduleTimeoutSeconds": 30, "minResources": {"nvidia.com/gpu": "7"}});
+        let pg = gang(&torch(json!({}), policy.clone()), None);
+        assert_eq!(
+            (
+                pg.spec.min_member,
+                pg.spec.queue.as_deref(),
+                pg.spec.priority_class_name.as_deref(),
+                pg.spec.schedule_timeout_seconds
+            ),
+            (Some(2), Some("team-a"), Some("high"), Some(30))
+        );
+        assert_eq!(pg.spec.min_resources.unwrap()["nvidia.com/gpu"].0, "7");
+        // Caldera's annotations win.
+        let pg = gang(
+            &torch(
+                json!({ANNOTATION_MIN_MEMBER: "3", ANNOTATION_SCHEDULE_TIMEOUT: "90",
+                    ANNOTATION_QUEUE_NAME: "mine"}),
+                policy,
+            ),
+            None,
+        );
+        assert_eq!(
+            (
+                pg.spec.min_member,
+                pg.spec.queue.as_deref(),
+                pg.spec.schedule_timeout_seconds
+            ),
+            (Some(3), Some("mine"), Some(90))
+        );
+        // minAvailable alone shrinks minResources to the first members.
+        let pg = gang(&torch(json!({}), json!({"minAvailable": 2})), None);
+        assert_eq!(pg.spec.min_resources.unwrap()["nvidia.com/gpu"].0, "2");
+        // What is not read, or malformed, is refused naming it.
+        for (policy, field) in [
+            (json!({"minAvailable": 0}), "schedulingPolicy.minAvailable"),
+            (
+                json!({"minAvailable": "two"}),
+                "schedulingPolicy.minAvailable",
+            ),
+            (json!({"gangMode": "strict"}), "schedulingPolicy.gangMode"),
+            (
+                json!({"minResources": {"cpu": "lots"}}),
+                "schedulingPolicy.minResources.cpu",
+            ),
+        ] {
+            let m = invalid(&torch(json!({}), policy), None);
+            assert!(m.contains(field), "{field}: {m}");
+        }
     }
 }
