@@ -642,14 +642,6 @@ pub fn workload_gang(
     if annotation(meta, ANNOTATION_AUTO_GROUP) == Some("false") {
         return JobGang::NotGrouped("opted out (scheduling.caldera.sh/auto-group: \"false\")");
     }
-    if kind == WorkloadKind::LeaderWorkerSet {
-        let replicas = int(&w.spec, "/replicas").unwrap_or(1);
-        if replicas > MAX_LWS_GROUPS {
-            return JobGang::Invalid(format!(
-                "{what}: spec.replicas {replicas} is above the {MAX_LWS_GROUPS} groups Caldera derives gangs for (each group is a PodGroup); lower it, or opt out with {ANNOTATION_AUTO_GROUP}: \"false\""
-            ));
-        }
-    }
     let roles = roles(w, kind, part);
     let mut templates = Vec::with_capacity(roles.len());
     for r in &roles {
@@ -698,6 +690,14 @@ pub fn workload_gang(
         .any(|m| annotation(m, ANNOTATION_AUTO_GROUP) == Some("false"))
     {
         return JobGang::NotGrouped("opted out (scheduling.caldera.sh/auto-group: \"false\")");
+    }
+    if kind == WorkloadKind::LeaderWorkerSet {
+        let replicas = int(&w.spec, "/replicas").unwrap_or(1);
+        if replicas > MAX_LWS_GROUPS {
+            return JobGang::Invalid(format!(
+                "{what}: spec.replicas {replicas} is above the {MAX_LWS_GROUPS} groups Caldera derives gangs for (each group is a PodGroup); lower it, or opt out with {ANNOTATION_AUTO_GROUP}: \"false\""
+            ));
+        }
     }
     let positive = |key: &str| -> std::result::Result<Option<i32>, String> {
         match annotation(meta, key) {
