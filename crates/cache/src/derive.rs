@@ -306,12 +306,26 @@ pub fn gang_part(w: &Workload, kind: WorkloadKind, candidate_part: Option<&str>)
     }
 }
 
+/// The most groups a LeaderWorkerSet may have for Caldera to derive their gangs: each group is
+/// a PodGroup derived before every session, so `spec.replicas` is user input that must not
+/// size that work unbounded. Above it, the groups' pods wait with a message naming the field
+/// and this limit ([`workload_gang`]).
+pub const MAX_LWS_GROUPS: i64 = 1_000;
+
+/// The most members one derived gang may have (`minMember` is an `int32`); above it, its pods
+/// wait with a message naming the field that counts them.
+pub const MAX_GANG_MEMBERS: i64 = 1_000_000;
+
 /// The parts of a workload that are gangs, each its own PodGroup: a LeaderWorkerSet's groups
-/// `0..replicas`, an annotated JobSet's replicated jobs, else the whole workload (`None`).
+/// `0..replicas` (none above [`MAX_LWS_GROUPS`]: its pods are refused), an annotated JobSet's
+/// replicated jobs, else the whole workload (`None`).
 pub fn gang_parts(w: &Workload, kind: WorkloadKind) -> Vec<Option<String>> {
     match kind {
         WorkloadKind::LeaderWorkerSet => {
             let replicas = int(&w.spec, "/replicas").unwrap_or(1).max(0);
+            if replicas > MAX_LWS_GROUPS {
+                return Vec::new();
+            }
             (0..replicas).map(|i| Some(i.to_string())).collect()
         }
         WorkloadKind::JobSet if per_replicated_job(w) => w
@@ -336,6 +350,131 @@ fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
 
 fn int(v: &Value, pointer: &str) -> Option<i64> {
     v.pointer(pointer).and_then(Value::as_i64)
+}
+
+/// `total += request × n` without a loop per member, saturating.
+pub(crate) fn add_times(
+    total: &mut caldera_model::Resources,
+    request: &caldera_model::Resources,
+    n: i64,
+) {
+    if n <= 0 {
+        return;
+    }
+    for (name, v) in request.iter() {
+        total.add_named(name, v.saturating_mul(n));
+    }
+}
+
+/// Why a workload whose pods start in stages cannot be one gang counting all of them: the
+/// first stage's pods would wait for pods their controller creates only once the first ones
+/// are Ready, forever. `None` when its gang (`part`) is created at once.
+fn staged_startup(w: &Workload, kind: WorkloadKind, part: Option<&str>) -> Option<String> {
+    let spec = &w.spec;
+    let text = |p: &str| spec.pointer(p).and_then(Value::as_str).map(str::trim);
+    match kind {
+        WorkloadKind::LeaderWorkerSet => ["/startupPolicy", "/leaderWorkerTemplate/startupPolicy"]
+            .into_iter()
+            .find(|p| text(p) == Some("LeaderReady"))
+            .map(|p| {
+                format!(
+                    "spec{}: LeaderReady creates a group's workers only once its leader is Ready, so a gang of the leader and its workers would never be whole (use LeaderCreated, or opt out with {ANNOTATION_AUTO_GROUP}: \"false\")",
+                    p.replace('/', ".")
+                )
+            }),
+        WorkloadKind::JobSet if part.is_none() => {
+            if text("/startupPolicy/startupPolicyOrder") == Some("InOrder") {
+                return Some(format!(
+                    "spec.startupPolicy.startupPolicyOrder: InOrder creates each replicated job only once the ones before it are Ready, so one gang of them all would never be whole (annotate {ANNOTATION_GANG_PER_REPLICATED_JOB}: \"true\" for a gang per replicated job, or opt out with {ANNOTATION_AUTO_GROUP}: \"false\")"
+                ));
+            }
+            spec.pointer("/replicatedJobs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|r| {
+                    r.get("dependsOn")
+                        .and_then(Value::as_array)
+                        .is_some_and(|d| !d.is_empty())
+                })
+                .map(|r| {
+                    let name = r.get("name").and_then(Value::as_str).unwrap_or("");
+                    format!(
+                        "spec.replicatedJobs[{name}].dependsOn: its Jobs are created only once the ones it depends on are Ready or Complete, so one gang of them all would never be whole (annotate {ANNOTATION_GANG_PER_REPLICATED_JOB}: \"true\" for a gang per replicated job, or opt out with {ANNOTATION_AUTO_GROUP}: \"false\")"
+                    )
+                })
+        }
+        WorkloadKind::MpiJob => (text("/launcherCreationPolicy") == Some("WaitForWorkersReady")).then(|| {
+            format!(
+                "spec.launcherCreationPolicy: WaitForWorkersReady creates the launcher only once the workers are Ready, so a gang of the launcher and the workers would never be whole (use AtStartup, or opt out with {ANNOTATION_AUTO_GROUP}: \"false\")"
+            )
+        }),
+        _ => None,
+    }
+}
+
+/// A Kubeflow job's `spec.runPolicy.schedulingPolicy`, read as defaults below Caldera's own
+/// annotations.
+#[derive(Default)]
+struct SchedulingPolicy {
+    min_available: Option<i32>,
+    queue: Option<String>,
+    priority_class: Option<String>,
+    timeout: Option<i32>,
+    min_resources: Option<caldera_model::Resources>,
+}
+
+/// The `spec.runPolicy.schedulingPolicy` of a PyTorchJob or MPIJob; a field Caldera does not
+/// read, or a value of the wrong type, is an error naming it.
+fn scheduling_policy(w: &Workload, kind: WorkloadKind) -> Result<SchedulingPolicy, String> {
+    let mut p = SchedulingPolicy::default();
+    if !matches!(kind, WorkloadKind::PyTorchJob | WorkloadKind::MpiJob) {
+        return Ok(p);
+    }
+    let Some(policy) = w.spec.pointer("/runPolicy/schedulingPolicy") else {
+        return Ok(p);
+    };
+    const AT: &str = "spec.runPolicy.schedulingPolicy";
+    let Some(fields) = policy.as_object() else {
+        return Err(format!("{AT}: not an object"));
+    };
+    let positive = |key: &str, v: &Value| -> Result<i32, String> {
+        v.as_i64()
+            .filter(|n| *n > 0)
+            .and_then(|n| i32::try_from(n).ok())
+            .ok_or_else(|| format!("{AT}.{key}: {v} is not a positive int32"))
+    };
+    let text = |key: &str, v: &Value| -> Result<Option<String>, String> {
+        v.as_str()
+            .map(|t| Some(t.trim().to_string()).filter(|t| !t.is_empty()))
+            .ok_or_else(|| format!("{AT}.{key}: {v} is not a string"))
+    };
+    for (key, v) in fields {
+        if v.is_null() {
+            continue;
+        }
+        match key.as_str() {
+            "minAvailable" => p.min_available = Some(positive(key, v)?),
+            "scheduleTimeoutSeconds" => p.timeout = Some(positive(key, v)?),
+            "queue" => p.queue = text(key, v)?,
+            "priorityClass" => p.priority_class = text(key, v)?,
+            "minResources" => {
+                let list: BTreeMap<String, String> = serde_json::from_value(v.clone())
+                    .map_err(|e| format!("{AT}.minResources: {e}"))?;
+                let r = caldera_model::Resources::parse_list(
+                    list.iter().map(|(k, q)| (k.as_str(), q.as_str())),
+                )
+                .map_err(|(n, e)| format!("{AT}.minResources.{n}: {e}"))?;
+                p.min_resources = Some(r);
+            }
+            _ => {
+                return Err(format!(
+                    "{AT}.{key}: not read by Caldera (it reads minAvailable, queue, priorityClass, minResources, scheduleTimeoutSeconds); remove it, or opt out with {ANNOTATION_AUTO_GROUP}: \"false\""
+                ))
+            }
+        }
+    }
+    Ok(p)
 }
 
 /// One kind of member of a gang: how many, and the pod template they are made from.
@@ -383,7 +522,10 @@ fn roles(w: &Workload, kind: WorkloadKind, part: Option<&str>) -> Vec<Role> {
                 let job_spec = r.pointer("/template/spec").cloned().unwrap_or(Value::Null);
                 Role {
                     name: format!("replicatedJobs[{name}]"),
-                    count: int(r, "/replicas").unwrap_or(1) * job_members(&job_spec),
+                    count: int(r, "/replicas")
+                        .unwrap_or(1)
+                        .max(0)
+                        .saturating_mul(job_members(&job_spec)),
                     template: job_spec.get("template").cloned().unwrap_or(Value::Null),
                 }
             })
@@ -434,8 +576,10 @@ fn roles(w: &Workload, kind: WorkloadKind, part: Option<&str>) -> Vec<Role> {
                 let name = g.get("groupName").and_then(Value::as_str).unwrap_or("");
                 r.push(Role {
                     name: format!("workerGroupSpecs[{name}]"),
-                    count: int(g, "/minReplicas").unwrap_or(0)
-                        * int(g, "/numOfHosts").unwrap_or(1).max(1),
+                    count: int(g, "/minReplicas")
+                        .unwrap_or(0)
+                        .max(0)
+                        .saturating_mul(int(g, "/numOfHosts").unwrap_or(1).max(1)),
                     template: g.get("template").cloned().unwrap_or(Value::Null),
                 });
             }
@@ -457,8 +601,12 @@ fn roles(w: &Workload, kind: WorkloadKind, part: Option<&str>) -> Vec<Role> {
 ///   `size - 1` workers; PyTorchJob / MPIJob, every replica spec's `replicas`; RayCluster, the
 ///   head and each worker group's `minReplicas` × `numOfHosts`; StatefulSet / Deployment,
 ///   `replicas`, only with `scheduling.caldera.sh/auto-group: "true"`;
-/// - `minMember` the members, or annotation `scheduling.caldera.sh/min-member`;
-///   `minResources` the sum of the members' requests; queue, priority class and timeout as for
+/// - `minMember` the members, or annotation `scheduling.caldera.sh/min-member`, else a
+///   PyTorchJob's / MPIJob's `spec.runPolicy.schedulingPolicy.minAvailable` (its `queue`,
+///   `priorityClass`, `scheduleTimeoutSeconds` and `minResources` are read likewise below
+///   Caldera's annotations; any other field in it is refused);
+///   `minResources` the requests of the first `minMember` members in role order (request ×
+///   count per role, no loop per member); queue, priority class and timeout as for
 ///   a Job ([`crate::workload::job_gang`]);
 /// - owned by the top owner: a JobSet owned by a TrainJob, or a RayCluster owned by a RayJob,
 ///   gives its PodGroup to that owner (read from its owner reference), so it goes with it.
@@ -468,7 +616,11 @@ fn roles(w: &Workload, kind: WorkloadKind, part: Option<&str>) -> Vec<Role> {
 /// workload or a template), not opted in (StatefulSet, Deployment), or no members. Refused
 /// (its pods wait with the message): templates that disagree — some name Caldera's scheduler
 /// and some not, or some name a PodGroup of their own and some not (a pod is never in two
-/// gangs; Caldera does not guess) — a malformed override, or a template that does not convert.
+/// gangs; Caldera does not guess) — a malformed override, a template that does not convert,
+/// more than [`MAX_LWS_GROUPS`] groups or [`MAX_GANG_MEMBERS`] members, or a staged start-up
+/// (LWS `startupPolicy: LeaderReady`, a whole JobSet's `startupPolicyOrder: InOrder` or
+/// `dependsOn`, MPIJob `launcherCreationPolicy: WaitForWorkersReady`) whose later pods are
+/// created only once the first are Ready, so the gang would never be whole.
 pub fn workload_gang(
     w: &Workload,
     kind: WorkloadKind,
@@ -539,6 +691,14 @@ pub fn workload_gang(
     {
         return JobGang::NotGrouped("opted out (scheduling.caldera.sh/auto-group: \"false\")");
     }
+    if kind == WorkloadKind::LeaderWorkerSet {
+        let replicas = int(&w.spec, "/replicas").unwrap_or(1);
+        if replicas > MAX_LWS_GROUPS {
+            return JobGang::Invalid(format!(
+                "{what}: spec.replicas {replicas} is above the {MAX_LWS_GROUPS} groups Caldera derives gangs for (each group is a PodGroup); lower it, or opt out with {ANNOTATION_AUTO_GROUP}: \"false\""
+            ));
+        }
+    }
     let positive = |key: &str| -> std::result::Result<Option<i32>, String> {
         match annotation(meta, key) {
             None => Ok(None),
@@ -557,10 +717,32 @@ pub fn workload_gang(
         (Ok(m), Ok(t)) => (m, t),
         (Err(e), _) | (_, Err(e)) => return JobGang::Invalid(e),
     };
-    let members: i64 = roles.iter().map(|r| r.count.max(0)).sum();
+    // Kubeflow's own gang fields, below Caldera's annotations.
+    let policy = match scheduling_policy(w, kind) {
+        Ok(p) => p,
+        Err(e) => return JobGang::Invalid(format!("{what}: {e}")),
+    };
+    let min_override = min_override.or(policy.min_available);
+    let timeout = timeout.or(policy.timeout);
+    if let Some(why) = staged_startup(w, kind, part) {
+        return JobGang::Invalid(format!("{what}: {why}"));
+    }
+    let members: i64 = roles
+        .iter()
+        .fold(0i64, |n, r| n.saturating_add(r.count.max(0)));
+    if members > MAX_GANG_MEMBERS {
+        let r = roles.iter().max_by_key(|r| r.count).map_or("", |r| &r.name);
+        return JobGang::Invalid(format!(
+            "{what}: {members} members (most from {r}) are above the {MAX_GANG_MEMBERS} one gang may have; lower the replicas, or opt out with {ANNOTATION_AUTO_GROUP}: \"false\""
+        ));
+    }
     if members == 0 && min_override.is_none() {
         return JobGang::NotGrouped("no members (replicas 0)");
     }
+    let min_member = min_override.unwrap_or(members.clamp(1, i32::MAX as i64) as i32);
+    // minResources: the first `min_member` members in role order (all of them unless an
+    // override shrinks the gang), as for a Job.
+    let mut left = i64::from(min_member);
     let mut min_resources = caldera_model::Resources::new();
     for ((r, t), m) in roles.iter().zip(&templates).zip(&metas) {
         let mut pod_meta = m.clone();
@@ -571,12 +753,15 @@ pub fn workload_gang(
             Ok(q) => q,
             Err(e) => return JobGang::Invalid(format!("{what}: {e}")),
         };
-        for _ in 0..r.count.clamp(0, 100_000) {
-            min_resources.add(&request);
-        }
+        let n = r.count.clamp(0, left);
+        add_times(&mut min_resources, &request, n);
+        left -= n;
     }
-    let min_member = min_override.unwrap_or(members.clamp(1, i32::MAX as i64) as i32);
+    if let Some(r) = policy.min_resources {
+        min_resources = r;
+    }
     let queue = annotation(meta, ANNOTATION_QUEUE_NAME)
+        .or(policy.queue.as_deref())
         .or_else(|| {
             meta.labels
                 .as_ref()
@@ -590,10 +775,12 @@ pub fn workload_gang(
         })
         .filter(|q| !q.is_empty())
         .map(String::from);
-    let priority_class_name = templates
-        .iter()
-        .filter_map(|t| t.spec.as_ref()?.priority_class_name.clone())
-        .find(|c| !c.is_empty());
+    let priority_class_name = policy.priority_class.clone().or_else(|| {
+        templates
+            .iter()
+            .filter_map(|t| t.spec.as_ref()?.priority_class_name.clone())
+            .find(|c| !c.is_empty())
+    });
     // The top owner: a TrainJob's JobSet, a RayJob's RayCluster.
     let top = Owner::of(meta).filter(|o| {
         matches!(
@@ -1033,5 +1220,180 @@ mod tests {
         let hash = BTreeMap::from([(LABEL_POD_TEMPLATE_HASH.to_string(), "5d4f8c".to_string())]);
         let c = pod_candidate(&hash, Some(&rs)).unwrap();
         assert_eq!((c.kind, &*c.name), (WorkloadKind::Deployment, "web"));
+    }
+
+    fn invalid(w: &Workload, part: Option<&str>) -> String {
+        match workload_gang(w, w.workload_kind().unwrap(), part, &names()) {
+            JobGang::Invalid(m) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn huge_replicas_are_refused_or_multiplied_never_enumerated() {
+        // An LWS with i32::MAX groups: no PodGroup per group is enumerated, and its pods are
+        // told which field and limit refuse it.
+        let l = lws(2, i32::MAX as i64);
+        let m = invalid(&l, Some("0"));
+        assert!(
+            m.contains("spec.replicas 2147483647") && m.contains(&MAX_LWS_GROUPS.to_string()),
+            "{m}"
+        );
+        assert!(gang_parts(&l, WorkloadKind::LeaderWorkerSet).is_empty());
+        assert_eq!(
+            gang_parts(&lws(2, MAX_LWS_GROUPS), WorkloadKind::LeaderWorkerSet).len(),
+            MAX_LWS_GROUPS as usize
+        );
+        // replicas x parallelism overflowing i64 is refused, not a panic or a wrap.
+        let js = |replicas: i64, parallelism: i64| {
+            workload(
+                json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": {"namespace": "ml", "name": "big", "uid": "u-big"},
+                "spec": {"replicatedJobs": [{"name": "w", "replicas": replicas,
+                    "template": {"spec": {"parallelism": parallelism, "template": template(1)}}}]}}),
+            )
+        };
+        let m = invalid(&js(i64::MAX, i64::MAX), None);
+        assert!(
+            m.contains("replicatedJobs[w]") && m.contains(&MAX_GANG_MEMBERS.to_string()),
+            "{m}"
+        );
+        // Within the limit minResources is request x count, every member counted (the old
+        // loop stopped at 100000 per role).
+        let pg = gang(&js(500, 1000), None);
+        assert_eq!(pg.spec.min_member, Some(500_000));
+        assert_eq!(
+            pg.spec.min_resources.as_ref().unwrap()["nvidia.com/gpu"].0,
+            "500000"
+        );
+    }
+
+    #[test]
+    fn staged_startup_is_refused_for_one_gang() {
+        let mut l = lws(4, 1);
+        l.spec["startupPolicy"] = json!("LeaderReady");
+        let m = invalid(&l, Some("0"));
+        assert!(m.contains("spec.startupPolicy: LeaderReady"), "{m}");
+        l.spec["startupPolicy"] = json!("LeaderCreated");
+        assert_eq!(gang(&l, Some("0")).spec.min_member, Some(4));
+
+        let mut in_order = jobset(json!({}));
+        in_order.spec["startupPolicy"] = json!({"startupPolicyOrder": "InOrder"});
+        let m = invalid(&in_order, None);
+        assert!(m.contains("startupPolicyOrder: InOrder"), "{m}");
+        let mut depends = jobset(json!({}));
+        depends.spec["replicatedJobs"][1]["dependsOn"] =
+            json!([{"name": "driver", "status": "Ready"}]);
+        let m = invalid(&depends, None);
+        assert!(m.contains("replicatedJobs[workers].dependsOn"), "{m}");
+        // A gang per replicated job is created at once: each stage is its own gang.
+        depends.metadata.annotations = Some(BTreeMap::from([(
+            ANNOTATION_GANG_PER_REPLICATED_JOB.to_string(),
+            "true".to_string(),
+        )]));
+        assert_eq!(gang(&depends, Some("workers")).spec.min_member, Some(4));
+        in_order.metadata.annotations = depends.metadata.annotations.clone();
+        assert_eq!(gang(&in_order, Some("driver")).spec.min_member, Some(1));
+
+        let mpi = |policy: &str| {
+            workload(
+                json!({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+                "metadata": {"namespace": "ml", "name": "m", "uid": "u-m"},
+                "spec": {"launcherCreationPolicy": policy, "mpiReplicaSpecs": {
+                    "Launcher": {"replicas": 1, "template": template(0)},
+                    "Worker": {"replicas": 2, "template": template(1)}}}}),
+            )
+        };
+        let m = invalid(&mpi("WaitForWorkersReady"), None);
+        assert!(
+            m.contains("spec.launcherCreationPolicy: WaitForWorkersReady"),
+            "{m}"
+        );
+        assert_eq!(gang(&mpi("AtStartup"), None).spec.min_member, Some(3));
+    }
+
+    #[test]
+    fn min_member_override_shrinks_min_resources_in_role_order() {
+        let torch = |annotations: Value| {
+            workload(
+                json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                "metadata": {"namespace": "ml", "name": "pt", "uid": "u-pt", "annotations": annotations},
+                "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template(2)},
+                    "Worker": {"replicas": 3, "template": template(1)}}}}),
+            )
+        };
+        let gpus = |pg: PodGroup| pg.spec.min_resources.unwrap()["nvidia.com/gpu"].0.clone();
+        assert_eq!(gpus(gang(&torch(json!({})), None)), "5", "2 + 3 x 1");
+        // The first 2 members: the master (2) and one worker (1).
+        let pg = gang(&torch(json!({ANNOTATION_MIN_MEMBER: "2"})), None);
+        assert_eq!(pg.spec.min_member, Some(2));
+        assert_eq!(gpus(pg), "3");
+        // More than the members: every member, no more.
+        assert_eq!(
+            gpus(gang(&torch(json!({ANNOTATION_MIN_MEMBER: "9"})), None)),
+            "5"
+        );
+    }
+
+    #[test]
+    fn kubeflow_scheduling_policy_is_read_below_calderas_annotations() {
+        let torch = |annotations: Value, policy: Value| {
+            workload(
+                json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                "metadata": {"namespace": "ml", "name": "pt", "uid": "u-pt", "annotations": annotations},
+                "spec": {"runPolicy": {"schedulingPolicy": policy},
+                    "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template(1)},
+                    "Worker": {"replicas": 3, "template": template(1)}}}}),
+            )
+        };
+        let policy = json!({"minAvailable": 2, "queue": "team-a", "priorityClass": "high",
+            "scheduleTimeoutSeconds": 30, "minResources": {"nvidia.com/gpu": "7"}});
+        let pg = gang(&torch(json!({}), policy.clone()), None);
+        assert_eq!(
+            (
+                pg.spec.min_member,
+                pg.spec.queue.as_deref(),
+                pg.spec.priority_class_name.as_deref(),
+                pg.spec.schedule_timeout_seconds
+            ),
+            (Some(2), Some("team-a"), Some("high"), Some(30))
+        );
+        assert_eq!(pg.spec.min_resources.unwrap()["nvidia.com/gpu"].0, "7");
+        // Caldera's annotations win.
+        let pg = gang(
+            &torch(
+                json!({ANNOTATION_MIN_MEMBER: "3", ANNOTATION_SCHEDULE_TIMEOUT: "90",
+                    ANNOTATION_QUEUE_NAME: "mine"}),
+                policy,
+            ),
+            None,
+        );
+        assert_eq!(
+            (
+                pg.spec.min_member,
+                pg.spec.queue.as_deref(),
+                pg.spec.schedule_timeout_seconds
+            ),
+            (Some(3), Some("mine"), Some(90))
+        );
+        // minAvailable alone shrinks minResources to the first members.
+        let pg = gang(&torch(json!({}), json!({"minAvailable": 2})), None);
+        assert_eq!(pg.spec.min_resources.unwrap()["nvidia.com/gpu"].0, "2");
+        // What is not read, or malformed, is refused naming it.
+        for (policy, field) in [
+            (json!({"minAvailable": 0}), "schedulingPolicy.minAvailable"),
+            (
+                json!({"minAvailable": "two"}),
+                "schedulingPolicy.minAvailable",
+            ),
+            (json!({"gangMode": "strict"}), "schedulingPolicy.gangMode"),
+            (
+                json!({"minResources": {"cpu": "lots"}}),
+                "schedulingPolicy.minResources.cpu",
+            ),
+        ] {
+            let m = invalid(&torch(json!({}), policy), None);
+            assert!(m.contains(field), "{field}: {m}");
+        }
     }
 }

@@ -289,9 +289,7 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
         Err(e) => return JobGang::Invalid(format!("Job {namespace}/{name}: {e}")),
     };
     let mut min_resources = caldera_model::Resources::new();
-    for _ in 0..min_member {
-        min_resources.add(&request);
-    }
+    crate::derive::add_times(&mut min_resources, &request, i64::from(min_member));
     let queue = annotation(meta, ANNOTATION_QUEUE_NAME)
         .or_else(|| label(meta, LABEL_KUEUE_QUEUE_NAME))
         .or_else(|| annotation(&template_meta, ANNOTATION_QUEUE_NAME))
@@ -420,6 +418,22 @@ mod tests {
         let min = pg.spec.min_resources.unwrap();
         assert_eq!(min["nvidia.com/gpu"].0, "4");
         assert_eq!(min["cpu"].0, "8");
+    }
+
+    #[test]
+    fn huge_parallelism_min_resources_without_a_loop() {
+        // parallelism is user input up to i32::MAX: minResources is request x minMember,
+        // computed at once (a loop per member stalled every session).
+        let job = mk_job(
+            "t",
+            json!({"spec": {"parallelism": i32::MAX, "completions": i32::MAX}}),
+        );
+        let pg = gang(&job);
+        assert_eq!(pg.spec.min_member, Some(i32::MAX));
+        assert_eq!(
+            pg.spec.min_resources.unwrap()["nvidia.com/gpu"].0,
+            i32::MAX.to_string()
+        );
     }
 
     #[test]
