@@ -590,7 +590,28 @@ impl ClusterIndex {
             && wanted.priority_class == existing.priority_class
             && wanted.min_resources == existing.min_resources
             && wanted.timeout_seconds == existing.timeout_seconds;
-        (!same).then_some(DerivedWrite::Update(pg))
+        if same {
+            return None;
+        }
+        // A merge patch merges maps: the resources the stored minResources has and the
+        // derived one has not are cleared by name.
+        let kept = wanted
+            .min_resources
+            .as_ref()
+            .map(Resources::to_quantities)
+            .unwrap_or_default();
+        let removed_resources = existing
+            .min_resources
+            .as_ref()
+            .map(Resources::to_quantities)
+            .unwrap_or_default()
+            .into_keys()
+            .filter(|k| !kept.contains_key(k))
+            .collect();
+        Some(DerivedWrite::Update {
+            podgroup: pg,
+            removed_resources,
+        })
     }
 
     /// The writes that bring the PodGroups of workloads whose gang is derived

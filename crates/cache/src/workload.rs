@@ -144,27 +144,84 @@ pub enum DerivedWrite {
     Create(PodGroup),
     /// Set the derived fields of the existing PodGroup's spec to this one's (`minMember`,
     /// `minResources`, `queue`, `priorityClassName`, `scheduleTimeoutSeconds`).
-    Update(PodGroup),
+    Update {
+        /// The PodGroup as derived now.
+        podgroup: PodGroup,
+        /// The resource names the existing PodGroup's `minResources` has and the derived one
+        /// has not (a request dropped from the template): `null` in the merge patch, since a
+        /// merge patch merges maps and would keep them.
+        removed_resources: Vec<String>,
+    },
 }
 
 impl DerivedWrite {
     /// The PodGroup written.
     pub fn podgroup(&self) -> &PodGroup {
         match self {
-            DerivedWrite::Create(pg) | DerivedWrite::Update(pg) => pg,
+            DerivedWrite::Create(pg) | DerivedWrite::Update { podgroup: pg, .. } => pg,
         }
     }
 
-    /// The merge patch of an update: the derived fields, `null` where the derivation has none.
+    /// The merge patch (RFC 7386) of an update: the derived fields, `null` where the
+    /// derivation has none, and `null` for each resource of `minResources` it no longer has.
     pub fn spec_patch(&self) -> serde_json::Value {
         let spec = &self.podgroup().spec;
+        let mut min_resources = serde_json::to_value(&spec.min_resources).unwrap_or_default();
+        if let DerivedWrite::Update {
+            removed_resources, ..
+        } = self
+        {
+            if !removed_resources.is_empty() {
+                let mut map = min_resources
+                    .as_object_mut()
+                    .map(std::mem::take)
+                    .unwrap_or_default();
+                for r in removed_resources {
+                    map.insert(r.clone(), serde_json::Value::Null);
+                }
+                min_resources = serde_json::Value::Object(map);
+            }
+        }
         serde_json::json!({"spec": {
             "minMember": spec.min_member,
-            "minResources": spec.min_resources,
+            "minResources": min_resources,
             "queue": spec.queue,
             "priorityClassName": spec.priority_class_name,
             "scheduleTimeoutSeconds": spec.schedule_timeout_seconds,
         }})
+    }
+
+    /// `existing` after the update's merge patch, as the API server writes it (a create
+    /// gives the PodGroup itself): for the simulator's store.
+    pub fn applied_to(&self, existing: &PodGroup) -> PodGroup {
+        if let DerivedWrite::Create(pg) = self {
+            return pg.clone();
+        }
+        let Ok(mut v) = serde_json::to_value(existing) else {
+            return existing.clone();
+        };
+        merge_patch(&mut v, &self.spec_patch());
+        serde_json::from_value(v).unwrap_or_else(|_| existing.clone())
+    }
+}
+
+/// RFC 7386: objects merge recursively, `null` deletes, anything else replaces.
+fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    let serde_json::Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = serde_json::Value::Object(Default::default());
+    }
+    if let serde_json::Value::Object(t) = target {
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+            }
+        }
     }
 }
 
@@ -523,7 +580,7 @@ mod tests {
         scaled.spec.as_mut().unwrap().parallelism = Some(2);
         index.apply_job(&scaled);
         match &index.derived_podgroups(&opts)[..] {
-            [DerivedWrite::Update(pg)] => assert_eq!(pg.spec.min_member, Some(2)),
+            [DerivedWrite::Update { podgroup: pg, .. }] => assert_eq!(pg.spec.min_member, Some(2)),
             other => panic!("{other:?}"),
         }
         index.apply_job(&job);
@@ -553,6 +610,51 @@ mod tests {
         assert_eq!(snap.waiting.len(), 4);
         let why = snap.waiting[0].why.as_deref().unwrap();
         assert!(why.contains("not derived from Job ml/train"), "{why}");
+    }
+
+    /// A resource dropped from the template leaves the derived PodGroup's `minResources`: the
+    /// update's merge patch clears it by name (a merge patch merges maps), so once the API
+    /// server has applied it the index wants no further write.
+    #[test]
+    fn update_clears_a_resource_dropped_from_the_template() {
+        let job = mk_job("train", json!({}));
+        let mut index = ClusterIndex::new();
+        index.reset_jobs([&job]);
+        let opts = SnapshotOptions::default();
+        let mut pg = match &index.derived_podgroups(&opts)[..] {
+            [DerivedWrite::Create(pg)] => pg.clone(),
+            other => panic!("{other:?}"),
+        };
+        pg.metadata.uid = Some("uid-pg".into());
+        index.apply_podgroup(&pg).unwrap();
+        // The GPU goes from the template: only cpu is requested now.
+        let cpu_only = mk_job(
+            "train",
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "main",
+                "resources": {"requests": {"cpu": "2"}}}]}}}}),
+        );
+        index.apply_job(&cpu_only);
+        let write = match &index.derived_podgroups(&opts)[..] {
+            [w @ DerivedWrite::Update {
+                removed_resources, ..
+            }] => {
+                assert_eq!(removed_resources, &["nvidia.com/gpu".to_string()]);
+                w.clone()
+            }
+            other => panic!("{other:?}"),
+        };
+        let patch = write.spec_patch();
+        assert_eq!(patch["spec"]["minResources"]["nvidia.com/gpu"], Value::Null);
+        assert_eq!(patch["spec"]["minResources"]["cpu"], json!("8"));
+        // The API server applies the merge patch (RFC 7386) to the stored object.
+        let mut stored = serde_json::to_value(&pg).unwrap();
+        merge(&mut stored, patch);
+        let stored: PodGroup = serde_json::from_value(stored).unwrap();
+        let min = stored.spec.min_resources.clone().unwrap();
+        assert_eq!(min.keys().collect::<Vec<_>>(), ["cpu"]);
+        assert_eq!(write.applied_to(&pg), stored);
+        index.apply_podgroup(&stored).unwrap();
+        assert!(index.derived_podgroups(&opts).is_empty());
     }
 
     #[test]

@@ -231,7 +231,7 @@ async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut 
         shared.metrics.api_write("podgroup");
         let result = match &write {
             DerivedWrite::Create(pg) => api.create(&PostParams::default(), pg).await.map(drop),
-            DerivedWrite::Update(_) => api
+            DerivedWrite::Update { .. } => api
                 .patch(
                     &name,
                     &PatchParams::default(),

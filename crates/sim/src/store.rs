@@ -1055,20 +1055,17 @@ impl Store {
     pub fn create_derived_podgroups(&mut self, opts: &SnapshotOptions, now: Time) -> Vec<String> {
         let mut made = Vec::new();
         for write in self.index.derived_podgroups(opts) {
-            let mut pg = write.podgroup().clone();
-            let key = (ns_of(&pg.metadata), name_of(&pg.metadata));
+            let key = (
+                ns_of(&write.podgroup().metadata),
+                name_of(&write.podgroup().metadata),
+            );
             made.push(format!("{}/{}", key.0, key.1));
-            if let (DerivedWrite::Update(_), Some(old)) = (&write, self.podgroups.get(&key)) {
-                // A merge patch of the derived fields: the rest of the object stays.
-                let mut spec = old.spec.clone();
-                spec.min_member = pg.spec.min_member;
-                spec.min_resources = pg.spec.min_resources.take();
-                spec.queue = pg.spec.queue.take();
-                spec.priority_class_name = pg.spec.priority_class_name.take();
-                spec.schedule_timeout_seconds = pg.spec.schedule_timeout_seconds;
-                pg = old.clone();
-                pg.spec = spec;
-            }
+            // An update is a merge patch of the derived fields, as the runtime sends it: the
+            // rest of the object stays.
+            let pg = match (&write, self.podgroups.get(&key)) {
+                (DerivedWrite::Update { .. }, Some(old)) => write.applied_to(old),
+                _ => write.podgroup().clone(),
+            };
             // Derived from a Job that converted, so the PodGroup converts too.
             let _ = self.apply(Object::PodGroup(pg), now);
         }
