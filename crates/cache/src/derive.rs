@@ -674,6 +674,7 @@ pub fn workload_gang(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::DerivedWrite;
     use crate::{ClusterIndex, SnapshotOptions};
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
@@ -997,6 +998,122 @@ mod tests {
             .waiting
             .iter()
             .all(|w| &*w.group == "ml/deployment-ring"));
+    }
+
+    /// Carries out the writes as the runtime does (creates get a uid) and returns them as
+    /// `C name`, `U name`, `D name`.
+    fn settle(index: &mut ClusterIndex, opts: &SnapshotOptions) -> Vec<String> {
+        let mut done = Vec::new();
+        for w in index.derived_podgroups(opts) {
+            let name = w.podgroup().metadata.name.clone().unwrap();
+            let ns = w.podgroup().metadata.namespace.clone().unwrap();
+            match &w {
+                DerivedWrite::Create(pg) => {
+                    let mut pg = pg.clone();
+                    pg.metadata.uid = Some(format!("u-{name}"));
+                    index.apply_podgroup(&pg).unwrap();
+                    done.push(format!("C {name}"));
+                }
+                DerivedWrite::Update { .. } => panic!("no update expected: {w:?}"),
+                DerivedWrite::Delete(pg) => {
+                    assert_eq!(pg.metadata.uid, Some(format!("u-{name}")));
+                    index.delete_podgroup(&ns, &name);
+                    done.push(format!("D {name}"));
+                }
+            }
+        }
+        done
+    }
+
+    /// A PodGroup Caldera derived that its workload no longer derives is deleted: an LWS
+    /// scaled down, a JobSet regrouped, a Deployment no longer opted in. Never one Caldera did
+    /// not derive, one a pod names, or a finished Job's.
+    #[test]
+    fn podgroups_no_longer_derived_are_deleted() {
+        let opts = SnapshotOptions {
+            scheduler_names: names(),
+            ..SnapshotOptions::default()
+        };
+        let mut index = ClusterIndex::new();
+        index.reset_workloads(WorkloadKind::LeaderWorkerSet, [&lws(2, 4)]);
+        assert_eq!(
+            settle(&mut index, &opts),
+            [
+                "C lws-infer-0",
+                "C lws-infer-1",
+                "C lws-infer-2",
+                "C lws-infer-3"
+            ]
+        );
+        // A hand-written PodGroup the LWS owns, not derived: never deleted.
+        let mut own = gang(&lws(2, 8), Some("5"));
+        own.metadata.annotations = None;
+        own.metadata.uid = Some("u-own".into());
+        index.apply_podgroup(&own).unwrap();
+        index.apply_workload(&lws(2, 2));
+        assert_eq!(
+            settle(&mut index, &opts),
+            ["D lws-infer-2", "D lws-infer-3"]
+        );
+        assert!(settle(&mut index, &opts).is_empty());
+        assert!(index
+            .snapshot(&opts)
+            .jobs
+            .iter()
+            .any(|j| &*j.id == "ml/lws-infer-5"));
+        // Scaled down while a pod names the group: it stays.
+        index.apply_workload(&lws(2, 1));
+        let mut naming = lws_pod(1, 0);
+        naming.metadata.annotations = Some(
+            [(
+                "scheduling.k8s.io/group-name".to_string(),
+                "lws-infer-1".to_string(),
+            )]
+            .into(),
+        );
+        index.apply_pod(&naming).unwrap();
+        assert!(settle(&mut index, &opts).is_empty());
+
+        // A JobSet regrouped both ways.
+        let per_job = json!({ANNOTATION_GANG_PER_REPLICATED_JOB: "true"});
+        index.reset_workloads(WorkloadKind::JobSet, [&jobset(per_job)]);
+        assert_eq!(
+            settle(&mut index, &opts),
+            ["C jobset-train-driver", "C jobset-train-workers"]
+        );
+        index.apply_workload(&jobset(json!({})));
+        assert_eq!(
+            settle(&mut index, &opts),
+            [
+                "C jobset-train",
+                "D jobset-train-driver",
+                "D jobset-train-workers"
+            ]
+        );
+        index.apply_workload(&jobset(json!({ANNOTATION_GANG_PER_REPLICATED_JOB: "true"})));
+        assert_eq!(
+            settle(&mut index, &opts),
+            [
+                "D jobset-train",
+                "C jobset-train-driver",
+                "C jobset-train-workers"
+            ]
+        );
+
+        // A Deployment no longer opted in (then not kept here).
+        let ring = |annotations: Value| {
+            workload(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"namespace": "ml", "name": "ring", "uid": "u-ring",
+                    "annotations": annotations},
+                "spec": {"replicas": 2, "template": template(1)}}))
+        };
+        index.reset_workloads(
+            WorkloadKind::Deployment,
+            [&ring(json!({ANNOTATION_AUTO_GROUP: "true"}))],
+        );
+        assert_eq!(settle(&mut index, &opts), ["C deployment-ring"]);
+        index.apply_workload(&ring(json!({})));
+        assert_eq!(settle(&mut index, &opts), ["D deployment-ring"]);
     }
 
     #[test]

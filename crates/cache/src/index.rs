@@ -644,9 +644,36 @@ impl ClusterIndex {
                     }
                 })
             });
-        let mut writes: Vec<DerivedWrite> = from_jobs
-            .chain(from_workloads)
+        let wanted: Vec<PodGroup> = from_jobs.chain(from_workloads).collect();
+        let wanted_ids: HashSet<String> = wanted
+            .iter()
+            .map(|pg| {
+                let m = &pg.metadata;
+                let ns = m.namespace.as_deref().unwrap_or("default");
+                format!("{ns}/{}", m.name.as_deref().unwrap_or(""))
+            })
+            .collect();
+        let stale = self
+            .podgroups
+            .values()
+            .filter(|g| !wanted_ids.contains(&*g.id) && opts.auto_group.covers(&g.namespace))
+            .filter(|g| self.derived_stale(g, opts))
+            .map(|g| {
+                DerivedWrite::Delete(PodGroup {
+                    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                        namespace: Some(g.namespace.to_string()),
+                        name: Some(g.name.to_string()),
+                        uid: (g.uid != g.id).then(|| g.uid.to_string()),
+                        ..Default::default()
+                    },
+                    spec: Default::default(),
+                    status: None,
+                })
+            });
+        let mut writes: Vec<DerivedWrite> = wanted
+            .into_iter()
             .filter_map(|pg| self.derived_write(pg))
+            .chain(stale)
             .collect();
         writes.sort_by(|a, b| {
             let key = |w: &DerivedWrite| {
@@ -656,6 +683,62 @@ impl ClusterIndex {
             key(a).cmp(&key(b))
         });
         writes
+    }
+
+    /// Whether `g` (not wanted by any workload now) is a PodGroup Caldera derived whose
+    /// workload, known here by its uid, no longer derives it, and that no pod names: a Job not
+    /// grouped any more (not when it finished: it keeps its PodGroup), a part of a workload
+    /// that is gone (an LWS group above `replicas`, a JobSet regrouped), a workload not grouped
+    /// any more, or a StatefulSet or Deployment no longer opted in (not kept here). A PodGroup
+    /// whose workload is not known is left alone (the garbage collector deletes it with its
+    /// owner).
+    fn derived_stale(&self, g: &GroupInfo, opts: &SnapshotOptions) -> bool {
+        let Some(owner) = g.derived_owner.as_ref() else {
+            return false;
+        };
+        if self.members.values().any(|jobs| jobs.contains_key(&g.id)) {
+            return false;
+        }
+        let uid_matches = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            meta.uid.as_deref() == Some(&*owner.uid)
+        };
+        if owner.is_job() {
+            let Some(job) = self
+                .jobs
+                .get(&key_of(&g.namespace, &owner.name))
+                .filter(|j| uid_matches(&j.metadata))
+            else {
+                return false;
+            };
+            if job_finished(job) || *g.name != job_podgroup_name(&owner.name) {
+                return false;
+            }
+            return matches!(job_gang(job, &opts.scheduler_names), JobGang::NotGrouped(_));
+        }
+        let Some(kind) = WorkloadKind::of(&owner.api_version, &owner.kind) else {
+            return false;
+        };
+        if !self.workload_kinds.contains(&kind) {
+            return false;
+        }
+        let key = (kind, g.namespace.clone(), owner.name.clone());
+        let Some(w) = self.workloads.get(&key) else {
+            // Kept unless opted in: a StatefulSet or Deployment not here is no longer grouped
+            // (or gone, and its PodGroup with it).
+            return kind.opt_in();
+        };
+        if !uid_matches(&w.metadata) {
+            return false;
+        }
+        gang_parts(w, kind)
+            .into_iter()
+            .filter(|part| *g.name == gang_podgroup_name(kind, &owner.name, part.as_deref()))
+            .all(|part| {
+                matches!(
+                    workload_gang(w, kind, part.as_deref(), &opts.scheduler_names),
+                    JobGang::NotGrouped(_)
+                )
+            })
     }
 
     /// How the pod `p` of ours (no group of its own) is grouped: by the gang derived from its

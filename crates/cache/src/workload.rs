@@ -137,6 +137,14 @@ pub fn member_group(
     (owner_of(&name).as_deref() == Some(&*owner.uid)).then_some(name)
 }
 
+/// The controller of a PodGroup Caldera derived (annotation
+/// `scheduling.caldera.sh/derived-from` and label `app.kubernetes.io/managed-by: caldera`, as
+/// [`job_gang`] and [`crate::derive::workload_gang`] write them); `None` for any other.
+pub fn derived_owner(meta: &ObjectMeta) -> Option<Owner> {
+    annotation(meta, ANNOTATION_DERIVED_FROM)?;
+    (label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY_CALDERA)).then(|| Owner::of(meta))?
+}
+
 /// A write that brings a derived PodGroup up to date ([`crate::ClusterIndex::derived_podgroups`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum DerivedWrite {
@@ -152,13 +160,19 @@ pub enum DerivedWrite {
         /// merge patch merges maps and would keep them.
         removed_resources: Vec<String>,
     },
+    /// Delete this PodGroup (name, namespace and uid set): Caldera derived it, its workload
+    /// no longer derives it (an LWS scaled down, a JobSet's gangs regrouped, a Deployment no
+    /// longer opted in) and no pod names it.
+    Delete(PodGroup),
 }
 
 impl DerivedWrite {
     /// The PodGroup written.
     pub fn podgroup(&self) -> &PodGroup {
         match self {
-            DerivedWrite::Create(pg) | DerivedWrite::Update { podgroup: pg, .. } => pg,
+            DerivedWrite::Create(pg)
+            | DerivedWrite::Update { podgroup: pg, .. }
+            | DerivedWrite::Delete(pg) => pg,
         }
     }
 
@@ -191,10 +205,10 @@ impl DerivedWrite {
         }})
     }
 
-    /// `existing` after the update's merge patch, as the API server writes it (a create
-    /// gives the PodGroup itself): for the simulator's store.
+    /// `existing` after the update's merge patch, as the API server writes it (a create or a
+    /// delete gives the PodGroup itself): for the simulator's store.
     pub fn applied_to(&self, existing: &PodGroup) -> PodGroup {
-        if let DerivedWrite::Create(pg) = self {
+        if let DerivedWrite::Create(pg) | DerivedWrite::Delete(pg) = self {
             return pg.clone();
         }
         let Ok(mut v) = serde_json::to_value(existing) else {
@@ -654,6 +668,44 @@ mod tests {
         assert_eq!(min.keys().collect::<Vec<_>>(), ["cpu"]);
         assert_eq!(write.applied_to(&pg), stored);
         index.apply_podgroup(&stored).unwrap();
+        assert!(index.derived_podgroups(&opts).is_empty());
+    }
+
+    /// A Job's derived PodGroup is deleted once the Job opts out, kept once it finished.
+    #[test]
+    fn job_podgroup_is_deleted_when_the_job_opts_out_and_kept_when_it_finished() {
+        let job = mk_job("train", json!({}));
+        let mut index = ClusterIndex::new();
+        index.reset_jobs([&job]);
+        let opts = SnapshotOptions::default();
+        let mut pg = index.derived_podgroups(&opts)[0].podgroup().clone();
+        pg.metadata.uid = Some("uid-pg".into());
+        index.apply_podgroup(&pg).unwrap();
+        let finished = mk_job(
+            "train",
+            json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}},
+                "status": {"conditions": [{"type": "Complete", "status": "True"}]}}),
+        );
+        index.apply_job(&finished);
+        assert!(index.derived_podgroups(&opts).is_empty());
+        index.apply_job(&mk_job(
+            "train",
+            json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}}}),
+        ));
+        match &index.derived_podgroups(&opts)[..] {
+            [DerivedWrite::Delete(d)] => {
+                assert_eq!(d.metadata.name.as_deref(), Some("job-train"));
+                assert_eq!(d.metadata.uid.as_deref(), Some("uid-pg"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Another Job's uid (recreated under the same name): not ours to judge.
+        let mut other = mk_job(
+            "train",
+            json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}}}),
+        );
+        other.metadata.uid = Some("uid-new".into());
+        index.apply_job(&other);
         assert!(index.derived_podgroups(&opts).is_empty());
     }
 

@@ -1050,8 +1050,8 @@ impl Store {
     }
 
     /// Writes the PodGroups Caldera derives from workloads (`ClusterIndex::derived_podgroups`)
-    /// as the runtime does: creates the missing ones, sets the derived fields of the others.
-    /// Returns them (`namespace/name`).
+    /// as the runtime does: creates the missing ones, sets the derived fields of the others,
+    /// deletes those no longer derived. Returns them (`namespace/name`).
     pub fn create_derived_podgroups(&mut self, opts: &SnapshotOptions, now: Time) -> Vec<String> {
         let mut made = Vec::new();
         for write in self.index.derived_podgroups(opts) {
@@ -1063,6 +1063,14 @@ impl Store {
             // An update is a merge patch of the derived fields, as the runtime sends it: the
             // rest of the object stays.
             let pg = match (&write, self.podgroups.get(&key)) {
+                (DerivedWrite::Delete(pg), Some(old)) => {
+                    // With the uid as precondition, as the runtime deletes it.
+                    if pg.metadata.uid.is_none() || pg.metadata.uid == old.metadata.uid {
+                        self.delete(Kind::PodGroup, Some(&key.0), &key.1, now);
+                    }
+                    continue;
+                }
+                (DerivedWrite::Delete(_), None) => continue,
                 (DerivedWrite::Update { .. }, Some(old)) => write.applied_to(old),
                 _ => write.podgroup().clone(),
             };
