@@ -156,6 +156,18 @@ impl WorkloadKind {
     pub fn opt_in(self) -> bool {
         matches!(self, WorkloadKind::StatefulSet | WorkloadKind::Deployment)
     }
+
+    /// Whether the kind's operator can group its pods itself: the training-operator, the
+    /// mpi-operator and KubeRay, with their Volcano integration (`gangSchedulerName: volcano`,
+    /// `batchScheduler` `volcano`), make their own PodGroup and write
+    /// `scheduling.k8s.io/group-name` on the pods they create, not on the templates. Once a pod
+    /// of such a workload names a group, no gang is derived for it (the operator's stands).
+    pub fn operator_groups_pods(self) -> bool {
+        matches!(
+            self,
+            WorkloadKind::PyTorchJob | WorkloadKind::MpiJob | WorkloadKind::RayCluster
+        )
+    }
 }
 
 /// An object of a [`WorkloadKind`], read untyped (no dependency on its CRD).
@@ -1114,6 +1126,45 @@ mod tests {
         assert_eq!(settle(&mut index, &opts), ["C deployment-ring"]);
         index.apply_workload(&ring(json!({})));
         assert_eq!(settle(&mut index, &opts), ["D deployment-ring"]);
+    }
+
+    /// The training-operator with its Volcano integration writes its own group on the pods it
+    /// creates (not on the templates): once a pod names one, no `pytorchjob-` PodGroup is
+    /// derived beside the operator's, one derived before is deleted, and no pod waits on a
+    /// clash.
+    #[test]
+    fn no_gang_is_derived_for_a_workload_its_operator_groups() {
+        let opts = SnapshotOptions {
+            scheduler_names: names(),
+            ..SnapshotOptions::default()
+        };
+        let torch = workload(
+            json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"namespace": "ml", "name": "pt", "uid": "u-pt"},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template(1)},
+                "Worker": {"replicas": 1, "template": template(1)}}}}),
+        );
+        let owner = json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "pt",
+            "uid": "u-pt", "controller": true});
+        let mut index = ClusterIndex::new();
+        index.reset_workloads(WorkloadKind::PyTorchJob, [&torch]);
+        // Before the operator's pods exist the gang is derived (no pod says otherwise).
+        assert_eq!(settle(&mut index, &opts), ["C pytorchjob-pt"]);
+        for i in 0..2 {
+            let mut p = pod(&format!("pt-{i}"), json!({}), owner.clone());
+            p.metadata.annotations =
+                Some([("scheduling.k8s.io/group-name".to_string(), "pt".to_string())].into());
+            index.apply_pod(&p).unwrap();
+        }
+        assert_eq!(settle(&mut index, &opts), ["D pytorchjob-pt"]);
+        assert!(settle(&mut index, &opts).is_empty());
+        let snap = index.snapshot(&opts);
+        assert!(
+            snap.waiting.iter().all(|w| w.why.is_none()),
+            "{:?}",
+            snap.waiting
+        );
+        assert!(snap.jobs.iter().all(|j| &*j.id != "ml/pytorchjob-pt"));
     }
 
     #[test]

@@ -196,7 +196,12 @@ type GangKey = (WorkloadKind, Arc<str>, Arc<str>, Option<String>);
 struct DerivedCache {
     jobs: HashMap<PodKey, JobGang>,
     workloads: HashMap<GangKey, JobGang>,
+    /// [`ClusterIndex::grouped_by_operator`], once computed.
+    operator_grouped: Option<HashSet<WorkloadKey>>,
 }
+
+/// A workload by kind, namespace and name.
+type WorkloadKey = (WorkloadKind, Arc<str>, Arc<str>);
 
 /// How a pod of ours that names no group is grouped.
 enum Resolved {
@@ -632,10 +637,12 @@ impl ClusterIndex {
                 JobGang::Gang(pg) => Some(*pg),
                 _ => None,
             });
+        let operator_grouped = self.grouped_by_operator();
         let from_workloads = self
             .workloads
             .iter()
             .filter(|((_, ns, _), _)| opts.auto_group.covers(ns))
+            .filter(|(key, _)| !operator_grouped.contains(*key))
             .flat_map(|((kind, _, _), w)| {
                 gang_parts(w, *kind).into_iter().filter_map(move |part| {
                     match workload_gang(w, *kind, part.as_deref(), &opts.scheduler_names) {
@@ -657,7 +664,7 @@ impl ClusterIndex {
             .podgroups
             .values()
             .filter(|g| !wanted_ids.contains(&*g.id) && opts.auto_group.covers(&g.namespace))
-            .filter(|g| self.derived_stale(g, opts))
+            .filter(|g| self.derived_stale(g, opts, &operator_grouped))
             .map(|g| {
                 DerivedWrite::Delete(PodGroup {
                     metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
@@ -689,10 +696,16 @@ impl ClusterIndex {
     /// workload, known here by its uid, no longer derives it, and that no pod names: a Job not
     /// grouped any more (not when it finished: it keeps its PodGroup), a part of a workload
     /// that is gone (an LWS group above `replicas`, a JobSet regrouped), a workload not grouped
-    /// any more, or a StatefulSet or Deployment no longer opted in (not kept here). A PodGroup
+    /// any more or grouped by its operator ([`Self::grouped_by_operator`]), or a StatefulSet
+    /// or Deployment no longer opted in (not kept here). A PodGroup
     /// whose workload is not known is left alone (the garbage collector deletes it with its
     /// owner).
-    fn derived_stale(&self, g: &GroupInfo, opts: &SnapshotOptions) -> bool {
+    fn derived_stale(
+        &self,
+        g: &GroupInfo,
+        opts: &SnapshotOptions,
+        operator_grouped: &HashSet<WorkloadKey>,
+    ) -> bool {
         let Some(owner) = g.derived_owner.as_ref() else {
             return false;
         };
@@ -730,6 +743,9 @@ impl ClusterIndex {
         if !uid_matches(&w.metadata) {
             return false;
         }
+        if operator_grouped.contains(&key) {
+            return true;
+        }
         gang_parts(w, kind)
             .into_iter()
             .filter(|part| *g.name == gang_podgroup_name(kind, &owner.name, part.as_deref()))
@@ -739,6 +755,22 @@ impl ClusterIndex {
                     JobGang::NotGrouped(_)
                 )
             })
+    }
+
+    /// The workloads of a kind whose operator groups its pods
+    /// ([`WorkloadKind::operator_groups_pods`]) some pod of which names a group of its own: no
+    /// gang is derived for them, their operator's PodGroup stands.
+    fn grouped_by_operator(&self) -> HashSet<WorkloadKey> {
+        self.pods
+            .values()
+            .filter(|p| p.group.is_some())
+            .filter_map(|p| {
+                let c = self.candidate(p)?;
+                c.kind
+                    .operator_groups_pods()
+                    .then(|| (c.kind, p.namespace.clone(), c.name))
+            })
+            .collect()
     }
 
     /// How the pod `p` of ours (no group of its own) is grouped: by the gang derived from its
@@ -846,6 +878,15 @@ impl ClusterIndex {
             );
             return Resolved::Wait(id.into(), why.into());
         };
+        if c.kind.operator_groups_pods()
+            && derived
+                .operator_grouped
+                .get_or_insert_with(|| self.grouped_by_operator())
+                .contains(&key)
+        {
+            // Its operator groups its pods: scheduled as before (in their group).
+            return Resolved::Lone;
+        }
         let part = gang_part(w, c.kind, c.part.as_deref());
         let id: Arc<str> = format!(
             "{}/{}",
