@@ -181,19 +181,16 @@ impl DerivedWrite {
     pub fn spec_patch(&self) -> serde_json::Value {
         let spec = &self.podgroup().spec;
         let mut min_resources = serde_json::to_value(&spec.min_resources).unwrap_or_default();
-        if let DerivedWrite::Update {
-            removed_resources, ..
-        } = self
+        // With no minResources derived the whole map goes (`null`); else the removed names.
+        if let (
+            DerivedWrite::Update {
+                removed_resources, ..
+            },
+            Some(map),
+        ) = (self, min_resources.as_object_mut())
         {
-            if !removed_resources.is_empty() {
-                let mut map = min_resources
-                    .as_object_mut()
-                    .map(std::mem::take)
-                    .unwrap_or_default();
-                for r in removed_resources {
-                    map.insert(r.clone(), serde_json::Value::Null);
-                }
-                min_resources = serde_json::Value::Object(map);
+            for r in removed_resources {
+                map.insert(r.clone(), serde_json::Value::Null);
             }
         }
         serde_json::json!({"spec": {
@@ -668,6 +665,20 @@ mod tests {
         assert_eq!(min.keys().collect::<Vec<_>>(), ["cpu"]);
         assert_eq!(write.applied_to(&pg), stored);
         index.apply_podgroup(&stored).unwrap();
+        assert!(index.derived_podgroups(&opts).is_empty());
+        // Nothing requested any more: minResources goes whole.
+        index.apply_job(&mk_job(
+            "train",
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "main"}]}}}}),
+        ));
+        let write = index.derived_podgroups(&opts)[0].clone();
+        let patch = write.spec_patch();
+        assert_eq!(patch["spec"]["minResources"], Value::Null);
+        let mut cleared = serde_json::to_value(&stored).unwrap();
+        merge(&mut cleared, patch);
+        let cleared: PodGroup = serde_json::from_value(cleared).unwrap();
+        assert_eq!(cleared.spec.min_resources, None);
+        index.apply_podgroup(&cleared).unwrap();
         assert!(index.derived_podgroups(&opts).is_empty());
     }
 
