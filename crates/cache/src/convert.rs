@@ -703,6 +703,10 @@ pub struct GroupInfo {
     /// The uid of its controller (`ownerReferences[]` with `controller: true`): for a PodGroup
     /// derived from a workload, that workload's.
     pub owner_uid: Option<Arc<str>>,
+    /// Its controller, when Caldera derived it (annotation `scheduling.caldera.sh/derived-from`
+    /// and label `app.kubernetes.io/managed-by: caldera`): only such a PodGroup is ever
+    /// deleted by Caldera, once that workload no longer derives it.
+    pub derived_owner: Option<crate::workload::Owner>,
 }
 
 impl TryFrom<&PodGroup> for GroupInfo {
@@ -823,6 +827,7 @@ impl TryFrom<&PodGroup> for GroupInfo {
                     _ => None,
                 }),
             owner_uid: crate::workload::Owner::of(meta).map(|o| o.uid),
+            derived_owner: crate::workload::derived_owner(meta),
             status: PodGroupStatus {
                 phase: match &api_status.phase {
                     None => PodGroupPhase::Pending,

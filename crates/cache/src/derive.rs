@@ -156,6 +156,18 @@ impl WorkloadKind {
     pub fn opt_in(self) -> bool {
         matches!(self, WorkloadKind::StatefulSet | WorkloadKind::Deployment)
     }
+
+    /// Whether the kind's operator can group its pods itself: the training-operator, the
+    /// mpi-operator and KubeRay, with their Volcano integration (`gangSchedulerName: volcano`,
+    /// `batchScheduler` `volcano`), make their own PodGroup and write
+    /// `scheduling.k8s.io/group-name` on the pods they create, not on the templates. Once a pod
+    /// of such a workload names a group, no gang is derived for it (the operator's stands).
+    pub fn operator_groups_pods(self) -> bool {
+        matches!(
+            self,
+            WorkloadKind::PyTorchJob | WorkloadKind::MpiJob | WorkloadKind::RayCluster
+        )
+    }
 }
 
 /// An object of a [`WorkloadKind`], read untyped (no dependency on its CRD).
@@ -861,6 +873,7 @@ pub fn workload_gang(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::DerivedWrite;
     use crate::{ClusterIndex, SnapshotOptions};
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
@@ -1184,6 +1197,161 @@ mod tests {
             .waiting
             .iter()
             .all(|w| &*w.group == "ml/deployment-ring"));
+    }
+
+    /// Carries out the writes as the runtime does (creates get a uid) and returns them as
+    /// `C name`, `U name`, `D name`.
+    fn settle(index: &mut ClusterIndex, opts: &SnapshotOptions) -> Vec<String> {
+        let mut done = Vec::new();
+        for w in index.derived_podgroups(opts) {
+            let name = w.podgroup().metadata.name.clone().unwrap();
+            let ns = w.podgroup().metadata.namespace.clone().unwrap();
+            match &w {
+                DerivedWrite::Create(pg) => {
+                    let mut pg = pg.clone();
+                    pg.metadata.uid = Some(format!("u-{name}"));
+                    index.apply_podgroup(&pg).unwrap();
+                    done.push(format!("C {name}"));
+                }
+                DerivedWrite::Update { .. } => panic!("no update expected: {w:?}"),
+                DerivedWrite::Delete(pg) => {
+                    assert_eq!(pg.metadata.uid, Some(format!("u-{name}")));
+                    index.delete_podgroup(&ns, &name);
+                    done.push(format!("D {name}"));
+                }
+            }
+        }
+        done
+    }
+
+    /// A PodGroup Caldera derived that its workload no longer derives is deleted: an LWS
+    /// scaled down, a JobSet regrouped, a Deployment no longer opted in. Never one Caldera did
+    /// not derive, one a pod names, or a finished Job's.
+    #[test]
+    fn podgroups_no_longer_derived_are_deleted() {
+        let opts = SnapshotOptions {
+            scheduler_names: names(),
+            ..SnapshotOptions::default()
+        };
+        let mut index = ClusterIndex::new();
+        index.reset_workloads(WorkloadKind::LeaderWorkerSet, [&lws(2, 4)]);
+        assert_eq!(
+            settle(&mut index, &opts),
+            [
+                "C lws-infer-0",
+                "C lws-infer-1",
+                "C lws-infer-2",
+                "C lws-infer-3"
+            ]
+        );
+        // A hand-written PodGroup the LWS owns, not derived: never deleted.
+        let mut own = gang(&lws(2, 8), Some("5"));
+        own.metadata.annotations = None;
+        own.metadata.uid = Some("u-own".into());
+        index.apply_podgroup(&own).unwrap();
+        index.apply_workload(&lws(2, 2));
+        assert_eq!(
+            settle(&mut index, &opts),
+            ["D lws-infer-2", "D lws-infer-3"]
+        );
+        assert!(settle(&mut index, &opts).is_empty());
+        assert!(index
+            .snapshot(&opts)
+            .jobs
+            .iter()
+            .any(|j| &*j.id == "ml/lws-infer-5"));
+        // Scaled down while a pod names the group: it stays.
+        index.apply_workload(&lws(2, 1));
+        let mut naming = lws_pod(1, 0);
+        naming.metadata.annotations = Some(
+            [(
+                "scheduling.k8s.io/group-name".to_string(),
+                "lws-infer-1".to_string(),
+            )]
+            .into(),
+        );
+        index.apply_pod(&naming).unwrap();
+        assert!(settle(&mut index, &opts).is_empty());
+
+        // A JobSet regrouped both ways.
+        let per_job = json!({ANNOTATION_GANG_PER_REPLICATED_JOB: "true"});
+        index.reset_workloads(WorkloadKind::JobSet, [&jobset(per_job)]);
+        assert_eq!(
+            settle(&mut index, &opts),
+            ["C jobset-train-driver", "C jobset-train-workers"]
+        );
+        index.apply_workload(&jobset(json!({})));
+        assert_eq!(
+            settle(&mut index, &opts),
+            [
+                "C jobset-train",
+                "D jobset-train-driver",
+                "D jobset-train-workers"
+            ]
+        );
+        index.apply_workload(&jobset(json!({ANNOTATION_GANG_PER_REPLICATED_JOB: "true"})));
+        assert_eq!(
+            settle(&mut index, &opts),
+            [
+                "D jobset-train",
+                "C jobset-train-driver",
+                "C jobset-train-workers"
+            ]
+        );
+
+        // A Deployment no longer opted in (then not kept here).
+        let ring = |annotations: Value| {
+            workload(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"namespace": "ml", "name": "ring", "uid": "u-ring",
+                    "annotations": annotations},
+                "spec": {"replicas": 2, "template": template(1)}}))
+        };
+        index.reset_workloads(
+            WorkloadKind::Deployment,
+            [&ring(json!({ANNOTATION_AUTO_GROUP: "true"}))],
+        );
+        assert_eq!(settle(&mut index, &opts), ["C deployment-ring"]);
+        index.apply_workload(&ring(json!({})));
+        assert_eq!(settle(&mut index, &opts), ["D deployment-ring"]);
+    }
+
+    /// The training-operator with its Volcano integration writes its own group on the pods it
+    /// creates (not on the templates): once a pod names one, no `pytorchjob-` PodGroup is
+    /// derived beside the operator's, one derived before is deleted, and no pod waits on a
+    /// clash.
+    #[test]
+    fn no_gang_is_derived_for_a_workload_its_operator_groups() {
+        let opts = SnapshotOptions {
+            scheduler_names: names(),
+            ..SnapshotOptions::default()
+        };
+        let torch = workload(
+            json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"namespace": "ml", "name": "pt", "uid": "u-pt"},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template(1)},
+                "Worker": {"replicas": 1, "template": template(1)}}}}),
+        );
+        let owner = json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "pt",
+            "uid": "u-pt", "controller": true});
+        let mut index = ClusterIndex::new();
+        index.reset_workloads(WorkloadKind::PyTorchJob, [&torch]);
+        // Before the operator's pods exist the gang is derived (no pod says otherwise).
+        assert_eq!(settle(&mut index, &opts), ["C pytorchjob-pt"]);
+        for i in 0..2 {
+            let mut p = pod(&format!("pt-{i}"), json!({}), owner.clone());
+            p.metadata.annotations =
+                Some([("scheduling.k8s.io/group-name".to_string(), "pt".to_string())].into());
+            index.apply_pod(&p).unwrap();
+        }
+        assert_eq!(settle(&mut index, &opts), ["D pytorchjob-pt"]);
+        assert!(settle(&mut index, &opts).is_empty());
+        let snap = index.snapshot(&opts);
+        assert!(
+            snap.waiting.iter().all(|w| w.why.is_none()),
+            "{:?}",
+            snap.waiting
+        );
+        assert!(snap.jobs.iter().all(|j| &*j.id != "ml/pytorchjob-pt"));
     }
 
     #[test]

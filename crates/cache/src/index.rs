@@ -196,7 +196,12 @@ type GangKey = (WorkloadKind, Arc<str>, Arc<str>, Option<String>);
 struct DerivedCache {
     jobs: HashMap<PodKey, JobGang>,
     workloads: HashMap<GangKey, JobGang>,
+    /// [`ClusterIndex::grouped_by_operator`], once computed.
+    operator_grouped: Option<HashSet<WorkloadKey>>,
 }
+
+/// A workload by kind, namespace and name.
+type WorkloadKey = (WorkloadKind, Arc<str>, Arc<str>);
 
 /// How a pod of ours that names no group is grouped.
 enum Resolved {
@@ -590,7 +595,28 @@ impl ClusterIndex {
             && wanted.priority_class == existing.priority_class
             && wanted.min_resources == existing.min_resources
             && wanted.timeout_seconds == existing.timeout_seconds;
-        (!same).then_some(DerivedWrite::Update(pg))
+        if same {
+            return None;
+        }
+        // A merge patch merges maps: the resources the stored minResources has and the
+        // derived one has not are cleared by name.
+        let kept = wanted
+            .min_resources
+            .as_ref()
+            .map(Resources::to_quantities)
+            .unwrap_or_default();
+        let removed_resources = existing
+            .min_resources
+            .as_ref()
+            .map(Resources::to_quantities)
+            .unwrap_or_default()
+            .into_keys()
+            .filter(|k| !kept.contains_key(k))
+            .collect();
+        Some(DerivedWrite::Update {
+            podgroup: pg,
+            removed_resources,
+        })
     }
 
     /// The writes that bring the PodGroups of workloads whose gang is derived
@@ -611,10 +637,12 @@ impl ClusterIndex {
                 JobGang::Gang(pg) => Some(*pg),
                 _ => None,
             });
+        let operator_grouped = self.grouped_by_operator();
         let from_workloads = self
             .workloads
             .iter()
             .filter(|((_, ns, _), _)| opts.auto_group.covers(ns))
+            .filter(|(key, _)| !operator_grouped.contains(*key))
             .flat_map(|((kind, _, _), w)| {
                 gang_parts(w, *kind).into_iter().filter_map(move |part| {
                     match workload_gang(w, *kind, part.as_deref(), &opts.scheduler_names) {
@@ -623,9 +651,36 @@ impl ClusterIndex {
                     }
                 })
             });
-        let mut writes: Vec<DerivedWrite> = from_jobs
-            .chain(from_workloads)
+        let wanted: Vec<PodGroup> = from_jobs.chain(from_workloads).collect();
+        let wanted_ids: HashSet<String> = wanted
+            .iter()
+            .map(|pg| {
+                let m = &pg.metadata;
+                let ns = m.namespace.as_deref().unwrap_or("default");
+                format!("{ns}/{}", m.name.as_deref().unwrap_or(""))
+            })
+            .collect();
+        let stale = self
+            .podgroups
+            .values()
+            .filter(|g| !wanted_ids.contains(&*g.id) && opts.auto_group.covers(&g.namespace))
+            .filter(|g| self.derived_stale(g, opts, &operator_grouped))
+            .map(|g| {
+                DerivedWrite::Delete(PodGroup {
+                    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                        namespace: Some(g.namespace.to_string()),
+                        name: Some(g.name.to_string()),
+                        uid: (g.uid != g.id).then(|| g.uid.to_string()),
+                        ..Default::default()
+                    },
+                    spec: Default::default(),
+                    status: None,
+                })
+            });
+        let mut writes: Vec<DerivedWrite> = wanted
+            .into_iter()
             .filter_map(|pg| self.derived_write(pg))
+            .chain(stale)
             .collect();
         writes.sort_by(|a, b| {
             let key = |w: &DerivedWrite| {
@@ -635,6 +690,87 @@ impl ClusterIndex {
             key(a).cmp(&key(b))
         });
         writes
+    }
+
+    /// Whether `g` (not wanted by any workload now) is a PodGroup Caldera derived whose
+    /// workload, known here by its uid, no longer derives it, and that no pod names: a Job not
+    /// grouped any more (not when it finished: it keeps its PodGroup), a part of a workload
+    /// that is gone (an LWS group above `replicas`, a JobSet regrouped), a workload not grouped
+    /// any more or grouped by its operator ([`Self::grouped_by_operator`]), or a StatefulSet
+    /// or Deployment no longer opted in (not kept here). A PodGroup
+    /// whose workload is not known is left alone (the garbage collector deletes it with its
+    /// owner).
+    fn derived_stale(
+        &self,
+        g: &GroupInfo,
+        opts: &SnapshotOptions,
+        operator_grouped: &HashSet<WorkloadKey>,
+    ) -> bool {
+        let Some(owner) = g.derived_owner.as_ref() else {
+            return false;
+        };
+        if self.members.values().any(|jobs| jobs.contains_key(&g.id)) {
+            return false;
+        }
+        let uid_matches = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            meta.uid.as_deref() == Some(&*owner.uid)
+        };
+        if owner.is_job() {
+            let Some(job) = self
+                .jobs
+                .get(&key_of(&g.namespace, &owner.name))
+                .filter(|j| uid_matches(&j.metadata))
+            else {
+                return false;
+            };
+            if job_finished(job) || *g.name != job_podgroup_name(&owner.name) {
+                return false;
+            }
+            return matches!(job_gang(job, &opts.scheduler_names), JobGang::NotGrouped(_));
+        }
+        let Some(kind) = WorkloadKind::of(&owner.api_version, &owner.kind) else {
+            return false;
+        };
+        if !self.workload_kinds.contains(&kind) {
+            return false;
+        }
+        let key = (kind, g.namespace.clone(), owner.name.clone());
+        let Some(w) = self.workloads.get(&key) else {
+            // Kept unless opted in: a StatefulSet or Deployment not here is no longer grouped
+            // (or gone, and its PodGroup with it).
+            return kind.opt_in();
+        };
+        if !uid_matches(&w.metadata) {
+            return false;
+        }
+        if operator_grouped.contains(&key) {
+            return true;
+        }
+        gang_parts(w, kind)
+            .into_iter()
+            .filter(|part| *g.name == gang_podgroup_name(kind, &owner.name, part.as_deref()))
+            .all(|part| {
+                matches!(
+                    workload_gang(w, kind, part.as_deref(), &opts.scheduler_names),
+                    JobGang::NotGrouped(_)
+                )
+            })
+    }
+
+    /// The workloads of a kind whose operator groups its pods
+    /// ([`WorkloadKind::operator_groups_pods`]) some pod of which names a group of its own: no
+    /// gang is derived for them, their operator's PodGroup stands.
+    fn grouped_by_operator(&self) -> HashSet<WorkloadKey> {
+        self.pods
+            .values()
+            .filter(|p| p.group.is_some())
+            .filter_map(|p| {
+                let c = self.candidate(p)?;
+                c.kind
+                    .operator_groups_pods()
+                    .then(|| (c.kind, p.namespace.clone(), c.name))
+            })
+            .collect()
     }
 
     /// How the pod `p` of ours (no group of its own) is grouped: by the gang derived from its
@@ -742,6 +878,15 @@ impl ClusterIndex {
             );
             return Resolved::Wait(id.into(), why.into());
         };
+        if c.kind.operator_groups_pods()
+            && derived
+                .operator_grouped
+                .get_or_insert_with(|| self.grouped_by_operator())
+                .contains(&key)
+        {
+            // Its operator groups its pods: scheduled as before (in their group).
+            return Resolved::Lone;
+        }
         let part = gang_part(w, c.kind, c.part.as_deref());
         let id: Arc<str> = format!(
             "{}/{}",

@@ -197,6 +197,7 @@ pub fn podgroup(pg: &PodGroup) -> Result<NativeInfo> {
         },
         autoscale: Some(false),
         owner_uid: crate::workload::Owner::of(meta).map(|o| o.uid),
+        derived_owner: None,
     };
     Ok(NativeInfo {
         group,

@@ -137,6 +137,14 @@ pub fn member_group(
     (owner_of(&name).as_deref() == Some(&*owner.uid)).then_some(name)
 }
 
+/// The controller of a PodGroup Caldera derived (annotation
+/// `scheduling.caldera.sh/derived-from` and label `app.kubernetes.io/managed-by: caldera`, as
+/// [`job_gang`] and [`crate::derive::workload_gang`] write them); `None` for any other.
+pub fn derived_owner(meta: &ObjectMeta) -> Option<Owner> {
+    annotation(meta, ANNOTATION_DERIVED_FROM)?;
+    (label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY_CALDERA)).then(|| Owner::of(meta))?
+}
+
 /// A write that brings a derived PodGroup up to date ([`crate::ClusterIndex::derived_podgroups`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum DerivedWrite {
@@ -144,27 +152,87 @@ pub enum DerivedWrite {
     Create(PodGroup),
     /// Set the derived fields of the existing PodGroup's spec to this one's (`minMember`,
     /// `minResources`, `queue`, `priorityClassName`, `scheduleTimeoutSeconds`).
-    Update(PodGroup),
+    Update {
+        /// The PodGroup as derived now.
+        podgroup: PodGroup,
+        /// The resource names the existing PodGroup's `minResources` has and the derived one
+        /// has not (a request dropped from the template): `null` in the merge patch, since a
+        /// merge patch merges maps and would keep them.
+        removed_resources: Vec<String>,
+    },
+    /// Delete this PodGroup (name, namespace and uid set): Caldera derived it, its workload
+    /// no longer derives it (an LWS scaled down, a JobSet's gangs regrouped, a Deployment no
+    /// longer opted in) and no pod names it.
+    Delete(PodGroup),
 }
 
 impl DerivedWrite {
     /// The PodGroup written.
     pub fn podgroup(&self) -> &PodGroup {
         match self {
-            DerivedWrite::Create(pg) | DerivedWrite::Update(pg) => pg,
+            DerivedWrite::Create(pg)
+            | DerivedWrite::Update { podgroup: pg, .. }
+            | DerivedWrite::Delete(pg) => pg,
         }
     }
 
-    /// The merge patch of an update: the derived fields, `null` where the derivation has none.
+    /// The merge patch (RFC 7386) of an update: the derived fields, `null` where the
+    /// derivation has none, and `null` for each resource of `minResources` it no longer has.
     pub fn spec_patch(&self) -> serde_json::Value {
         let spec = &self.podgroup().spec;
+        let mut min_resources = serde_json::to_value(&spec.min_resources).unwrap_or_default();
+        // With no minResources derived the whole map goes (`null`); else the removed names.
+        if let (
+            DerivedWrite::Update {
+                removed_resources, ..
+            },
+            Some(map),
+        ) = (self, min_resources.as_object_mut())
+        {
+            for r in removed_resources {
+                map.insert(r.clone(), serde_json::Value::Null);
+            }
+        }
         serde_json::json!({"spec": {
             "minMember": spec.min_member,
-            "minResources": spec.min_resources,
+            "minResources": min_resources,
             "queue": spec.queue,
             "priorityClassName": spec.priority_class_name,
             "scheduleTimeoutSeconds": spec.schedule_timeout_seconds,
         }})
+    }
+
+    /// `existing` after the update's merge patch, as the API server writes it (a create or a
+    /// delete gives the PodGroup itself): for the simulator's store.
+    pub fn applied_to(&self, existing: &PodGroup) -> PodGroup {
+        if let DerivedWrite::Create(pg) | DerivedWrite::Delete(pg) = self {
+            return pg.clone();
+        }
+        let Ok(mut v) = serde_json::to_value(existing) else {
+            return existing.clone();
+        };
+        merge_patch(&mut v, &self.spec_patch());
+        serde_json::from_value(v).unwrap_or_else(|_| existing.clone())
+    }
+}
+
+/// RFC 7386: objects merge recursively, `null` deletes, anything else replaces.
+fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    let serde_json::Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = serde_json::Value::Object(Default::default());
+    }
+    if let serde_json::Value::Object(t) = target {
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+            }
+        }
     }
 }
 
@@ -537,7 +605,7 @@ mod tests {
         scaled.spec.as_mut().unwrap().parallelism = Some(2);
         index.apply_job(&scaled);
         match &index.derived_podgroups(&opts)[..] {
-            [DerivedWrite::Update(pg)] => assert_eq!(pg.spec.min_member, Some(2)),
+            [DerivedWrite::Update { podgroup: pg, .. }] => assert_eq!(pg.spec.min_member, Some(2)),
             other => panic!("{other:?}"),
         }
         index.apply_job(&job);
@@ -567,6 +635,103 @@ mod tests {
         assert_eq!(snap.waiting.len(), 4);
         let why = snap.waiting[0].why.as_deref().unwrap();
         assert!(why.contains("not derived from Job ml/train"), "{why}");
+    }
+
+    /// A resource dropped from the template leaves the derived PodGroup's `minResources`: the
+    /// update's merge patch clears it by name (a merge patch merges maps), so once the API
+    /// server has applied it the index wants no further write.
+    #[test]
+    fn update_clears_a_resource_dropped_from_the_template() {
+        let job = mk_job("train", json!({}));
+        let mut index = ClusterIndex::new();
+        index.reset_jobs([&job]);
+        let opts = SnapshotOptions::default();
+        let mut pg = match &index.derived_podgroups(&opts)[..] {
+            [DerivedWrite::Create(pg)] => pg.clone(),
+            other => panic!("{other:?}"),
+        };
+        pg.metadata.uid = Some("uid-pg".into());
+        index.apply_podgroup(&pg).unwrap();
+        // The GPU goes from the template: only cpu is requested now.
+        let cpu_only = mk_job(
+            "train",
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "main",
+                "resources": {"requests": {"cpu": "2"}}}]}}}}),
+        );
+        index.apply_job(&cpu_only);
+        let write = match &index.derived_podgroups(&opts)[..] {
+            [w @ DerivedWrite::Update {
+                removed_resources, ..
+            }] => {
+                assert_eq!(removed_resources, &["nvidia.com/gpu".to_string()]);
+                w.clone()
+            }
+            other => panic!("{other:?}"),
+        };
+        let patch = write.spec_patch();
+        assert_eq!(patch["spec"]["minResources"]["nvidia.com/gpu"], Value::Null);
+        assert_eq!(patch["spec"]["minResources"]["cpu"], json!("8"));
+        // The API server applies the merge patch (RFC 7386) to the stored object.
+        let mut stored = serde_json::to_value(&pg).unwrap();
+        merge(&mut stored, patch);
+        let stored: PodGroup = serde_json::from_value(stored).unwrap();
+        let min = stored.spec.min_resources.clone().unwrap();
+        assert_eq!(min.keys().collect::<Vec<_>>(), ["cpu"]);
+        assert_eq!(write.applied_to(&pg), stored);
+        index.apply_podgroup(&stored).unwrap();
+        assert!(index.derived_podgroups(&opts).is_empty());
+        // Nothing requested any more: minResources goes whole.
+        index.apply_job(&mk_job(
+            "train",
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "main"}]}}}}),
+        ));
+        let write = index.derived_podgroups(&opts)[0].clone();
+        let patch = write.spec_patch();
+        assert_eq!(patch["spec"]["minResources"], Value::Null);
+        let mut cleared = serde_json::to_value(&stored).unwrap();
+        merge(&mut cleared, patch);
+        let cleared: PodGroup = serde_json::from_value(cleared).unwrap();
+        assert_eq!(cleared.spec.min_resources, None);
+        index.apply_podgroup(&cleared).unwrap();
+        assert!(index.derived_podgroups(&opts).is_empty());
+    }
+
+    /// A Job's derived PodGroup is deleted once the Job opts out, kept once it finished.
+    #[test]
+    fn job_podgroup_is_deleted_when_the_job_opts_out_and_kept_when_it_finished() {
+        let job = mk_job("train", json!({}));
+        let mut index = ClusterIndex::new();
+        index.reset_jobs([&job]);
+        let opts = SnapshotOptions::default();
+        let mut pg = index.derived_podgroups(&opts)[0].podgroup().clone();
+        pg.metadata.uid = Some("uid-pg".into());
+        index.apply_podgroup(&pg).unwrap();
+        let finished = mk_job(
+            "train",
+            json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}},
+                "status": {"conditions": [{"type": "Complete", "status": "True"}]}}),
+        );
+        index.apply_job(&finished);
+        assert!(index.derived_podgroups(&opts).is_empty());
+        index.apply_job(&mk_job(
+            "train",
+            json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}}}),
+        ));
+        match &index.derived_podgroups(&opts)[..] {
+            [DerivedWrite::Delete(d)] => {
+                assert_eq!(d.metadata.name.as_deref(), Some("job-train"));
+                assert_eq!(d.metadata.uid.as_deref(), Some("uid-pg"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Another Job's uid (recreated under the same name): not ours to judge.
+        let mut other = mk_job(
+            "train",
+            json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}}}),
+        );
+        other.metadata.uid = Some("uid-new".into());
+        index.apply_job(&other);
+        assert!(index.derived_podgroups(&opts).is_empty());
     }
 
     #[test]

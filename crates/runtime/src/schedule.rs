@@ -14,7 +14,7 @@ use caldera_model::{
 };
 use caldera_session::close::NOT_BOUND_AFTER_RELEASE;
 use caldera_session::{Outcome, Scheduler};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::Client;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -203,7 +203,8 @@ const DERIVED_RETRY: Duration = Duration::from_secs(10);
 
 /// Creates the PodGroups Caldera derives from workloads that the cache does not hold yet, and
 /// patches the derived fields of those whose workload now derives other ones
-/// (`ClusterIndex::derived_podgroups`, docs/workloads.md). Pods wait ("PodGroup … does not
+/// (`ClusterIndex::derived_podgroups`, docs/workloads.md), and deletes those Caldera derived
+/// that their workload no longer derives. Pods wait ("PodGroup … does not
 /// exist yet") until the watch brings a new one. A 409 on create means it exists already;
 /// other failures are retried after [`DERIVED_RETRY`], as is a write the watch has not shown.
 async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut LoopState) {
@@ -231,7 +232,7 @@ async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut 
         shared.metrics.api_write("podgroup");
         let result = match &write {
             DerivedWrite::Create(pg) => api.create(&PostParams::default(), pg).await.map(drop),
-            DerivedWrite::Update(_) => api
+            DerivedWrite::Update { .. } => api
                 .patch(
                     &name,
                     &PatchParams::default(),
@@ -239,10 +240,25 @@ async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut 
                 )
                 .await
                 .map(drop),
+            // With its uid as precondition: a PodGroup of that name made since is not ours
+            // to delete.
+            DerivedWrite::Delete(pg) => {
+                let params = DeleteParams {
+                    preconditions: pg.metadata.uid.clone().map(|uid| Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                api.delete(&name, &params).await.map(drop)
+            }
         };
         match result {
+            Ok(()) if matches!(write, DerivedWrite::Delete(_)) => {
+                info!(podgroup = %key, "deleted PodGroup its workload no longer derives")
+            }
             Ok(()) => info!(podgroup = %key, "wrote PodGroup derived from its workload"),
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
             Err(e) => {
                 warn!(podgroup = %key, error = %e, "could not write derived PodGroup; will try again")
             }

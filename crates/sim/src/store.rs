@@ -1050,25 +1050,30 @@ impl Store {
     }
 
     /// Writes the PodGroups Caldera derives from workloads (`ClusterIndex::derived_podgroups`)
-    /// as the runtime does: creates the missing ones, sets the derived fields of the others.
-    /// Returns them (`namespace/name`).
+    /// as the runtime does: creates the missing ones, sets the derived fields of the others,
+    /// deletes those no longer derived. Returns them (`namespace/name`).
     pub fn create_derived_podgroups(&mut self, opts: &SnapshotOptions, now: Time) -> Vec<String> {
         let mut made = Vec::new();
         for write in self.index.derived_podgroups(opts) {
-            let mut pg = write.podgroup().clone();
-            let key = (ns_of(&pg.metadata), name_of(&pg.metadata));
+            let key = (
+                ns_of(&write.podgroup().metadata),
+                name_of(&write.podgroup().metadata),
+            );
             made.push(format!("{}/{}", key.0, key.1));
-            if let (DerivedWrite::Update(_), Some(old)) = (&write, self.podgroups.get(&key)) {
-                // A merge patch of the derived fields: the rest of the object stays.
-                let mut spec = old.spec.clone();
-                spec.min_member = pg.spec.min_member;
-                spec.min_resources = pg.spec.min_resources.take();
-                spec.queue = pg.spec.queue.take();
-                spec.priority_class_name = pg.spec.priority_class_name.take();
-                spec.schedule_timeout_seconds = pg.spec.schedule_timeout_seconds;
-                pg = old.clone();
-                pg.spec = spec;
-            }
+            // An update is a merge patch of the derived fields, as the runtime sends it: the
+            // rest of the object stays.
+            let pg = match (&write, self.podgroups.get(&key)) {
+                (DerivedWrite::Delete(pg), Some(old)) => {
+                    // With the uid as precondition, as the runtime deletes it.
+                    if pg.metadata.uid.is_none() || pg.metadata.uid == old.metadata.uid {
+                        self.delete(Kind::PodGroup, Some(&key.0), &key.1, now);
+                    }
+                    continue;
+                }
+                (DerivedWrite::Delete(_), None) => continue,
+                (DerivedWrite::Update { .. }, Some(old)) => write.applied_to(old),
+                _ => write.podgroup().clone(),
+            };
             // Derived from a Job that converted, so the PodGroup converts too.
             let _ = self.apply(Object::PodGroup(pg), now);
         }

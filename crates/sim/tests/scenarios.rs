@@ -65,6 +65,7 @@ scenarios! {
     workloads_native_gang_waits_whole => "workloads/native-gang-waits-whole.yaml",
     workloads_lws_seed2_no_deadlock => "workloads/lws-seed2-no-deadlock.yaml",
     workloads_lws_opt_out => "workloads/lws-opt-out.yaml",
+    workloads_lws_scaled_down => "workloads/lws-scaled-down.yaml",
     workloads_jobset_driver_and_workers_one_gang => "workloads/jobset-driver-and-workers-one-gang.yaml",
     workloads_jobset_podgroup_deleted_with_jobset => "workloads/jobset-podgroup-deleted-with-jobset.yaml",
     workloads_jobset_gang_per_replicated_job => "workloads/jobset-gang-per-replicated-job.yaml",
