@@ -2,10 +2,12 @@
 //! [`caldera_cache::derive`]): JobSets, LeaderWorkerSets, PyTorchJobs, MPIJobs, RayClusters,
 //! StatefulSets and Deployments, each read untyped through a dynamic watch of its kind only.
 //!
-//! No dependency on their CRDs: at start each kind's API is asked for once; a kind not served
-//! is not watched (one info line, no retries, no errors), and its pods are scheduled as before.
-//! A kind that is served is marked watched before its first list arrives, so its pods wait
-//! ("waiting for LeaderWorkerSet …") rather than being scheduled one by one meanwhile.
+//! No dependency on their CRDs: at start each kind's API is asked for ([`crate::optional`]); a
+//! kind not served is not watched (one info line, no errors), and its pods are scheduled as
+//! before. A kind that is served is marked watched before its first list arrives, so its pods
+//! wait ("waiting for LeaderWorkerSet …") rather than being scheduled one by one meanwhile. A
+//! discovery request that fails (not a 404) is asked again with backoff in the background; the
+//! kind is watched once it answers "served".
 
 use crate::Shared;
 use caldera_cache::derive::{Workload, WorkloadKind};
@@ -17,20 +19,6 @@ use kube::Client;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
-
-/// Whether the API server serves `kind` (its group and version, and its resource).
-async fn served(client: &Client, kind: WorkloadKind) -> bool {
-    let (group, version, _, plural) = kind.gvk();
-    let gv = format!("{group}/{version}");
-    match client.list_api_group_resources(&gv).await {
-        Ok(list) => list.resources.iter().any(|r| r.name == plural),
-        Err(kube::Error::Api(s)) if s.code == 404 => false,
-        Err(e) => {
-            warn!(error = %e, "could not ask the API server whether it serves {gv}; its {plural} are not watched");
-            false
-        }
-    }
-}
 
 /// Decodes one object (an object that does not decode is left out with a warning).
 fn decode(kind: WorkloadKind, obj: DynamicObject) -> Option<Workload> {
@@ -58,17 +46,19 @@ pub(crate) async fn spawn_served(
     let mut tasks = Vec::new();
     let mut absent = Vec::new();
     for kind in WorkloadKind::READ {
-        if !served(&client, kind).await {
-            absent.push(kind.kind());
-            continue;
+        let (group, version, _, plural) = kind.gvk();
+        let run = {
+            let (shared, client, stop) = (shared.clone(), client.clone(), stop.clone());
+            async move {
+                shared.lock_cluster().index.reset_workloads(kind, []);
+                watch(shared, client, kind, stop).await;
+            }
+        };
+        let apis = vec![(format!("{group}/{version}"), plural)];
+        match crate::optional::start_when_served(&client, apis, &stop, run).await {
+            crate::optional::Start::NotServed => absent.push(kind.kind()),
+            start => tasks.extend(start.task()),
         }
-        shared.lock_cluster().index.reset_workloads(kind, []);
-        tasks.push(tokio::spawn(watch(
-            shared.clone(),
-            client.clone(),
-            kind,
-            stop.clone(),
-        )));
     }
     if !absent.is_empty() {
         info!(kinds = ?absent, "not served (their CRDs are not installed): no gangs derived from them");
