@@ -158,22 +158,26 @@ where
     }))
 }
 
+/// How an event of an optional kind lands in the cluster state (run under the cluster lock). A
+/// closure, so it can carry data such as the kind it is for.
+pub(crate) type Handler<T> = Box<dyn Fn(&mut Cluster, T) + Send + Sync>;
+
 /// One optional kind: what the watch lists and how each event lands in the cluster state.
 /// The functions run under the cluster lock.
 pub(crate) struct OptionalWatch<K> {
     /// The kind, for logs (`HyperNode`).
-    pub what: &'static str,
+    pub what: String,
     /// The objects to list and watch.
     pub api: Api<K>,
     /// Watch options (a label selector).
     pub config: watcher::Config,
     /// The first list, and every relist: replaces every object of the kind and marks it
     /// synced.
-    pub reset: fn(&mut Cluster, Vec<K>),
+    pub reset: Handler<Vec<K>>,
     /// An object added or changed.
-    pub apply: fn(&mut Cluster, K),
+    pub apply: Handler<K>,
     /// An object deleted.
-    pub delete: fn(&mut Cluster, K),
+    pub delete: Handler<K>,
 }
 
 /// Follows `w` into the cluster state until `stop`, waking the scheduler after each change.
