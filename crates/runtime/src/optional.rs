@@ -147,7 +147,12 @@ where
     let client = client.clone();
     let stop = stop.clone();
     Start::Later(tokio::spawn(async move {
-        match all_served(&client, &apis, FIRST_RETRY, &stop).await {
+        // The first request failed: ask again after FIRST_RETRY, then 2 s, 4 s, ...
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(FIRST_RETRY) => {}
+        }
+        match all_served(&client, &apis, next_delay(FIRST_RETRY), &stop).await {
             Some(true) => {
                 info!(apis = ?apis, "served after all: starting the watch");
                 run.await;
