@@ -11,9 +11,11 @@
 //! reported, as a HyperNode can have only one parent.
 //!
 //! Ownership: the HyperNodes made here carry [`MANAGED_BY`]` = caldera` and
-//! [`SOURCE_LABEL`]` = label`; reconciling only ever updates or deletes HyperNodes with that
-//! mark, so hand-made ones are never touched (a desired name already taken by a hand-made
-//! HyperNode is left alone and reported).
+//! [`SOURCE_LABEL`]` = label`; reconciling only ever updates or deletes HyperNodes with both
+//! marks, so hand-made ones are never touched. Nor are they adopted: a domain whose readable
+//! name is taken by a hand-made HyperNode gets the name with a stable hash suffix, and no
+//! discovered HyperNode lists a hand-made one as a member (the rename is reported; a domain
+//! left with no free name is left out, and out of its parent, and reported).
 
 use caldera_api::{ExactMatch, HyperNode, HyperNodeSpec, MemberSelector, MemberSpec, MemberType};
 use k8s_openapi::api::core::v1::Node;
@@ -27,13 +29,17 @@ pub const MANAGER: &str = "caldera";
 /// The discovery source of a HyperNode, as Volcano labels its discovered ones.
 pub const SOURCE_LABEL: &str = "volcano.sh/network-topology-source";
 
-/// Whether Caldera's discovery owns `h`.
+/// The value of [`SOURCE_LABEL`] on the HyperNodes discovered from node labels.
+pub const SOURCE: &str = "label";
+
+/// Whether Caldera's discovery owns `h`: it carries both [`MANAGED_BY`]` = caldera` and
+/// [`SOURCE_LABEL`]` = label` (the first alone is a generic label others may set).
 pub fn owned(h: &HyperNode) -> bool {
-    h.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(MANAGED_BY))
-        .is_some_and(|v| v == MANAGER)
+    let Some(labels) = h.metadata.labels.as_ref() else {
+        return false;
+    };
+    labels.get(MANAGED_BY).is_some_and(|v| v == MANAGER)
+        && labels.get(SOURCE_LABEL).is_some_and(|v| v == SOURCE)
 }
 
 /// What to write so Caldera's HyperNodes match the node labels.
@@ -75,10 +81,13 @@ pub fn node_labels(nodes: &[Node]) -> Vec<NodeLabels<'_>> {
         .collect()
 }
 
-/// The HyperNodes `levels` imply over `nodes`, by name, and the problems met.
+/// The HyperNodes `levels` imply over `nodes`, by name, and the problems met. `foreign`: the
+/// names of existing HyperNodes Caldera does not own; no desired HyperNode takes one of them
+/// or lists one as a member.
 pub fn desired(
     levels: &[Vec<String>],
     nodes: &[NodeLabels],
+    foreign: &BTreeSet<String>,
 ) -> (BTreeMap<String, HyperNode>, Vec<String>) {
     let mut sorted: Vec<&NodeLabels> = nodes.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(b.0));
@@ -121,25 +130,49 @@ pub fn desired(
             }
         }
     }
-    // Names: readable and unique.
+    // Names: readable and unique, never one of a HyperNode Caldera does not own.
     let mut names: BTreeMap<DomainKey, String> = BTreeMap::new();
     let mut taken: BTreeSet<String> = BTreeSet::new();
     for domain in members.keys() {
-        let mut name = readable_name(&domain.1, &domain.2);
-        if !taken.insert(name.clone()) {
-            name = format!(
+        let readable = readable_name(&domain.1, &domain.2);
+        let hashed = || {
+            format!(
                 "{}-t{}-{:08x}",
-                trim(&name, 230),
+                trim(&readable, 230),
                 domain.0,
                 fnv(&format!("{}={}", domain.1, domain.2))
-            );
-            taken.insert(name.clone());
-        }
+            )
+        };
+        let free = |n: &String| !taken.contains(n) && !foreign.contains(n);
+        let name = if free(&readable) {
+            readable.clone()
+        } else {
+            let other = hashed();
+            if !free(&other) {
+                problems.push(format!(
+                    "the domain {}={}: its names {readable} and {other} are both taken (by HyperNodes Caldera does not own or by other domains); it is not made, nor listed in its parent",
+                    domain.1, domain.2
+                ));
+                continue;
+            }
+            if foreign.contains(&readable) {
+                problems.push(format!(
+                    "HyperNode {readable} exists and is not Caldera's: the domain {}={} is made as {other}",
+                    domain.1, domain.2
+                ));
+            }
+            other
+        };
+        taken.insert(name.clone());
         names.insert(domain.clone(), name);
     }
+    // A domain left without a name is not made, nor listed in its parent.
+    members.retain(|d, _| names.contains_key(d));
     let mut children: BTreeMap<&DomainKey, Vec<&str>> = BTreeMap::new();
     for (child, p) in &parent {
-        children.entry(p).or_default().push(&names[child]);
+        if let Some(name) = names.get(child) {
+            children.entry(p).or_default().push(name);
+        }
     }
     let mut out = BTreeMap::new();
     for (domain, nodes) in &members {
@@ -156,7 +189,7 @@ pub fn desired(
         let name = names[domain].clone();
         let mut labels = BTreeMap::new();
         labels.insert(MANAGED_BY.to_string(), MANAGER.to_string());
-        labels.insert(SOURCE_LABEL.to_string(), "label".to_string());
+        labels.insert(SOURCE_LABEL.to_string(), SOURCE.to_string());
         let h = HyperNode {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -191,7 +224,12 @@ pub fn desired(
 /// What to create, update and delete so the owned HyperNodes among `existing` are exactly
 /// what `levels` imply over `nodes`.
 pub fn reconcile(levels: &[Vec<String>], nodes: &[NodeLabels], existing: &[HyperNode]) -> Changes {
-    let (want, problems) = desired(levels, nodes);
+    let foreign: BTreeSet<String> = existing
+        .iter()
+        .filter(|h| !owned(h))
+        .filter_map(|h| h.metadata.name.clone())
+        .collect();
+    let (want, problems) = desired(levels, nodes, &foreign);
     let mut changes = Changes {
         problems,
         ..Changes::default()
@@ -203,8 +241,10 @@ pub fn reconcile(levels: &[Vec<String>], nodes: &[NodeLabels], existing: &[Hyper
     for (name, h) in &want {
         match have.get(name.as_str()) {
             None => changes.create.push(h.clone()),
+            // Not reached (`desired` takes no name of a HyperNode Caldera does not own); kept
+            // so that a hand-made HyperNode is never overwritten.
             Some(old) if !owned(old) => changes.problems.push(format!(
-                "HyperNode {name} exists and is not Caldera's: the one node labels imply is not made (rename or delete the hand-made one)"
+                "HyperNode {name} exists and is not Caldera's: the one node labels imply is not made"
             )),
             Some(old) => {
                 let labels_differ = h.metadata.labels.as_ref().is_some_and(|want| {
@@ -321,7 +361,7 @@ mod tests {
             node("n3", &[("example.com/spine", "s0")]),
             node("n4", &[]),
         ];
-        let (want, problems) = desired(&levels, &node_labels(&nodes));
+        let (want, problems) = desired(&levels, &node_labels(&nodes), &BTreeSet::new());
         assert!(problems.is_empty(), "{problems:?}");
         let names: Vec<&str> = want.keys().map(String::as_str).collect();
         assert_eq!(names, ["rack-r0", "rack-r1", "spine-s0"]);
@@ -347,7 +387,7 @@ mod tests {
             node("n0", &[("rack", "r0"), ("spine", "s0")]),
             node("n1", &[("rack", "r0"), ("spine", "s1")]),
         ];
-        let (want, problems) = desired(&levels, &node_labels(&nodes));
+        let (want, problems) = desired(&levels, &node_labels(&nodes), &BTreeSet::new());
         assert_eq!(members(&want["spine-s0"]), ["rack-r0"]);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("node n1"), "{}", problems[0]);
@@ -358,7 +398,7 @@ mod tests {
         let levels = vec![vec!["rack".to_string()]];
         let nodes = [node("n0", &[("rack", "a")]), node("n1", &[("rack", "b")])];
         let nodes = node_labels(&nodes);
-        let (mut want, _) = desired(&levels, &nodes);
+        let (mut want, _) = desired(&levels, &nodes, &BTreeSet::new());
         // rack-a exists, owned, with an old member list; rack-b is hand-made; rack-gone is
         // owned and no longer implied; hand-made is someone else's.
         let mut stale = want["rack-a"].clone();
@@ -369,17 +409,141 @@ mod tests {
         gone.metadata.name = Some("rack-gone".into());
         let mut other = hand.clone();
         other.metadata.name = Some("hand-made".into());
-        let changes = reconcile(&levels, &nodes, &[stale, hand, gone, other]);
-        assert!(changes.create.is_empty());
+        let existing = [stale, hand.clone(), gone, other.clone()];
+        let changes = reconcile(&levels, &nodes, &existing);
+        // rack=b is made under another name, leaving the hand-made rack-b alone.
+        let created: Vec<&str> = changes
+            .create
+            .iter()
+            .filter_map(|h| h.metadata.name.as_deref())
+            .collect();
+        assert_eq!(created.len(), 1, "{created:?}");
+        assert!(created[0].starts_with("rack-b-t1-"), "{created:?}");
+        assert_eq!(members(&changes.create[0]), ["n1"]);
         assert_eq!(changes.update.len(), 1);
         assert_eq!(members(&changes.update[0]), ["n0"]);
         assert_eq!(changes.delete, ["rack-gone"]);
         assert_eq!(changes.problems.len(), 1);
         assert!(changes.problems[0].contains("rack-b exists and is not Caldera's"));
         // Once carried out, nothing more to do.
-        let (all, _) = desired(&levels, &nodes);
-        let now: Vec<HyperNode> = all.into_values().collect();
+        let mut now: Vec<HyperNode> = vec![hand, other];
+        now.extend(changes.create);
+        now.extend(changes.update);
+        let again = reconcile(&levels, &nodes, &now);
+        assert!(again.is_empty(), "{again:?}");
+    }
+
+    fn hand_made(name: &str, labels: &[(&str, &str)]) -> HyperNode {
+        HyperNode {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            spec: HyperNodeSpec {
+                tier: 1,
+                tier_name: None,
+                members: Vec::new(),
+            },
+            status: None,
+        }
+    }
+
+    fn names(hs: &[HyperNode]) -> Vec<&str> {
+        hs.iter()
+            .filter_map(|h| h.metadata.name.as_deref())
+            .collect()
+    }
+
+    #[test]
+    fn a_discovered_parent_never_adopts_a_hand_made_hypernode() {
+        let levels = vec![vec!["rack".to_string(), "spine".to_string()]];
+        let nodes = [
+            node("n0", &[("rack", "r0"), ("spine", "s0")]),
+            node("n1", &[("rack", "r1"), ("spine", "s0")]),
+        ];
+        let nodes = node_labels(&nodes);
+        let hand = hand_made("rack-r0", &[]);
+        let changes = reconcile(&levels, &nodes, std::slice::from_ref(&hand));
+        let created = names(&changes.create);
+        let renamed = created
+            .iter()
+            .find(|n| n.starts_with("rack-r0-t1-"))
+            .copied()
+            .expect("rack=r0 made under another name");
+        assert!(!created.contains(&"rack-r0"), "{created:?}");
+        let spine = changes
+            .create
+            .iter()
+            .find(|h| h.metadata.name.as_deref() == Some("spine-s0"))
+            .expect("spine-s0 made");
+        // The spine lists Caldera's rack, not the hand-made one.
+        assert_eq!(members(spine), [renamed, "rack-r1"]);
+        assert!(changes.update.is_empty() && changes.delete.is_empty());
+        assert_eq!(changes.problems.len(), 1, "{:?}", changes.problems);
+        assert!(
+            changes.problems[0].contains("rack-r0 exists and is not Caldera's")
+                && changes.problems[0].contains(renamed),
+            "{}",
+            changes.problems[0]
+        );
+        // The name is stable: carried out, the next round has nothing to do.
+        let mut now = vec![hand];
+        now.extend(changes.create);
         assert!(reconcile(&levels, &nodes, &now).is_empty());
+    }
+
+    #[test]
+    fn a_domain_without_a_free_name_is_left_out_of_its_parent() {
+        let levels = vec![vec!["rack".to_string(), "spine".to_string()]];
+        let nodes = [
+            node("n0", &[("rack", "r0"), ("spine", "s0")]),
+            node("n1", &[("rack", "r1"), ("spine", "s0")]),
+        ];
+        let nodes = node_labels(&nodes);
+        let (free, _) = desired(&levels, &nodes, &BTreeSet::new());
+        assert!(free.contains_key("rack-r0"));
+        let hashed = format!("rack-r0-t1-{:08x}", fnv("rack=r0"));
+        let foreign: BTreeSet<String> = ["rack-r0".to_string(), hashed.clone()].into();
+        let (want, problems) = desired(&levels, &nodes, &foreign);
+        let names: Vec<&str> = want.keys().map(String::as_str).collect();
+        assert_eq!(names, ["rack-r1", "spine-s0"]);
+        assert_eq!(members(&want["spine-s0"]), ["rack-r1"]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("rack=r0") && problems[0].contains(&hashed),
+            "{}",
+            problems[0]
+        );
+    }
+
+    #[test]
+    fn owned_takes_both_labels() {
+        let levels = vec![vec!["rack".to_string()]];
+        let nodes = [node("n0", &[("rack", "a")])];
+        let nodes = node_labels(&nodes);
+        // Someone else's HyperNode with only the generic managed-by label, named as the
+        // domain, and another no label implies.
+        let generic = [(MANAGED_BY, MANAGER)];
+        let other_source = [(MANAGED_BY, MANAGER), (SOURCE_LABEL, "ufm")];
+        let existing = [
+            hand_made("rack-a", &generic),
+            hand_made("spine-x", &generic),
+            hand_made("leaf-y", &other_source),
+        ];
+        assert!(existing.iter().all(|h| !owned(h)));
+        let changes = reconcile(&levels, &nodes, &existing);
+        assert!(changes.update.is_empty(), "{:?}", changes.update);
+        assert!(changes.delete.is_empty(), "{:?}", changes.delete);
+        let created = names(&changes.create);
+        assert_eq!(created.len(), 1);
+        assert!(created[0].starts_with("rack-a-t1-"), "{created:?}");
+        assert!(owned(&changes.create[0]));
     }
 
     #[test]
@@ -390,7 +554,7 @@ mod tests {
         );
         let levels = vec![vec!["a/rack".to_string()], vec!["b/rack".to_string()]];
         let nodes = [node("n0", &[("a/rack", "r"), ("b/rack", "r")])];
-        let (want, _) = desired(&levels, &node_labels(&nodes));
+        let (want, _) = desired(&levels, &node_labels(&nodes), &BTreeSet::new());
         assert_eq!(want.len(), 2);
         assert!(want.contains_key("rack-r"));
     }

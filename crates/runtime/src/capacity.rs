@@ -20,19 +20,19 @@ pub(crate) fn optional(
     client: Client,
 ) -> (String, &'static str, OptionalWatch<ProvisioningRequest>) {
     let w = OptionalWatch {
-        what: "ProvisioningRequest",
+        what: "ProvisioningRequest".into(),
         api: Api::all(client),
         config: watcher::Config::default().labels(SELECTOR),
-        reset: |cluster, requests| {
+        reset: Box::new(|cluster, requests| {
             cluster.index.reset_provisioning_requests(&requests);
             cluster.provisioning_synced = true;
-        },
-        apply: |cluster, pr| cluster.index.apply_provisioning_request(&pr),
-        delete: |cluster, pr| {
+        }),
+        apply: Box::new(|cluster, pr| cluster.index.apply_provisioning_request(&pr)),
+        delete: Box::new(|cluster, pr| {
             let ns = pr.metadata.namespace.as_deref().unwrap_or("default");
             let name = pr.metadata.name.as_deref().unwrap_or_default();
             cluster.index.delete_provisioning_request(ns, name);
-        },
+        }),
     };
     (
         format!("{PROVISIONING_GROUP}/{PROVISIONING_VERSION}"),

@@ -26,12 +26,7 @@ const POLL: Duration = Duration::from_secs(1);
 const RESYNC: Duration = Duration::from_secs(60);
 
 /// Runs rounds until `stop`: node counts always, discovery while the config asks for it.
-pub(crate) async fn run(
-    shared: Arc<Shared>,
-    client: Client,
-    served: bool,
-    stop: CancellationToken,
-) {
+pub(crate) async fn run(shared: Arc<Shared>, client: Client, stop: CancellationToken) {
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("topology.volcano.sh", "v1alpha1", "HyperNode"),
         "hypernodes",
@@ -50,6 +45,8 @@ pub(crate) async fn run(
         }
         let active = shared.active();
         let discovery = active.config.network_topology_discovery.as_ref();
+        // Read each round: the API may be found served only after a failed discovery request.
+        let served = shared.lock_cluster().hypernodes_served;
         if !served {
             if discovery.is_some() && !told_unserved {
                 warn!("networkTopologyDiscovery is set, but the API server does not serve topology.volcano.sh/v1alpha1 hypernodes (apply the CRDs `caldera crd` prints); no HyperNodes are made");

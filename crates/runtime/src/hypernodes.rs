@@ -45,17 +45,17 @@ pub(crate) fn optional(
         PLURAL,
     );
     let w = OptionalWatch {
-        what: "HyperNode",
+        what: "HyperNode".into(),
         api: Api::all_with(client, &resource),
         config: watcher::Config::default(),
-        reset: |cluster, objects| {
+        reset: Box::new(|cluster, objects| {
             let hypernodes: Vec<HyperNode> = objects.into_iter().filter_map(decode).collect();
             for e in cluster.index.reset_hypernodes(&hypernodes) {
                 warn!(error = %e, "HyperNode left out of the topology");
             }
             cluster.hypernodes_synced = true;
-        },
-        apply: |cluster, obj| {
+        }),
+        apply: Box::new(|cluster, obj| {
             let name = obj.metadata.name.clone().unwrap_or_default();
             match decode(obj) {
                 Some(h) => {
@@ -65,11 +65,11 @@ pub(crate) fn optional(
                 }
                 None => cluster.index.delete_hypernode(&name),
             }
-        },
-        delete: |cluster, obj| {
+        }),
+        delete: Box::new(|cluster, obj| {
             let name = obj.metadata.name.clone().unwrap_or_default();
             cluster.index.delete_hypernode(&name);
-        },
+        }),
     };
     (GROUP_VERSION, PLURAL, w)
 }

@@ -470,38 +470,46 @@ impl Runtime {
         let stop_lease = CancellationToken::new();
         let stop_rest = CancellationToken::new();
         let mut tasks = watch::spawn_all(shared.clone(), client.clone(), stop_rest.clone());
-        // Optional APIs (crate::optional): watched only when served.
+        // Optional APIs (crate::optional): watched only when served. A discovery request that
+        // fails (not a 404) is asked again in the background; the watch starts once served.
         // HyperNodes belong to Volcano's CRD (`caldera crd` ships it).
         let (gv, plural, w) = hypernodes::optional(client.clone());
-        let hypernodes_served =
-            optional::spawn_if_served(&shared, &client, gv, plural, w, &stop_rest, &mut tasks)
-                .await;
-        if hypernodes_served {
-            shared.lock_cluster().hypernodes_served = true;
-        }
+        let run = {
+            let (shared, stop) = (shared.clone(), stop_rest.clone());
+            async move {
+                shared.lock_cluster().hypernodes_served = true;
+                optional::watch(shared, w, stop).await;
+            }
+        };
+        tasks.extend(
+            optional::start_when_served(&client, vec![(gv.to_string(), plural)], &stop_rest, run)
+                .await
+                .task(),
+        );
         // Kubernetes' own gang API (1.36 with GenericWorkload): gang gates of its own.
         let (gv, plural, podgroups) = native::podgroups(client.clone());
         let (_, workloads_plural, workloads) = native::workloads(client.clone());
-        if optional::served(&client, gv, plural).await
-            && optional::served(&client, gv, workloads_plural).await
-        {
-            shared.lock_cluster().native_served = true;
-            tasks.push(tokio::spawn(optional::watch(
-                shared.clone(),
-                podgroups,
-                stop_rest.clone(),
-            )));
-            tasks.push(tokio::spawn(optional::watch(
-                shared.clone(),
-                workloads,
-                stop_rest.clone(),
-            )));
-        }
+        let run = {
+            let (shared, stop) = (shared.clone(), stop_rest.clone());
+            async move {
+                shared.lock_cluster().native_served = true;
+                futures::future::join(
+                    optional::watch(shared.clone(), podgroups, stop.clone()),
+                    optional::watch(shared, workloads, stop),
+                )
+                .await;
+            }
+        };
+        let apis = vec![(gv.to_string(), plural), (gv.to_string(), workloads_plural)];
+        tasks.extend(
+            optional::start_when_served(&client, apis, &stop_rest, run)
+                .await
+                .task(),
+        );
         // Discovery from node labels: idle unless the config (as reloaded) asks for it.
         tasks.push(tokio::spawn(discovery::run(
             shared.clone(),
             client.clone(),
-            hypernodes_served,
             stop_rest.clone(),
         )));
         // The owners gangs are derived from (JobSet, LeaderWorkerSet, ...): each watched only
@@ -513,11 +521,18 @@ impl Runtime {
         }
         // ProvisioningRequests belong to cluster-autoscaler's CRD.
         let (gv, plural, w) = capacity::optional(client.clone());
-        if optional::spawn_if_served(&shared, &client, &gv, plural, w, &stop_rest, &mut tasks).await
-        {
-            shared.lock_cluster().provisioning_served = true;
-        } else if shared.active().config.autoscaler.is_some() {
-            warn!("autoscaler.provisioningRequest is set, but the API server does not serve autoscaling.x-k8s.io/v1 provisioningrequests (is cluster-autoscaler's CRD installed?); gangs wait for nodes as without it");
+        let run = {
+            let (shared, stop) = (shared.clone(), stop_rest.clone());
+            async move {
+                shared.lock_cluster().provisioning_served = true;
+                optional::watch(shared, w, stop).await;
+            }
+        };
+        match optional::start_when_served(&client, vec![(gv, plural)], &stop_rest, run).await {
+            optional::Start::NotServed if shared.active().config.autoscaler.is_some() => {
+                warn!("autoscaler.provisioningRequest is set, but the API server does not serve autoscaling.x-k8s.io/v1 provisioningrequests (is cluster-autoscaler's CRD installed?); gangs wait for nodes as without it");
+            }
+            start => tasks.extend(start.task()),
         }
         if let (ConfigSource::File(path), Some(text)) = (&options.config, text) {
             tasks.push(tokio::spawn(config::watch_file(

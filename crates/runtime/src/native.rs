@@ -23,24 +23,24 @@ fn ns_name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
 /// not told it is missing before the list is in.
 pub(crate) fn podgroups(client: Client) -> (&'static str, &'static str, OptionalWatch<PodGroup>) {
     let w = OptionalWatch {
-        what: "native PodGroup",
+        what: "native PodGroup".into(),
         api: Api::all(client),
         config: watcher::Config::default(),
-        reset: |cluster, podgroups| {
+        reset: Box::new(|cluster, podgroups| {
             for e in cluster.index.reset_native_podgroups(&podgroups) {
                 warn!(error = %e, "native PodGroup left out");
             }
             cluster.native_podgroups_synced = true;
-        },
-        apply: |cluster, pg| {
+        }),
+        apply: Box::new(|cluster, pg| {
             if let Err(e) = cluster.index.apply_native_podgroup(&pg) {
                 warn!(error = %e, "native PodGroup left out");
             }
-        },
-        delete: |cluster, pg| {
+        }),
+        delete: Box::new(|cluster, pg| {
             let (ns, name) = ns_name(&pg.metadata);
             cluster.index.delete_native_podgroup(ns, name);
-        },
+        }),
     };
     (GROUP_VERSION, "podgroups", w)
 }
@@ -48,18 +48,18 @@ pub(crate) fn podgroups(client: Client) -> (&'static str, &'static str, Optional
 /// The native Workload watch (read for the queue a Workload names).
 pub(crate) fn workloads(client: Client) -> (&'static str, &'static str, OptionalWatch<Workload>) {
     let w = OptionalWatch {
-        what: "native Workload",
+        what: "native Workload".into(),
         api: Api::all(client),
         config: watcher::Config::default(),
-        reset: |cluster, workloads| {
+        reset: Box::new(|cluster, workloads| {
             cluster.index.reset_native_workloads(&workloads);
             cluster.native_workloads_synced = true;
-        },
-        apply: |cluster, w| cluster.index.apply_native_workload(&w),
-        delete: |cluster, w| {
+        }),
+        apply: Box::new(|cluster, w| cluster.index.apply_native_workload(&w)),
+        delete: Box::new(|cluster, w| {
             let (ns, name) = ns_name(&w.metadata);
             cluster.index.delete_native_workload(ns, name);
-        },
+        }),
     };
     (GROUP_VERSION, "workloads", w)
 }

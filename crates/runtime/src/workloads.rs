@@ -2,35 +2,22 @@
 //! [`caldera_cache::derive`]): JobSets, LeaderWorkerSets, PyTorchJobs, MPIJobs, RayClusters,
 //! StatefulSets and Deployments, each read untyped through a dynamic watch of its kind only.
 //!
-//! No dependency on their CRDs: at start each kind's API is asked for once; a kind not served
-//! is not watched (one info line, no retries, no errors), and its pods are scheduled as before.
-//! A kind that is served is marked watched before its first list arrives, so its pods wait
-//! ("waiting for LeaderWorkerSet …") rather than being scheduled one by one meanwhile.
+//! No dependency on their CRDs: at start each kind's API is asked for ([`crate::optional`]); a
+//! kind not served is not watched (one info line, no errors), and its pods are scheduled as
+//! before. A kind that is served is marked watched before its first list arrives, so its pods
+//! wait ("waiting for LeaderWorkerSet …") rather than being scheduled one by one meanwhile. A
+//! discovery request that fails (not a 404) is asked again with backoff in the background; the
+//! kind is watched once it answers "served".
 
+use crate::optional::OptionalWatch;
 use crate::Shared;
 use caldera_cache::derive::{Workload, WorkloadKind};
-use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
 use kube::Client;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
-
-/// Whether the API server serves `kind` (its group and version, and its resource).
-async fn served(client: &Client, kind: WorkloadKind) -> bool {
-    let (group, version, _, plural) = kind.gvk();
-    let gv = format!("{group}/{version}");
-    match client.list_api_group_resources(&gv).await {
-        Ok(list) => list.resources.iter().any(|r| r.name == plural),
-        Err(kube::Error::Api(s)) if s.code == 404 => false,
-        Err(e) => {
-            warn!(error = %e, "could not ask the API server whether it serves {gv}; its {plural} are not watched");
-            false
-        }
-    }
-}
 
 /// Decodes one object (an object that does not decode is left out with a warning).
 fn decode(kind: WorkloadKind, obj: DynamicObject) -> Option<Workload> {
@@ -58,17 +45,19 @@ pub(crate) async fn spawn_served(
     let mut tasks = Vec::new();
     let mut absent = Vec::new();
     for kind in WorkloadKind::READ {
-        if !served(&client, kind).await {
-            absent.push(kind.kind());
-            continue;
+        let (group, version, _, plural) = kind.gvk();
+        let run = {
+            let (shared, client, stop) = (shared.clone(), client.clone(), stop.clone());
+            async move {
+                shared.lock_cluster().index.reset_workloads(kind, []);
+                crate::optional::watch(shared, optional(client, kind), stop).await;
+            }
+        };
+        let apis = vec![(format!("{group}/{version}"), plural)];
+        match crate::optional::start_when_served(&client, apis, &stop, run).await {
+            crate::optional::Start::NotServed => absent.push(kind.kind()),
+            start => tasks.extend(start.task()),
         }
-        shared.lock_cluster().index.reset_workloads(kind, []);
-        tasks.push(tokio::spawn(watch(
-            shared.clone(),
-            client.clone(),
-            kind,
-            stop.clone(),
-        )));
     }
     if !absent.is_empty() {
         info!(kinds = ?absent, "not served (their CRDs are not installed): no gangs derived from them");
@@ -76,60 +65,96 @@ pub(crate) async fn spawn_served(
     tasks
 }
 
-async fn watch(shared: Arc<Shared>, client: Client, kind: WorkloadKind, stop: CancellationToken) {
+/// The watch of `kind` ([`crate::optional`]), untyped: each object decoded into a
+/// [`Workload`] (one that does not decode is left out, and forgotten if it was known).
+fn optional(client: Client, kind: WorkloadKind) -> OptionalWatch<DynamicObject> {
     let (group, version, k, plural) = kind.gvk();
     let resource =
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, k), plural);
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    futures::pin_mut!(stream);
-    let mut buffer = Vec::new();
-    let mut synced = false;
-    loop {
-        let next = tokio::select! {
-            _ = stop.cancelled() => return,
-            next = stream.next() => next,
-        };
-        let Some(event) = next else {
-            warn!(kind = k, "watch ended");
-            return;
-        };
-        match event {
-            Ok(Event::Init) => buffer.clear(),
-            Ok(Event::InitApply(obj)) => buffer.extend(decode(kind, obj)),
-            Ok(Event::InitDone) => {
-                let objects = std::mem::take(&mut buffer);
-                shared
-                    .lock_cluster()
-                    .index
-                    .reset_workloads(kind, objects.iter());
-                if !synced {
-                    info!(kind = k, objects = objects.len(), "cache synced");
-                    synced = true;
-                }
-                shared.trigger();
+    OptionalWatch {
+        what: k.to_string(),
+        api: Api::all_with(client, &resource),
+        config: watcher::Config::default(),
+        reset: Box::new(move |cluster, objects| {
+            let workloads: Vec<Workload> = objects
+                .into_iter()
+                .filter_map(|o| decode(kind, o))
+                .collect();
+            cluster.index.reset_workloads(kind, workloads.iter());
+        }),
+        apply: Box::new(move |cluster, obj| {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            let ns = obj.metadata.namespace.clone().unwrap_or_default();
+            match decode(kind, obj) {
+                Some(w) => cluster.index.apply_workload(&w),
+                None => cluster.index.delete_workload(kind, &ns, &name),
             }
-            Ok(Event::Apply(obj)) => {
-                let name = obj.metadata.name.clone().unwrap_or_default();
-                let ns = obj.metadata.namespace.clone().unwrap_or_default();
-                let mut cluster = shared.lock_cluster();
-                match decode(kind, obj) {
-                    Some(w) => cluster.index.apply_workload(&w),
-                    None => cluster.index.delete_workload(kind, &ns, &name),
-                }
-                drop(cluster);
-                shared.trigger();
-            }
-            Ok(Event::Delete(obj)) => {
-                let name = obj.metadata.name.clone().unwrap_or_default();
-                let ns = obj.metadata.namespace.clone().unwrap_or_default();
-                shared
-                    .lock_cluster()
-                    .index
-                    .delete_workload(kind, &ns, &name);
-                shared.trigger();
-            }
-            Err(e) => warn!(kind = k, error = %e, "watch failed; retrying with backoff"),
-        }
+        }),
+        delete: Box::new(move |cluster, obj| {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            let ns = obj.metadata.namespace.clone().unwrap_or_default();
+            cluster.index.delete_workload(kind, &ns, &name);
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Cluster;
+
+    fn object(api_version: &str, kind: &str, name: &str, spec: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": api_version, "kind": kind,
+            "metadata": {"namespace": "ml", "name": name}, "spec": spec,
+        }))
+        .expect("object")
+    }
+
+    #[tokio::test]
+    async fn each_watch_carries_its_kind() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = Client::try_from(config).expect("client");
+        let lws = optional(client.clone(), WorkloadKind::LeaderWorkerSet);
+        let jobsets = optional(client, WorkloadKind::JobSet);
+        assert_eq!(
+            (lws.what.as_str(), jobsets.what.as_str()),
+            ("LeaderWorkerSet", "JobSet")
+        );
+        let mut cluster = Cluster::default();
+        let infer = object(
+            "leaderworkerset.x-k8s.io/v1",
+            "LeaderWorkerSet",
+            "infer",
+            serde_json::json!({"replicas": 1, "leaderWorkerTemplate": {"size": 4}}),
+        );
+        (lws.reset)(&mut cluster, vec![infer.clone()]);
+        let train = object(
+            "jobset.x-k8s.io/v1alpha2",
+            "JobSet",
+            "train",
+            serde_json::json!({"replicatedJobs": []}),
+        );
+        (jobsets.apply)(&mut cluster, train.clone());
+        let index = &cluster.index;
+        assert!(index
+            .workload(WorkloadKind::LeaderWorkerSet, "ml", "infer")
+            .is_some());
+        assert!(index
+            .workload(WorkloadKind::JobSet, "ml", "train")
+            .is_some());
+        assert!(index
+            .workload(WorkloadKind::JobSet, "ml", "infer")
+            .is_none());
+        (lws.delete)(&mut cluster, infer);
+        (jobsets.delete)(&mut cluster, train);
+        assert!(cluster
+            .index
+            .workload(WorkloadKind::LeaderWorkerSet, "ml", "infer")
+            .is_none());
+        assert!(cluster
+            .index
+            .workload(WorkloadKind::JobSet, "ml", "train")
+            .is_none());
     }
 }
