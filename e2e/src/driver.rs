@@ -1035,9 +1035,10 @@ impl LiveRun {
     /// Deletes the events (`events.k8s.io/v1`, and core `v1` ones) about the objects with
     /// these uids.
     async fn delete_events(&self, uids: &HashSet<String>) -> Result<()> {
-        if uids.is_empty() {
-            return Ok(());
-        }
+        // The run's scheduler reports as `e2e-<run id>` (cluster::scenario_scheduler): its
+        // events go too, also those about objects it made and deleted during the run (a
+        // derived PodGroup no longer wanted), whose uids cleanup never saw.
+        let ours = format!("e2e-{}", self.options.run_id);
         let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(self.client.clone());
         let list = events
             .list(&ListParams::default())
@@ -1045,7 +1046,8 @@ impl LiveRun {
             .map_err(|e| Error::api("list", "events.events.k8s.io", e))?;
         for e in list.items {
             let about = e.regarding.as_ref().and_then(|r| r.uid.as_deref());
-            if !about.is_some_and(|u| uids.contains(u)) {
+            let by_us = e.reporting_instance.as_deref() == Some(ours.as_str());
+            if !by_us && !about.is_some_and(|u| uids.contains(u)) {
                 continue;
             }
             let ns = e.metadata.namespace.clone().unwrap_or_default();
@@ -1064,11 +1066,13 @@ impl LiveRun {
             .await
             .map_err(|e| Error::api("list", "events", e))?;
         for e in list.items {
-            if !e
-                .involved_object
-                .uid
-                .as_ref()
-                .is_some_and(|u| uids.contains(u))
+            let by_us = e.reporting_instance.as_deref() == Some(ours.as_str());
+            if !by_us
+                && !e
+                    .involved_object
+                    .uid
+                    .as_ref()
+                    .is_some_and(|u| uids.contains(u))
             {
                 continue;
             }
