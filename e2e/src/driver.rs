@@ -1120,7 +1120,24 @@ pub fn failure(report: &StepReport) -> StepFailure {
 /// their resources served. An existing CRD is left as it is.
 pub async fn install_crds(client: &Client, timeout: Duration, poll: Duration) -> Result<()> {
     install(client, caldera_api::crds(), true, timeout, poll).await?;
-    for kind in [Kind::PodGroup, Kind::Queue, Kind::HyperNode] {
+    wait_served(
+        client,
+        &[Kind::PodGroup, Kind::Queue, Kind::HyperNode],
+        timeout,
+        poll,
+    )
+    .await
+}
+
+/// Waits until each kind (of a CRD just installed) can be listed: an established CRD is
+/// served a moment later.
+pub(crate) async fn wait_served(
+    client: &Client,
+    kinds: &[Kind],
+    timeout: Duration,
+    poll: Duration,
+) -> Result<()> {
+    for &kind in kinds {
         let deadline = Instant::now() + timeout;
         loop {
             match crate::objects::api(client, kind, None)

@@ -78,22 +78,13 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// is) and waits until both kinds are served.
 pub async fn install_crds(client: &Client, timeout: Duration, poll: Duration) -> Result<()> {
     crate::driver::install(client, crds(), false, timeout, poll).await?;
-    for kind in [Kind::JobSet, Kind::LeaderWorkerSet] {
-        let deadline = Instant::now() + timeout;
-        loop {
-            match crate::objects::api(client, kind, None)
-                .list(&ListParams::default().limit(1))
-                .await
-            {
-                Ok(_) => break,
-                Err(e) if status_code(&e) == Some(404) && Instant::now() < deadline => {
-                    tokio::time::sleep(poll).await;
-                }
-                Err(e) => return Err(Error::api("list", format!("{kind}s"), e)),
-            }
-        }
-    }
-    Ok(())
+    crate::driver::wait_served(
+        client,
+        &[Kind::JobSet, Kind::LeaderWorkerSet],
+        timeout,
+        poll,
+    )
+    .await
 }
 
 fn label(meta: &mut ObjectMeta, run_id: &str) {
