@@ -324,11 +324,9 @@ pub async fn pod_failure(
     })
 }
 
-/// The merge patch of a PodGroup's `status`: phase, conditions (replaced whole: merge patches
-/// replace lists), and the member counts.
-pub fn podgroup_status_patch(s: &PodGroupStatus) -> Value {
-    let conditions: Vec<Value> = s
-        .conditions
+/// Conditions as the API writes them (PodGroup and Queue status alike).
+fn conditions_json(conditions: &[caldera_model::Condition]) -> Vec<Value> {
+    conditions
         .iter()
         .map(|c| {
             json!({
@@ -339,7 +337,13 @@ pub fn podgroup_status_patch(s: &PodGroupStatus) -> Value {
                 "lastTransitionTime": c.last_transition.to_rfc3339(),
             })
         })
-        .collect();
+        .collect()
+}
+
+/// The merge patch of a PodGroup's `status`: phase, conditions (replaced whole: merge patches
+/// replace lists), and the member counts.
+pub fn podgroup_status_patch(s: &PodGroupStatus) -> Value {
+    let conditions = conditions_json(&s.conditions);
     json!({
         "status": {
             "phase": s.phase.as_str(),
@@ -433,19 +437,7 @@ pub fn queue_status_patch(s: &QueueStatus, old: Option<&QueueStatus>) -> Value {
         }
     }
     // Conditions are replaced whole (a merge patch replaces lists); `null` drops the last.
-    let conditions: Vec<Value> = s
-        .conditions
-        .iter()
-        .map(|c| {
-            json!({
-                "type": c.type_,
-                "status": c.status,
-                "reason": c.reason,
-                "message": c.message,
-                "lastTransitionTime": c.last_transition.to_rfc3339(),
-            })
-        })
-        .collect();
+    let conditions = conditions_json(&s.conditions);
     let mut status = json!({
         "pending": s.pending,
         "inqueue": s.inqueue,
