@@ -12,12 +12,11 @@ use crate::convert::{group_name, spec_request, Ctx};
 use crate::error::ObjectKind;
 use crate::workload::{JobGang, Owner};
 use caldera_api::workload::{
-    ANNOTATION_AUTO_GROUP, ANNOTATION_DERIVED_FROM, ANNOTATION_MIN_MEMBER,
-    ANNOTATION_SCHEDULE_TIMEOUT, LABEL_KUEUE_QUEUE_NAME, LABEL_MANAGED_BY, MANAGED_BY_CALDERA,
+    ANNOTATION_AUTO_GROUP, ANNOTATION_MIN_MEMBER, ANNOTATION_SCHEDULE_TIMEOUT,
+    LABEL_KUEUE_QUEUE_NAME,
 };
 use caldera_api::{PodGroup, PodGroupSpec, ANNOTATION_QUEUE_NAME};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -146,7 +145,7 @@ impl WorkloadKind {
     }
 
     /// How `kubectl` names the resource (`jobset.jobset.x-k8s.io`), for
-    /// [`ANNOTATION_DERIVED_FROM`].
+    /// [`caldera_api::workload::ANNOTATION_DERIVED_FROM`].
     fn kubectl(self) -> String {
         let (g, _, _, plural) = self.gvk();
         format!("{}.{g}", plural.trim_end_matches('s'))
@@ -837,31 +836,17 @@ pub fn workload_gang(
         None => format!("{}/{owner_name}", owner_kind.kubectl()),
     };
     let pg = PodGroup {
-        metadata: ObjectMeta {
-            name: Some(gang_podgroup_name(kind, name, part)),
-            namespace: Some(namespace.to_string()),
-            annotations: Some(BTreeMap::from([(
-                ANNOTATION_DERIVED_FROM.to_string(),
-                derived_from,
-            )])),
-            labels: Some(BTreeMap::from([(
-                LABEL_MANAGED_BY.to_string(),
-                MANAGED_BY_CALDERA.to_string(),
-            )])),
-            owner_references: owner_ref.map(|o| vec![o]),
-            ..Default::default()
-        },
+        metadata: crate::workload::derived_meta(
+            gang_podgroup_name(kind, name, part),
+            namespace,
+            derived_from,
+            owner_ref.map(|o| vec![o]),
+        ),
         spec: PodGroupSpec {
             min_member: Some(min_member),
             queue,
             priority_class_name,
-            min_resources: (!min_resources.is_empty()).then(|| {
-                min_resources
-                    .to_quantities()
-                    .into_iter()
-                    .map(|(k, v)| (k, Quantity(v)))
-                    .collect()
-            }),
+            min_resources: crate::workload::min_resources_spec(&min_resources),
             schedule_timeout_seconds: timeout,
             ..Default::default()
         },
@@ -875,6 +860,7 @@ mod tests {
     use super::*;
     use crate::workload::DerivedWrite;
     use crate::{ClusterIndex, SnapshotOptions};
+    use caldera_api::workload::ANNOTATION_DERIVED_FROM;
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 

@@ -248,6 +248,44 @@ pub enum JobGang {
     Invalid(String),
 }
 
+/// The metadata of a PodGroup Caldera derives from a workload: the annotation naming its source
+/// and the label saying Caldera manages it (what [`derived_owner`] recognises), owned by
+/// `owners`.
+pub(crate) fn derived_meta(
+    name: String,
+    namespace: &str,
+    derived_from: String,
+    owners: Option<Vec<OwnerReference>>,
+) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: Some(namespace.to_string()),
+        annotations: Some(BTreeMap::from([(
+            ANNOTATION_DERIVED_FROM.to_string(),
+            derived_from,
+        )])),
+        labels: Some(BTreeMap::from([(
+            LABEL_MANAGED_BY.to_string(),
+            MANAGED_BY_CALDERA.to_string(),
+        )])),
+        owner_references: owners,
+        ..Default::default()
+    }
+}
+
+/// A derived PodGroup's `spec.minResources` (absent when nothing is requested).
+pub(crate) fn min_resources_spec(
+    min_resources: &caldera_model::Resources,
+) -> Option<BTreeMap<String, Quantity>> {
+    (!min_resources.is_empty()).then(|| {
+        min_resources
+            .to_quantities()
+            .into_iter()
+            .map(|(k, v)| (k, Quantity(v)))
+            .collect()
+    })
+}
+
 /// Whether the Job has finished (`Complete` or `Failed` condition True): no PodGroup is made
 /// for it any more.
 pub fn job_finished(job: &Job) -> bool {
@@ -375,20 +413,12 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
         _ => None,
     };
     let pg = PodGroup {
-        metadata: ObjectMeta {
-            name: Some(job_podgroup_name(name)),
-            namespace: Some(namespace.to_string()),
-            annotations: Some(BTreeMap::from([(
-                ANNOTATION_DERIVED_FROM.to_string(),
-                format!("job.batch/{name}"),
-            )])),
-            labels: Some(BTreeMap::from([(
-                LABEL_MANAGED_BY.to_string(),
-                MANAGED_BY_CALDERA.to_string(),
-            )])),
-            owner_references: owner,
-            ..Default::default()
-        },
+        metadata: derived_meta(
+            job_podgroup_name(name),
+            namespace,
+            format!("job.batch/{name}"),
+            owner,
+        ),
         spec: PodGroupSpec {
             min_member: Some(min_member),
             queue,
@@ -396,13 +426,7 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
                 .priority_class_name
                 .clone()
                 .filter(|c| !c.is_empty()),
-            min_resources: (!min_resources.is_empty()).then(|| {
-                min_resources
-                    .to_quantities()
-                    .into_iter()
-                    .map(|(k, v)| (k, Quantity(v)))
-                    .collect()
-            }),
+            min_resources: min_resources_spec(&min_resources),
             schedule_timeout_seconds: timeout,
             ..Default::default()
         },
