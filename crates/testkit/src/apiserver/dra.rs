@@ -418,11 +418,13 @@ pub(crate) fn controller_sync(
     resourceclaim::sync(&pods, &claims, &templates, taken)
 }
 
-/// Whether a pod (as stored) names any resource claim, so the controller has work for it.
+/// Whether a pod (as stored) names any resource claim (or has the bridge's), so the
+/// controller has work for it.
 pub(crate) fn pod_has_claims(pod: &Value) -> bool {
     pod["spec"]["resourceClaims"]
         .as_array()
         .is_some_and(|c| !c.is_empty())
+        || !pod["status"]["extendedResourceClaimStatus"].is_null()
 }
 
 #[cfg(test)]

@@ -698,11 +698,27 @@ impl State {
                 .map(|(_, o)| o.value.clone())
                 .collect()
         };
+        let claims = in_ns(self, RESOURCE_CLAIMS);
+        // The pods that name claims, and those that own one (the bridge's claims).
+        let owners: std::collections::BTreeSet<&str> = claims
+            .iter()
+            .flat_map(|c| {
+                c["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+            })
+            .filter_map(|o| o["uid"].as_str())
+            .collect();
         let pods: Vec<Value> = in_ns(self, PODS)
             .into_iter()
-            .filter(dra::pod_has_claims)
+            .filter(|p| {
+                dra::pod_has_claims(p)
+                    || p["metadata"]["uid"]
+                        .as_str()
+                        .is_some_and(|u| owners.contains(u))
+            })
             .collect();
-        let claims = in_ns(self, RESOURCE_CLAIMS);
         let templates = in_ns(self, CLAIM_TEMPLATES);
         let out = dra::controller_sync(&pods, &claims, &templates, &|ns, name| {
             self.lookup(RESOURCE_CLAIMS, ns, name).is_some()
