@@ -114,6 +114,9 @@ impl ClaimStep {
                 }
                 inner.observer.claim_write_dropped(w);
             }
+            for e in &self.extended {
+                inner.observer.extended_claim_dropped(e);
+            }
         }
         outcome
     }

@@ -264,6 +264,9 @@ pub trait Observer: Send + Sync {
     /// given up, or the binder stopped): what the plan assumed of the claim does not hold,
     /// and whatever of it went through was undone.
     fn claim_write_dropped(&self, _write: &caldera_model::dra::ClaimWrite) {}
+    /// The extended-resource bridge's claim of a gang that will not bind was not made (or
+    /// its gang's other writes failed).
+    fn extended_claim_dropped(&self, _claim: &caldera_model::dra::ExtendedResourceClaim) {}
     /// The API server refused to make a PodGroup's autoscaler request `need` (its
     /// ProvisioningRequest or a PodTemplate) as invalid (422); `why` names the fields. It is
     /// not sent again unchanged; the scheduler should see the request as failed, so the
