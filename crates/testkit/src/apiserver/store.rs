@@ -605,6 +605,16 @@ impl State {
         }
     }
 
+    /// The ReplicaSet controller's reaction to a pod deleted or terminating in `namespace`
+    /// (the ReplicaSet's own deletions do not re-trigger it).
+    fn replicasets_after_pod_change(&mut self, namespace: &str) {
+        if self.config.replicaset_controller && !self.syncing_replicasets {
+            self.syncing_replicasets = true;
+            self.sync_apps(namespace);
+            self.syncing_replicasets = false;
+        }
+    }
+
     fn typed_in<T: for<'de> k8s_openapi::serde::Deserialize<'de>>(
         &self,
         id: ResourceId,
@@ -824,13 +834,8 @@ impl State {
                 self.syncing_jobs = false;
             }
         }
-        if self.config.replicaset_controller
-            && !self.syncing_replicasets
-            && matches!(id, PODS | REPLICASETS | DEPLOYMENTS)
-        {
-            self.syncing_replicasets = true;
-            self.sync_apps(&key.0.clone());
-            self.syncing_replicasets = false;
+        if matches!(id, PODS | REPLICASETS | DEPLOYMENTS) {
+            self.replicasets_after_pod_change(&key.0.clone());
         }
         if id == NODES && self.config.node_lifecycle_controller {
             let Some(node) = self.resources[NODES].objects.get(key).cloned() else {
@@ -1586,7 +1591,12 @@ impl State {
                     return Ok(last);
                 }
                 let stored = self.commit(id, &key, Some(last), None);
-                return Ok(stored.value.clone());
+                let value = stored.value.clone();
+                if id == PODS {
+                    // A terminating pod no longer counts as its ReplicaSet's replica.
+                    self.replicasets_after_pod_change(namespace);
+                }
+                return Ok(value);
             }
             let m = obj_mut(&mut last, "metadata");
             if !terminating {
@@ -1625,6 +1635,7 @@ impl State {
         }
         if id == PODS {
             self.protect_podgroups(namespace);
+            self.replicasets_after_pod_change(namespace);
         }
         if matches!(id, REPLICASETS | DEPLOYMENTS) && self.config.replicaset_controller {
             // `apps/v1` defaults to background propagation.
