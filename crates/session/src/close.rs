@@ -316,7 +316,9 @@ fn consolidations(ssn: &Session, plan: &mut Plan) {
         let mut told: Vec<usize> = Vec::new();
         for &(t, to) in &moved {
             let task = &st.tasks[t];
-            let Some(node) = task.node.clone() else { continue };
+            let Some(node) = task.node.clone() else {
+                continue;
+            };
             let to = &st.nodes[to].name;
             let moved_job = &st.jobs[task.job];
             plan.evictions.push(Eviction {

@@ -21,7 +21,9 @@
 //! **Least disruption.** Units are ranked fewest pods, then fewest GPUs, then most recently
 //! started. The search is node by node first: for each node, the cheapest units on it that
 //! cover what the job lacks there; nodes are tried cheapest plan first (at most
-//! [`NODE_PLANS`]), so a one-node gang on a large cluster costs a handful of probes. A gang
+//! [`NODE_PLANS`]; among plans alike, the node the gang then fills tightest), so a one-node
+//! gang on a large cluster costs a handful of probes. Moved pods go where they fit tightest,
+//! so a move fills the smallest holes and leaves big ones for the gangs that need them. A gang
 //! that needs more than one node falls back to taking units cluster-wide, cheapest first.
 //! `maxPods` and `maxGPUs` bound what one session moves.
 //!
@@ -37,6 +39,7 @@ use crate::attempt::probe;
 use crate::evict::{self, At, Leaving, GPU};
 use crate::reserve;
 use crate::session::Session;
+use crate::state::Holdup;
 use caldera_config::ConsolidateConfig;
 use caldera_model::{MoveHold, MoveHoldWrite, Resources, TaskStatus, Time};
 use std::collections::{BTreeMap, BTreeSet};
@@ -97,6 +100,84 @@ fn movable(ssn: &Session, t: usize, min_runtime_ms: i64) -> bool {
         && !task.no_consolidate
         && task.controller.is_some()
         && ssn.state.now.millis_since(task.started) >= min_runtime_ms
+}
+
+/// The movable units of a session, listed once per action: cheapest first, and per node the
+/// units with a member there (in the same order). Moved units are marked gone.
+struct Pool {
+    units: Vec<Unit>,
+    on_node: Vec<Vec<usize>>,
+    gone: Vec<bool>,
+    /// Per node: the most GPUs one unit there frees on it (bounds how many units a node plan
+    /// needs).
+    most_gpus: Vec<i64>,
+    /// Per node: [`evict::room`], kept current: between searches only a decided move changes
+    /// a node.
+    rooms: Vec<Resources>,
+    /// Σ `rooms`.
+    free: Resources,
+    /// Some node has more room than when the action started (a move freed more than its job
+    /// took).
+    grown: bool,
+}
+
+impl Pool {
+    fn new(ssn: &Session, cfg: &ConsolidateConfig, at: &At) -> Self {
+        let units = units(ssn, cfg);
+        let mut on_node = vec![Vec::new(); ssn.state.nodes.len()];
+        let mut most_gpus = vec![0i64; ssn.state.nodes.len()];
+        for (i, u) in units.iter().enumerate() {
+            let mut per_node: BTreeMap<usize, i64> = BTreeMap::new();
+            for &t in &u.tasks {
+                if let Some(n) = at.node(t) {
+                    *per_node.entry(n).or_insert(0) += ssn.state.tasks[t].request.get(GPU);
+                }
+            }
+            for (n, g) in per_node {
+                on_node[n].push(i);
+                most_gpus[n] = most_gpus[n].max(g);
+            }
+        }
+        let gone = vec![false; units.len()];
+        let rooms: Vec<Resources> = (0..ssn.state.nodes.len())
+            .map(|n| evict::room(ssn, n))
+            .collect();
+        let mut free = Resources::new();
+        for r in &rooms {
+            free.add(r);
+        }
+        Pool {
+            units,
+            on_node,
+            gone,
+            most_gpus,
+            rooms,
+            free,
+            grown: false,
+        }
+    }
+
+    /// Brings the rooms of `nodes` up to date.
+    fn refresh(&mut self, ssn: &Session, nodes: impl IntoIterator<Item = usize>) {
+        let nodes: BTreeSet<usize> = nodes.into_iter().collect();
+        for n in nodes {
+            let now = evict::room(ssn, n);
+            self.grown |= now.iter().any(|(r, v)| v > self.rooms[n].get(r));
+            self.free.sub(&self.rooms[n]);
+            self.free.add(&now);
+            self.rooms[n] = now;
+        }
+    }
+
+    /// Whether unit `i` may move for a job of `priority` (other than `job`) within `budget`.
+    fn eligible(&self, i: usize, job: usize, priority: i32, budget: &Budget) -> bool {
+        let u = &self.units[i];
+        !self.gone[i]
+            && u.job != job
+            && u.priority <= priority
+            && u.tasks.len() as u32 <= budget.pods
+            && u.gpus <= budget.gpus
+    }
 }
 
 /// The movable units, cheapest first.
@@ -173,7 +254,7 @@ pub fn run(ssn: &mut Session, cfg: &ConsolidateConfig) {
     // Room pods already terminating will free counts as free (as for preempt): a move is
     // never made for room that is on its way anyway.
     let mut leaving = Leaving::vacate(ssn, &at);
-    let mut all = units(ssn, cfg);
+    let mut pool = Pool::new(ssn, cfg, &at);
     let mut budget = Budget {
         pods: cfg.max_pods,
         gpus: i64::from(cfg.max_gpus),
@@ -185,21 +266,21 @@ pub fn run(ssn: &mut Session, cfg: &ConsolidateConfig) {
         let result = if budget.pods == 0 {
             LIMIT
         } else {
-            consolidate_for(ssn, cfg, job, &at, &mut leaving, &mut all, &mut budget)
+            consolidate_for(ssn, cfg, job, &at, &mut leaving, &mut pool, &mut budget)
         };
         *ssn.stats.consolidation_attempts.entry(result).or_insert(0) += 1;
     }
     leaving.restore(ssn);
 }
 
-/// Tries to make room for `job` by moving units of `all`; the result for the metrics.
+/// Tries to make room for `job` by moving units of `pool`; the result for the metrics.
 fn consolidate_for(
     ssn: &mut Session,
     cfg: &ConsolidateConfig,
     job: usize,
     at: &At,
     leaving: &mut Leaving,
-    all: &mut Vec<Unit>,
+    pool: &mut Pool,
     budget: &mut Budget,
 ) -> &'static str {
     let j = &ssn.state.jobs[job];
@@ -208,46 +289,62 @@ fn consolidate_for(
         return NO_PODGROUP;
     }
     let need = evict::gang_need(ssn, job);
-    if !need.fits_in(&evict::free_capacity(ssn)) {
+    if !need.fits_in(&pool.free) {
         return NOT_FRAGMENTED;
     }
-    if probe(ssn, job).is_some() {
+    // Allocate found no room for it in this session, and since then no room has grown (no pod
+    // was terminating, nothing was evicted, no move freed more than its job took): it does
+    // not fit now either, and the probe, a full placement search, is saved.
+    let unchanged = !pool.grown
+        && leaving.is_empty()
+        && ssn.preemptions.is_empty()
+        && matches!(ssn.state.job_runs[job].holdup, Some(Holdup::Fit(_)));
+    if !unchanged && probe(ssn, job).is_some() {
         // It fits as things are (or once terminating pods are gone): nothing to move.
         return NOT_FRAGMENTED;
     }
     let priority = ssn.state.jobs[job].priority;
-    let candidates: Vec<usize> = (0..all.len())
-        .filter(|&i| {
-            let u = &all[i];
-            u.job != job
-                && u.priority <= priority
-                && u.tasks.len() as u32 <= budget.pods
-                && u.gpus <= budget.gpus
-        })
-        .collect();
-    if candidates.is_empty() {
-        return NO_MOVE;
-    }
-    let mut plans = node_plans(ssn, job, &need, at, all, &candidates, budget);
+    let mut plans = node_plans(ssn, job, priority, &need, at, pool, budget);
     plans.truncate(NODE_PLANS);
-    // Cluster-wide, cheapest first: for gangs no one node plan serves.
-    plans.push(candidates.clone());
     let mut refused_for_room = false;
-    for plan in plans {
-        match try_plan(ssn, cfg, job, at, all, &plan, budget) {
+    let mut tried_all = false;
+    let mut k = 0;
+    loop {
+        let plan = match plans.get(k) {
+            Some(p) => p.clone(),
+            None if !tried_all => {
+                // Cluster-wide, cheapest first: for gangs no one node plan serves.
+                tried_all = true;
+                (0..pool.units.len())
+                    .filter(|&i| pool.eligible(i, job, priority, budget))
+                    .collect()
+            }
+            None => break,
+        };
+        k += 1;
+        if plan.is_empty() {
+            continue;
+        }
+        match try_plan(ssn, cfg, job, at, pool, &plan, budget) {
             Tried::Moved(moved_units) => {
+                if let Some(c) = ssn.consolidations.last() {
+                    let touched: Vec<usize> = c
+                        .placement
+                        .iter()
+                        .chain(&c.moved)
+                        .map(|&(_, n)| n)
+                        .chain(c.moved.iter().filter_map(|&(t, _)| at.node(t)))
+                        .collect();
+                    pool.refresh(ssn, touched);
+                }
                 for &i in &moved_units {
-                    for &t in &all[i].tasks {
+                    for &t in &pool.units[i].tasks {
                         leaving.left(at, t);
                     }
+                    budget.pods = budget.pods.saturating_sub(pool.units[i].tasks.len() as u32);
+                    budget.gpus -= pool.units[i].gpus;
+                    pool.gone[i] = true;
                 }
-                let gone: BTreeSet<usize> = moved_units.into_iter().collect();
-                let mut i = 0;
-                all.retain(|_| {
-                    let keep = !gone.contains(&i);
-                    i += 1;
-                    keep
-                });
                 return MOVED;
             }
             Tried::NoRoomForMoved => refused_for_room = true,
@@ -261,40 +358,52 @@ fn consolidate_for(
     }
 }
 
-/// Per node, the cheapest candidate units on it that cover what `need` lacks in its room,
-/// cheapest plan first (then by node). Units are indices into `all`.
+/// Per node, the cheapest eligible units on it that cover what `need` lacks in its room,
+/// cheapest plan first (then by node). Units are indices into the pool.
 fn node_plans(
     ssn: &Session,
-    _job: usize,
+    job: usize,
+    priority: i32,
     need: &Resources,
     at: &At,
-    all: &[Unit],
-    candidates: &[usize],
+    pool: &Pool,
     budget: &Budget,
 ) -> Vec<Vec<usize>> {
-    let mut on_node: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for &i in candidates {
-        let mut nodes: Vec<usize> = all[i].tasks.iter().filter_map(|&t| at.node(t)).collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-        for n in nodes {
-            on_node.entry(n).or_default().push(i);
+    type Key = (usize, i64, std::cmp::Reverse<Time>, (i64, i64, i64));
+    let mut plans: Vec<(Key, usize, Vec<usize>)> = Vec::new();
+    let need_gpus = need.get(GPU);
+    // The most pods a plan kept so far takes, once NODE_PLANS are kept: a node whose plan must
+    // take more units is not looked at.
+    let mut worst = usize::MAX;
+    for (n, units) in pool.on_node.iter().enumerate() {
+        if units.is_empty() {
+            continue;
         }
-    }
-    let mut plans: Vec<((usize, i64, std::cmp::Reverse<Time>), usize, Vec<usize>)> = Vec::new();
-    for (n, units) in on_node {
+        let short = need_gpus - pool.rooms[n].get(GPU);
+        if short > 0 {
+            if pool.most_gpus[n] == 0 {
+                continue;
+            }
+            let fewest = (short + pool.most_gpus[n] - 1) / pool.most_gpus[n];
+            if fewest as usize > worst {
+                continue;
+            }
+        }
         let node = &ssn.state.nodes[n];
         if !node.ready || !need.fits_in(&node.allocatable) {
             continue;
         }
-        let mut room = evict::room(ssn, n);
+        let mut room = pool.rooms[n].clone();
         let mut chosen = Vec::new();
         let (mut pods, mut gpus, mut started) = (0usize, 0i64, Time(i64::MIN));
-        for i in units {
+        for &i in units {
             if need.fits_in(&room) {
                 break;
             }
-            let u = &all[i];
+            if !pool.eligible(i, job, priority, budget) {
+                continue;
+            }
+            let u = &pool.units[i];
             if (pods + u.tasks.len()) as u32 > budget.pods || gpus + u.gpus > budget.gpus {
                 continue;
             }
@@ -309,7 +418,17 @@ fn node_plans(
             chosen.push(i);
         }
         if !chosen.is_empty() && need.fits_in(&room) {
-            plans.push(((pods, gpus, std::cmp::Reverse(started)), n, chosen));
+            // Of plans alike, the node the gang fills tightest: a big hole stays for a big gang.
+            let left = room.minus(need);
+            let fit = (left.get(GPU), left.cpu, left.memory);
+            plans.push(((pods, gpus, std::cmp::Reverse(started), fit), n, chosen));
+            if plans.len() >= 4 * NODE_PLANS {
+                plans.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+                plans.truncate(NODE_PLANS);
+            }
+            if plans.len() >= NODE_PLANS {
+                worst = plans.iter().map(|p| p.0 .0).max().unwrap_or(usize::MAX);
+            }
         }
     }
     plans.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -333,10 +452,11 @@ fn try_plan(
     cfg: &ConsolidateConfig,
     job: usize,
     at: &At,
-    all: &[Unit],
+    pool: &Pool,
     plan: &[usize],
     budget: &Budget,
 ) -> Tried {
+    let all = &pool.units;
     let mut taken: Vec<(usize, Vec<(usize, TaskStatus)>)> = Vec::new();
     let (mut pods, mut gpus) = (0u32, 0i64);
     let mut charged: BTreeMap<u32, u32> = BTreeMap::new();
@@ -366,8 +486,9 @@ fn try_plan(
         give_back_all(ssn, at, taken);
         return Tried::NoFit;
     };
-    // Give back, most expensive first, every unit the job fits without.
-    let mut k = taken.len();
+    // Give back, most expensive first, every unit the job fits without (a single unit is
+    // needed: the job did not fit before anything was taken).
+    let mut k = if taken.len() > 1 { taken.len() } else { 0 };
     while k > 0 {
         k -= 1;
         let (i, prev) = taken.remove(k);
@@ -392,8 +513,13 @@ fn try_plan(
     }
     let mut moved: Vec<(usize, usize)> = Vec::new();
     let mut fits = true;
+    // Nodes whose room differs from the pool's: the job's, the taken units', the moved pods'.
+    let mut stale: BTreeSet<usize> = placement.iter().map(|&(_, n)| n).collect();
     for (i, _) in &taken {
-        match place_elsewhere(ssn, &all[*i].tasks) {
+        stale.extend(all[*i].tasks.iter().filter_map(|&t| at.node(t)));
+    }
+    for (i, _) in &taken {
+        match place_elsewhere(ssn, &all[*i].tasks, &pool.rooms, &mut stale) {
             Some(places) => {
                 for &(t, n) in &places {
                     // Counted there from now on (through the moved pod, which terminates).
@@ -452,7 +578,16 @@ fn give_back_all(ssn: &mut Session, at: &At, taken: Vec<(usize, Vec<(usize, Task
 /// Where the moved `tasks` (taken off their nodes) could run now, all of them, each passing
 /// every predicate on room that is free: `None` when one fits nowhere. Leaves the session as
 /// it was.
-fn place_elsewhere(ssn: &mut Session, tasks: &[usize]) -> Option<Vec<(usize, usize)>> {
+///
+/// Each goes to the node it fits tightest (least GPU, then CPU, then memory left, then by
+/// name), not where the node order would put a new pod: a moved pod fills the smallest hole,
+/// so a move does not break up room another waiting gang needs.
+fn place_elsewhere(
+    ssn: &mut Session,
+    tasks: &[usize],
+    rooms: &[Resources],
+    stale: &mut BTreeSet<usize>,
+) -> Option<Vec<(usize, usize)>> {
     let mut saved = Vec::with_capacity(tasks.len());
     for &t in tasks {
         let task = &mut ssn.state.tasks[t];
@@ -460,12 +595,34 @@ fn place_elsewhere(ssn: &mut Session, tasks: &[usize]) -> Option<Vec<(usize, usi
         task.status = TaskStatus::Pending;
     }
     let mut stmt = crate::session::Statement::new();
-    let placement = crate::session::Placement::default();
     let mut ok = true;
     for &t in tasks {
-        let mut c = ssn.candidates(t, &placement);
-        match ssn.pick(t, &mut c, &placement) {
-            Some(n) => ssn.allocate(&mut stmt, t, n),
+        let request = ssn.state.tasks[t].request.clone();
+        let mut fits: Vec<((i64, i64, i64), usize)> = (0..ssn.state.nodes.len())
+            .filter_map(|n| {
+                let fresh;
+                let room = if stale.contains(&n) {
+                    fresh = evict::room(ssn, n);
+                    &fresh
+                } else {
+                    &rooms[n]
+                };
+                request.fits_in(room).then(|| {
+                    let left = room.minus(&request);
+                    ((left.get(GPU), left.cpu, left.memory), n)
+                })
+            })
+            .collect();
+        fits.sort_unstable();
+        match fits
+            .into_iter()
+            .map(|(_, n)| n)
+            .find(|&n| ssn.fits_on(t, n))
+        {
+            Some(n) => {
+                ssn.allocate(&mut stmt, t, n);
+                stale.insert(n);
+            }
             None => {
                 ok = false;
                 break;

@@ -807,6 +807,11 @@ impl Leaving {
         self.on_node[n] = true;
     }
 
+    /// Whether no pod was terminating when the action started.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
     /// Records victim `t`, already off its node.
     pub(crate) fn left(&mut self, at: &At, t: usize) {
         if let Some(n) = at.node(t) {

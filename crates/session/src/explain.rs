@@ -139,7 +139,10 @@ impl Scheduler {
         }
         let consolidation = match (why_moved, moves.is_empty()) {
             (Some(why), _) => Some((why, moves)),
-            (None, false) => Some(("consolidate holds room for pods it moved".to_string(), moves)),
+            (None, false) => Some((
+                "consolidate holds room for pods it moved".to_string(),
+                moves,
+            )),
             (None, true) => None,
         };
         let mut held_on: Vec<String> = ssn
