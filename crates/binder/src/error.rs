@@ -38,6 +38,9 @@ pub enum WriteKind {
     /// `PATCH persistentvolumes` (merge patch): a volume pre-bound to a claim
     /// (`spec.claimRef`).
     VolumePreBind,
+    /// `PATCH podgroups` (merge patch of `metadata.annotations`): the room held for pods
+    /// `consolidate` moved (`caldera.sh/consolidation`).
+    ConsolidationHolds,
 }
 
 /// How urgent a kind of write is: acts go first; reports and events follow behind them (see
@@ -64,9 +67,13 @@ impl WriteKind {
             | Self::ClaimSelection
             | Self::VolumePreBind
             | Self::Eviction => Class::Act,
-            Self::PodStatus | Self::PodGroupStatus | Self::QueueStatus | Self::Nomination => {
-                Class::Report
-            }
+            // Held room for moved pods' replacements is read back by the next sessions; like a
+            // nomination, it may wait a moment behind the binds.
+            Self::PodStatus
+            | Self::PodGroupStatus
+            | Self::QueueStatus
+            | Self::Nomination
+            | Self::ConsolidationHolds => Class::Report,
             // Nodes an autoscaler adds take minutes to come: a request waits behind the binds
             // like a status write (see `capacity.rs`).
             Self::ProvisioningRequest | Self::PodTemplate | Self::ConsumeAnnotations => {
@@ -94,6 +101,7 @@ impl WriteKind {
             Self::ConsumeAnnotations => "pod",
             Self::ClaimSelection => "claim_selection",
             Self::VolumePreBind => "volume_prebind",
+            Self::ConsolidationHolds => "consolidation_holds",
         }
     }
 }

@@ -627,6 +627,7 @@ impl Binder {
             capacity_requests,
             capacity_releases,
             volume_writes,
+            move_holds,
         } = plan;
 
         // Acts first: their tickets are out before any report of this plan is queued.
@@ -746,6 +747,7 @@ impl Binder {
             .map(CapacityWrites::release)
             .chain(capacity_requests.into_iter().map(CapacityWrites::create));
         status.extend(capacity.map(StatusWrite::Capacity));
+        status.extend(move_holds.into_iter().map(StatusWrite::MoveHolds));
         if !status.is_empty() {
             let mut reports = lock(&inner.reports);
             for write in status {

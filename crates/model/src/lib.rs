@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod capacity;
+pub mod consolidation;
 pub mod interpod;
 pub mod job;
 pub mod node;
@@ -25,6 +26,7 @@ pub use capacity::{
     request_name, CapacityNeed, CapacityRelease, CapacityRequest, CapacityState, ConsumingPod,
     PodSetNeed, ProvisioningPolicy,
 };
+pub use consolidation::{Controller, MoveHold, MoveHoldWrite, HOLDS_ANNOTATION, NO_CONSOLIDATE};
 pub use interpod::{
     LabelSelector, Labels, Namespaces, PlacedPod, PodAffinityTerm, PodConstraints,
     SpreadConstraint, HARD_POD_AFFINITY_WEIGHT, HOSTNAME,

@@ -166,6 +166,8 @@ pub struct Plan {
     /// Volume binder writes (claims annotated with their member's node, volumes pre-bound,
     /// selections undone), before the binds that wait for them.
     pub volume_writes: Vec<crate::VolumeWrite>,
+    /// PodGroups whose consolidation holds changed (annotation `caldera.sh/consolidation`).
+    pub move_holds: Vec<crate::MoveHoldWrite>,
 }
 
 impl Plan {
@@ -182,5 +184,6 @@ impl Plan {
             && self.capacity_requests.is_empty()
             && self.capacity_releases.is_empty()
             && self.volume_writes.is_empty()
+            && self.move_holds.is_empty()
     }
 }

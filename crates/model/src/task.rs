@@ -118,6 +118,11 @@ pub struct Task {
     /// Its claims' names and binding state, when it has unbound or not fully bound claims
     /// (what they ask of a node is in `spec.volumes`).
     pub volumes: Option<Arc<crate::volume::TaskVolumes>>,
+    /// The controller that re-creates it once deleted, if any: only such pods may be moved by
+    /// `consolidate`.
+    pub controller: Option<Arc<crate::consolidation::Controller>>,
+    /// `caldera.sh/no-consolidate` on the pod, its PodGroup or its namespace.
+    pub no_consolidate: bool,
 }
 
 impl Task {

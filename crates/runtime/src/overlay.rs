@@ -319,6 +319,7 @@ mod tests {
             autoscale: false,
             capacity: None,
             native: None,
+            moves: Vec::new(),
         });
         snap.tasks.push(Task {
             uid: "p-uid".into(),
@@ -342,6 +343,8 @@ mod tests {
             budget: None,
             consumes: None,
             volumes: None,
+            controller: None,
+            no_consolidate: false,
         });
         snap
     }

@@ -2073,6 +2073,36 @@ impl Store {
         true
     }
 
+    /// Sets (or, with no holds, removes) a PodGroup's `caldera.sh/consolidation` annotation,
+    /// as the binder's merge patch does when the uid still matches. Returns whether anything
+    /// changed.
+    pub fn set_move_holds(&mut self, w: &caldera_model::MoveHoldWrite) -> bool {
+        let key = (w.namespace.to_string(), w.name.to_string());
+        let Some(mut pg) = self.podgroups.get(&key).cloned() else {
+            return false;
+        };
+        if pg.metadata.uid.as_deref().is_some_and(|u| u != &*w.uid) {
+            return false;
+        }
+        let annotations = pg.metadata.annotations.get_or_insert_with(Default::default);
+        let before = annotations.get(caldera_model::HOLDS_ANNOTATION).cloned();
+        if w.holds.is_empty() {
+            annotations.remove(caldera_model::HOLDS_ANNOTATION);
+        } else {
+            annotations.insert(
+                caldera_model::HOLDS_ANNOTATION.to_string(),
+                caldera_cache::consolidation::encode(&w.holds),
+            );
+        }
+        if annotations.get(caldera_model::HOLDS_ANNOTATION) == before.as_ref() {
+            return false;
+        }
+        let _ = self.index.apply_podgroup(&pg);
+        self.podgroups.insert(key, pg);
+        self.generation += 1;
+        true
+    }
+
     /// Replaces a Queue's status. Returns whether anything changed.
     pub fn set_queue_status(&mut self, name: &str, status: caldera_api::QueueStatus) -> bool {
         let Some(mut q) = self.queues.get(name).cloned() else {
