@@ -39,6 +39,8 @@ pub fn gvr(kind: Kind) -> (&'static str, &'static str, &'static str) {
         Kind::ResourceSlice => ("resource.k8s.io", "v1", "resourceslices"),
         Kind::ResourceClaim => ("resource.k8s.io", "v1", "resourceclaims"),
         Kind::ResourceClaimTemplate => ("resource.k8s.io", "v1", "resourceclaimtemplates"),
+        Kind::ReplicaSet => ("apps", "v1", "replicasets"),
+        Kind::Deployment => ("apps", "v1", "deployments"),
     }
 }
 
@@ -144,6 +146,8 @@ pub fn to_json(object: &Object) -> Result<(ObjectKey, Value)> {
         Object::ResourceSlice(o) => serde_json::to_value(o),
         Object::ResourceClaim(o) => serde_json::to_value(o),
         Object::ResourceClaimTemplate(o) => serde_json::to_value(o),
+        Object::ReplicaSet(o) => serde_json::to_value(o),
+        Object::Deployment(o) => serde_json::to_value(o),
     };
     let mut value = encoded.map_err(|source| Error::Json {
         object: object.describe(),

@@ -22,6 +22,7 @@ pub mod kube_scheduler;
 pub mod kubelet;
 pub mod lws;
 pub mod pv_controller;
+pub mod replicaset;
 pub mod resourceclaim;
 pub mod statefulset;
 pub mod time;

@@ -50,6 +50,15 @@ pub struct SessionResult {
     pub preempt_victims: u64,
     /// Gangs that found victims in it.
     pub preemptors_served: u64,
+    /// The consolidation figure: the nodes full of single-GPU pods of ReplicaSets at one
+    /// priority, fragmented so that [`CONSOLIDATORS`] pending one-node gangs of 4 or 8 GPUs each
+    /// need a move (free room in pieces of 3 + 1 or 7 + 1 GPUs), actions
+    /// `enqueue, allocate, consolidate, backfill` with the per-session limits lifted.
+    pub consolidate_session_seconds: f64,
+    /// Pods that session moved.
+    pub consolidate_moves: u64,
+    /// Gangs it made room for.
+    pub consolidate_served: u64,
     /// The hierarchical-queue figure: the same cluster and workload spread over
     /// [`TREE_LEAVES`] leaf queues, one session under the `capacity` plugin with flat queues.
     pub flat_queues_session_seconds: f64,
@@ -251,6 +260,92 @@ fn preempt_figure(nodes: usize, seed: u64) -> (f64, u64, u64) {
         .copied()
         .unwrap_or(0);
     (seconds, victims, served)
+}
+
+/// Pending one-node gangs in the consolidation figure.
+pub const CONSOLIDATORS: usize = 500;
+
+/// The consolidation figure: `nodes` 8-GPU nodes full of single-GPU ReplicaSet pods (running
+/// an hour, priority 0), except that for each of [`CONSOLIDATORS`] gangs (4 or 8 one-GPU
+/// members, one node, priority 0) one node has one GPU less than it needs free and another one
+/// GPU free: the gang fits once one pod moves, and there is no room to spare. Returns (seconds of the one session, pods
+/// moved, gangs served).
+pub fn consolidate_figure(nodes: usize, seed: u64) -> (f64, u64, u64) {
+    use caldera_testkit::builders::{node, pod, podgroup, Cluster};
+    let config = caldera_config::parse(
+        "actions: \"enqueue, allocate, consolidate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n  - name: binpack\nconfigurations:\n- name: consolidate\n  arguments:\n    maxPods: 100000\n    maxGPUs: 100000\n",
+        None,
+    )
+    .expect("the consolidation bench config parses");
+    let scheduler =
+        caldera_plugins::scheduler(&config).expect("the consolidation bench config builds");
+    let mut rng = Rng::new(seed ^ 0xC0_7501);
+    let mut c = Cluster::new();
+    let gangs = CONSOLIDATORS.min(nodes / 2);
+    let mut sizes = Vec::with_capacity(gangs);
+    for n in 0..nodes {
+        c = c.node(
+            node(&format!("n{n:05}"))
+                .gpus(8)
+                .cpu(128)
+                .memory_gi(1024)
+                .label("kubernetes.io/hostname", &format!("n{n:05}")),
+        );
+    }
+    for _ in 0..gangs {
+        sizes.push(if rng.range(0, 1) == 0 { 4 } else { 8 });
+    }
+    let mut pods = 0usize;
+    for n in 0..nodes {
+        // Node 2g is one GPU short for gang g, node 2g+1 has the GPU its moved pod takes. An
+        // 8-GPU gang's node holds one pod of 125 CPUs (so a 4-GPU gang cannot take the 7 free
+        // GPUs beside it), which only its partner node, of light pods, has the CPUs for.
+        let size = sizes.get(n / 2).copied().unwrap_or(0);
+        let (free, cpu) = match n {
+            n if n < 2 * gangs && n % 2 == 0 => (size - 1, if size == 8 { 125_000 } else { 1000 }),
+            n if n < 2 * gangs => (1, if size == 8 { 100 } else { 1000 }),
+            _ => (0, 1000),
+        };
+        for p in 0..(8 - free) {
+            c = c.pod(
+                pod("bench", &format!("web-{n:05}-{p}"))
+                    .gpus(1)
+                    .cpu_milli(cpu)
+                    .on(&format!("n{n:05}"))
+                    .running()
+                    .controlled_by("ReplicaSet", &format!("web-{}", pods % 97), Some("h")),
+            );
+            pods += 1;
+        }
+    }
+    for (g, &size) in sizes.iter().enumerate() {
+        let name = format!("tp-{g:05}");
+        c = c.group(
+            podgroup("bench", &name)
+                .min_member(size as u32)
+                .topology(true, "kubernetes.io/hostname"),
+        );
+        for m in 0..size {
+            c = c.pod(
+                pod("bench", &format!("{name}-{m}"))
+                    .group(&name)
+                    .gpus(1)
+                    .cpu_milli(1000)
+                    .created(1_000_000 + g as i64),
+            );
+        }
+    }
+    let snapshot = c.snapshot();
+    let t = Instant::now();
+    let outcome = scheduler.run_owned(snapshot, Time::from_secs(1_767_225_600));
+    let seconds = t.elapsed().as_secs_f64();
+    let served = outcome
+        .stats
+        .consolidation_attempts
+        .get("moved")
+        .copied()
+        .unwrap_or(0);
+    (seconds, outcome.stats.consolidation_moves, served)
 }
 
 fn index_of(objects: &gen::Objects) -> ClusterIndex {
@@ -458,6 +553,8 @@ pub fn run(
     let backlog_writes = outcome.plan.pod_conditions.len() + outcome.plan.podgroups.len();
     drop((idx, outcome, snapshot));
     let (preempt_session_seconds, preempt_victims, preemptors_served) = preempt_figure(nodes, seed);
+    let (consolidate_session_seconds, consolidate_moves, consolidate_served) =
+        consolidate_figure(nodes, seed);
     let (
         flat_queues_session_seconds,
         flat_queues_placements,
@@ -486,6 +583,9 @@ pub fn run(
         preempt_session_seconds,
         preempt_victims,
         preemptors_served,
+        consolidate_session_seconds,
+        consolidate_moves,
+        consolidate_served,
         flat_queues_session_seconds,
         flat_queues_placements,
         hierarchical_session_seconds,

@@ -42,6 +42,9 @@ pub enum WriteKind {
     /// `PUT resourceclaims/status` (allocation and `reservedFor`); for the extended-resource
     /// bridge also `POST resourceclaims` and `PATCH pods/status`.
     ResourceClaim,
+    /// `PATCH podgroups` (merge patch of `metadata.annotations`): the room held for pods
+    /// `consolidate` moved (`caldera.sh/consolidation`).
+    ConsolidationHolds,
 }
 
 /// How urgent a kind of write is: acts go first; reports and events follow behind them (see
@@ -69,9 +72,13 @@ impl WriteKind {
             | Self::VolumePreBind
             | Self::ResourceClaim
             | Self::Eviction => Class::Act,
-            Self::PodStatus | Self::PodGroupStatus | Self::QueueStatus | Self::Nomination => {
-                Class::Report
-            }
+            // Held room for moved pods' replacements is read back by the next sessions; like a
+            // nomination, it may wait a moment behind the binds.
+            Self::PodStatus
+            | Self::PodGroupStatus
+            | Self::QueueStatus
+            | Self::Nomination
+            | Self::ConsolidationHolds => Class::Report,
             // Nodes an autoscaler adds take minutes to come: a request waits behind the binds
             // like a status write (see `capacity.rs`).
             Self::ProvisioningRequest | Self::PodTemplate | Self::ConsumeAnnotations => {
@@ -100,6 +107,7 @@ impl WriteKind {
             Self::ClaimSelection => "claim_selection",
             Self::VolumePreBind => "volume_prebind",
             Self::ResourceClaim => "resourceclaim",
+            Self::ConsolidationHolds => "consolidation_holds",
         }
     }
 }

@@ -637,6 +637,7 @@ impl Binder {
             volume_writes,
             claim_writes,
             extended_claims,
+            move_holds,
         } = plan;
         // DRA claim writes: one step per gang, shared by its members' binds (`claims.rs`).
         let claim_steps = claims::steps(&binds, claim_writes, extended_claims);
@@ -763,6 +764,7 @@ impl Binder {
             .map(CapacityWrites::release)
             .chain(capacity_requests.into_iter().map(CapacityWrites::create));
         status.extend(capacity.map(StatusWrite::Capacity));
+        status.extend(move_holds.into_iter().map(StatusWrite::MoveHolds));
         if !status.is_empty() {
             let mut reports = lock(&inner.reports);
             for write in status {

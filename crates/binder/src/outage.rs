@@ -72,6 +72,7 @@ fn plural(kind: WriteKind) -> &'static str {
         WriteKind::ClaimSelection => "claim selections",
         WriteKind::VolumePreBind => "volume pre-binds",
         WriteKind::ResourceClaim => "resource claim allocations",
+        WriteKind::ConsolidationHolds => "consolidation hold writes",
     }
 }
 

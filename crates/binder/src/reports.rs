@@ -36,6 +36,8 @@ pub(crate) enum StatusWrite {
     Nomination(caldera_model::Nomination),
     /// A PodGroup's autoscaler requests (`capacity.rs`): several requests, in order.
     Capacity(CapacityWrites),
+    /// A PodGroup's consolidation holds (annotation `caldera.sh/consolidation`).
+    MoveHolds(caldera_model::MoveHoldWrite),
 }
 
 /// `(kind, key)`: what coalesces.
@@ -93,6 +95,13 @@ impl StatusWrite {
                 },
                 WriteKind::ProvisioningRequest,
             ),
+            StatusWrite::MoveHolds(w) => (
+                Target::PodGroup {
+                    namespace: w.namespace.clone(),
+                    name: w.name.clone(),
+                },
+                WriteKind::ConsolidationHolds,
+            ),
         }
     }
 
@@ -135,6 +144,7 @@ impl StatusWrite {
                 writes::queue_status(client, fm, &u.name, &u.status, old.as_ref()).await
             }
             StatusWrite::Nomination(n) => writes::nominate(client, fm, n).await,
+            StatusWrite::MoveHolds(w) => writes::move_holds(client, fm, w).await,
             StatusWrite::Capacity(_) => Ok(None),
         }
     }

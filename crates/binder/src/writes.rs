@@ -355,6 +355,40 @@ pub fn podgroup_status_patch(s: &PodGroupStatus) -> Value {
     })
 }
 
+/// The merge patch setting (or, with no holds, removing) a PodGroup's
+/// `caldera.sh/consolidation` annotation, with its uid as precondition.
+pub fn move_holds_patch(w: &caldera_model::MoveHoldWrite) -> Value {
+    let value = (!w.holds.is_empty()).then(|| caldera_cache::consolidation::encode(&w.holds));
+    json!({
+        "metadata": {
+            "uid": &*w.uid,
+            "annotations": { caldera_model::HOLDS_ANNOTATION: value },
+        },
+    })
+}
+
+/// `PATCH podgroups/{name}` writing the consolidation holds.
+pub async fn move_holds(
+    client: &Client,
+    field_manager: &str,
+    w: &caldera_model::MoveHoldWrite,
+) -> Result<Option<String>> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &w.namespace, &api_resource(PODGROUP));
+    api.patch(
+        &w.name,
+        &patch_params(field_manager),
+        &Patch::Merge(move_holds_patch(w)),
+    )
+    .await
+    .map(|o| resource_version(&o.metadata))
+    .map_err(|source| Error::Status {
+        kind: WriteKind::ConsolidationHolds,
+        object: format!("{}/{}", w.namespace, w.name),
+        source,
+    })
+}
+
 /// `PATCH podgroups/{name}/status` (merge patch, no resourceVersion: cannot conflict).
 pub async fn podgroup_status(
     client: &Client,

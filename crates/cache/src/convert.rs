@@ -312,6 +312,10 @@ pub struct PodInfo {
     pub resource_claims: Option<Arc<crate::dra::PodClaims>>,
     /// Its containers' extended-resource requests, which DeviceClasses may serve (the bridge).
     pub extended: Arc<[caldera_model::dra::ExtendedRequest]>,
+    /// The controller that re-creates it once deleted (see [`crate::consolidation`]).
+    pub controller: Option<Arc<caldera_model::Controller>>,
+    /// Annotation `caldera.sh/no-consolidate`.
+    pub no_consolidate: bool,
 }
 
 impl PodInfo {
@@ -459,6 +463,8 @@ impl TryFrom<&Pod> for PodInfo {
             claims: crate::volumes::pod_claims(name, spec),
             resource_claims: crate::dra::pod_claims(pod)?.map(Arc::new),
             extended: crate::dra::extended_requests(spec).into(),
+            controller: crate::consolidation::controller(meta).map(Arc::new),
+            no_consolidate: crate::consolidation::opted_out(meta.annotations.as_ref()),
         })
     }
 }
@@ -717,6 +723,10 @@ pub struct GroupInfo {
     /// and label `app.kubernetes.io/managed-by: caldera`): only such a PodGroup is ever
     /// deleted by Caldera, once that workload no longer derives it.
     pub derived_owner: Option<crate::workload::Owner>,
+    /// Annotation `caldera.sh/no-consolidate`: its members are never moved.
+    pub no_consolidate: bool,
+    /// Annotation `caldera.sh/consolidation`: room held for pods moved to make room for it.
+    pub moves: Vec<caldera_model::MoveHold>,
 }
 
 impl TryFrom<&PodGroup> for GroupInfo {
@@ -795,6 +805,19 @@ impl TryFrom<&PodGroup> for GroupInfo {
             .and_then(|c| c.last_transition_time.as_ref())
             .map(time);
         let count = |n: Option<i32>| n.unwrap_or(0).max(0) as u32;
+        let moves = match meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(caldera_model::HOLDS_ANNOTATION))
+        {
+            Some(text) => crate::consolidation::decode(text).map_err(|e| {
+                ctx.err(
+                    "metadata.annotations[caldera.sh/consolidation]",
+                    Problem::Invalid(e),
+                )
+            })?,
+            None => Vec::new(),
+        };
         Ok(GroupInfo {
             id: format!("{namespace}/{name}").into(),
             namespace: namespace.into(),
@@ -838,6 +861,8 @@ impl TryFrom<&PodGroup> for GroupInfo {
                 }),
             owner_uid: crate::workload::Owner::of(meta).map(|o| o.uid),
             derived_owner: crate::workload::derived_owner(meta),
+            no_consolidate: crate::consolidation::opted_out(meta.annotations.as_ref()),
+            moves,
             status: PodGroupStatus {
                 phase: match &api_status.phase {
                     None => PodGroupPhase::Pending,

@@ -170,6 +170,8 @@ pub struct ClusterIndex {
     budgets: BTreeMap<PodKey, (KubeLabelSelector, u32)>,
     /// Namespace labels, for terms that select namespaces by label.
     namespaces: BTreeMap<Arc<str>, BTreeMap<String, String>>,
+    /// Namespaces annotated `caldera.sh/no-consolidate`.
+    no_consolidate_namespaces: BTreeSet<Arc<str>>,
     /// Claims, volumes, storage classes, CSINodes, and the pods on nodes that use claims.
     volumes: crate::volumes::VolumeIndex,
     /// DRA: DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates.
@@ -239,16 +241,23 @@ impl ClusterIndex {
         let mut labels = ns.metadata.labels.clone().unwrap_or_default();
         labels.insert(NAMESPACE_NAME_LABEL.into(), name.to_string());
         self.namespaces.insert(Arc::from(name), labels);
+        if crate::consolidation::opted_out(ns.metadata.annotations.as_ref()) {
+            self.no_consolidate_namespaces.insert(Arc::from(name));
+        } else {
+            self.no_consolidate_namespaces.remove(name);
+        }
     }
 
     /// Forgets a Namespace.
     pub fn delete_namespace(&mut self, name: &str) {
         self.namespaces.remove(name);
+        self.no_consolidate_namespaces.remove(name);
     }
 
     /// Replaces every Namespace.
     pub fn reset_namespaces<'a>(&mut self, namespaces: impl IntoIterator<Item = &'a Namespace>) {
         self.namespaces.clear();
+        self.no_consolidate_namespaces.clear();
         for ns in namespaces {
             self.apply_namespace(ns);
         }
@@ -1873,9 +1882,19 @@ impl ClusterIndex {
             };
             let job_index = snap.jobs.len();
             let mut job = job;
+            let group_opted_out = grouped
+                && if native {
+                    self.native_podgroups
+                        .get(&id)
+                        .is_some_and(|n| n.group.no_consolidate)
+                } else {
+                    self.podgroups.get(&id).is_some_and(|g| g.no_consolidate)
+                };
             for p in pods {
                 job.tasks.push(snap.tasks.len());
                 let mut task = self.task(p, job_index);
+                task.no_consolidate |=
+                    group_opted_out || self.no_consolidate_namespaces.contains(&p.namespace);
                 if task.status == TaskStatus::Pending && !p.claims.is_empty() {
                     if let Some((needs, names)) = self.volumes.resolve(p) {
                         let mut spec = (*task.spec).clone();
@@ -2088,6 +2107,8 @@ impl ClusterIndex {
             consumes: p.consumes.clone(),
             volumes: None,
             claims: None,
+            controller: p.controller.clone(),
+            no_consolidate: p.no_consolidate,
         }
     }
 
@@ -2116,6 +2137,7 @@ impl ClusterIndex {
             autoscale: false,
             capacity: None,
             native: None,
+            moves: g.moves.clone(),
         }
     }
 
@@ -2146,6 +2168,7 @@ impl ClusterIndex {
             autoscale: false,
             capacity: None,
             native: None,
+            moves: Vec::new(),
         }
     }
 }

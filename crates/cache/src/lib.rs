@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod consolidation;
 pub mod convert;
 pub mod derive;
 pub mod discovery;

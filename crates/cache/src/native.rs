@@ -201,6 +201,9 @@ pub fn podgroup(pg: &PodGroup) -> Result<NativeInfo> {
         autoscale: Some(false),
         owner_uid: crate::workload::Owner::of(meta).map(|o| o.uid),
         derived_owner: None,
+        no_consolidate: crate::consolidation::opted_out(meta.annotations.as_ref()),
+        // Holds are written on Volcano PodGroups only (docs/consolidation.md).
+        moves: Vec::new(),
     };
     Ok(NativeInfo {
         group,

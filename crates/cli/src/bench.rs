@@ -211,6 +211,17 @@ pub fn run(args: BenchArgs) -> CommandResult {
                     for r in &results {
                         writeln!(
                             out,
+                            "{} nodes, {} fragmented one-node gangs: consolidate_session_seconds {:.3}s ({} pods moved, {} gangs served)",
+                            r.nodes,
+                            session::CONSOLIDATORS.min(r.nodes / 2),
+                            r.consolidate_session_seconds,
+                            r.consolidate_moves,
+                            r.consolidate_served
+                        )?;
+                    }
+                    for r in &results {
+                        writeln!(
+                            out,
                             "{} nodes, {} leaf queues: flat {:.3}s ({} placed), 3-level tree {:.3}s ({} placed): ×{:.2}",
                             r.nodes,
                             session::TREE_LEAVES,

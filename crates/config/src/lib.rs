@@ -140,6 +140,8 @@ pub struct SchedulerConfig {
     /// `networkTopologyDiscovery`: HyperNodes Caldera makes and keeps up to date from node
     /// labels (default: off; docs/network-topology.md).
     pub network_topology_discovery: Option<Box<NetworkTopologyDiscovery>>,
+    /// The `consolidate` action's arguments (`configurations`; defaults when not given).
+    pub consolidate: ConsolidateConfig,
     /// Things accepted but ignored (Volcano arguments Caldera does not use, configurations of
     /// actions that do not run, …), each a one-line message with file, line and key path.
     pub warnings: Vec<String>,
@@ -195,6 +197,32 @@ impl Default for NetworkTopologyDiscovery {
         NetworkTopologyDiscovery {
             label_levels: Vec::new(),
             interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The `consolidate` action's arguments (docs/consolidation.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsolidateConfig {
+    /// `minRuntime`: a pod is moved only once it has run this long (default 10m); its
+    /// replacement starts the count afresh, so no pod moves twice within it.
+    pub min_runtime: Duration,
+    /// `maxPods`: at most this many pods moved per session (default 8; at least 1).
+    pub max_pods: u32,
+    /// `maxGPUs`: at most this many GPUs (`nvidia.com/gpu`) moved per session (default 16).
+    pub max_gpus: u32,
+    /// `holdTimeout`: how long the room held for a moved pod's replacement stands (default
+    /// 5m).
+    pub hold_timeout: Duration,
+}
+
+impl Default for ConsolidateConfig {
+    fn default() -> Self {
+        ConsolidateConfig {
+            min_runtime: Duration::from_secs(600),
+            max_pods: 8,
+            max_gpus: 16,
+            hold_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -286,16 +314,19 @@ pub enum Action {
     Preempt,
     /// Evict units of over-share reclaimable queues for a queue below its share (spec §5.4).
     Reclaim,
+    /// Move restartable pods so a fragmented gang fits (docs/consolidation.md).
+    Consolidate,
 }
 
 impl Action {
     /// Every implemented action.
-    pub const ALL: [Action; 5] = [
+    pub const ALL: [Action; 6] = [
         Action::Enqueue,
         Action::Allocate,
         Action::Backfill,
         Action::Preempt,
         Action::Reclaim,
+        Action::Consolidate,
     ];
 
     /// The name used in `actions`.
@@ -306,6 +337,7 @@ impl Action {
             Action::Backfill => "backfill",
             Action::Preempt => "preempt",
             Action::Reclaim => "reclaim",
+            Action::Consolidate => "consolidate",
         }
     }
 }

@@ -400,6 +400,8 @@ fn duration(entry: &Entry, allow_zero: bool) -> Checked<Duration> {
 #[derive(Default)]
 struct Validator {
     warnings: Vec<Problem>,
+    /// The `consolidate` action's arguments, once read.
+    consolidate: Option<crate::ConsolidateConfig>,
 }
 
 impl Validator {
@@ -490,7 +492,9 @@ impl Validator {
             None => None,
         };
 
+        let consolidate = self.consolidate.take().unwrap_or_default();
         Ok(SchedulerConfig {
+            consolidate,
             autoscaler,
             auto_group,
             network_topology_discovery,
@@ -767,7 +771,7 @@ impl Validator {
                     );
                     continue;
                 }
-                ArgUse::Used(ArgKind::Int { min }) => ArgValue::Int(integer(argument, min)?),
+                ArgUse::Used(ArgKind::Int { min }) => ArgValue::Int(integer(&argument, min)?),
                 ArgUse::Used(ArgKind::Number) => ArgValue::Float(number(argument)?),
                 ArgUse::Used(ArgKind::Bool) => ArgValue::Bool(switch(argument)?),
                 ArgUse::Used(ArgKind::ResourceList) => ArgValue::List(resource_list(argument)?),
@@ -884,11 +888,43 @@ impl Validator {
             return Ok(Arguments::new());
         }
         let mut arguments = Arguments::new();
+        let mut consolidate = crate::ConsolidateConfig::default();
         for argument in mapping(
             entry.value,
             &entry.ptr,
             "a mapping of argument names to values",
         )? {
+            if action == "consolidate" {
+                match argument.key.as_str() {
+                    "minRuntime" => consolidate.min_runtime = duration(&argument, true)?,
+                    "holdTimeout" => consolidate.hold_timeout = duration(&argument, false)?,
+                    "maxPods" | "maxGPUs" => {
+                        let min = i64::from(argument.key == "maxPods");
+                        let n = u32::try_from(integer(&argument, min)?).map_err(|_| {
+                            problem(
+                                &argument.target(),
+                                format!("integer {} is too large", argument.value.describe()),
+                            )
+                        })?;
+                        if argument.key == "maxPods" {
+                            consolidate.max_pods = n;
+                        } else {
+                            consolidate.max_gpus = n;
+                        }
+                    }
+                    _ => {
+                        return Err(unknown_key(
+                            &argument,
+                            "in the consolidate action's arguments",
+                            &["minRuntime", "maxPods", "maxGPUs", "holdTimeout"],
+                        ))
+                    }
+                }
+                if in_use {
+                    self.consolidate = Some(consolidate.clone());
+                }
+                continue;
+            }
             let value = match argument.value {
                 Raw::Bool(value) => ArgValue::Bool(*value),
                 Raw::Int(value) => ArgValue::Int(i64::try_from(*value).map_err(|_| {

@@ -165,6 +165,9 @@ pub struct Job {
     /// Set when the gang is a native `scheduling.k8s.io/v1alpha2` PodGroup (not a Volcano
     /// one): its status is written as kube-scheduler writes it ([`NativeCondition`]).
     pub native: Option<NativeGroup>,
+    /// Room held for the pods `consolidate` moved to make room for this job (its PodGroup's
+    /// `caldera.sh/consolidation` annotation), sorted.
+    pub moves: Vec<crate::consolidation::MoveHold>,
 }
 
 /// Where a native `scheduling.k8s.io/v1alpha2` PodGroup comes from: the Workload and

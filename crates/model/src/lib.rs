@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod capacity;
+pub mod consolidation;
 pub mod dra;
 pub mod interpod;
 pub mod job;
@@ -26,6 +27,7 @@ pub use capacity::{
     request_name, CapacityNeed, CapacityRelease, CapacityRequest, CapacityState, ConsumingPod,
     PodSetNeed, ProvisioningPolicy,
 };
+pub use consolidation::{Controller, MoveHold, MoveHoldWrite, HOLDS_ANNOTATION, NO_CONSOLIDATE};
 pub use dra::{
     AllocatedConfig, Allocation, AllocationMode, AttributeValue, Capacity, Claim, ClaimWrite,
     ConfigSource, Consumer, Device, DeviceClass, DeviceConfig, DeviceInventory, DeviceNodes,

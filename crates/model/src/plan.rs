@@ -172,6 +172,8 @@ pub struct Plan {
     /// Claims to create for pods whose extended resources devices serve (KEP-5004), before
     /// their binds.
     pub extended_claims: Vec<crate::dra::ExtendedResourceClaim>,
+    /// PodGroups whose consolidation holds changed (annotation `caldera.sh/consolidation`).
+    pub move_holds: Vec<crate::MoveHoldWrite>,
 }
 
 impl Plan {
@@ -190,5 +192,6 @@ impl Plan {
             && self.volume_writes.is_empty()
             && self.claim_writes.is_empty()
             && self.extended_claims.is_empty()
+            && self.move_holds.is_empty()
     }
 }

@@ -120,6 +120,11 @@ pub struct Task {
     pub volumes: Option<Arc<crate::volume::TaskVolumes>>,
     /// Its DRA claims and extended-resource requests devices may serve (`None`: neither).
     pub claims: Option<Arc<crate::dra::TaskClaims>>,
+    /// The controller that re-creates it once deleted, if any: only such pods may be moved by
+    /// `consolidate`.
+    pub controller: Option<Arc<crate::consolidation::Controller>>,
+    /// `caldera.sh/no-consolidate` on the pod, its PodGroup or its namespace.
+    pub no_consolidate: bool,
 }
 
 impl Task {

@@ -19,6 +19,8 @@
 //! | `caldera_events_dropped_total` | counter | (events dropped: the queue was at its memory cap, 128 MiB, with nothing to fold into) |
 //! | `caldera_preemption_victims_total` | counter | `action` (`preempt`, `reclaim`): pods chosen as victims |
 //! | `caldera_preemption_attempts_total` | counter | `result` (`evicted`, `held`, `no_victims`): victim searches |
+//! | `caldera_consolidation_moves_total` | counter | (pods `consolidate` moved) |
+//! | `caldera_consolidation_attempts_total` | counter | `result` (`moved`, `not_fragmented`, `no_move`, `no_room_for_moved`, `limit`, `no_podgroup`): consolidate's tries per waiting gang |
 //! | `caldera_topology_placements_total` | counter | `tier` (`1`, `2`, …, `root`): gangs with a network topology rule placed, by the tier of their domain |
 
 use caldera_model::{Resources, CPU};
@@ -67,6 +69,8 @@ pub struct Metrics {
     pub(crate) preemption_victims: Family<Labels, Counter>,
     pub(crate) preemption_attempts: Family<Labels, Counter>,
     pub(crate) topology_placements: Family<Labels, Counter>,
+    pub(crate) consolidation_moves: Counter,
+    pub(crate) consolidation_attempts: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -108,6 +112,18 @@ impl Metrics {
         let preemption_victims = Family::<Labels, Counter>::default();
         let preemption_attempts = Family::<Labels, Counter>::default();
         let topology_placements = Family::<Labels, Counter>::default();
+        let consolidation_moves = Counter::default();
+        let consolidation_attempts = Family::<Labels, Counter>::default();
+        registry.register(
+            "caldera_consolidation_moves",
+            "Pods moved by consolidate so that a fragmented gang fits",
+            consolidation_moves.clone(),
+        );
+        registry.register(
+            "caldera_consolidation_attempts",
+            "Consolidate's tries per waiting gang, by result",
+            consolidation_attempts.clone(),
+        );
         registry.register(
             "caldera_topology_placements",
             "Gangs with a network topology rule placed, by the tier of the domain they got",
@@ -214,6 +230,8 @@ impl Metrics {
             preemption_victims,
             preemption_attempts,
             topology_placements,
+            consolidation_moves,
+            consolidation_attempts,
         }
     }
 
@@ -226,6 +244,12 @@ impl Metrics {
         }
         for (result, n) in &stats.preemption_attempts {
             self.preemption_attempts
+                .get_or_create(&vec![("result", result.to_string())])
+                .inc_by(*n);
+        }
+        self.consolidation_moves.inc_by(stats.consolidation_moves);
+        for (result, n) in &stats.consolidation_attempts {
+            self.consolidation_attempts
                 .get_or_create(&vec![("result", result.to_string())])
                 .inc_by(*n);
         }
@@ -320,8 +344,14 @@ mod tests {
             Duration::from_millis(3),
             &[("allocate", Duration::from_millis(2))],
         );
+        let mut stats = caldera_session::session::Stats::default();
+        stats.consolidation_moves = 2;
+        stats.consolidation_attempts.insert("moved", 1);
+        m.preemptions(&stats);
         let text = m.encode();
         for needle in [
+            "caldera_consolidation_moves_total 2",
+            "caldera_consolidation_attempts_total{result=\"moved\"} 1",
             "caldera_pods_bound_total 1",
             "caldera_api_writes_total{kind=\"binding\"} 1",
             "caldera_bind_errors_total{code=\"500\"} 1",

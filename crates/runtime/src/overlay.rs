@@ -422,6 +422,7 @@ mod tests {
             autoscale: false,
             capacity: None,
             native: None,
+            moves: Vec::new(),
         });
         snap.tasks.push(Task {
             uid: "p-uid".into(),
@@ -446,6 +447,8 @@ mod tests {
             consumes: None,
             volumes: None,
             claims: None,
+            controller: None,
+            no_consolidate: false,
         });
         snap
     }

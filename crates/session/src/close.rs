@@ -232,6 +232,7 @@ pub fn close(ssn: &Session) -> Plan {
         );
     }
     preemptions(ssn, &mut plan);
+    consolidations(ssn, &mut plan);
     queue_statuses(ssn, &phases, &mut plan);
     plan
 }
@@ -301,6 +302,72 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
             }
         }
     }
+}
+
+/// Evictions decided by consolidate, their `Consolidated` events (on each moved pod and, once,
+/// on its PodGroup), and the holds to write on the PodGroups they made room for.
+fn consolidations(ssn: &Session, plan: &mut Plan) {
+    let st = &ssn.state;
+    for c in &ssn.consolidations {
+        let job = &st.jobs[c.job];
+        // Per moved job: its members a budget covers first (see `preemptions`).
+        let mut moved = c.moved.clone();
+        moved.sort_by_key(|&(t, _)| (st.tasks[t].job, st.tasks[t].budget.is_none(), t));
+        let mut told: Vec<usize> = Vec::new();
+        for &(t, to) in &moved {
+            let task = &st.tasks[t];
+            let Some(node) = task.node.clone() else {
+                continue;
+            };
+            let to = &st.nodes[to].name;
+            let moved_job = &st.jobs[task.job];
+            plan.evictions.push(Eviction {
+                namespace: task.namespace.clone(),
+                name: task.name.clone(),
+                uid: task.uid.clone(),
+                node: node.clone(),
+                job: moved_job.id.clone(),
+                preemptor: job.id.clone(),
+                action: "consolidate",
+                budgeted: task.budget.is_some(),
+            });
+            plan.events.push(Event {
+                object: EventObject::Pod,
+                namespace: task.namespace.clone(),
+                name: task.name.clone(),
+                uid: task.uid.clone(),
+                warning: false,
+                reason: "Consolidated".into(),
+                message: format!(
+                    "Moved off node {node} to make room for {}; its replacement is expected on node {to}, held for it",
+                    job.id
+                ),
+            });
+            if moved_job.has_podgroup() && !told.contains(&task.job) {
+                told.push(task.job);
+                let places: Vec<String> = moved
+                    .iter()
+                    .filter(|&&(x, _)| st.tasks[x].job == task.job)
+                    .map(|&(x, n)| format!("{} → {}", st.tasks[x].name, st.nodes[n].name))
+                    .collect();
+                plan.events.push(Event {
+                    object: podgroup_object(moved_job),
+                    namespace: moved_job.namespace.clone(),
+                    name: moved_job.name.clone(),
+                    uid: moved_job.uid.clone(),
+                    warning: false,
+                    reason: "Consolidated".into(),
+                    message: format!(
+                        "{} member(s) moved to make room for {}; expected: {}",
+                        places.len(),
+                        job.id,
+                        places.join(", ")
+                    ),
+                });
+            }
+        }
+    }
+    plan.move_holds = crate::consolidate::holds_to_write(ssn);
 }
 
 /// Evictions decided by preempt and reclaim, their `Preempted` events (on each victim pod

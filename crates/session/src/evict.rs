@@ -199,7 +199,7 @@ fn units_of(ssn: &Session, v: usize) -> Vec<Unit> {
 }
 
 /// Takes `task` off its node (`node`, its index) for the search (as if gone).
-fn take(ssn: &mut Session, task: usize, node: Option<usize>) -> TaskStatus {
+pub(crate) fn take(ssn: &mut Session, task: usize, node: Option<usize>) -> TaskStatus {
     for s in ssn.slots.iter_mut().rev() {
         s.plugin.on_deallocate(&ssn.state, task);
     }
@@ -225,7 +225,7 @@ fn take(ssn: &mut Session, task: usize, node: Option<usize>) -> TaskStatus {
 }
 
 /// Undoes [`take`].
-fn give_back(ssn: &mut Session, task: usize, node: Option<usize>, prev: TaskStatus) {
+pub(crate) fn give_back(ssn: &mut Session, task: usize, node: Option<usize>, prev: TaskStatus) {
     let st = &mut ssn.state;
     let t = &mut st.tasks[task];
     t.status = prev;
@@ -330,7 +330,7 @@ fn below_share(ssn: &Session, q: usize, need: &Resources) -> bool {
 }
 
 /// The request of the members `job` still needs to be ready.
-fn gang_need(ssn: &Session, job: usize) -> Resources {
+pub(crate) fn gang_need(ssn: &Session, job: usize) -> Resources {
     let st = &ssn.state;
     let need = st.jobs[job]
         .min_member
@@ -507,12 +507,12 @@ impl Pool {
 /// Where each task is: the index of its node (tasks keep their nodes while a preemption is
 /// chosen; taken victims stay on theirs as they terminate), looked up once per action.
 #[derive(Debug)]
-struct At(Vec<u32>);
+pub(crate) struct At(Vec<u32>);
 
 impl At {
     const NONE: u32 = u32::MAX;
 
-    fn new(ssn: &Session) -> Self {
+    pub(crate) fn new(ssn: &Session) -> Self {
         let st = &ssn.state;
         At(st
             .tasks
@@ -526,7 +526,7 @@ impl At {
             .collect())
     }
 
-    fn node(&self, task: usize) -> Option<usize> {
+    pub(crate) fn node(&self, task: usize) -> Option<usize> {
         self.0
             .get(task)
             .filter(|&&n| n != Self::NONE)
@@ -575,7 +575,7 @@ impl Rule {
 /// What node `n` has free for a placement: its idle resources, none below zero (a node
 /// over-committed on a resource — terminating victims beside the room held for their
 /// preemptor — has none of it to give); nothing when it is not Ready.
-fn room(ssn: &Session, n: usize) -> Resources {
+pub(crate) fn room(ssn: &Session, n: usize) -> Resources {
     let node = &ssn.state.nodes[n];
     let mut idle = node.idle();
     if !node.ready {
@@ -593,7 +593,7 @@ fn room(ssn: &Session, n: usize) -> Resources {
 }
 
 /// Σ [`room`] over all nodes: no placement can use more.
-fn free_capacity(ssn: &Session) -> Resources {
+pub(crate) fn free_capacity(ssn: &Session) -> Resources {
     let mut r = Resources::new();
     for n in 0..ssn.state.nodes.len() {
         r.add(&room(ssn, n));
@@ -649,7 +649,7 @@ fn free_without(
 
 /// Whether a job may start evicting: admitted, valid, not yet ready, members pending, no room
 /// held for it already, not stopped by its queue's limits, and not `preemptionPolicy: Never`.
-fn starving(ssn: &Session, job: usize) -> bool {
+pub(crate) fn starving(ssn: &Session, job: usize) -> bool {
     let st = &ssn.state;
     let run = &st.job_runs[job];
     run.admitted
@@ -771,7 +771,7 @@ pub fn run(ssn: &mut Session, mode: Mode) {
 /// by pods terminating; a node's room is what it will have once they are gone, less what is
 /// held there.
 #[derive(Debug, Default)]
-struct Leaving {
+pub(crate) struct Leaving {
     /// (task, node) of every pod taken off its node.
     tasks: Vec<(usize, usize)>,
     /// Per node: whether pods terminating there free room.
@@ -780,7 +780,7 @@ struct Leaving {
 
 impl Leaving {
     /// Takes every terminating pod off its node.
-    fn vacate(ssn: &mut Session, at: &At) -> Self {
+    pub(crate) fn vacate(ssn: &mut Session, at: &At) -> Self {
         let mut out = Leaving {
             tasks: Vec::new(),
             on_node: vec![false; ssn.state.nodes.len()],
@@ -807,8 +807,13 @@ impl Leaving {
         self.on_node[n] = true;
     }
 
+    /// Whether no pod was terminating when the action started.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
     /// Records victim `t`, already off its node.
-    fn left(&mut self, at: &At, t: usize) {
+    pub(crate) fn left(&mut self, at: &At, t: usize) {
         if let Some(n) = at.node(t) {
             self.tasks.push((t, n));
             self.on_node[n] = true;
@@ -817,12 +822,12 @@ impl Leaving {
 
     /// Whether `placement` uses a node where pods are still terminating (so it may not fit
     /// as the nodes are now).
-    fn needed_by(&self, placement: &[(usize, usize)]) -> bool {
+    pub(crate) fn needed_by(&self, placement: &[(usize, usize)]) -> bool {
         placement.iter().any(|&(_, n)| self.on_node[n])
     }
 
     /// Puts every pod taken off back on its node.
-    fn restore(self, ssn: &mut Session) {
+    pub(crate) fn restore(self, ssn: &mut Session) {
         for (t, n) in self.tasks {
             let task = &ssn.state.tasks[t];
             let (req, ports) = (task.request.clone(), task.spec.host_ports.clone());

@@ -58,6 +58,9 @@ pub struct Explanation {
     /// Victims this session evicts for the job (preempt or reclaim): why these, then each
     /// victim pod and its node.
     pub victims: Option<(String, Vec<String>)>,
+    /// Pods `consolidate` moves for the job this session: why these, then each moved pod, its
+    /// node and the node held for its replacement; and the holds it keeps from earlier moves.
+    pub consolidation: Option<(String, Vec<String>)>,
     /// Nodes where room is held for the job while its victims terminate.
     pub held_on: Vec<String>,
     /// Its topology rule, and the domain this session placed it in.
@@ -110,6 +113,38 @@ impl Scheduler {
                 .collect();
             (p.why.clone(), pods)
         });
+        let mut moves: Vec<String> = Vec::new();
+        let mut why_moved = None;
+        if let Some(c) = ssn.consolidations.iter().find(|c| c.job == ji) {
+            why_moved = Some(c.why.clone());
+            for &(t, n) in &c.moved {
+                let task = &ssn.state.tasks[t];
+                moves.push(format!(
+                    "move {} off {} (PodGroup {}, priority {}); replacement held on {}",
+                    task.key(),
+                    task.node.as_deref().unwrap_or("?"),
+                    ssn.state.jobs[task.job].id,
+                    task.priority,
+                    ssn.state.nodes[n].name
+                ));
+            }
+        }
+        for h in ssn.move_holds[ji].iter().filter(|h| h.hold.since < now) {
+            moves.push(format!(
+                "held from an earlier move: {} for the replacement of {} until {}",
+                h.hold.node,
+                h.hold.pod,
+                h.hold.until.to_rfc3339()
+            ));
+        }
+        let consolidation = match (why_moved, moves.is_empty()) {
+            (Some(why), _) => Some((why, moves)),
+            (None, false) => Some((
+                "consolidate holds room for pods it moved".to_string(),
+                moves,
+            )),
+            (None, true) => None,
+        };
         let mut held_on: Vec<String> = ssn
             .reservations
             .of_job(ji)
@@ -178,6 +213,7 @@ impl Scheduler {
             held: invalid.map(|m| format!("not enough members: {m}")).or(held),
             kinds,
             victims,
+            consolidation,
             held_on,
             volumes,
             topology,
@@ -378,6 +414,12 @@ impl fmt::Display for Explanation {
             writeln!(f, "  victims: {why}")?;
             for p in pods {
                 writeln!(f, "    evict {p}")?;
+            }
+        }
+        if let Some((why, moves)) = &self.consolidation {
+            writeln!(f, "  consolidation: {why}")?;
+            for m in moves {
+                writeln!(f, "    {m}")?;
             }
         }
         if !self.volumes.is_empty() {

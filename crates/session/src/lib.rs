@@ -9,6 +9,7 @@
 pub mod actions;
 pub mod attempt;
 pub mod close;
+pub mod consolidate;
 pub mod evict;
 pub mod explain;
 pub mod interpod;
@@ -20,7 +21,7 @@ pub mod state;
 pub mod topology;
 pub mod volumes;
 
-use actions::{Action, Allocate, Backfill, Enqueue, Preempt, Reclaim};
+use actions::{Action, Allocate, Backfill, Consolidate, Enqueue, Preempt, Reclaim};
 use caldera_config::{Hook, PluginOption, SchedulerConfig};
 use caldera_model::{Plan, Resources, Snapshot, Time};
 use plugin::{Hooks, Plugin};
@@ -114,6 +115,7 @@ pub fn action(name: &str) -> Option<Arc<dyn Action>> {
         "backfill" => Some(Arc::new(Backfill)),
         "preempt" => Some(Arc::new(Preempt)),
         "reclaim" => Some(Arc::new(Reclaim)),
+        "consolidate" => Some(Arc::new(Consolidate::default())),
         _ => None,
     }
 }
@@ -218,8 +220,13 @@ impl Scheduler {
         let mut actions = Vec::new();
         for a in &config.actions {
             let name = a.name();
-            actions
-                .push(action(name).ok_or_else(|| SessionError::UnknownAction(name.to_string()))?);
+            let built: Arc<dyn Action> = match a {
+                caldera_config::Action::Consolidate => {
+                    Arc::new(Consolidate::new(config.consolidate.clone()))
+                }
+                _ => action(name).ok_or_else(|| SessionError::UnknownAction(name.to_string()))?,
+            };
+            actions.push(built);
         }
         // Volcano's per-plugin switches: victims are chosen only while some plugin keeps
         // `enablePreemptable` (preempt) or `enableReclaimable` (reclaim) on, and a plugin that
@@ -271,6 +278,7 @@ impl Scheduler {
             run.admitted = phase != caldera_model::PodGroupPhase::Pending || !has_enqueue;
         }
         reserve::open(&mut ssn);
+        consolidate::open(&mut ssn);
         ssn
     }
 

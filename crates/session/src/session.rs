@@ -37,6 +37,11 @@ pub struct Stats {
     /// Gangs with a topology rule placed, by the tier of their domain (`"1"`, `"2"`, …, or
     /// `"root"`).
     pub topology_placements: BTreeMap<String, u64>,
+    /// Pods moved by `consolidate`.
+    pub consolidation_moves: u64,
+    /// `consolidate`'s tries per waiting job, by result (`moved`, `not_fragmented`,
+    /// `no_move`, `no_room_for_moved`, `limit`, `no_podgroup`).
+    pub consolidation_attempts: BTreeMap<&'static str, u64>,
 }
 
 /// Nodes that pass the static filters for one placement spec.
@@ -226,6 +231,11 @@ pub struct Session {
     pub nominations: Vec<(usize, Option<Arc<str>>)>,
     /// Preemptions and reclaims decided in this session (see [`crate::evict`]).
     pub preemptions: Vec<crate::evict::Preemption>,
+    /// Consolidations decided in this session (see [`crate::consolidate`]).
+    pub consolidations: Vec<crate::consolidate::Consolidation>,
+    /// Per job: the room held for pods moved to make room for it (see
+    /// [`crate::consolidate`]).
+    pub move_holds: Vec<Vec<crate::consolidate::Hold>>,
     /// What may evict: `preempt` and `reclaim` switches from the config.
     pub eviction: crate::evict::Switches,
     /// The placements of the last successful [`crate::attempt::probe`].
@@ -277,6 +287,8 @@ impl Session {
             reservations: crate::reserve::Reservations::new(jobs),
             nominations: Vec::new(),
             preemptions: Vec::new(),
+            consolidations: Vec::new(),
+            move_holds: vec![Vec::new(); jobs],
             eviction: crate::evict::Switches::default(),
             probed: Vec::new(),
             volume_waits: Vec::new(),

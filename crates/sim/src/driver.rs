@@ -682,6 +682,9 @@ impl Simulation {
             self.store
                 .set_queue_status(&u.name, queue_status(&u.status));
         }
+        for w in &plan.move_holds {
+            self.store.set_move_holds(w);
+        }
         for r in &plan.capacity_releases {
             self.store.delete_capacity(&r.namespace, &r.name);
             self.store.stop_consuming(&r.pods, &r.name);

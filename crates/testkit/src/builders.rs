@@ -93,6 +93,9 @@ pub fn pod(ns: &str, name: &str) -> PodBuilder {
         ours: true,
         pending_reason: None,
         labels: BTreeMap::new(),
+        controller: None,
+        no_consolidate: false,
+        started: None,
     }
 }
 
@@ -114,9 +117,33 @@ pub struct PodBuilder {
     ours: bool,
     pending_reason: Option<Arc<caldera_model::PendingReason>>,
     labels: BTreeMap<String, String>,
+    controller: Option<Arc<caldera_model::Controller>>,
+    no_consolidate: bool,
+    started: Option<Time>,
 }
 
 impl PodBuilder {
+    /// Owned by a controller of `kind` named `name` (uid `uid-<kind>-<name>`) that re-creates
+    /// it, in slot `slot` (`pod-template-hash`, index, ...).
+    pub fn controlled_by(mut self, kind: &str, name: &str, slot: Option<&str>) -> Self {
+        self.controller = Some(Arc::new(caldera_model::Controller {
+            kind: kind.into(),
+            name: name.into(),
+            uid: format!("uid-{kind}-{name}").into(),
+            slot: slot.map(Arc::from),
+        }));
+        self
+    }
+    /// Annotated `caldera.sh/no-consolidate` (or its PodGroup or namespace is).
+    pub fn no_consolidate(mut self) -> Self {
+        self.no_consolidate = true;
+        self
+    }
+    /// Started at `t` (default: its creation time).
+    pub fn started(mut self, t: Time) -> Self {
+        self.started = Some(t);
+        self
+    }
     /// Member of PodGroup `group` (same namespace).
     pub fn group(mut self, group: &str) -> Self {
         self.group = Some(group.into());
@@ -696,6 +723,7 @@ impl Cluster {
                 autoscale: false,
                 capacity: None,
                 native: None,
+                moves: Vec::new(),
             });
         }
         let mut waiting = Vec::new();
@@ -742,6 +770,7 @@ impl Cluster {
                         autoscale: false,
                         capacity: None,
                         native: None,
+                        moves: Vec::new(),
                     });
                     members.push((id, p.clone()));
                 }
@@ -783,11 +812,13 @@ impl Cluster {
                 critical: false,
                 nominated: None,
                 never_preempts: false,
-                started: p.created,
+                started: p.started.unwrap_or(p.created),
                 budget: None,
                 consumes: None,
                 volumes: None,
                 claims: None,
+                controller: p.controller.clone(),
+                no_consolidate: p.no_consolidate,
             });
         }
         let mut pods: Vec<caldera_model::PlacedPod> = self

@@ -4,11 +4,13 @@ use crate::session::Session;
 
 mod allocate;
 mod backfill;
+mod consolidate;
 mod enqueue;
 mod preempt;
 
 pub use allocate::Allocate;
 pub use backfill::Backfill;
+pub use consolidate::Consolidate;
 pub use enqueue::Enqueue;
 pub use preempt::{Preempt, Reclaim};
 

@@ -1,0 +1,162 @@
+//! What `consolidate` needs from Kubernetes objects: the controller that re-creates a pod
+//! (and which of its pods this one is), the `caldera.sh/no-consolidate` opt-out, and the
+//! room held for moved pods, kept as JSON in the `caldera.sh/consolidation` annotation of the
+//! PodGroup the move made room for.
+
+use caldera_model::consolidation::RECREATING_KINDS;
+use caldera_model::{Controller, MoveHold, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The label a ReplicaSet's pods carry (the Deployment controller's template hash).
+pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+/// The label (annotation before 1.28) of an indexed Job's pods.
+pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+
+/// The controller that re-creates the pod once deleted, if its controller owner reference is
+/// of a kind that does ([`RECREATING_KINDS`]), with the pod's slot: `pod-template-hash` for a
+/// ReplicaSet's, its own name for a StatefulSet's (the replacement has it too), the completion
+/// index for an indexed Job's.
+pub fn controller(meta: &ObjectMeta) -> Option<Controller> {
+    let owner = crate::workload::Owner::of(meta)?;
+    if !RECREATING_KINDS.contains(&&*owner.kind) {
+        return None;
+    }
+    let labels = meta.labels.as_ref();
+    let label = |k: &str| labels.and_then(|l| l.get(k)).cloned();
+    let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).cloned();
+    let slot = match &*owner.kind {
+        "StatefulSet" => meta.name.clone(),
+        "Job" => label(JOB_COMPLETION_INDEX).or_else(|| annotation(JOB_COMPLETION_INDEX)),
+        _ => label(POD_TEMPLATE_HASH),
+    };
+    Some(Controller {
+        kind: owner.kind,
+        name: owner.name,
+        uid: owner.uid,
+        slot: slot.map(Arc::from),
+    })
+}
+
+/// Whether `caldera.sh/no-consolidate` is set to anything but `"false"`.
+pub fn opted_out(annotations: Option<&BTreeMap<String, String>>) -> bool {
+    annotations
+        .and_then(|a| a.get(caldera_model::NO_CONSOLIDATE))
+        .is_some_and(|v| v != "false")
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Holds {
+    holds: Vec<Hold>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Hold {
+    owner: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    slot: Option<String>,
+    pod: String,
+    node: String,
+    since: String,
+    until: String,
+}
+
+/// The annotation's value for `holds`.
+pub fn encode(holds: &[MoveHold]) -> String {
+    let holds = Holds {
+        holds: holds
+            .iter()
+            .map(|h| Hold {
+                owner: h.owner.to_string(),
+                slot: h.slot.as_deref().map(str::to_string),
+                pod: h.pod.to_string(),
+                node: h.node.to_string(),
+                since: h.since.to_rfc3339(),
+                until: h.until.to_rfc3339(),
+            })
+            .collect(),
+    };
+    // Serializing plain strings cannot fail.
+    serde_json::to_string(&holds).unwrap_or_default()
+}
+
+/// Reads the annotation's value; the error says what is wrong.
+pub fn decode(text: &str) -> Result<Vec<MoveHold>, String> {
+    let holds: Holds = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let mut out = Vec::with_capacity(holds.holds.len());
+    for (i, h) in holds.holds.into_iter().enumerate() {
+        let time = |field: &str, text: &str| {
+            Time::parse_rfc3339(text)
+                .ok_or_else(|| format!("holds[{i}].{field}: not an RFC 3339 time: {text:?}"))
+        };
+        let since = time("since", &h.since)?;
+        let until = time("until", &h.until)?;
+        if h.owner.is_empty() || h.pod.is_empty() || h.node.is_empty() {
+            return Err(format!("holds[{i}]: owner, pod and node must not be empty"));
+        }
+        out.push(MoveHold {
+            owner: h.owner.into(),
+            slot: h.slot.map(Arc::from),
+            pod: h.pod.into(),
+            node: h.node.into(),
+            since,
+            until,
+        });
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_survive_the_annotation() {
+        let holds = vec![MoveHold {
+            owner: "uid-rs".into(),
+            slot: Some("abc12".into()),
+            pod: "web-x".into(),
+            node: "gpu-1".into(),
+            since: Time::from_secs(1_799_999_000),
+            until: Time::from_secs(1_800_000_000),
+        }];
+        assert_eq!(decode(&encode(&holds)), Ok(holds));
+    }
+
+    #[test]
+    fn a_malformed_annotation_names_the_field() {
+        let bad = r#"{"holds":[{"owner":"u","pod":"p","node":"n","since":"2026-01-01T00:00:00Z","until":"soon"}]}"#;
+        assert!(decode(bad).unwrap_err().contains("holds[0].until"));
+        assert!(decode(r#"{"holds":[{"owner":"u"}]}"#).is_err());
+        assert!(decode("[]").is_err());
+    }
+
+    #[test]
+    fn only_recreating_controllers_count() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let meta = |kind: &str| ObjectMeta {
+            name: Some("web-abc".into()),
+            labels: Some([(POD_TEMPLATE_HASH.to_string(), "h1".to_string())].into()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: kind.into(),
+                name: "web".into(),
+                uid: "u1".into(),
+                controller: Some(true),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let rs = controller(&meta("ReplicaSet")).unwrap();
+        assert_eq!(rs.slot.as_deref(), Some("h1"));
+        let sts = controller(&meta("StatefulSet")).unwrap();
+        assert_eq!(sts.slot.as_deref(), Some("web-abc"));
+        assert!(controller(&meta("DaemonSet")).is_none());
+        assert!(controller(&meta("Node")).is_none());
+    }
+}
