@@ -218,7 +218,8 @@ fn fits(d: &Dev, alt: (usize, u32, i64), node: usize) -> bool {
 /// Exhaustive search: some choice of alternatives and of distinct devices satisfies every
 /// request of every claim, with each `same_numa` claim's devices sharing `driver-a/numa`.
 fn solvable(devs: &[Dev], claims: &[Cl], node: usize) -> bool {
-    // Flatten into slots: (claim, alternative choice per request) enumerated lazily.
+    // Claim by claim, request by request, alternative by alternative, slot by slot.
+    #[allow(clippy::too_many_arguments)]
     fn go(
         devs: &[Dev],
         claims: &[Cl],
