@@ -64,6 +64,7 @@ pub struct Allocator {
     shared: Vec<u32>,
     /// Per device: how many claims hold it (admin access not counted).
     held: Vec<u32>,
+    /// Selector answers, per inventory device index (kept per device content inside).
     selectors: Selectors,
 }
 
@@ -83,7 +84,7 @@ impl Allocator {
             local,
             shared,
             held: vec![0; n],
-            selectors: Selectors::new(n),
+            selectors: Selectors::for_devices(&inventory.devices),
             inventory,
         };
         let taken: Vec<u32> = out
