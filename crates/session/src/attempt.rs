@@ -105,10 +105,18 @@ fn attempt_inner(
     // A member whose claims keep it off every node (a missing claim, an unbound `Immediate`
     // one) is not tried; the gang waits with kube-scheduler's message unless the others
     // satisfy it.
+    // So is a member whose DRA claims are missing or not yet made from their templates.
+    let why_blocked = |ssn: &Session, t: usize| -> Option<String> {
+        let task = &ssn.state.tasks[t];
+        match &task.spec.volumes.blocked {
+            Some(b) => Some(b.to_string()),
+            None => ssn.state.devices.blocked(task),
+        }
+    };
     let blocked: Vec<usize> = tasks
         .iter()
         .copied()
-        .filter(|&t| ssn.state.tasks[t].spec.volumes.blocked.is_some())
+        .filter(|&t| why_blocked(ssn, t).is_some())
         .collect();
     let tasks: Vec<usize> = if blocked.is_empty() {
         tasks
@@ -118,7 +126,7 @@ fn attempt_inner(
             "pod {}: 0/{} nodes are available: {}.",
             t.key(),
             ssn.state.nodes.len(),
-            t.spec.volumes.blocked.as_deref().unwrap_or_default()
+            why_blocked(ssn, blocked[0]).unwrap_or_default()
         );
         ssn.hold(job, Holdup::Fit(msg));
         let rest: Vec<usize> = tasks.into_iter().filter(|t| !blocked.contains(t)).collect();
