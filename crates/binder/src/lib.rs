@@ -627,6 +627,10 @@ impl Binder {
             capacity_requests,
             capacity_releases,
             volume_writes,
+            // DRA writes are carried out by the dra-k8s branch; until it lands, a plan with
+            // them is not produced (the session does not allocate devices yet).
+            claim_writes: _,
+            extended_claims: _,
         } = plan;
 
         // Acts first: their tickets are out before any report of this plan is queued.

@@ -1956,6 +1956,7 @@ impl ClusterIndex {
             budget: None,
             consumes: p.consumes.clone(),
             volumes: None,
+            claims: None,
         }
     }
 

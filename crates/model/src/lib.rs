@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod capacity;
+pub mod dra;
 pub mod interpod;
 pub mod job;
 pub mod node;
@@ -24,6 +25,12 @@ pub mod volume;
 pub use capacity::{
     request_name, CapacityNeed, CapacityRelease, CapacityRequest, CapacityState, ConsumingPod,
     PodSetNeed, ProvisioningPolicy,
+};
+pub use dra::{
+    AllocatedConfig, Allocation, AllocationMode, AttributeValue, Capacity, Claim, ClaimWrite,
+    ConfigSource, Consumer, Device, DeviceClass, DeviceConfig, DeviceInventory, DeviceNodes,
+    DeviceRequest, DeviceResult, ExactRequest, ExtendedRequest, ExtendedResourceClaim,
+    MatchAttribute, PodClaim, RequestKind, RequestMapping, SubRequest, TaskClaims, UnusablePool,
 };
 pub use interpod::{
     LabelSelector, Labels, Namespaces, PlacedPod, PodAffinityTerm, PodConstraints,

@@ -166,6 +166,12 @@ pub struct Plan {
     /// Volume binder writes (claims annotated with their member's node, volumes pre-bound,
     /// selections undone), before the binds that wait for them.
     pub volume_writes: Vec<crate::VolumeWrite>,
+    /// DRA claim allocations and reservations, written before the binds that need them (every
+    /// member's of a gang before any member binds).
+    pub claim_writes: Vec<crate::dra::ClaimWrite>,
+    /// Claims to create for pods whose extended resources devices serve (KEP-5004), before
+    /// their binds.
+    pub extended_claims: Vec<crate::dra::ExtendedResourceClaim>,
 }
 
 impl Plan {
@@ -182,5 +188,7 @@ impl Plan {
             && self.capacity_requests.is_empty()
             && self.capacity_releases.is_empty()
             && self.volume_writes.is_empty()
+            && self.claim_writes.is_empty()
+            && self.extended_claims.is_empty()
     }
 }

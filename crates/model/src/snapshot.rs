@@ -64,6 +64,8 @@ pub struct Snapshot {
     pub volumes: crate::volume::VolumeCatalog,
     /// The HyperNode tree over `nodes` (empty without HyperNodes).
     pub topology: crate::topology::TopologyTree,
+    /// Dynamic Resource Allocation: devices, classes and claims (empty without DRA).
+    pub dra: crate::dra::DeviceInventory,
 }
 
 /// A PodDisruptionBudget, as far as choosing victims needs it.

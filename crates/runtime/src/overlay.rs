@@ -342,6 +342,7 @@ mod tests {
             budget: None,
             consumes: None,
             volumes: None,
+            claims: None,
         });
         snap
     }

@@ -1,4 +1,4 @@
-//! Enforces the invariant "the scheduling core does no I/O": the core crates (`model`,
+//! Enforces the invariant "the scheduling core does no I/O": the core crates (`model`, `dra`,
 //! `queue`, `session`, `plugins`) must not depend, even transitively, on a Kubernetes client,
 //! an async runtime or an HTTP stack. Reads the resolved graph from `cargo metadata`.
 
@@ -6,8 +6,9 @@ use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
 
-const CORE: [&str; 4] = [
+const CORE: [&str; 5] = [
     "caldera-model",
+    "caldera-dra",
     "caldera-queue",
     "caldera-session",
     "caldera-plugins",

@@ -787,6 +787,7 @@ impl Cluster {
                 budget: None,
                 consumes: None,
                 volumes: None,
+                claims: None,
             });
         }
         let mut pods: Vec<caldera_model::PlacedPod> = self
@@ -819,6 +820,7 @@ impl Cluster {
             stale_capacity: Vec::new(),
             budgets: Vec::new(),
             volumes: Default::default(),
+            dra: Default::default(),
         }
     }
 }

@@ -1,0 +1,526 @@
+//! CEL device selectors, evaluated with the `cel` crate in the environment Kubernetes gives
+//! them (`k8s.io/dynamic-resource-allocation/cel`): one variable `device` with `driver`,
+//! `attributes` (domain → name → value; `version` attributes as semantic versions) and
+//! `capacity` (domain → name → quantity), plus Kubernetes' `quantity` and `semver` libraries.
+//!
+//! Programs are compiled once per expression and results kept per (expression, device) for the
+//! life of the [`Selectors`] (a session): a selector's answer for a device never changes while
+//! the snapshot does not.
+
+use caldera_model::dra::{AttributeValue, Device};
+use caldera_model::{parse_quantity, Scale};
+use cel::extractors::This;
+use cel::objects::Opaque;
+use cel::{Context, ExecutionError, Program, Value};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A Kubernetes quantity in CEL (`quantity("40Gi")`, `device.capacity[...]`): thousandths.
+#[derive(Debug, PartialEq, Eq)]
+struct Quantity(i64);
+
+impl Opaque for Quantity {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.Quantity"
+    }
+}
+
+/// A semantic version (`semver("1.2.3")`, `version` attributes).
+#[derive(Debug, PartialEq, Eq)]
+struct Semver {
+    core: [u64; 3],
+    pre: Vec<String>,
+}
+
+impl Opaque for Semver {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.Semver"
+    }
+}
+
+impl Semver {
+    /// Semantic Versioning 2.0.0 text; build metadata is ignored for precedence.
+    fn parse(text: &str) -> Option<Semver> {
+        let text = text.split_once('+').map_or(text, |(v, _)| v);
+        let (core, pre) = match text.split_once('-') {
+            Some((c, p)) => (c, Some(p)),
+            None => (text, None),
+        };
+        let mut parts = core.split('.');
+        let mut out = [0u64; 3];
+        for slot in &mut out {
+            let p = parts.next()?;
+            if p.is_empty() || (p.len() > 1 && p.starts_with('0')) {
+                return None;
+            }
+            *slot = p.parse().ok()?;
+        }
+        if parts.next().is_some() {
+            return None;
+        }
+        let pre = match pre {
+            Some(p) if p.is_empty() || p.split('.').any(str::is_empty) => return None,
+            Some(p) => p.split('.').map(str::to_string).collect(),
+            None => Vec::new(),
+        };
+        Some(Semver { core: out, pre })
+    }
+
+    fn precedence(&self, other: &Semver) -> Ordering {
+        self.core
+            .cmp(&other.core)
+            .then_with(|| match (self.pre.is_empty(), other.pre.is_empty()) {
+                (true, true) => Ordering::Equal,
+                (true, false) => Ordering::Greater,
+                (false, true) => Ordering::Less,
+                (false, false) => {
+                    for (a, b) in self.pre.iter().zip(&other.pre) {
+                        let ord = match (a.parse::<u64>(), b.parse::<u64>()) {
+                            (Ok(x), Ok(y)) => x.cmp(&y),
+                            (Ok(_), Err(_)) => Ordering::Less,
+                            (Err(_), Ok(_)) => Ordering::Greater,
+                            (Err(_), Err(_)) => a.cmp(b),
+                        };
+                        if ord != Ordering::Equal {
+                            return ord;
+                        }
+                    }
+                    self.pre.len().cmp(&other.pre.len())
+                }
+            })
+    }
+}
+
+fn fail(function: &str, why: impl ToString) -> ExecutionError {
+    ExecutionError::function_error(function, why)
+}
+
+fn quantity(s: Arc<String>) -> Result<Value, ExecutionError> {
+    let milli = parse_quantity(&s, Scale::Milli).map_err(|e| fail("quantity", e))?;
+    Ok(Value::Opaque(Arc::new(Quantity(milli))))
+}
+
+fn is_quantity(s: Arc<String>) -> bool {
+    parse_quantity(&s, Scale::Milli).is_ok()
+}
+
+fn semver(s: Arc<String>) -> Result<Value, ExecutionError> {
+    let v = Semver::parse(&s).ok_or_else(|| fail("semver", format!("invalid semver {s:?}")))?;
+    Ok(Value::Opaque(Arc::new(v)))
+}
+
+fn is_semver(s: Arc<String>) -> bool {
+    Semver::parse(&s).is_some()
+}
+
+/// Orders two quantities or two versions.
+fn order(
+    function: &str,
+    a: &Arc<dyn Opaque>,
+    b: &Arc<dyn Opaque>,
+) -> Result<Ordering, ExecutionError> {
+    if let (Some(x), Some(y)) = (a.downcast_ref::<Quantity>(), b.downcast_ref::<Quantity>()) {
+        return Ok(x.0.cmp(&y.0));
+    }
+    if let (Some(x), Some(y)) = (a.downcast_ref::<Semver>(), b.downcast_ref::<Semver>()) {
+        return Ok(x.precedence(y));
+    }
+    Err(fail(
+        function,
+        format!(
+            "no such overload: {}.{function}({})",
+            a.runtime_type_name(),
+            b.runtime_type_name()
+        ),
+    ))
+}
+
+fn compare_to(
+    This(this): This<Arc<dyn Opaque>>,
+    other: Arc<dyn Opaque>,
+) -> Result<i64, ExecutionError> {
+    Ok(order("compareTo", &this, &other)? as i64)
+}
+
+fn is_greater_than(
+    This(this): This<Arc<dyn Opaque>>,
+    other: Arc<dyn Opaque>,
+) -> Result<bool, ExecutionError> {
+    Ok(order("isGreaterThan", &this, &other)? == Ordering::Greater)
+}
+
+fn is_less_than(
+    This(this): This<Arc<dyn Opaque>>,
+    other: Arc<dyn Opaque>,
+) -> Result<bool, ExecutionError> {
+    Ok(order("isLessThan", &this, &other)? == Ordering::Less)
+}
+
+fn the_quantity(function: &str, v: &Arc<dyn Opaque>) -> Result<i64, ExecutionError> {
+    v.downcast_ref::<Quantity>().map(|q| q.0).ok_or_else(|| {
+        fail(
+            function,
+            format!("{} is not a quantity", v.runtime_type_name()),
+        )
+    })
+}
+
+fn the_version<'a>(function: &str, v: &'a Arc<dyn Opaque>) -> Result<&'a Semver, ExecutionError> {
+    v.downcast_ref::<Semver>().ok_or_else(|| {
+        fail(
+            function,
+            format!("{} is not a semver", v.runtime_type_name()),
+        )
+    })
+}
+
+fn as_integer(This(this): This<Arc<dyn Opaque>>) -> Result<i64, ExecutionError> {
+    let q = the_quantity("asInteger", &this)?;
+    if q % 1000 != 0 {
+        return Err(fail("asInteger", "cannot convert value to integer"));
+    }
+    Ok(q / 1000)
+}
+
+fn is_integer(This(this): This<Arc<dyn Opaque>>) -> Result<bool, ExecutionError> {
+    Ok(the_quantity("isInteger", &this)? % 1000 == 0)
+}
+
+fn as_approximate_float(This(this): This<Arc<dyn Opaque>>) -> Result<f64, ExecutionError> {
+    Ok(the_quantity("asApproximateFloat", &this)? as f64 / 1000.0)
+}
+
+fn sign(This(this): This<Arc<dyn Opaque>>) -> Result<i64, ExecutionError> {
+    Ok(the_quantity("sign", &this)?.signum())
+}
+
+/// `q.add(x)` / `q.sub(x)`: `x` a quantity or an int.
+fn arith(
+    function: &str,
+    this: &Arc<dyn Opaque>,
+    other: &Value,
+    negate: bool,
+) -> Result<Value, ExecutionError> {
+    let a = the_quantity(function, this)?;
+    let b = match other {
+        Value::Int(i) => i
+            .checked_mul(1000)
+            .ok_or_else(|| fail(function, "overflow"))?,
+        Value::Opaque(o) => the_quantity(function, o)?,
+        v => return Err(fail(function, format!("cannot {function} {v:?}"))),
+    };
+    let b = if negate { -b } else { b };
+    let sum = a.checked_add(b).ok_or_else(|| fail(function, "overflow"))?;
+    Ok(Value::Opaque(Arc::new(Quantity(sum))))
+}
+
+fn add(This(this): This<Arc<dyn Opaque>>, other: Value) -> Result<Value, ExecutionError> {
+    arith("add", &this, &other, false)
+}
+
+fn sub(This(this): This<Arc<dyn Opaque>>, other: Value) -> Result<Value, ExecutionError> {
+    arith("sub", &this, &other, true)
+}
+
+fn major(This(this): This<Arc<dyn Opaque>>) -> Result<i64, ExecutionError> {
+    Ok(the_version("major", &this)?.core[0] as i64)
+}
+
+fn minor(This(this): This<Arc<dyn Opaque>>) -> Result<i64, ExecutionError> {
+    Ok(the_version("minor", &this)?.core[1] as i64)
+}
+
+fn patch(This(this): This<Arc<dyn Opaque>>) -> Result<i64, ExecutionError> {
+    Ok(the_version("patch", &this)?.core[2] as i64)
+}
+
+/// The root context: CEL's standard library plus Kubernetes' quantity and semver functions.
+fn root() -> Context<'static, 'static> {
+    let mut ctx = Context::default();
+    // The names are not in the standard library, so declaring them cannot conflict; a conflict
+    // would only make that one function unavailable (its selectors then fail with an error).
+    let _ = ctx.add_function("quantity", quantity);
+    let _ = ctx.add_function("isQuantity", is_quantity);
+    let _ = ctx.add_function("semver", semver);
+    let _ = ctx.add_function("isSemver", is_semver);
+    let _ = ctx.add_function("compareTo", compare_to);
+    let _ = ctx.add_function("isGreaterThan", is_greater_than);
+    let _ = ctx.add_function("isLessThan", is_less_than);
+    let _ = ctx.add_function("asInteger", as_integer);
+    let _ = ctx.add_function("isInteger", is_integer);
+    let _ = ctx.add_function("asApproximateFloat", as_approximate_float);
+    let _ = ctx.add_function("sign", sign);
+    let _ = ctx.add_function("add", add);
+    let _ = ctx.add_function("sub", sub);
+    let _ = ctx.add_function("major", major);
+    let _ = ctx.add_function("minor", minor);
+    let _ = ctx.add_function("patch", patch);
+    ctx
+}
+
+/// The CEL value of `device`.
+fn device_value(d: &Device) -> Value {
+    let mut attributes: HashMap<String, HashMap<String, Value>> = HashMap::new();
+    let mut capacity: HashMap<String, HashMap<String, Value>> = HashMap::new();
+    // The driver's own domain always exists, so `device.attributes["<driver>"].x` on a device
+    // without attributes is "no such key x", as upstream.
+    attributes.entry(d.driver.to_string()).or_default();
+    capacity.entry(d.driver.to_string()).or_default();
+    for (name, v) in &d.attributes {
+        let (domain, id) = split(name);
+        let v = match v {
+            AttributeValue::Int(i) => Value::Int(*i),
+            AttributeValue::Bool(b) => Value::Bool(*b),
+            AttributeValue::String(s) => Value::String(Arc::new(s.to_string())),
+            AttributeValue::Version(s) => match Semver::parse(s) {
+                Some(v) => Value::Opaque(Arc::new(v)),
+                None => Value::String(Arc::new(s.to_string())),
+            },
+        };
+        attributes
+            .entry(domain.to_string())
+            .or_default()
+            .insert(id.to_string(), v);
+    }
+    for (name, c) in &d.capacity {
+        let (domain, id) = split(name);
+        capacity
+            .entry(domain.to_string())
+            .or_default()
+            .insert(id.to_string(), Value::Opaque(Arc::new(Quantity(c.milli))));
+    }
+    let nested = |m: HashMap<String, HashMap<String, Value>>| -> Value {
+        let m: HashMap<String, Value> = m.into_iter().map(|(k, v)| (k, v.into())).collect();
+        m.into()
+    };
+    let mut device: HashMap<String, Value> = HashMap::new();
+    device.insert(
+        "driver".into(),
+        Value::String(Arc::new(d.driver.to_string())),
+    );
+    device.insert("attributes".into(), nested(attributes));
+    device.insert("capacity".into(), nested(capacity));
+    device.insert("allowMultipleAllocations".into(), Value::Bool(false));
+    device.into()
+}
+
+/// `domain/name` → (domain, name).
+fn split(qualified: &str) -> (&str, &str) {
+    qualified.rsplit_once('/').unwrap_or(("", qualified))
+}
+
+/// Compiled selectors and their answers per device, kept for a session.
+pub struct Selectors {
+    root: Context<'static, 'static>,
+    ids: HashMap<Arc<str>, u32>,
+    programs: Vec<Result<Program, Arc<str>>>,
+    values: Vec<Option<Value>>,
+    answers: HashMap<(u32, u32), Result<bool, Arc<str>>>,
+}
+
+impl Default for Selectors {
+    fn default() -> Self {
+        Self::new(0)
+    }
+}
+
+impl Selectors {
+    /// For an inventory of `devices` devices.
+    pub fn new(devices: usize) -> Self {
+        Selectors {
+            root: root(),
+            ids: HashMap::new(),
+            programs: Vec::new(),
+            values: vec![None; devices],
+            answers: HashMap::new(),
+        }
+    }
+
+    /// The id of `expression`, compiled on first sight.
+    pub fn id(&mut self, expression: &Arc<str>) -> u32 {
+        if let Some(&id) = self.ids.get(expression) {
+            return id;
+        }
+        let id = self.programs.len() as u32;
+        self.programs.push(
+            Program::compile(expression).map_err(|e| Arc::from(format!("CEL compile error: {e}"))),
+        );
+        self.ids.insert(expression.clone(), id);
+        id
+    }
+
+    /// The compile error of `expression`, if any.
+    pub fn compile_error(&mut self, expression: &Arc<str>) -> Option<Arc<str>> {
+        let id = self.id(expression);
+        self.programs[id as usize].as_ref().err().cloned()
+    }
+
+    /// Whether `device` (index `index` in the inventory) satisfies `expression`: an error is a
+    /// compile error, a runtime error, or a result that is not a bool.
+    pub fn matches(
+        &mut self,
+        expression: &Arc<str>,
+        index: u32,
+        device: &Device,
+    ) -> Result<bool, Arc<str>> {
+        let id = self.id(expression);
+        if let Some(answer) = self.answers.get(&(id, index)) {
+            return answer.clone();
+        }
+        let answer = self.evaluate(id, index, device);
+        self.answers.insert((id, index), answer.clone());
+        answer
+    }
+
+    fn evaluate(&mut self, id: u32, index: u32, device: &Device) -> Result<bool, Arc<str>> {
+        let program = match &self.programs[id as usize] {
+            Ok(p) => p,
+            Err(e) => return Err(e.clone()),
+        };
+        let i = index as usize;
+        if self.values.len() <= i {
+            self.values.resize(i + 1, None);
+        }
+        let value = self.values[i]
+            .get_or_insert_with(|| device_value(device))
+            .clone();
+        let mut ctx = self.root.new_inner_scope();
+        ctx.add_variable_from_value("device", value);
+        match program.execute(&ctx) {
+            Ok(Value::Bool(b)) => Ok(b),
+            Ok(other) => Err(Arc::from(format!(
+                "CEL runtime error: expression must return a bool, got {other:?}"
+            ))),
+            Err(e) => Err(Arc::from(format!("CEL runtime error: {e}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caldera_model::dra::{Capacity, DeviceNodes};
+    use std::collections::BTreeMap;
+
+    fn gpu() -> Device {
+        let mut attributes = BTreeMap::new();
+        attributes.insert(
+            Arc::from("gpu.nvidia.com/productName"),
+            AttributeValue::String("NVIDIA H100 80GB HBM3".into()),
+        );
+        attributes.insert(
+            Arc::from("gpu.nvidia.com/driverVersion"),
+            AttributeValue::Version("550.54.15".into()),
+        );
+        attributes.insert(Arc::from("gpu.nvidia.com/index"), AttributeValue::Int(3));
+        attributes.insert(
+            Arc::from("resource.kubernetes.io/pcieRoot"),
+            AttributeValue::String("pci0000:00".into()),
+        );
+        let mut capacity = BTreeMap::new();
+        capacity.insert(
+            Arc::from("gpu.nvidia.com/memory"),
+            Capacity {
+                milli: 80 * (1 << 30) * 1000,
+                text: "80Gi".into(),
+            },
+        );
+        Device {
+            driver: "gpu.nvidia.com".into(),
+            pool: "node-a".into(),
+            name: "gpu-3".into(),
+            attributes,
+            capacity,
+            nodes: DeviceNodes::Node("node-a".into()),
+            unsupported: None,
+        }
+    }
+
+    fn check(expression: &str) -> Result<bool, String> {
+        let mut s = Selectors::new(1);
+        s.matches(&Arc::from(expression), 0, &gpu())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn selectors_see_driver_attributes_and_capacity_as_kubernetes_does() {
+        for yes in [
+            r#"device.driver == "gpu.nvidia.com""#,
+            r#"device.attributes["gpu.nvidia.com"].productName.startsWith("NVIDIA H100")"#,
+            r#"device.attributes["gpu.nvidia.com"].index == 3"#,
+            r#"device.attributes["resource.kubernetes.io"].pcieRoot == "pci0000:00""#,
+            r#"device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0"#,
+            r#"device.capacity["gpu.nvidia.com"].memory.isGreaterThan(quantity("79Gi"))"#,
+            r#"device.capacity["gpu.nvidia.com"].memory == quantity("80Gi")"#,
+            r#"device.attributes["gpu.nvidia.com"].driverVersion.isGreaterThan(semver("550.0.0"))"#,
+            r#"device.attributes["gpu.nvidia.com"].driverVersion.major() == 550"#,
+            r#"has(device.attributes["gpu.nvidia.com"].productName)"#,
+            r#""productName" in device.attributes["gpu.nvidia.com"]"#,
+            r#"!has(device.attributes["gpu.nvidia.com"].brand)"#,
+            r#"quantity("1.5").add(1).compareTo(quantity("2500m")) == 0"#,
+            r#"semver("1.2.3-alpha").isLessThan(semver("1.2.3"))"#,
+        ] {
+            assert_eq!(check(yes), Ok(true), "{yes}");
+        }
+        for no in [
+            r#"device.driver == "dra.example.com""#,
+            r#"device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("96Gi")) >= 0"#,
+            r#"device.attributes["gpu.nvidia.com"].productName == "A100""#,
+        ] {
+            assert_eq!(check(no), Ok(false), "{no}");
+        }
+    }
+
+    #[test]
+    fn compile_and_runtime_errors_are_errors_with_their_text() {
+        let compile = check("device.driver ==").unwrap_err();
+        assert!(compile.starts_with("CEL compile error"), "{compile}");
+        let missing = check(r#"device.attributes["gpu.nvidia.com"].brand == "x""#).unwrap_err();
+        assert!(
+            missing.starts_with("CEL runtime error") && missing.contains("brand"),
+            "{missing}"
+        );
+        let not_bool = check("device.driver").unwrap_err();
+        assert!(not_bool.contains("must return a bool"), "{not_bool}");
+        let bad_quantity = check(r#"quantity("12xyz") == quantity("1")"#).unwrap_err();
+        assert!(bad_quantity.contains("quantity"), "{bad_quantity}");
+    }
+
+    #[test]
+    fn answers_are_kept_per_expression_and_device() {
+        let mut s = Selectors::new(2);
+        let e: Arc<str> = Arc::from(r#"device.attributes["gpu.nvidia.com"].index == 3"#);
+        let d = gpu();
+        assert_eq!(s.matches(&e, 0, &d), Ok(true));
+        // The cached answer for device 0 stands even when asked with other content: a device's
+        // answer is computed once per session.
+        let mut other = d.clone();
+        other.attributes.clear();
+        assert_eq!(s.matches(&e, 0, &other), Ok(true));
+        assert!(s.matches(&e, 1, &other).is_err());
+        assert_eq!(s.programs.len(), 1);
+    }
+
+    #[test]
+    fn semver_precedence_follows_the_spec() {
+        let v = |s: &str| Semver::parse(s).unwrap();
+        let order = [
+            "1.0.0-alpha",
+            "1.0.0-alpha.1",
+            "1.0.0-alpha.beta",
+            "1.0.0-beta",
+            "1.0.0-beta.2",
+            "1.0.0-beta.11",
+            "1.0.0-rc.1",
+            "1.0.0",
+            "2.0.0",
+        ];
+        for w in order.windows(2) {
+            assert_eq!(v(w[0]).precedence(&v(w[1])), Ordering::Less, "{w:?}");
+        }
+        assert!(Semver::parse("01.2.3").is_none());
+        assert!(Semver::parse("1.2").is_none());
+        assert_eq!(v("1.2.3+build").precedence(&v("1.2.3")), Ordering::Equal);
+    }
+}
