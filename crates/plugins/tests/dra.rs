@@ -6,8 +6,7 @@
 use caldera_config::SchedulerConfig;
 use caldera_model::{
     AllocationMode, AttributeValue, Claim, Consumer, Device, DeviceClass, DeviceNodes,
-    DeviceRequest, ExactRequest, MatchAttribute, PodClaim, RequestKind, Snapshot, TaskClaims,
-    Time,
+    DeviceRequest, ExactRequest, MatchAttribute, PodClaim, RequestKind, Snapshot, TaskClaims, Time,
 };
 use caldera_plugins::scheduler;
 use caldera_testkit::builders::{node, podgroup, Cluster};
@@ -146,7 +145,10 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
                         pool: node_name.clone(),
                         name: Arc::from(format!("gpu-{d}")),
                         attributes: BTreeMap::from([
-                            (attr("model"), AttributeValue::String(if d % 3 == 0 { "b" } else { "a" }.into())),
+                            (
+                                attr("model"),
+                                AttributeValue::String(if d % 3 == 0 { "b" } else { "a" }.into()),
+                            ),
                             (attr("clique"), AttributeValue::Int(i64::from(d / 4))),
                         ]),
                         capacity: BTreeMap::new(),
@@ -155,7 +157,11 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
                     });
                 }
                 if n.busy > 0 {
-                    let mut c = claim(&format!("busy-n{i}"), vec![request("gpus", n.busy, false)], false);
+                    let mut c = claim(
+                        &format!("busy-n{i}"),
+                        vec![request("gpus", n.busy, false)],
+                        false,
+                    );
                     c.allocation = Some(caldera_model::Allocation {
                         devices: (0..n.busy)
                             .map(|d| caldera_model::DeviceResult {
@@ -184,7 +190,8 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
                     busy_claims.push(c);
                 }
             }
-            inv.devices.sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
+            inv.devices
+                .sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
             inv.claims.extend(busy_claims);
             // Each member: a claim made from its gang's template; some gangs share one more.
             for t in s.tasks.iter_mut() {
@@ -192,7 +199,11 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
                 let g: usize = job.name.trim_start_matches('g').parse().unwrap_or(0);
                 let spec = &gangs[g];
                 let own = format!("{}-gpu", t.name);
-                let mut c = claim(&own, vec![request("gpu", spec.count, spec.model_a)], spec.clique);
+                let mut c = claim(
+                    &own,
+                    vec![request("gpu", spec.count, spec.model_a)],
+                    spec.clique,
+                );
                 c.owner = Some(("Pod".into(), t.uid.clone()));
                 s.dra.claims.push(c);
                 let mut claims = vec![PodClaim {
@@ -214,10 +225,16 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
             }
             for (g, spec) in gangs.iter().enumerate() {
                 if spec.shared {
-                    s.dra.claims.push(claim(&format!("shared-g{g}"), vec![request("gpu", 1, false)], false));
+                    s.dra.claims.push(claim(
+                        &format!("shared-g{g}"),
+                        vec![request("gpu", 1, false)],
+                        false,
+                    ));
                 }
             }
-            s.dra.claims.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            s.dra
+                .claims
+                .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
             s
         })
 }

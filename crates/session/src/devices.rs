@@ -18,8 +18,8 @@
 
 use caldera_dra::{Allocator, NodeView};
 use caldera_model::{
-    Allocation, Claim, Consumer, DeviceInventory, DeviceNodes, DeviceRequest, DeviceResult,
-    Node, RequestKind, RequestMapping, Snapshot, Task,
+    Allocation, Claim, Consumer, DeviceInventory, DeviceNodes, DeviceRequest, DeviceResult, Node,
+    RequestKind, RequestMapping, Snapshot, Task,
 };
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -45,6 +45,8 @@ struct ClaimState {
     leaving: u32,
     /// Tasks of this session that use it, in placement order.
     added: Vec<usize>,
+    /// The uid of the pod whose placement allocated it in this session.
+    by_pod: Option<Arc<str>>,
 }
 
 impl ClaimState {
@@ -276,7 +278,10 @@ pub fn fold(snapshot: &mut Snapshot) -> BTreeMap<Arc<str>, Vec<bool>> {
             continue;
         };
         for pc in tc.claims.iter().filter(|pc| pc.from_template) {
-            let Some(c) = inv.claim_index(&t.namespace, &pc.claim).map(|i| &inv.claims[i]) else {
+            let Some(c) = inv
+                .claim_index(&t.namespace, &pc.claim)
+                .map(|i| &inv.claims[i])
+            else {
                 continue;
             };
             match &c.allocation {
@@ -421,6 +426,11 @@ impl Devices {
             let c = &self.inv.claims[ci];
             let st = &self.claims[ci];
             match &st.allocation {
+                // Asked of a member already placed (the node-choice caches ask again after a
+                // placement, for the next alike member): what another such member would need.
+                Some(_) if st.by_pod.as_deref() == Some(&*task.uid) && c.owner.is_some() => {
+                    pending.push(ci)
+                }
                 Some(a) => {
                     if c.deleting {
                         return Err(format!("resourceclaim {} is being deleted", c.key()));
@@ -442,9 +452,11 @@ impl Devices {
             }
         }
         let bridge = match task.claims.as_ref().filter(|tc| !tc.extended.is_empty()) {
-            Some(tc) => caldera_dra::extended_claim(&self.inv, &task.namespace, &tc.extended, |r| {
-                !self.backs(r, node)
-            }),
+            Some(tc) => {
+                caldera_dra::extended_claim(&self.inv, &task.namespace, &tc.extended, |r| {
+                    !self.backs(r, node)
+                })
+            }
             None => None,
         };
         if pending.is_empty() && bridge.is_none() {
@@ -536,8 +548,12 @@ impl Devices {
             st.held = f.devices;
             st.allocation = Some(Arc::new(f.allocation));
             st.by_session = true;
+            st.by_pod = Some(task.uid.clone());
             // Another pod may use this claim: where it may go changed everywhere.
-            everywhere |= !self.inv.claims[ci].owner.as_ref().is_some_and(|(k, _)| &**k == "Pod");
+            everywhere |= !self.inv.claims[ci]
+                .owner
+                .as_ref()
+                .is_some_and(|(k, _)| &**k == "Pod");
         }
         for &ci in &d.used {
             if !self.inv.claims[ci].reserved_for_pod(&task.uid) {
@@ -580,11 +596,15 @@ impl Devices {
         for &ci in &taken.allocated {
             let held = std::mem::take(&mut self.claims[ci].held);
             everywhere |= self.touch(&held, &mut touched);
-            everywhere |= !self.inv.claims[ci].owner.as_ref().is_some_and(|(k, _)| &**k == "Pod");
+            everywhere |= !self.inv.claims[ci]
+                .owner
+                .as_ref()
+                .is_some_and(|(k, _)| &**k == "Pod");
             self.allocator.get_mut().release(&held);
             let st = &mut self.claims[ci];
             st.allocation = None;
             st.by_session = false;
+            st.by_pod = None;
         }
         if let Some(b) = &taken.extended {
             everywhere |= self.touch(&b.held, &mut touched);
@@ -803,4 +823,3 @@ pub struct ClaimShape {
     extended: Vec<(Arc<str>, i64)>,
     waiting: Option<Arc<str>>,
 }
-

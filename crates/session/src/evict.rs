@@ -1295,8 +1295,7 @@ impl Sieve {
         for t in st.pending_tasks(job) {
             let spec = &st.tasks[t].spec;
             // DRA claims: whether a unit's devices serve the gang is the allocator's call.
-            if !spec.pods.is_empty() || !spec.volumes.is_empty() || st.tasks[t].claims.is_some()
-            {
+            if !spec.pods.is_empty() || !spec.volumes.is_empty() || st.tasks[t].claims.is_some() {
                 return off;
             }
             if !requests.contains(&st.tasks[t].request) {

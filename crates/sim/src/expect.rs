@@ -593,7 +593,9 @@ fn check_queue_condition(
 /// summed up the queue tree (`spec.parent`): an inner queue counts its whole subtree. Every
 /// queue the snapshot knows is present, at zero if it holds nothing.
 pub fn queue_allocated(sim: &Simulation) -> BTreeMap<String, Resources> {
-    let snap = sim.snapshot();
+    let mut snap = sim.snapshot();
+    // Devices count as the resources their classes name, as the session counts them.
+    caldera_session::devices::fold(&mut snap);
     let tree = caldera_queue::QueueTree::of(&snap.queues);
     let mut out: BTreeMap<String, Resources> = snap
         .queues
@@ -674,10 +676,19 @@ fn check_claim(e: &PvcExpect, sim: &Simulation, out: &mut Checked) {
 fn expected_claim<'s>(
     e: &ResourceClaimExpect,
     store: &'s crate::store::Store,
-) -> Result<(String, Option<&'s k8s_openapi::api::resource::v1::ResourceClaim>), String> {
+) -> Result<
+    (
+        String,
+        Option<&'s k8s_openapi::api::resource::v1::ResourceClaim>,
+    ),
+    String,
+> {
     if let Some(name) = &e.name {
         let (ns, name) = split_name(name);
-        return Ok((format!("resourceClaim {ns}/{name}"), store.resource_claim(ns, name)));
+        return Ok((
+            format!("resourceClaim {ns}/{name}"),
+            store.resource_claim(ns, name),
+        ));
     }
     let (Some(pod), Some(entry)) = (&e.pod, &e.pod_claim) else {
         return Err("resourceClaims: give `name`, or `pod` and `podClaim`".into());
@@ -693,7 +704,9 @@ fn expected_claim<'s>(
         .and_then(|s| s.resource_claims.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.name == *entry));
     let Some(spec_entry) = spec_entry else {
-        return Err(format!("{what}: the pod has no such spec.resourceClaims entry"));
+        return Err(format!(
+            "{what}: the pod has no such spec.resourceClaims entry"
+        ));
     };
     let claim_name = match &spec_entry.resource_claim_name {
         Some(n) => Some(n.clone()),
@@ -732,7 +745,13 @@ fn check_resource_claim(e: &ResourceClaimExpect, sim: &Simulation, out: &mut Che
         let want: BTreeSet<&str> = want.iter().map(String::as_str).collect();
         let got: BTreeSet<&str> = allocation
             .and_then(|a| a.devices.as_ref())
-            .map(|d| d.results.iter().map(|r| r.device.as_str()).collect())
+            .map(|d| {
+                d.results
+                    .iter()
+                    .flatten()
+                    .map(|r| r.device.as_str())
+                    .collect()
+            })
             .unwrap_or_default();
         let show = |s: &BTreeSet<&str>| format!("{:?}", s.iter().collect::<Vec<_>>());
         out.compare(&format!("{what} devices"), &show(&want), &show(&got));
@@ -749,7 +768,10 @@ fn check_resource_claim(e: &ResourceClaimExpect, sim: &Simulation, out: &mut Che
                 }),
                 _ => None,
             });
-        let show = |v: Option<&str>| v.map(str::to_string).unwrap_or_else(|| "null (none)".into());
+        let show = |v: Option<&str>| {
+            v.map(str::to_string)
+                .unwrap_or_else(|| "null (none)".into())
+        };
         out.compare(
             &format!("{what} node"),
             &show(want.as_deref()),

@@ -59,17 +59,26 @@ pub fn node_usage(store: &Store) -> BTreeMap<String, (Resources, i64)> {
     out
 }
 
-/// Nodes in `nodes` whose pods ask for more than they offer, after the session.
-pub fn overcommitted(store: &Store, nodes: &BTreeSet<String>) -> Vec<String> {
+/// Nodes in `nodes` whose pods ask for more than they offer, after the session. A node offers
+/// what `folded` (the session's snapshot, devices counted as the resources their classes
+/// name: `caldera_session::devices::fold`) says it offers beyond its own allocatable.
+pub fn overcommitted(store: &Store, nodes: &BTreeSet<String>, folded: &Snapshot) -> Vec<String> {
     if nodes.is_empty() {
         return Vec::new();
     }
     let usage = node_usage(store);
     let mut out = Vec::new();
     for name in nodes {
-        let Some(node) = store.node(name).and_then(|n| caldera_cache::node(n).ok()) else {
+        let Some(mut node) = store.node(name).and_then(|n| caldera_cache::node(n).ok()) else {
             continue;
         };
+        if let Some(seen) = folded.node_index(name).map(|i| &folded.nodes[i]) {
+            for (r, v) in seen.allocatable.iter() {
+                if node.allocatable.get(r) == 0 {
+                    node.allocatable.set(r, v);
+                }
+            }
+        }
         let Some((used, pods)) = usage.get(name) else {
             continue;
         };
@@ -92,6 +101,107 @@ pub fn overcommitted(store: &Store, nodes: &BTreeSet<String>) -> Vec<String> {
                 "node {name} holds {pods} pods, more than its {}",
                 node.max_pods
             ));
+        }
+    }
+    out
+}
+
+/// Re-checks the DRA side of `plan` against the snapshot it was made from: no device is
+/// allocated twice (by the snapshot's claims or the plan's writes, admin access aside), every
+/// bound member's claims are allocated for its node and reserved for it (by the snapshot or a
+/// write of the plan), and no claim is written for a pod the plan does not bind.
+pub fn check_claims(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
+    let inv = &snapshot.dra;
+    if plan.claim_writes.is_empty() && inv.claims.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut taken: BTreeMap<(&str, &str, &str), String> = BTreeMap::new();
+    for c in &inv.claims {
+        for r in c.allocation.iter().flat_map(|a| &a.devices) {
+            if !r.admin_access {
+                taken.insert((&r.driver, &r.pool, &r.device), c.key());
+            }
+        }
+    }
+    let mut writes: HashMap<(&str, &str), &caldera_model::ClaimWrite> = HashMap::new();
+    for w in &plan.claim_writes {
+        writes.insert((&w.namespace, &w.name), w);
+        if !w.allocate {
+            continue;
+        }
+        for r in w.devices.iter().filter(|r| !r.admin_access) {
+            if let Some(other) = taken.insert((&r.driver, &r.pool, &r.device), w.key()) {
+                out.push(format!(
+                    "device {}/{}/{} allocated to claim {} and to claim {other}",
+                    r.driver,
+                    r.pool,
+                    r.device,
+                    w.key()
+                ));
+            }
+        }
+    }
+    let bound: BTreeSet<(&str, &str)> = plan
+        .binds
+        .iter()
+        .map(|b| (&*b.namespace, &*b.name))
+        .collect();
+    for w in &plan.claim_writes {
+        for c in &w.reserved_for {
+            if !bound.contains(&(&*w.namespace, &*c.name)) {
+                out.push(format!(
+                    "claim {} reserved for pod {}/{}, which the plan does not bind",
+                    w.key(),
+                    w.namespace,
+                    c.name
+                ));
+            }
+        }
+    }
+    let tasks: HashMap<(&str, &str), &Task> = snapshot
+        .tasks
+        .iter()
+        .filter(|t| t.claims.is_some())
+        .map(|t| ((&*t.namespace, &*t.name), t))
+        .collect();
+    for b in &plan.binds {
+        let Some(t) = tasks.get(&(&*b.namespace, &*b.name)) else {
+            continue;
+        };
+        let Some(tc) = &t.claims else { continue };
+        let labels = snapshot
+            .node_index(&b.node)
+            .map(|i| snapshot.nodes[i].labels.clone())
+            .unwrap_or_default();
+        for pc in &tc.claims {
+            let what = format!(
+                "pod {}/{} bound to {}: claim {}",
+                b.namespace, b.name, b.node, pc.claim
+            );
+            let snap = inv
+                .claim_index(&t.namespace, &pc.claim)
+                .map(|i| &inv.claims[i]);
+            let write = writes.get(&(&*t.namespace, &*pc.claim));
+            let admits = match (write, snap.and_then(|c| c.allocation.as_ref())) {
+                (Some(w), _) if w.allocate => w
+                    .node_selector
+                    .as_ref()
+                    .is_none_or(|terms| terms.iter().any(|term| term.matches(&b.node, &labels))),
+                (_, Some(a)) => a.admits(&b.node, &labels),
+                _ => {
+                    out.push(format!("{what} is not allocated"));
+                    continue;
+                }
+            };
+            if !admits {
+                out.push(format!("{what} is allocated for another node"));
+            }
+            let reserved = snap.is_some_and(|c| c.reserved_for_pod(&t.uid))
+                || write.is_some_and(|w| w.reserved_for.iter().any(|c| c.uid == t.uid));
+            if !reserved {
+                out.push(format!("{what} is not reserved for the pod"));
+            }
         }
     }
     out

@@ -301,6 +301,45 @@ impl Store {
         self.csinodes.values()
     }
 
+    /// Sets a pod's `status.extendedResourceClaimStatus` (the claim made for its extended
+    /// resources served by devices, KEP-5004). False when the pod is gone.
+    pub fn set_extended_claim_status(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        status: k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus,
+    ) -> bool {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(pod) = self.pods.get_mut(&key) else {
+            return false;
+        };
+        pod.status
+            .get_or_insert_with(Default::default)
+            .extended_resource_claim_status = Some(status);
+        let _ = self.index.apply_pod(pod);
+        self.generation += 1;
+        true
+    }
+
+    // TEMPORARY-DRA-STUB-START
+    /// The ResourceClaim `namespace/name` (stub until the DRA kinds are stored).
+    pub fn resource_claim(
+        &self,
+        _namespace: &str,
+        _name: &str,
+    ) -> Option<&k8s_openapi::api::resource::v1::ResourceClaim> {
+        None
+    }
+
+    /// Stub until the DRA kinds are stored.
+    pub fn put_resource_claim(
+        &mut self,
+        _claim: k8s_openapi::api::resource::v1::ResourceClaim,
+    ) -> Result<(), caldera_cache::Error> {
+        Ok(())
+    }
+    // TEMPORARY-DRA-STUB-END
+
     /// The claim `namespace/name`.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&PersistentVolumeClaim> {
         self.claims.get(&(namespace.to_string(), name.to_string()))
