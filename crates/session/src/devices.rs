@@ -163,28 +163,11 @@ impl PartialEq for Devices {
     }
 }
 
-/// Whether device `d` of `inv` belongs to class `class` (all its selectors hold; an error is
-/// no).
-fn in_class(
-    inv: &DeviceInventory,
-    selectors: &mut caldera_dra::cel::Selectors,
-    class: &str,
-    d: usize,
-) -> bool {
-    let (Some(class), Some(dev)) = (inv.class(class), inv.devices.get(d)) else {
-        return false;
-    };
-    dev.unsupported.is_none()
-        && class
-            .selectors
-            .iter()
-            .all(|e| selectors.matches(e, d as u32, dev) == Ok(true))
-}
-
-/// Counts devices as resources (see the module doc), in `snapshot` before a session opens it;
-/// returns, per resource devices serve, the nodes (by index) where they serve it. The
-/// simulator's checks call it too, to see what the session sees.
-pub fn fold(snapshot: &mut Snapshot) -> BTreeMap<Arc<str>, Vec<bool>> {
+/// Counts devices as resources (see the module doc), in `snapshot` before a session opens it,
+/// asking `allocator` (built from `snapshot.dra`) which devices are of which class; returns,
+/// per resource devices serve, the nodes (by index) where they serve it. The simulator's
+/// checks call it too ([`fold_snapshot`]), to see what the session sees.
+pub fn fold(snapshot: &mut Snapshot, allocator: &mut Allocator) -> BTreeMap<Arc<str>, Vec<bool>> {
     let inv = &snapshot.dra;
     let mut backed: BTreeMap<Arc<str>, Vec<bool>> = BTreeMap::new();
     if inv.devices.is_empty() {
@@ -222,7 +205,6 @@ pub fn fold(snapshot: &mut Snapshot) -> BTreeMap<Arc<str>, Vec<bool>> {
         }
     }
     let n = snapshot.nodes.len();
-    let mut selectors = caldera_dra::cel::Selectors::new(inv.devices.len());
     // Per device: the node it is local to.
     let local: Vec<Option<usize>> = inv
         .devices
@@ -243,7 +225,7 @@ pub fn fold(snapshot: &mut Snapshot) -> BTreeMap<Arc<str>, Vec<bool>> {
         let mut used = vec![0i64; n];
         for (d, at) in local.iter().enumerate() {
             let Some(i) = *at else { continue };
-            if !in_class(inv, &mut selectors, &class.name, d) {
+            if !allocator.in_class(&class.name, d as u32) {
                 continue;
             }
             count[i] += 1;
@@ -330,18 +312,29 @@ fn result_class<'a>(claim: &'a Claim, r: &DeviceResult) -> Option<&'a str> {
     }
 }
 
+/// [`fold`] on its own (for checks outside a session).
+pub fn fold_snapshot(snapshot: &mut Snapshot) {
+    if snapshot.dra.devices.is_empty() {
+        return;
+    }
+    let mut allocator = Allocator::new(snapshot.dra.clone());
+    fold(snapshot, &mut allocator);
+}
+
 impl Devices {
-    /// Builds the state from the snapshot's inventory over `nodes`; `backed` is what
-    /// [`fold`] returned.
+    /// Builds the state from the snapshot's inventory over `nodes`; `allocator` was built
+    /// from it and `backed` is what [`fold`] returned.
     pub fn new(
         inv: DeviceInventory,
         nodes: &[Node],
         backed: BTreeMap<Arc<str>, Vec<bool>>,
+        allocator: Allocator,
     ) -> Self {
         if inv.is_empty() {
             return Devices {
                 node_count: nodes.len() as u32,
                 backed,
+                allocator: RefCell::new(allocator),
                 ..Devices::default()
             };
         }
@@ -355,7 +348,6 @@ impl Devices {
                 _ => NONE,
             })
             .collect();
-        let allocator = Allocator::new(inv.clone());
         let claims = inv
             .claims
             .iter()

@@ -494,7 +494,7 @@ impl Simulation {
 
         // The session counts devices as the resources their classes name: so do the checks.
         let mut snapshot = snapshot;
-        caldera_session::devices::fold(&mut snapshot);
+        caldera_session::devices::fold_snapshot(&mut snapshot);
         let mut broken = invariants::check_binds(&snapshot, &out.plan);
         broken.extend(invariants::check_claims(&snapshot, &out.plan));
         broken.extend(invariants::overcommitted(&self.store, &touched, &snapshot));

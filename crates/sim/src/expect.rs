@@ -595,7 +595,7 @@ fn check_queue_condition(
 pub fn queue_allocated(sim: &Simulation) -> BTreeMap<String, Resources> {
     let mut snap = sim.snapshot();
     // Devices count as the resources their classes name, as the session counts them.
-    caldera_session::devices::fold(&mut snap);
+    caldera_session::devices::fold_snapshot(&mut snap);
     let tree = caldera_queue::QueueTree::of(&snap.queues);
     let mut out: BTreeMap<String, Resources> = snap
         .queues
