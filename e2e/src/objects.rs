@@ -35,6 +35,10 @@ pub fn gvr(kind: Kind) -> (&'static str, &'static str, &'static str) {
         Kind::NativePodGroup => ("scheduling.k8s.io", "v1alpha2", "podgroups"),
         Kind::JobSet => ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
         Kind::LeaderWorkerSet => ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        Kind::DeviceClass => ("resource.k8s.io", "v1", "deviceclasses"),
+        Kind::ResourceSlice => ("resource.k8s.io", "v1", "resourceslices"),
+        Kind::ResourceClaim => ("resource.k8s.io", "v1", "resourceclaims"),
+        Kind::ResourceClaimTemplate => ("resource.k8s.io", "v1", "resourceclaimtemplates"),
     }
 }
 
@@ -67,6 +71,9 @@ pub fn has_status_subresource(kind: Kind) -> bool {
             | Kind::CSINode
             | Kind::PersistentVolume
             | Kind::PersistentVolumeClaim
+            | Kind::DeviceClass
+            | Kind::ResourceSlice
+            | Kind::ResourceClaimTemplate
     )
 }
 
@@ -133,6 +140,10 @@ pub fn to_json(object: &Object) -> Result<(ObjectKey, Value)> {
         Object::Workload(o) => serde_json::to_value(o),
         Object::NativePodGroup(o) => serde_json::to_value(o),
         Object::JobSet(o) | Object::LeaderWorkerSet(o) => serde_json::to_value(o),
+        Object::DeviceClass(o) => serde_json::to_value(o),
+        Object::ResourceSlice(o) => serde_json::to_value(o),
+        Object::ResourceClaim(o) => serde_json::to_value(o),
+        Object::ResourceClaimTemplate(o) => serde_json::to_value(o),
     };
     let mut value = encoded.map_err(|source| Error::Json {
         object: object.describe(),

@@ -50,7 +50,11 @@ impl Ctx {
     pub(crate) fn new(kind: ObjectKind, meta: &ObjectMeta) -> Self {
         let name = meta.name.as_deref().unwrap_or("<unnamed>");
         let object = match kind {
-            ObjectKind::Pod | ObjectKind::PodGroup | ObjectKind::PersistentVolumeClaim => {
+            ObjectKind::Pod
+            | ObjectKind::PodGroup
+            | ObjectKind::PersistentVolumeClaim
+            | ObjectKind::ResourceClaim
+            | ObjectKind::ResourceClaimTemplate => {
                 let ns = meta.namespace.as_deref().unwrap_or("default");
                 format!("{ns}/{name}")
             }
@@ -304,6 +308,10 @@ pub struct PodInfo {
     /// The PersistentVolumeClaims its volumes use: (claim name, from a generic ephemeral
     /// volume).
     pub claims: Arc<[(Arc<str>, bool)]>,
+    /// Its `spec.resourceClaims` (DRA), resolved against the claims at snapshot time.
+    pub resource_claims: Option<Arc<crate::dra::PodClaims>>,
+    /// Its containers' extended-resource requests, which DeviceClasses may serve (the bridge).
+    pub extended: Arc<[caldera_model::dra::ExtendedRequest]>,
 }
 
 impl PodInfo {
@@ -449,6 +457,8 @@ impl TryFrom<&Pod> for PodInfo {
                 .filter(|r| !r.is_empty())
                 .map(|r| Arc::from(r.as_str())),
             claims: crate::volumes::pod_claims(name, spec),
+            resource_claims: crate::dra::pod_claims(pod)?.map(Arc::new),
+            extended: crate::dra::extended_requests(spec).into(),
         })
     }
 }
@@ -1212,11 +1222,8 @@ fn pod_constraints(
 
 /// The first scheduling input of `spec` Caldera does not evaluate, named for the message.
 /// (Volumes are evaluated: PersistentVolumeClaims and generic ephemeral volumes go through the
-/// volume binder, `crate::volumes`.)
+/// volume binder, `crate::volumes`; `spec.resourceClaims` through DRA, `crate::dra`.)
 fn unsupported_input(spec: &PodSpec) -> Option<String> {
-    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
-        return Some("spec.resourceClaims (dynamic resource allocation)".into());
-    }
     if spec
         .scheduling_group
         .as_ref()

@@ -31,6 +31,14 @@ pub enum ObjectKind {
     HyperNode,
     /// `scheduling.k8s.io/v1alpha2` PodGroup (Kubernetes' own).
     NativePodGroup,
+    /// `resource.k8s.io/v1` DeviceClass.
+    DeviceClass,
+    /// `resource.k8s.io/v1` ResourceSlice.
+    ResourceSlice,
+    /// `resource.k8s.io/v1` ResourceClaim.
+    ResourceClaim,
+    /// `resource.k8s.io/v1` ResourceClaimTemplate.
+    ResourceClaimTemplate,
 }
 
 impl ObjectKind {
@@ -48,6 +56,10 @@ impl ObjectKind {
             Self::CsiNode => "csinode",
             Self::HyperNode => "hypernode",
             Self::NativePodGroup => "podgroup.scheduling.k8s.io",
+            Self::DeviceClass => "deviceclass",
+            Self::ResourceSlice => "resourceslice",
+            Self::ResourceClaim => "resourceclaim",
+            Self::ResourceClaimTemplate => "resourceclaimtemplate",
         }
     }
 }

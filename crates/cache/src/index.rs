@@ -172,6 +172,8 @@ pub struct ClusterIndex {
     namespaces: BTreeMap<Arc<str>, BTreeMap<String, String>>,
     /// Claims, volumes, storage classes, CSINodes, and the pods on nodes that use claims.
     volumes: crate::volumes::VolumeIndex,
+    /// DRA: DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates.
+    dra: crate::dra::DraIndex,
     /// Nodes booked for provisioned autoscaler requests, by node name: they stick from one
     /// snapshot to the next (see `book_nodes`). The only state a snapshot carries forward.
     bookings: Mutex<BTreeMap<Arc<str>, Booking>>,
@@ -1205,6 +1207,125 @@ impl ClusterIndex {
         Some(index as u32)
     }
 
+    // ----- dynamic resource allocation -----
+
+    /// Adds or replaces a DeviceClass. On error the previous version is removed.
+    pub fn apply_device_class(
+        &mut self,
+        c: &k8s_openapi::api::resource::v1::DeviceClass,
+    ) -> Result<()> {
+        let name = c.metadata.name.as_deref().unwrap_or_default();
+        self.dra.classes.remove(name);
+        let class = crate::dra::device_class(c)?;
+        self.dra.classes.insert(class.name.clone(), class);
+        Ok(())
+    }
+
+    /// Removes a DeviceClass.
+    pub fn delete_device_class(&mut self, name: &str) {
+        self.dra.classes.remove(name);
+    }
+
+    /// Replaces every DeviceClass.
+    pub fn reset_device_classes<'a>(
+        &mut self,
+        classes: impl IntoIterator<Item = &'a k8s_openapi::api::resource::v1::DeviceClass>,
+    ) -> Vec<Error> {
+        self.dra.classes.clear();
+        classes
+            .into_iter()
+            .filter_map(|c| self.apply_device_class(c).err())
+            .collect()
+    }
+
+    /// Adds or replaces a ResourceSlice. On error the previous version is removed (its pool
+    /// then counts a slice short, so it is not used until a valid version arrives).
+    pub fn apply_resource_slice(
+        &mut self,
+        s: &k8s_openapi::api::resource::v1::ResourceSlice,
+    ) -> Result<()> {
+        let name = s.metadata.name.as_deref().unwrap_or_default();
+        self.dra.slices.remove(name);
+        let slice = crate::dra::slice(s)?;
+        self.dra.slices.insert(Arc::from(name), slice);
+        Ok(())
+    }
+
+    /// Removes a ResourceSlice.
+    pub fn delete_resource_slice(&mut self, name: &str) {
+        self.dra.slices.remove(name);
+    }
+
+    /// Replaces every ResourceSlice.
+    pub fn reset_resource_slices<'a>(
+        &mut self,
+        slices: impl IntoIterator<Item = &'a k8s_openapi::api::resource::v1::ResourceSlice>,
+    ) -> Vec<Error> {
+        self.dra.slices.clear();
+        slices
+            .into_iter()
+            .filter_map(|s| self.apply_resource_slice(s).err())
+            .collect()
+    }
+
+    /// Adds or replaces a ResourceClaim. On error the previous version is removed (pods using
+    /// it wait, saying it is not found).
+    pub fn apply_resource_claim(
+        &mut self,
+        c: &k8s_openapi::api::resource::v1::ResourceClaim,
+    ) -> Result<()> {
+        let namespace = c.metadata.namespace.as_deref().unwrap_or("default");
+        let name = c.metadata.name.as_deref().unwrap_or_default();
+        self.delete_resource_claim(namespace, name);
+        let claim = crate::dra::claim(c)?;
+        self.dra.claims.insert(key_of(namespace, name), claim);
+        Ok(())
+    }
+
+    /// Removes a ResourceClaim.
+    pub fn delete_resource_claim(&mut self, namespace: &str, name: &str) {
+        self.dra.claims.remove(&key_of(namespace, name));
+    }
+
+    /// Replaces every ResourceClaim.
+    pub fn reset_resource_claims<'a>(
+        &mut self,
+        claims: impl IntoIterator<Item = &'a k8s_openapi::api::resource::v1::ResourceClaim>,
+    ) -> Vec<Error> {
+        self.dra.claims.clear();
+        claims
+            .into_iter()
+            .filter_map(|c| self.apply_resource_claim(c).err())
+            .collect()
+    }
+
+    /// Adds or replaces a ResourceClaimTemplate.
+    pub fn apply_resource_claim_template(
+        &mut self,
+        t: &k8s_openapi::api::resource::v1::ResourceClaimTemplate,
+    ) -> Result<()> {
+        let key = crate::dra::template(t)?;
+        self.dra.templates.insert(key);
+        Ok(())
+    }
+
+    /// Removes a ResourceClaimTemplate.
+    pub fn delete_resource_claim_template(&mut self, namespace: &str, name: &str) {
+        self.dra.templates.remove(&key_of(namespace, name));
+    }
+
+    /// Replaces every ResourceClaimTemplate.
+    pub fn reset_resource_claim_templates<'a>(
+        &mut self,
+        templates: impl IntoIterator<Item = &'a k8s_openapi::api::resource::v1::ResourceClaimTemplate>,
+    ) -> Vec<Error> {
+        self.dra.templates.clear();
+        templates
+            .into_iter()
+            .filter_map(|t| self.apply_resource_claim_template(t).err())
+            .collect()
+    }
+
     // ----- volumes -----
 
     /// Adds or replaces a PersistentVolumeClaim. On error the previous version is removed.
@@ -1771,6 +1892,13 @@ impl ClusterIndex {
                         with_claims = true;
                     }
                 }
+                if task.status == TaskStatus::Pending
+                    && (p.resource_claims.is_some() || !p.extended.is_empty())
+                {
+                    let none = crate::dra::PodClaims::default();
+                    let refs = p.resource_claims.as_deref().unwrap_or(&none);
+                    task.claims = self.dra.task_claims(refs, &p.extended).map(Arc::new);
+                }
                 if !self.budgets.is_empty() {
                     task.budget = self.budget_of(p, &mut snap.budgets);
                 }
@@ -1818,6 +1946,9 @@ impl ClusterIndex {
         }
         snap.queues = queues.into_values().collect();
         snap.nodes = nodes;
+        if !self.dra.is_empty() {
+            snap.dra = self.dra.inventory();
+        }
         if !self.hypernodes.is_empty() {
             snap.topology = crate::topology::build_tree(&self.hypernodes, &snap.nodes);
         }

@@ -17,6 +17,7 @@
 pub mod convert;
 pub mod derive;
 pub mod discovery;
+pub mod dra;
 mod error;
 pub mod gate;
 mod index;

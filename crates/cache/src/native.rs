@@ -117,7 +117,10 @@ pub fn podgroup(pg: &PodGroup) -> Result<NativeInfo> {
         }
     };
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
-        unsupported = Some("spec.resourceClaims (dynamic resource allocation)".into());
+        unsupported = Some(
+            "spec.resourceClaims (claims of a native PodGroup, shared by its pods, are not supported yet; a pod's own spec.resourceClaims are)"
+                .into(),
+        );
     }
     let conditions: Vec<Condition> = pg
         .status

@@ -86,12 +86,16 @@ fn attempt_inner(
         ssn.hold(job, Holdup::Fit(msg));
         return Attempt::Held;
     }
-    if let Some(&t) = tasks
-        .iter()
-        .find(|&&t| ssn.state.tasks[t].spec.unsupported.is_some())
-    {
+    if let Some(&t) = tasks.iter().find(|&&t| {
         let task = &ssn.state.tasks[t];
-        let what = task.spec.unsupported.as_deref().unwrap_or_default();
+        task.spec.unsupported.is_some() || dra_not_allocated(task)
+    }) {
+        let task = &ssn.state.tasks[t];
+        let what = task
+            .spec
+            .unsupported
+            .as_deref()
+            .unwrap_or("spec.resourceClaims (device allocation in the session)");
         let msg = format!(
             "pod {} uses {what}, which Caldera does not support yet",
             task.key()
@@ -103,20 +107,20 @@ fn attempt_inner(
         return Attempt::Held;
     }
     // A member whose claims keep it off every node (a missing claim, an unbound `Immediate`
-    // one) is not tried; the gang waits with kube-scheduler's message unless the others
-    // satisfy it.
-    // So is a member whose DRA claims are missing or not yet made from their templates.
-    let why_blocked = |ssn: &Session, t: usize| -> Option<String> {
-        let task = &ssn.state.tasks[t];
-        match &task.spec.volumes.blocked {
-            Some(b) => Some(b.to_string()),
-            None => ssn.state.devices.blocked(task),
-        }
+    // one, a DRA claim not created yet or missing) is not tried; the gang waits with
+    // kube-scheduler's message unless the others satisfy it.
+    let blocked_by = |t: &caldera_model::Task| -> Option<Arc<str>> {
+        t.spec
+            .volumes
+            .blocked
+            .as_deref()
+            .map(Arc::from)
+            .or_else(|| t.claims.as_ref().and_then(|c| c.waiting.clone()))
     };
     let blocked: Vec<usize> = tasks
         .iter()
         .copied()
-        .filter(|&t| why_blocked(ssn, t).is_some())
+        .filter(|&t| blocked_by(&ssn.state.tasks[t]).is_some())
         .collect();
     let tasks: Vec<usize> = if blocked.is_empty() {
         tasks
@@ -126,7 +130,7 @@ fn attempt_inner(
             "pod {}: 0/{} nodes are available: {}.",
             t.key(),
             ssn.state.nodes.len(),
-            why_blocked(ssn, blocked[0]).unwrap_or_default()
+            blocked_by(t).as_deref().unwrap_or_default()
         );
         ssn.hold(job, Holdup::Fit(msg));
         let rest: Vec<usize> = tasks.into_iter().filter(|t| !blocked.contains(t)).collect();
@@ -534,4 +538,13 @@ fn booked_nodes(ssn: &Session, job: usize) -> Vec<u32> {
         .filter(|&n| ssn.state.nodes[n].booked_for.as_ref() == Some(id))
         .map(|n| n as u32)
         .collect()
+}
+
+/// A member with DRA claims (all created) while the session does not allocate devices yet:
+/// never placed as if its claims did not exist. The dra-session work replaces this with the
+/// allocator (`caldera_dra::Allocator`); until then such a member waits, saying so.
+fn dra_not_allocated(task: &caldera_model::Task) -> bool {
+    task.claims
+        .as_ref()
+        .is_some_and(|c| c.waiting.is_none() && !c.claims.is_empty())
 }

@@ -503,13 +503,6 @@ impl Devices {
         self.decide(task, node, nodes).map(|_| ())
     }
 
-    /// Why `task` can go nowhere (a claim missing, or not made from its template yet), before
-    /// any node is looked at.
-    pub fn blocked(&self, task: &Task) -> Option<String> {
-        task.claims.as_ref()?;
-        self.resolve(task).err()
-    }
-
     fn touch(&self, devices: &[u32], out: &mut Vec<u32>) -> bool {
         for &d in devices {
             match self.local.get(d as usize).copied().unwrap_or(NONE) {

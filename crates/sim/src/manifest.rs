@@ -3,7 +3,8 @@
 //!
 //! Only the kinds the scheduler looks at are kept (Node, Pod, PodGroup, Queue, PriorityClass,
 //! HyperNode, Namespace, PodDisruptionBudget, PersistentVolume, PersistentVolumeClaim,
-//! StorageClass, CSINode, and `batch/v1` Job, JobSet and LeaderWorkerSet, whose controllers the
+//! StorageClass, CSINode, the DRA kinds DeviceClass, ResourceSlice, ResourceClaim and
+//! ResourceClaimTemplate, and `batch/v1` Job, JobSet and LeaderWorkerSet, whose controllers the
 //! simulator plays). Workload
 //! kinds whose pods a controller would create (Deployment, ...) are
 //! skipped with one notice per kind, since no controllers run in the simulator; other kinds
@@ -18,6 +19,9 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1alpha2::{
     PodGroup as NativePodGroup, Workload as NativeWorkload,
@@ -67,11 +71,19 @@ pub enum Kind {
     JobSet,
     /// `leaderworkerset.x-k8s.io` LeaderWorkerSet (its controller is played).
     LeaderWorkerSet,
+    /// `resource.k8s.io/v1` DeviceClass.
+    DeviceClass,
+    /// `resource.k8s.io/v1` ResourceSlice (published as a DRA driver would).
+    ResourceSlice,
+    /// `resource.k8s.io/v1` ResourceClaim.
+    ResourceClaim,
+    /// `resource.k8s.io/v1` ResourceClaimTemplate.
+    ResourceClaimTemplate,
 }
 
 impl Kind {
     /// Every kept kind.
-    pub const ALL: [Kind; 17] = [
+    pub const ALL: [Kind; 21] = [
         Kind::Namespace,
         Kind::PriorityClass,
         Kind::Queue,
@@ -89,6 +101,10 @@ impl Kind {
         Kind::Job,
         Kind::JobSet,
         Kind::LeaderWorkerSet,
+        Kind::DeviceClass,
+        Kind::ResourceSlice,
+        Kind::ResourceClaim,
+        Kind::ResourceClaimTemplate,
     ];
 
     /// The `kind` spelling.
@@ -111,6 +127,10 @@ impl Kind {
             Kind::NativePodGroup => "PodGroup",
             Kind::JobSet => "JobSet",
             Kind::LeaderWorkerSet => "LeaderWorkerSet",
+            Kind::DeviceClass => "DeviceClass",
+            Kind::ResourceSlice => "ResourceSlice",
+            Kind::ResourceClaim => "ResourceClaim",
+            Kind::ResourceClaimTemplate => "ResourceClaimTemplate",
         }
     }
 
@@ -130,6 +150,10 @@ impl Kind {
             Kind::Job => "batch",
             Kind::JobSet => "jobset.x-k8s.io",
             Kind::LeaderWorkerSet => "leaderworkerset.x-k8s.io",
+            Kind::DeviceClass
+            | Kind::ResourceSlice
+            | Kind::ResourceClaim
+            | Kind::ResourceClaimTemplate => "resource.k8s.io",
         }
     }
 
@@ -146,6 +170,8 @@ impl Kind {
                 | Kind::NativePodGroup
                 | Kind::JobSet
                 | Kind::LeaderWorkerSet
+                | Kind::ResourceClaim
+                | Kind::ResourceClaimTemplate
         )
     }
 
@@ -217,6 +243,14 @@ pub enum Object {
     JobSet(Workload),
     /// A LeaderWorkerSet, read untyped.
     LeaderWorkerSet(Workload),
+    /// A DeviceClass.
+    DeviceClass(DeviceClass),
+    /// A ResourceSlice.
+    ResourceSlice(ResourceSlice),
+    /// A ResourceClaim.
+    ResourceClaim(ResourceClaim),
+    /// A ResourceClaimTemplate.
+    ResourceClaimTemplate(ResourceClaimTemplate),
 }
 
 impl Object {
@@ -240,6 +274,10 @@ impl Object {
             Object::NativePodGroup(_) => Kind::NativePodGroup,
             Object::JobSet(_) => Kind::JobSet,
             Object::LeaderWorkerSet(_) => Kind::LeaderWorkerSet,
+            Object::DeviceClass(_) => Kind::DeviceClass,
+            Object::ResourceSlice(_) => Kind::ResourceSlice,
+            Object::ResourceClaim(_) => Kind::ResourceClaim,
+            Object::ResourceClaimTemplate(_) => Kind::ResourceClaimTemplate,
         }
     }
 
@@ -261,6 +299,10 @@ impl Object {
             Object::Workload(o) => &o.metadata,
             Object::NativePodGroup(o) => &o.metadata,
             Object::JobSet(o) | Object::LeaderWorkerSet(o) => &o.metadata,
+            Object::DeviceClass(o) => &o.metadata,
+            Object::ResourceSlice(o) => &o.metadata,
+            Object::ResourceClaim(o) => &o.metadata,
+            Object::ResourceClaimTemplate(o) => &o.metadata,
         }
     }
 
@@ -434,6 +476,10 @@ fn parse_document(
         Kind::NativePodGroup => Object::NativePodGroup(typed(value, origin)?),
         Kind::JobSet => Object::JobSet(typed(value, origin)?),
         Kind::LeaderWorkerSet => Object::LeaderWorkerSet(typed(value, origin)?),
+        Kind::DeviceClass => Object::DeviceClass(typed(value, origin)?),
+        Kind::ResourceSlice => Object::ResourceSlice(typed(value, origin)?),
+        Kind::ResourceClaim => Object::ResourceClaim(typed(value, origin)?),
+        Kind::ResourceClaimTemplate => Object::ResourceClaimTemplate(typed(value, origin)?),
     };
     if object.name().is_empty() {
         return Err(Error::Invalid {
@@ -476,6 +522,10 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
         Object::PersistentVolumeClaim(c) => caldera_cache::volumes::claim(c).map(drop),
         Object::PodDisruptionBudget(_) | Object::CSINode(_) | Object::Workload(_) => Ok(()),
         Object::NativePodGroup(pg) => caldera_cache::native::podgroup(pg).map(drop),
+        Object::DeviceClass(c) => caldera_cache::dra::device_class(c).map(drop),
+        Object::ResourceSlice(s) => caldera_cache::dra::slice(s).map(drop),
+        Object::ResourceClaim(c) => caldera_cache::dra::claim(c).map(drop),
+        Object::ResourceClaimTemplate(t) => caldera_cache::dra::template(t).map(drop),
         // Its pods convert as the template does (a pod's name stands in for theirs).
         Object::Job(job) => {
             let template = job

@@ -52,6 +52,9 @@ use k8s_openapi::api::core::v1::PodTemplate;
 use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodCondition, PodStatus};
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1alpha2::{
     PodGroup as NativePodGroup, Workload as NativeWorkload,
@@ -191,6 +194,10 @@ pub struct Store {
     volumes: BTreeMap<String, PersistentVolume>,
     storage_classes: BTreeMap<String, StorageClass>,
     csinodes: BTreeMap<String, CSINode>,
+    device_classes: BTreeMap<String, DeviceClass>,
+    resource_slices: BTreeMap<String, ResourceSlice>,
+    resource_claims: BTreeMap<Key, ResourceClaim>,
+    claim_templates: BTreeMap<Key, ResourceClaimTemplate>,
     statefulsets: BTreeMap<Key, StatefulSet>,
     jobs: BTreeMap<Key, Job>,
     native_podgroups: BTreeMap<Key, NativePodGroup>,
@@ -321,24 +328,43 @@ impl Store {
         true
     }
 
-    // TEMPORARY-DRA-STUB-START
-    /// The ResourceClaim `namespace/name` (stub until the DRA kinds are stored).
-    pub fn resource_claim(
-        &self,
-        _namespace: &str,
-        _name: &str,
-    ) -> Option<&k8s_openapi::api::resource::v1::ResourceClaim> {
-        None
+    /// DeviceClasses, by name.
+    pub fn device_classes(&self) -> impl Iterator<Item = &DeviceClass> {
+        self.device_classes.values()
     }
 
-    /// Stub until the DRA kinds are stored.
-    pub fn put_resource_claim(
-        &mut self,
-        _claim: k8s_openapi::api::resource::v1::ResourceClaim,
-    ) -> Result<(), caldera_cache::Error> {
+    /// ResourceSlices, by name.
+    pub fn resource_slices(&self) -> impl Iterator<Item = &ResourceSlice> {
+        self.resource_slices.values()
+    }
+
+    /// ResourceClaims, by (namespace, name).
+    pub fn resource_claims(&self) -> impl Iterator<Item = &ResourceClaim> {
+        self.resource_claims.values()
+    }
+
+    /// The ResourceClaim `namespace/name`.
+    pub fn resource_claim(&self, namespace: &str, name: &str) -> Option<&ResourceClaim> {
+        self.resource_claims
+            .get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// ResourceClaimTemplates, by (namespace, name).
+    pub fn resource_claim_templates(&self) -> impl Iterator<Item = &ResourceClaimTemplate> {
+        self.claim_templates.values()
+    }
+
+    /// Stores a ResourceClaim exactly as given, status included (what a status write or the
+    /// resource-claim controller leaves), and shows it to the scheduler. Refused, changing
+    /// nothing, when the scheduler's conversion rejects it.
+    pub fn put_resource_claim(&mut self, claim: ResourceClaim) -> Result<(), caldera_cache::Error> {
+        caldera_cache::dra::claim(&claim)?;
+        let key = (ns_of(&claim.metadata), name_of(&claim.metadata));
+        let _ = self.index.apply_resource_claim(&claim);
+        self.resource_claims.insert(key, claim);
+        self.generation += 1;
         Ok(())
     }
-    // TEMPORARY-DRA-STUB-END
 
     /// The claim `namespace/name`.
     pub fn claim(&self, namespace: &str, name: &str) -> Option<&PersistentVolumeClaim> {
@@ -705,6 +731,50 @@ impl Store {
                 }
                 replace(&mut self.csinodes, name, o)
             }
+            Object::DeviceClass(mut o) => {
+                let name = name_of(&o.metadata);
+                match self.device_classes.get(&name) {
+                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
+                    None => self.fresh_meta(&mut o.metadata, false, now),
+                }
+                self.index.apply_device_class(&o)?;
+                replace(&mut self.device_classes, name, o)
+            }
+            Object::ResourceSlice(mut o) => {
+                let name = name_of(&o.metadata);
+                match self.resource_slices.get(&name) {
+                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
+                    None => self.fresh_meta(&mut o.metadata, false, now),
+                }
+                self.index.apply_resource_slice(&o)?;
+                replace(&mut self.resource_slices, name, o)
+            }
+            Object::ResourceClaim(mut o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                match self.resource_claims.get(&key) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        if o.metadata.finalizers.is_none() {
+                            o.metadata.finalizers = old.metadata.finalizers.clone();
+                        }
+                        // Status is written through the status subresource only.
+                        o.status = old.status.clone();
+                    }
+                    // A manifest may give a status (a claim allocated before the scenario).
+                    None => self.fresh_meta(&mut o.metadata, true, now),
+                }
+                self.index.apply_resource_claim(&o)?;
+                replace(&mut self.resource_claims, key, o)
+            }
+            Object::ResourceClaimTemplate(mut o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                match self.claim_templates.get(&key) {
+                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
+                    None => self.fresh_meta(&mut o.metadata, true, now),
+                }
+                self.index.apply_resource_claim_template(&o)?;
+                replace(&mut self.claim_templates, key, o)
+            }
             Object::PersistentVolume(mut o) => {
                 let name = name_of(&o.metadata);
                 match self.volumes.get(&name) {
@@ -813,12 +883,39 @@ impl Store {
         self.index.reset_csinodes(self.csinodes.values());
     }
 
-    /// Stores a storage object (StorageClass, CSINode, PersistentVolume or claim) exactly as
+    /// Stores a storage object (StorageClass, CSINode, PersistentVolume or claim) or a DRA
+    /// object (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate) exactly as
     /// given, status included, without admission and without running the PV controller: a
     /// live cluster's object as read back (its own controller has run). An object of another
     /// kind is given back, untouched.
     pub fn insert_read(&mut self, object: Object) -> Option<Object> {
         match object {
+            Object::DeviceClass(o) => {
+                let _ = self.index.apply_device_class(&o);
+                self.device_classes.insert(name_of(&o.metadata), o);
+                self.generation += 1;
+                return None;
+            }
+            Object::ResourceSlice(o) => {
+                let _ = self.index.apply_resource_slice(&o);
+                self.resource_slices.insert(name_of(&o.metadata), o);
+                self.generation += 1;
+                return None;
+            }
+            Object::ResourceClaim(o) => {
+                let _ = self.index.apply_resource_claim(&o);
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                self.resource_claims.insert(key, o);
+                self.generation += 1;
+                return None;
+            }
+            Object::ResourceClaimTemplate(o) => {
+                let _ = self.index.apply_resource_claim_template(&o);
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                self.claim_templates.insert(key, o);
+                self.generation += 1;
+                return None;
+            }
             Object::StorageClass(o) => {
                 self.storage_classes.insert(name_of(&o.metadata), o);
             }
@@ -1339,6 +1436,22 @@ impl Store {
             }
             Kind::StorageClass => self.storage_classes.remove(name).is_some(),
             Kind::CSINode => self.csinodes.remove(name).is_some(),
+            Kind::DeviceClass => {
+                self.index.delete_device_class(name);
+                self.device_classes.remove(name).is_some()
+            }
+            Kind::ResourceSlice => {
+                self.index.delete_resource_slice(name);
+                self.resource_slices.remove(name).is_some()
+            }
+            Kind::ResourceClaim => {
+                self.index.delete_resource_claim(&ns, name);
+                self.resource_claims.remove(&key).is_some()
+            }
+            Kind::ResourceClaimTemplate => {
+                self.index.delete_resource_claim_template(&ns, name);
+                self.claim_templates.remove(&key).is_some()
+            }
             Kind::PersistentVolume => self.volumes.remove(name).is_some(),
             Kind::PersistentVolumeClaim => self.claims.remove(&key).is_some(),
             Kind::NativePodGroup => {

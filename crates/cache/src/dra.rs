@@ -1,0 +1,1293 @@
+//! Dynamic Resource Allocation objects (`resource.k8s.io/v1`) → model: DeviceClasses,
+//! ResourceSlices (assembled into pools: only the newest generation of a pool, and only when
+//! all its `resourceSliceCount` slices are present), ResourceClaims, ResourceClaimTemplates,
+//! and a pod's claims resolved as kube-scheduler resolves them (`resourceClaimName`, or a
+//! template's claim named in `pod.status.resourceClaimStatuses`).
+//!
+//! Inputs Caldera does not evaluate are refused loudly where they would change a decision: a
+//! device using them is never allocated (its `unsupported` says why), a claim using them cannot
+//! be allocated (its `unsupported` is the message its pods show).
+
+use crate::convert::{selector_term, Ctx};
+use crate::error::{ObjectKind, Problem, Result};
+use caldera_model::dra::{
+    AllocatedConfig, Allocation, AllocationMode, AttributeValue, Capacity, Claim, ConfigSource,
+    Consumer, Device, DeviceClass, DeviceConfig, DeviceInventory, DeviceNodes, DeviceRequest,
+    DeviceResult, ExactRequest, ExtendedRequest, MatchAttribute, PodClaim, RequestKind, SubRequest,
+    TaskClaims, UnusablePool,
+};
+use caldera_model::{parse_quantity, Scale, SelectorTerm};
+use k8s_openapi::api::core::v1::{NodeSelector, Pod, PodSpec};
+use k8s_openapi::api::resource::v1 as api;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// One ResourceSlice, converted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceInfo {
+    /// `spec.driver`.
+    pub driver: Arc<str>,
+    /// `spec.pool.name`.
+    pub pool: Arc<str>,
+    /// `spec.pool.generation`.
+    pub generation: i64,
+    /// `spec.pool.resourceSliceCount`.
+    pub slice_count: i64,
+    /// Where the slice's devices are reachable (per device with `perDeviceNodeSelection`:
+    /// then each device carries its own).
+    pub nodes: DeviceNodes,
+    /// Its devices.
+    pub devices: Vec<Device>,
+}
+
+/// What the index keeps of the four kinds.
+#[derive(Debug, Clone, Default)]
+pub struct DraIndex {
+    /// DeviceClasses by name.
+    pub classes: BTreeMap<Arc<str>, DeviceClass>,
+    /// ResourceSlices by name.
+    pub slices: BTreeMap<Arc<str>, SliceInfo>,
+    /// ResourceClaims by (namespace, name).
+    pub claims: BTreeMap<(Arc<str>, Arc<str>), Claim>,
+    /// ResourceClaimTemplates: (namespace, name).
+    pub templates: BTreeSet<(Arc<str>, Arc<str>)>,
+}
+
+impl DraIndex {
+    /// Nothing known.
+    pub fn is_empty(&self) -> bool {
+        self.classes.is_empty() && self.slices.is_empty() && self.claims.is_empty()
+    }
+
+    /// The inventory a snapshot carries: pools assembled from their slices, classes, claims.
+    pub fn inventory(&self) -> DeviceInventory {
+        let mut pools: BTreeMap<(&str, &str), Vec<&SliceInfo>> = BTreeMap::new();
+        for s in self.slices.values() {
+            pools.entry((&s.driver, &s.pool)).or_default().push(s);
+        }
+        let mut devices = Vec::new();
+        let mut unusable_pools = Vec::new();
+        for ((driver, pool), slices) in pools {
+            let newest = slices.iter().map(|s| s.generation).max().unwrap_or(0);
+            let current: Vec<&SliceInfo> = slices
+                .into_iter()
+                .filter(|s| s.generation == newest)
+                .collect();
+            let nodes = || current.iter().map(|s| s.nodes.clone()).collect::<Vec<_>>();
+            let count = current.iter().map(|s| s.slice_count).max().unwrap_or(0);
+            let mut names = BTreeSet::new();
+            let duplicate = current
+                .iter()
+                .flat_map(|s| &s.devices)
+                .any(|d| !names.insert(d.name.clone()));
+            let contradict = current.iter().any(|s| s.slice_count != count);
+            if duplicate || contradict {
+                unusable_pools.push(UnusablePool {
+                    driver: Arc::from(driver),
+                    pool: Arc::from(pool),
+                    nodes: nodes(),
+                    invalid: true,
+                });
+                continue;
+            }
+            if (current.len() as i64) < count {
+                unusable_pools.push(UnusablePool {
+                    driver: Arc::from(driver),
+                    pool: Arc::from(pool),
+                    nodes: nodes(),
+                    invalid: false,
+                });
+                continue;
+            }
+            devices.extend(current.iter().flat_map(|s| s.devices.iter().cloned()));
+        }
+        devices.sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
+        DeviceInventory {
+            devices,
+            classes: self.classes.values().cloned().collect(),
+            claims: self.claims.values().cloned().collect(),
+            unusable_pools,
+        }
+    }
+
+    /// A pod's DRA inputs, resolved against the claims known (`None`: it has none).
+    /// `extended` are its extended-resource requests ([`extended_requests`]); only those a
+    /// DeviceClass may serve are kept.
+    pub fn task_claims(&self, pod: &PodClaims, extended: &[ExtendedRequest]) -> Option<TaskClaims> {
+        let extended: Vec<ExtendedRequest> = extended
+            .iter()
+            .filter(|e| self.serves(&e.resource))
+            .cloned()
+            .collect();
+        if pod.refs.is_empty() && extended.is_empty() {
+            return None;
+        }
+        let mut out = TaskClaims {
+            extended,
+            extended_claim: pod.extended_claim.clone(),
+            ..TaskClaims::default()
+        };
+        let pod_key = format!("{}/{}", pod.namespace, pod.name);
+        for r in &pod.refs {
+            let (name, from_template) = match &r.source {
+                ClaimSource::Named(n) => (n.clone(), false),
+                ClaimSource::Template(_, Some(Some(n))) => (n.clone(), true),
+                // The resource-claim controller decided that no claim is needed.
+                ClaimSource::Template(_, Some(None)) => continue,
+                ClaimSource::Template(t, None) => {
+                    let template = if self.templates.contains(&(pod.namespace.clone(), t.clone())) {
+                        String::new()
+                    } else {
+                        format!(" (resourceclaimtemplate {t:?} not found)")
+                    };
+                    out.waiting.get_or_insert_with(|| {
+                        Arc::from(format!(
+                            "pod \"{pod_key}\": ResourceClaim not created yet for {:?}{template}",
+                            r.name
+                        ))
+                    });
+                    continue;
+                }
+            };
+            match self.claims.get(&(pod.namespace.clone(), name.clone())) {
+                None => {
+                    out.waiting.get_or_insert_with(|| {
+                        Arc::from(format!(
+                            "resourceclaim.resource.k8s.io \"{name}\" not found"
+                        ))
+                    });
+                }
+                Some(c) if c.deleting => {
+                    out.waiting.get_or_insert_with(|| {
+                        Arc::from(format!("resourceclaim \"{name}\" is being deleted"))
+                    });
+                }
+                Some(c)
+                    if from_template
+                        && c.owner
+                            .as_ref()
+                            .is_none_or(|(kind, uid)| &**kind != "Pod" || *uid != pod.uid) =>
+                {
+                    out.waiting.get_or_insert_with(|| {
+                        Arc::from(format!(
+                            "ResourceClaim {}/{name} was not created for pod {pod_key} (pod is not owner)",
+                            pod.namespace
+                        ))
+                    });
+                }
+                Some(_) => {}
+            }
+            out.claims.push(PodClaim {
+                pod_claim: r.name.clone(),
+                claim: name,
+                from_template,
+            });
+        }
+        Some(out)
+    }
+
+    /// Whether some DeviceClass serves the extended resource `resource`.
+    fn serves(&self, resource: &str) -> bool {
+        self.classes
+            .values()
+            .any(|c| c.extended_resource_name.as_deref() == Some(resource))
+            || resource
+                .strip_prefix(caldera_model::dra::IMPLICIT_EXTENDED_RESOURCE_PREFIX)
+                .is_some_and(|class| self.classes.contains_key(class))
+    }
+}
+
+/// Where a pod's `spec.resourceClaims[]` entry gets its claim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ClaimSource {
+    /// `resourceClaimName`.
+    Named(Arc<str>),
+    /// `resourceClaimTemplateName`, and what `status.resourceClaimStatuses` says for it:
+    /// `None` no entry yet; `Some(None)` no claim needed; `Some(Some(name))` the claim.
+    Template(Arc<str>, Option<Option<Arc<str>>>),
+}
+
+/// One `spec.resourceClaims[]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodClaimRef {
+    /// `name`.
+    pub name: Arc<str>,
+    /// Where its claim comes from.
+    pub source: ClaimSource,
+}
+
+/// A pod's claims as read from the pod, resolved at snapshot time.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct PodClaims {
+    /// Pod namespace.
+    pub namespace: Arc<str>,
+    /// Pod name.
+    pub name: Arc<str>,
+    /// Pod uid (a template's claim must be owned by it).
+    pub uid: Arc<str>,
+    /// `spec.resourceClaims`.
+    pub refs: Vec<PodClaimRef>,
+    /// `status.extendedResourceClaimStatus.resourceClaimName`.
+    pub extended_claim: Option<Arc<str>>,
+}
+
+/// Reads a pod's `spec.resourceClaims` and the statuses naming its template claims. An entry
+/// with neither or both of `resourceClaimName` and `resourceClaimTemplateName` is an error.
+pub fn pod_claims(pod: &Pod) -> Result<Option<PodClaims>> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Ok(None);
+    };
+    let status = pod.status.as_ref();
+    let extended_claim = status
+        .and_then(|s| s.extended_resource_claim_status.as_ref())
+        .map(|s| Arc::from(s.resource_claim_name.as_str()));
+    let refs_in = spec.resource_claims.as_deref().unwrap_or_default();
+    if refs_in.is_empty() && extended_claim.is_none() {
+        return Ok(None);
+    }
+    let ctx = Ctx::new(ObjectKind::Pod, &pod.metadata);
+    let statuses = status.and_then(|s| s.resource_claim_statuses.as_ref());
+    let mut refs = Vec::with_capacity(refs_in.len());
+    for (i, r) in refs_in.iter().enumerate() {
+        let field = format!("spec.resourceClaims[{i}]");
+        let source = match (&r.resource_claim_name, &r.resource_claim_template_name) {
+            (Some(n), None) if !n.is_empty() => ClaimSource::Named(Arc::from(n.as_str())),
+            (None, Some(t)) if !t.is_empty() => {
+                let made = statuses
+                    .and_then(|ss| ss.iter().find(|s| s.name == r.name))
+                    .map(|s| s.resource_claim_name.as_deref().map(Arc::from));
+                ClaimSource::Template(Arc::from(t.as_str()), made)
+            }
+            _ => return Err(ctx.err(
+                field,
+                Problem::Invalid(
+                    "exactly one of resourceClaimName and resourceClaimTemplateName must be set"
+                        .into(),
+                ),
+            )),
+        };
+        refs.push(PodClaimRef {
+            name: Arc::from(r.name.as_str()),
+            source,
+        });
+    }
+    let meta = &pod.metadata;
+    Ok(Some(PodClaims {
+        namespace: Arc::from(meta.namespace.as_deref().unwrap_or("default")),
+        name: Arc::from(meta.name.as_deref().unwrap_or_default()),
+        uid: Arc::from(meta.uid.as_deref().unwrap_or_default()),
+        refs,
+        extended_claim,
+    }))
+}
+
+/// Whether `name` is an extended resource as Kubernetes' `IsExtendedResourceName` says (a
+/// domain-qualified name not containing `kubernetes.io/`, not a quota `requests.` name), or
+/// the implicit name of a DeviceClass (`deviceclass.resource.kubernetes.io/<class>`), which
+/// the bridge serves too.
+fn is_extended(name: &str) -> bool {
+    if name.starts_with(caldera_model::dra::IMPLICIT_EXTENDED_RESOURCE_PREFIX) {
+        return true;
+    }
+    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+}
+
+/// Every container's (init containers too) requests for extended resources, whole units
+/// (limits stand in for missing requests, as Kubernetes defaults them).
+pub fn extended_requests(spec: &PodSpec) -> Vec<ExtendedRequest> {
+    let mut out = Vec::new();
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter());
+    for c in containers {
+        let Some(res) = c.resources.as_ref() else {
+            continue;
+        };
+        let mut names: BTreeMap<&str, &k8s_openapi::apimachinery::pkg::api::resource::Quantity> =
+            BTreeMap::new();
+        for (n, q) in res.limits.iter().flatten() {
+            names.insert(n, q);
+        }
+        for (n, q) in res.requests.iter().flatten() {
+            names.insert(n, q);
+        }
+        for (n, q) in names {
+            if !is_extended(n) {
+                continue;
+            }
+            // A malformed quantity is reported by the pod's conversion; here it is skipped.
+            if let Ok(count) = parse_quantity(&q.0, Scale::Units) {
+                if count > 0 {
+                    out.push(ExtendedRequest {
+                        container: Arc::from(c.name.as_str()),
+                        resource: Arc::from(n),
+                        count,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Fully qualifies an attribute or capacity name: `name` → `<driver>/name`.
+fn qualify(driver: &str, name: &str) -> Arc<str> {
+    if name.contains('/') {
+        Arc::from(name)
+    } else {
+        Arc::from(format!("{driver}/{name}"))
+    }
+}
+
+fn node_selector(ctx: &Ctx, field: &str, ns: &NodeSelector) -> Result<Vec<SelectorTerm>> {
+    ns.node_selector_terms
+        .iter()
+        .enumerate()
+        .map(|(i, t)| selector_term(ctx, &format!("{field}.nodeSelectorTerms[{i}]"), t))
+        .collect()
+}
+
+/// `nodeName` / `nodeSelector` / `allNodes`: exactly one.
+fn nodes_of(
+    ctx: &Ctx,
+    field: &str,
+    node_name: Option<&String>,
+    selector: Option<&NodeSelector>,
+    all: Option<bool>,
+) -> Result<Option<DeviceNodes>> {
+    let node_name = node_name.filter(|n| !n.is_empty());
+    let all = all == Some(true);
+    match (node_name, selector, all) {
+        (Some(n), None, false) => Ok(Some(DeviceNodes::Node(Arc::from(n.as_str())))),
+        (None, Some(s), false) => Ok(Some(DeviceNodes::Selector(node_selector(
+            ctx,
+            &format!("{field}nodeSelector"),
+            s,
+        )?))),
+        (None, None, true) => Ok(Some(DeviceNodes::All)),
+        (None, None, false) => Ok(None),
+        _ => Err(ctx.err(
+            format!("{field}nodeName"),
+            Problem::Invalid(
+                "exactly one of nodeName, nodeSelector and allNodes may be set".into(),
+            ),
+        )),
+    }
+}
+
+/// Converts a ResourceSlice.
+pub fn slice(s: &api::ResourceSlice) -> Result<SliceInfo> {
+    let ctx = Ctx::new(ObjectKind::ResourceSlice, &s.metadata);
+    ctx.name(&s.metadata)?;
+    let spec = &s.spec;
+    if spec.driver.is_empty() {
+        return Err(ctx.err("spec.driver", Problem::Missing));
+    }
+    if spec.pool.name.is_empty() {
+        return Err(ctx.err("spec.pool.name", Problem::Missing));
+    }
+    let per_device = spec.per_device_node_selection == Some(true);
+    let slice_nodes = nodes_of(
+        &ctx,
+        "spec.",
+        spec.node_name.as_ref(),
+        spec.node_selector.as_ref(),
+        spec.all_nodes,
+    )?;
+    let nodes = match (slice_nodes, per_device) {
+        (Some(n), false) => n,
+        (None, true) => DeviceNodes::All,
+        _ => {
+            return Err(ctx.err(
+                "spec.nodeName",
+                Problem::Invalid(
+                    "exactly one of nodeName, nodeSelector, allNodes and perDeviceNodeSelection must be set"
+                        .into(),
+                ),
+            ))
+        }
+    };
+    let driver: Arc<str> = Arc::from(spec.driver.as_str());
+    let pool: Arc<str> = Arc::from(spec.pool.name.as_str());
+    let mut devices = Vec::new();
+    for (i, d) in spec.devices.iter().flatten().enumerate() {
+        let field = format!("spec.devices[{i}]");
+        if d.name.is_empty() {
+            return Err(ctx.err(format!("{field}.name"), Problem::Missing));
+        }
+        let mut unsupported: Option<String> = None;
+        let mut attributes = BTreeMap::new();
+        for (name, a) in d.attributes.iter().flatten() {
+            let value = match (&a.int, &a.bool, &a.string, &a.version) {
+                (Some(v), None, None, None) => AttributeValue::Int(*v),
+                (None, Some(v), None, None) => AttributeValue::Bool(*v),
+                (None, None, Some(v), None) => AttributeValue::String(Arc::from(v.as_str())),
+                (None, None, None, Some(v)) => AttributeValue::Version(Arc::from(v.as_str())),
+                _ => {
+                    unsupported.get_or_insert_with(|| {
+                        format!("attribute {name:?} is a list or has no single value (list attributes are not evaluated)")
+                    });
+                    continue;
+                }
+            };
+            attributes.insert(qualify(&driver, name), value);
+        }
+        let mut capacity = BTreeMap::new();
+        for (name, c) in d.capacity.iter().flatten() {
+            let milli = parse_quantity(&c.value.0, Scale::Milli)
+                .map_err(|e| ctx.err(format!("{field}.capacity[{name}].value"), e))?;
+            capacity.insert(
+                qualify(&driver, name),
+                Capacity {
+                    milli,
+                    text: Arc::from(c.value.0.as_str()),
+                },
+            );
+        }
+        let own = nodes_of(
+            &ctx,
+            &format!("{field}."),
+            d.node_name.as_ref(),
+            d.node_selector.as_ref(),
+            d.all_nodes,
+        )?;
+        let device_nodes = match (per_device, own) {
+            (true, Some(n)) => n,
+            (true, None) => {
+                return Err(ctx.err(
+                    format!("{field}.nodeName"),
+                    Problem::Invalid(
+                        "with perDeviceNodeSelection each device sets nodeName, nodeSelector or allNodes"
+                            .into(),
+                    ),
+                ))
+            }
+            (false, Some(_)) => {
+                return Err(ctx.err(
+                    format!("{field}.nodeName"),
+                    Problem::Invalid("set only with spec.perDeviceNodeSelection".into()),
+                ))
+            }
+            (false, None) => nodes.clone(),
+        };
+        let refused = [
+            (
+                d.taints.iter().flatten().any(|t| t.effect != "None"),
+                "taints (device taints are not evaluated: a tainted device is never allocated)",
+            ),
+            (
+                d.allow_multiple_allocations == Some(true),
+                "allowMultipleAllocations",
+            ),
+            (d.binds_to_node == Some(true), "bindsToNode"),
+            (
+                d.binding_conditions.as_ref().is_some_and(|b| !b.is_empty()),
+                "bindingConditions",
+            ),
+            (
+                d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()),
+                "consumesCounters (partitionable devices)",
+            ),
+            (
+                d.node_allocatable_resource_mappings
+                    .as_ref()
+                    .is_some_and(|m| !m.is_empty()),
+                "nodeAllocatableResourceMappings",
+            ),
+        ];
+        for (set, what) in refused {
+            if set {
+                unsupported.get_or_insert_with(|| format!("{what} is not supported"));
+            }
+        }
+        devices.push(Device {
+            driver: driver.clone(),
+            pool: pool.clone(),
+            name: Arc::from(d.name.as_str()),
+            attributes,
+            capacity,
+            nodes: device_nodes,
+            unsupported: unsupported.map(Arc::from),
+        });
+    }
+    Ok(SliceInfo {
+        driver,
+        pool,
+        generation: spec.pool.generation,
+        slice_count: spec.pool.resource_slice_count,
+        nodes,
+        devices,
+    })
+}
+
+fn selectors(
+    ctx: &Ctx,
+    field: &str,
+    s: Option<&Vec<api::DeviceSelector>>,
+) -> Result<Vec<Arc<str>>> {
+    s.into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, sel)| {
+            sel.cel
+                .as_ref()
+                .map(|c| Arc::from(c.expression.as_str()))
+                .ok_or_else(|| {
+                    ctx.err(
+                        format!("{field}.selectors[{i}].cel"),
+                        Problem::Invalid(
+                            "CEL expression empty (unsupported selector type?)".into(),
+                        ),
+                    )
+                })
+        })
+        .collect()
+}
+
+fn opaque(
+    ctx: &Ctx,
+    field: &str,
+    o: Option<&api::OpaqueDeviceConfiguration>,
+    requests: Option<&Vec<String>>,
+) -> Result<DeviceConfig> {
+    let o = o.ok_or_else(|| ctx.err(format!("{field}.opaque"), Problem::Missing))?;
+    let parameters = serde_json::to_string(&o.parameters.0).map_err(|e| {
+        ctx.err(
+            format!("{field}.opaque.parameters"),
+            Problem::Invalid(e.to_string()),
+        )
+    })?;
+    Ok(DeviceConfig {
+        requests: requests
+            .into_iter()
+            .flatten()
+            .map(|r| Arc::from(r.as_str()))
+            .collect(),
+        driver: Arc::from(o.driver.as_str()),
+        parameters: Arc::from(parameters),
+    })
+}
+
+/// Converts a DeviceClass.
+pub fn device_class(c: &api::DeviceClass) -> Result<DeviceClass> {
+    let ctx = Ctx::new(ObjectKind::DeviceClass, &c.metadata);
+    let name = ctx.name(&c.metadata)?;
+    let spec = &c.spec;
+    let config = spec
+        .config
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, cfg)| {
+            opaque(
+                &ctx,
+                &format!("spec.config[{i}]"),
+                cfg.opaque.as_ref(),
+                None,
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(DeviceClass {
+        name: Arc::from(name),
+        selectors: selectors(&ctx, "spec", spec.selectors.as_ref())?,
+        config,
+        extended_resource_name: spec
+            .extended_resource_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .map(Arc::from),
+        created: c
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(crate::convert::time)
+            .unwrap_or_default(),
+    })
+}
+
+/// `allocationMode` and `count`, the spec's common part of `exactly` and subrequests.
+#[allow(clippy::too_many_arguments)]
+fn exact(
+    ctx: &Ctx,
+    field: &str,
+    class: &str,
+    mode: Option<&String>,
+    count: Option<i64>,
+    sels: Option<&Vec<api::DeviceSelector>>,
+    admin: Option<bool>,
+    unsupported: &mut Option<String>,
+    tolerations: bool,
+    capacity: bool,
+) -> Result<ExactRequest> {
+    let mode = match mode.map(String::as_str) {
+        None | Some("") | Some("ExactCount") => {
+            let n = count.unwrap_or(1);
+            let n = u32::try_from(n).map_err(|_| {
+                ctx.err(
+                    format!("{field}.count"),
+                    Problem::Invalid(format!("{n} is out of range")),
+                )
+            })?;
+            AllocationMode::ExactCount(n)
+        }
+        Some("All") => AllocationMode::All,
+        Some(other) => {
+            return Err(ctx.err(
+                format!("{field}.allocationMode"),
+                Problem::UnknownValue {
+                    value: other.to_string(),
+                    expected: "ExactCount, All",
+                },
+            ))
+        }
+    };
+    if tolerations {
+        unsupported.get_or_insert_with(|| {
+            format!("{field}.tolerations: device tolerations are not supported")
+        });
+    }
+    if capacity {
+        unsupported.get_or_insert_with(|| {
+            format!("{field}.capacity: capacity requests are not supported")
+        });
+    }
+    Ok(ExactRequest {
+        class: Arc::from(class),
+        selectors: selectors(ctx, field, sels)?,
+        mode,
+        admin_access: admin == Some(true),
+    })
+}
+
+/// Converts a ResourceClaim.
+pub fn claim(c: &api::ResourceClaim) -> Result<Claim> {
+    let ctx = Ctx::new(ObjectKind::ResourceClaim, &c.metadata);
+    let meta = &c.metadata;
+    let name = ctx.name(meta)?;
+    let devices = &c.spec.devices;
+    let mut unsupported: Option<String> = None;
+    let mut requests = Vec::new();
+    for (i, r) in devices
+        .as_ref()
+        .and_then(|d| d.requests.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let field = format!("spec.devices.requests[{i}]");
+        let kind = match (&r.exactly, &r.first_available) {
+            (Some(e), None) => RequestKind::Exactly(exact(
+                &ctx,
+                &format!("{field}.exactly"),
+                &e.device_class_name,
+                e.allocation_mode.as_ref(),
+                e.count,
+                e.selectors.as_ref(),
+                e.admin_access,
+                &mut unsupported,
+                e.tolerations.as_ref().is_some_and(|t| !t.is_empty()),
+                e.capacity.is_some(),
+            )?),
+            (None, Some(subs)) if !subs.is_empty() => {
+                let mut out = Vec::with_capacity(subs.len());
+                for (j, s) in subs.iter().enumerate() {
+                    out.push(SubRequest {
+                        name: Arc::from(s.name.as_str()),
+                        spec: exact(
+                            &ctx,
+                            &format!("{field}.firstAvailable[{j}]"),
+                            &s.device_class_name,
+                            s.allocation_mode.as_ref(),
+                            s.count,
+                            s.selectors.as_ref(),
+                            None,
+                            &mut unsupported,
+                            s.tolerations.as_ref().is_some_and(|t| !t.is_empty()),
+                            s.capacity.is_some(),
+                        )?,
+                    });
+                }
+                RequestKind::FirstAvailable(out)
+            }
+            _ => {
+                return Err(ctx.err(
+                    field,
+                    Problem::Invalid(
+                        "exactly one of exactly and firstAvailable must be set".into(),
+                    ),
+                ))
+            }
+        };
+        requests.push(DeviceRequest {
+            name: Arc::from(r.name.as_str()),
+            kind,
+        });
+    }
+    let mut constraints = Vec::new();
+    for (i, k) in devices
+        .as_ref()
+        .and_then(|d| d.constraints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if k.distinct_attribute.is_some() {
+            unsupported.get_or_insert_with(|| {
+                format!("spec.devices.constraints[{i}].distinctAttribute is not supported")
+            });
+            continue;
+        }
+        let Some(attribute) = &k.match_attribute else {
+            return Err(ctx.err(
+                format!("spec.devices.constraints[{i}]"),
+                Problem::Invalid("empty constraint (unsupported constraint type?)".into()),
+            ));
+        };
+        let attribute = if attribute.contains('/') {
+            Arc::from(attribute.as_str())
+        } else {
+            return Err(ctx.err(
+                format!("spec.devices.constraints[{i}].matchAttribute"),
+                Problem::Invalid("must be a fully qualified name (<domain>/<name>)".into()),
+            ));
+        };
+        constraints.push(MatchAttribute {
+            requests: k
+                .requests
+                .iter()
+                .flatten()
+                .map(|r| Arc::from(r.as_str()))
+                .collect(),
+            attribute,
+        });
+    }
+    let config = devices
+        .as_ref()
+        .and_then(|d| d.config.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, cfg)| {
+            opaque(
+                &ctx,
+                &format!("spec.devices.config[{i}]"),
+                cfg.opaque.as_ref(),
+                cfg.requests.as_ref(),
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let status = c.status.as_ref();
+    let allocation = match status.and_then(|s| s.allocation.as_ref()) {
+        None => None,
+        Some(a) => Some(allocation(&ctx, a)?),
+    };
+    let reserved_for = status
+        .and_then(|s| s.reserved_for.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| Consumer {
+            resource: Arc::from(r.resource.as_str()),
+            name: Arc::from(r.name.as_str()),
+            uid: Arc::from(r.uid.as_str()),
+        })
+        .collect();
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| (Arc::from(o.kind.as_str()), Arc::from(o.uid.as_str())));
+    Ok(Claim {
+        namespace: Arc::from(meta.namespace.as_deref().unwrap_or("default")),
+        name: Arc::from(name),
+        uid: Arc::from(meta.uid.as_deref().unwrap_or_default()),
+        requests,
+        constraints,
+        config,
+        allocation,
+        reserved_for,
+        deleting: meta.deletion_timestamp.is_some(),
+        owner,
+        unsupported: unsupported.map(Arc::from),
+    })
+}
+
+fn allocation(ctx: &Ctx, a: &api::AllocationResult) -> Result<Allocation> {
+    let devices = a.devices.as_ref();
+    let results = devices
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| DeviceResult {
+            request: Arc::from(r.request.as_str()),
+            driver: Arc::from(r.driver.as_str()),
+            pool: Arc::from(r.pool.as_str()),
+            device: Arc::from(r.device.as_str()),
+            admin_access: r.admin_access == Some(true),
+        })
+        .collect();
+    let config = devices
+        .and_then(|d| d.config.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, cfg)| {
+            let field = format!("status.allocation.devices.config[{i}]");
+            let source = match cfg.source.as_str() {
+                "FromClass" => ConfigSource::Class,
+                "FromClaim" => ConfigSource::Claim,
+                other => {
+                    return Err(ctx.err(
+                        format!("{field}.source"),
+                        Problem::UnknownValue {
+                            value: other.to_string(),
+                            expected: "FromClass, FromClaim",
+                        },
+                    ))
+                }
+            };
+            Ok(AllocatedConfig {
+                source,
+                config: opaque(ctx, &field, cfg.opaque.as_ref(), cfg.requests.as_ref())?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let node_selector = a
+        .node_selector
+        .as_ref()
+        .map(|ns| node_selector(ctx, "status.allocation.nodeSelector", ns))
+        .transpose()?;
+    Ok(Allocation {
+        devices: results,
+        config,
+        node_selector,
+    })
+}
+
+/// A ResourceClaimTemplate's (namespace, name); its spec is the resource-claim controller's
+/// business (it makes the claims), so only its existence matters here.
+pub fn template(t: &api::ResourceClaimTemplate) -> Result<(Arc<str>, Arc<str>)> {
+    let ctx = Ctx::new(ObjectKind::ResourceClaimTemplate, &t.metadata);
+    let name = ctx.name(&t.metadata)?;
+    Ok((
+        Arc::from(t.metadata.namespace.as_deref().unwrap_or("default")),
+        Arc::from(name),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::merge;
+    use crate::{ClusterIndex, SnapshotOptions};
+    use caldera_model::{Snapshot, Task};
+    use serde_json::{json, Value};
+
+    fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        serde_json::from_value(v).expect("test object")
+    }
+
+    fn gpu_slice(
+        name: &str,
+        node: &str,
+        generation: i64,
+        count: i64,
+        devices: &[&str],
+    ) -> api::ResourceSlice {
+        let devices: Vec<Value> = devices
+            .iter()
+            .map(|d| {
+                json!({"name": d,
+                    "attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"},
+                                   "resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"},
+                                   "index": {"int": 0}, "driverVersion": {"version": "550.54.15"}},
+                    "capacity": {"memory": {"value": "80Gi"}}})
+            })
+            .collect();
+        obj(json!({"metadata": {"name": name},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
+                     "pool": {"name": node, "generation": generation, "resourceSliceCount": count},
+                     "devices": devices}}))
+    }
+
+    fn gpu_class() -> api::DeviceClass {
+        obj(
+            json!({"metadata": {"name": "gpu.nvidia.com", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.nvidia.com\""}}],
+                     "extendedResourceName": "nvidia.com/gpu",
+                     "config": [{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"sharing": "none"}}}]}}),
+        )
+    }
+
+    fn rc(name: &str, patch: Value) -> api::ResourceClaim {
+        let mut v = json!({"metadata": {"namespace": "default", "name": name, "uid": format!("uid-{name}")},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}});
+        merge(&mut v, patch);
+        obj(v)
+    }
+
+    fn pod(name: &str, patch: Value) -> Pod {
+        let mut v = json!({"metadata": {"namespace": "default", "name": name, "uid": format!("uid-{name}")},
+            "spec": {"schedulerName": "caldera", "containers": [{"name": "main"}]}});
+        merge(&mut v, patch);
+        obj(v)
+    }
+
+    fn snap(index: &ClusterIndex) -> Snapshot {
+        index.snapshot(&SnapshotOptions::default())
+    }
+
+    fn task<'a>(s: &'a Snapshot, name: &str) -> &'a Task {
+        s.tasks.iter().find(|t| &*t.name == name).expect("task")
+    }
+
+    #[test]
+    fn a_slice_becomes_devices_with_qualified_attributes_and_capacity() {
+        let s = slice(&gpu_slice("a-gpus", "node-a", 1, 1, &["gpu-0"])).unwrap();
+        assert_eq!(s.nodes, DeviceNodes::Node("node-a".into()));
+        let d = &s.devices[0];
+        assert_eq!(d.id(), "gpu.nvidia.com/node-a/gpu-0");
+        assert_eq!(
+            d.attributes.get("gpu.nvidia.com/productName"),
+            Some(&AttributeValue::String("NVIDIA H100 80GB HBM3".into()))
+        );
+        assert_eq!(
+            d.attributes.get("resource.kubernetes.io/pcieRoot"),
+            Some(&AttributeValue::String("pci0000:00".into())),
+            "a qualified name keeps its own domain"
+        );
+        assert_eq!(
+            d.attributes.get("gpu.nvidia.com/driverVersion"),
+            Some(&AttributeValue::Version("550.54.15".into()))
+        );
+        let mem = d.capacity.get("gpu.nvidia.com/memory").unwrap();
+        assert_eq!(mem.milli, 80 * (1i64 << 30) * 1000);
+        assert!(d.unsupported.is_none());
+    }
+
+    #[test]
+    fn devices_using_inputs_caldera_does_not_evaluate_are_never_usable() {
+        let v = json!({"metadata": {"name": "s"},
+            "spec": {"driver": "d", "allNodes": true, "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [
+                        {"name": "tainted", "taints": [{"key": "k", "effect": "NoSchedule"}]},
+                        {"name": "informational", "taints": [{"key": "k", "effect": "None"}]},
+                        {"name": "list", "attributes": {"ids": {"ints": [1, 2]}}},
+                        {"name": "shared", "allowMultipleAllocations": true},
+                        {"name": "partition", "consumesCounters": [{"counterSet": "c", "counters": {}}]}]}});
+        let s = slice(&obj(v)).unwrap();
+        let why: Vec<(&str, bool)> = s
+            .devices
+            .iter()
+            .map(|d| (&*d.name, d.unsupported.is_some()))
+            .collect();
+        assert_eq!(
+            why,
+            [
+                ("tainted", true),
+                ("informational", false),
+                ("list", true),
+                ("shared", true),
+                ("partition", true)
+            ]
+        );
+        assert_eq!(s.nodes, DeviceNodes::All);
+    }
+
+    #[test]
+    fn a_slice_with_two_node_selections_is_refused_naming_the_field() {
+        let v = json!({"metadata": {"name": "s"},
+            "spec": {"driver": "d", "nodeName": "n", "allNodes": true,
+                     "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}}});
+        let err = slice(&obj(v)).unwrap_err();
+        assert_eq!(err.kind, ObjectKind::ResourceSlice);
+        assert_eq!(err.field, "spec.nodeName");
+        let bad_capacity = json!({"metadata": {"name": "s"},
+            "spec": {"driver": "d", "nodeName": "n", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": "x", "capacity": {"memory": {"value": "12xyz"}}}]}});
+        let err = slice(&obj(bad_capacity)).unwrap_err();
+        assert_eq!(err.field, "spec.devices[0].capacity[memory].value");
+    }
+
+    #[test]
+    fn only_the_newest_complete_generation_of_a_pool_is_used() {
+        let mut index = ClusterIndex::new();
+        index.apply_device_class(&gpu_class()).unwrap();
+        // Generation 1, complete.
+        index
+            .apply_resource_slice(&gpu_slice("old", "node-a", 1, 1, &["gpu-0"]))
+            .unwrap();
+        assert_eq!(snap(&index).dra.devices.len(), 1);
+        // Generation 2 announces two slices; only one is there: the pool is being updated and
+        // neither generation is used.
+        index
+            .apply_resource_slice(&gpu_slice("new-1", "node-a", 2, 2, &["gpu-1"]))
+            .unwrap();
+        let s = snap(&index);
+        assert!(s.dra.devices.is_empty());
+        assert_eq!(s.dra.unusable_pools.len(), 1);
+        assert!(!s.dra.unusable_pools[0].invalid);
+        // Its second slice arrives: both of generation 2's devices, none of generation 1's.
+        index
+            .apply_resource_slice(&gpu_slice("new-2", "node-a", 2, 2, &["gpu-2"]))
+            .unwrap();
+        let s = snap(&index);
+        let names: Vec<&str> = s.dra.devices.iter().map(|d| &*d.name).collect();
+        assert_eq!(names, ["gpu-1", "gpu-2"]);
+        assert!(s.dra.unusable_pools.is_empty());
+        // A device listed twice makes the pool invalid.
+        index
+            .apply_resource_slice(&gpu_slice("new-2", "node-a", 2, 2, &["gpu-1"]))
+            .unwrap();
+        let s = snap(&index);
+        assert!(s.dra.devices.is_empty());
+        assert!(s.dra.unusable_pools[0].invalid);
+        // Deleting and resetting follow the watch.
+        index.delete_resource_slice("new-2");
+        index.delete_resource_slice("new-1");
+        assert_eq!(
+            snap(&index).dra.devices.len(),
+            1,
+            "generation 1 is the newest again"
+        );
+        let errors =
+            index.reset_resource_slices(&[gpu_slice("x", "node-b", 1, 1, &["gpu-0", "gpu-1"])]);
+        assert!(errors.is_empty());
+        let s = snap(&index);
+        assert_eq!(s.dra.devices.len(), 2);
+        assert_eq!(s.dra.devices[0].nodes, DeviceNodes::Node("node-b".into()));
+    }
+
+    #[test]
+    fn a_device_class_keeps_selectors_bridge_name_and_config() {
+        let c = device_class(&gpu_class()).unwrap();
+        assert_eq!(c.selectors.len(), 1);
+        assert_eq!(c.extended_resource_name.as_deref(), Some("nvidia.com/gpu"));
+        assert_eq!(&*c.config[0].parameters, r#"{"sharing":"none"}"#);
+        assert!(c.created > caldera_model::Time::default());
+        let no_cel: api::DeviceClass =
+            obj(json!({"metadata": {"name": "x"}, "spec": {"selectors": [{}]}}));
+        let err = device_class(&no_cel).unwrap_err();
+        assert_eq!(err.field, "spec.selectors[0].cel");
+    }
+
+    #[test]
+    fn a_claim_converts_requests_constraints_config_and_status() {
+        let c = claim(&rc(
+            "train",
+            json!({"spec": {"devices": {
+                "requests": [
+                    {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 4,
+                        "selectors": [{"cel": {"expression": "device.attributes[\"gpu.nvidia.com\"].index >= 0"}}]}},
+                    {"name": "nic", "firstAvailable": [
+                        {"name": "fast", "deviceClassName": "nic", "allocationMode": "All"},
+                        {"name": "any", "deviceClassName": "nic"}]}],
+                "constraints": [{"requests": ["gpus"], "matchAttribute": "gpu.nvidia.com/clique"}],
+                "config": [{"requests": ["gpus"], "opaque": {"driver": "gpu.nvidia.com", "parameters": {"a": 1}}}]}},
+              "status": {"allocation": {"devices": {"results": [
+                    {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-0"}]},
+                  "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}]}},
+                "reservedFor": [{"resource": "pods", "name": "p", "uid": "uid-p"}]}}),
+        ))
+        .unwrap();
+        let RequestKind::Exactly(e) = &c.requests[0].kind else {
+            panic!("exactly")
+        };
+        assert_eq!(e.mode, AllocationMode::ExactCount(4));
+        assert_eq!(e.selectors.len(), 1);
+        let RequestKind::FirstAvailable(subs) = &c.requests[1].kind else {
+            panic!("firstAvailable")
+        };
+        assert_eq!(subs[0].spec.mode, AllocationMode::All);
+        assert_eq!(
+            subs[1].spec.mode,
+            AllocationMode::ExactCount(1),
+            "count defaults to 1"
+        );
+        assert_eq!(&*c.constraints[0].attribute, "gpu.nvidia.com/clique");
+        assert_eq!(c.config[0].requests, [Arc::from("gpus")]);
+        let a = c.allocation.as_ref().unwrap();
+        assert_eq!(a.node().as_deref(), Some("node-a"));
+        assert_eq!(&*a.devices[0].device, "gpu-0");
+        assert!(c.reserved_for_pod("uid-p"));
+        assert!(c.unsupported.is_none());
+    }
+
+    #[test]
+    fn claim_inputs_caldera_does_not_evaluate_make_it_unallocatable_or_refused() {
+        let tolerations = claim(&rc(
+            "t",
+            json!({"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.nvidia.com", "tolerations": [{"operator": "Exists"}]}}]}}}),
+        ))
+        .unwrap();
+        assert!(tolerations
+            .unsupported
+            .as_deref()
+            .is_some_and(|m| m.contains("tolerations")));
+        let distinct = claim(&rc(
+            "d",
+            json!({"spec": {"devices": {"constraints": [{"distinctAttribute": "x/y"}]}}}),
+        ))
+        .unwrap();
+        assert!(distinct
+            .unsupported
+            .as_deref()
+            .is_some_and(|m| m.contains("distinctAttribute")));
+        let mode = claim(&rc(
+            "m",
+            json!({"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.nvidia.com", "allocationMode": "Some"}}]}}}),
+        ))
+        .unwrap_err();
+        assert_eq!(
+            mode.field,
+            "spec.devices.requests[0].exactly.allocationMode"
+        );
+        assert_eq!(mode.object, "default/m");
+        let unqualified = claim(&rc(
+            "u",
+            json!({"spec": {"devices": {"constraints": [{"matchAttribute": "clique"}]}}}),
+        ))
+        .unwrap_err();
+        assert_eq!(
+            unqualified.field,
+            "spec.devices.constraints[0].matchAttribute"
+        );
+    }
+
+    #[test]
+    fn a_pods_claims_resolve_as_kube_scheduler_resolves_them() {
+        let mut index = ClusterIndex::new();
+        index.apply_device_class(&gpu_class()).unwrap();
+        let named =
+            json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared"}]}});
+        let templated = |status: Value| {
+            json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]},
+                   "status": status})
+        };
+        index.apply_pod(&pod("named", named)).unwrap();
+        index
+            .apply_pod(&pod("waiting", templated(json!({}))))
+            .unwrap();
+        index
+            .apply_pod(&pod(
+                "made",
+                templated(json!({"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "made-gpu-x7k2p"}]})),
+            ))
+            .unwrap();
+        index
+            .apply_pod(&pod(
+                "none-needed",
+                templated(json!({"resourceClaimStatuses": [{"name": "gpu"}]})),
+            ))
+            .unwrap();
+        let s = snap(&index);
+        let waiting = |n: &str| task(&s, n).claims.as_ref().and_then(|c| c.waiting.clone());
+        assert_eq!(
+            waiting("named").as_deref(),
+            Some("resourceclaim.resource.k8s.io \"shared\" not found")
+        );
+        assert!(
+            waiting("waiting").is_some_and(|m| m.contains("ResourceClaim not created yet")
+                && m.contains("resourceclaimtemplate \"one-gpu\" not found"))
+        );
+        assert!(task(&s, "none-needed")
+            .claims
+            .as_ref()
+            .is_some_and(|c| c.claims.is_empty() && c.waiting.is_none()));
+        // The template's claim exists but another pod owns it.
+        let owner = |uid: &str| {
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "x",
+                "uid": uid, "controller": true}]}})
+        };
+        index
+            .apply_resource_claim(&rc("made-gpu-x7k2p", owner("uid-other")))
+            .unwrap();
+        index
+            .apply_resource_claim(&rc("shared", json!({})))
+            .unwrap();
+        let s = snap(&index);
+        let waiting = |n: &str| task(&s, n).claims.as_ref().and_then(|c| c.waiting.clone());
+        assert!(waiting("made").is_some_and(|m| m.contains("(pod is not owner)")));
+        assert_eq!(waiting("named"), None);
+        let c = task(&s, "named").claims.clone().unwrap();
+        assert_eq!(&*c.claims[0].claim, "shared");
+        assert!(!c.claims[0].from_template);
+        // Owned by the pod: resolved.
+        index
+            .apply_resource_claim(&rc("made-gpu-x7k2p", owner("uid-made")))
+            .unwrap();
+        let s = snap(&index);
+        let c = task(&s, "made").claims.clone().unwrap();
+        assert!(c.waiting.is_none() && c.claims[0].from_template);
+        assert_eq!(s.dra.claims.len(), 2);
+        // A claim being deleted is not used.
+        index
+            .apply_resource_claim(&rc(
+                "shared",
+                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+            ))
+            .unwrap();
+        let s = snap(&index);
+        assert!(task(&s, "named")
+            .claims
+            .as_ref()
+            .and_then(|c| c.waiting.clone())
+            .is_some_and(|m| m.contains("is being deleted")));
+        index.delete_resource_claim("default", "shared");
+        assert_eq!(snap(&index).dra.claims.len(), 1);
+    }
+
+    #[test]
+    fn extended_requests_are_kept_only_when_a_class_serves_them() {
+        let mut index = ClusterIndex::new();
+        let gpus = json!({"spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "2", "cpu": "1"}}}]}});
+        index.apply_pod(&pod("p", gpus)).unwrap();
+        assert!(
+            task(&snap(&index), "p").claims.is_none(),
+            "no class names nvidia.com/gpu"
+        );
+        index.apply_device_class(&gpu_class()).unwrap();
+        let s = snap(&index);
+        let c = task(&s, "p").claims.clone().unwrap();
+        assert_eq!(
+            c.extended,
+            [ExtendedRequest {
+                container: "main".into(),
+                resource: "nvidia.com/gpu".into(),
+                count: 2
+            }]
+        );
+        assert!(c.claims.is_empty() && c.waiting.is_none());
+        index.delete_device_class("gpu.nvidia.com");
+        assert!(task(&snap(&index), "p").claims.is_none());
+    }
+
+    #[test]
+    fn a_pod_claim_entry_with_both_sources_is_refused() {
+        let bad = pod(
+            "p",
+            json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}]}}),
+        );
+        let err = crate::PodInfo::try_from(&bad).unwrap_err();
+        assert_eq!(err.field, "spec.resourceClaims[0]");
+    }
+
+    #[test]
+    fn extended_names_follow_kubernetes() {
+        for (name, extended) in [
+            ("nvidia.com/gpu", true),
+            ("deviceclass.resource.kubernetes.io/gpu", true),
+            ("cpu", false),
+            ("kubernetes.io/something", false),
+            ("hugepages-2Mi", false),
+            ("requests.nvidia.com/gpu", false),
+        ] {
+            assert_eq!(is_extended(name), extended, "{name}");
+        }
+    }
+}
