@@ -1,6 +1,7 @@
 //! Acts (the [`crate::Class::Act`] class): writes that change what runs where, sent at once and
 //! ahead of everything else: binds (in gate mode, releases to kube-scheduler), volume binder
-//! writes, and evictions.
+//! writes, DRA claim writes (each gang's before any of its members binds: `claims.rs`), and
+//! evictions.
 //!
 //! **Evictions** go a victim gang at a time: an act per victim job takes a slot for each of its
 //! members (up to `bind_concurrency`), so the next gang starts once this one's are all out, and
@@ -19,6 +20,7 @@
 //! hooks on [`crate::Observer`], and a ticket taken in [`crate::Binder::dispatch`] before any
 //! report of the same plan is queued.
 
+use crate::claims::{ClaimStep, Outcome};
 use crate::events::{Group, QueuedEvent};
 use crate::follow::Gate;
 use crate::{backoff, lock, wall_clock, writes, Dropped, Inner, WriteKind};
@@ -61,12 +63,16 @@ pub(crate) enum Act {
     /// `POST pods/eviction` of the victims of one job, in the plan's order (members a
     /// PodDisruptionBudget covers first); see the module docs.
     Evictions(Vec<caldera_model::Eviction>),
+    /// DRA claim writes that precede no bind of the plan (`claims.rs`).
+    Claims(Arc<ClaimStep>),
 }
 
 /// A bind to carry out, with what goes with it.
 #[derive(Debug, Clone)]
 pub(crate) struct BindJob {
     pub bind: Bind,
+    /// The DRA claim writes of its gang, done before any member binds (`claims.rs`).
+    pub claims: Option<Arc<ClaimStep>>,
     /// Gate mode: the release patch (see [`crate::Options::release`]).
     pub release: Option<Value>,
     pub created: Option<Time>,
@@ -109,6 +115,14 @@ pub(crate) async fn run(inner: Arc<Inner>, acts: Vec<(Act, ActTicket)>, epoch: u
             }
             Act::Evictions(gang) => {
                 set.spawn(evict_task(inner.clone(), gang, permit, ticket, epoch));
+            }
+            Act::Claims(step) => {
+                let inner = inner.clone();
+                set.spawn(async move {
+                    step.run(&inner, epoch).await;
+                    drop(permit);
+                    drop(ticket);
+                });
             }
         }
     }
@@ -277,6 +291,23 @@ async fn bind_task(
     let policy = &inner.options.retry;
     let obs = &inner.observer;
     let b = &job.bind;
+    if let Some(step) = &job.claims {
+        match step.run(&inner, epoch).await {
+            Outcome::Written => {}
+            Outcome::Failed => {
+                drop(permit);
+                obs.bind_dropped(b, Dropped::Rejected);
+                drop(ticket);
+                return;
+            }
+            Outcome::Cancelled => {
+                drop(permit);
+                obs.bind_dropped(b, Dropped::Cancelled);
+                drop(ticket);
+                return;
+            }
+        }
+    }
     let mut failures = 0u32;
     let mut wait = std::time::Duration::ZERO;
     let outcome = loop {

@@ -38,6 +38,10 @@ pub enum WriteKind {
     /// `PATCH persistentvolumes` (merge patch): a volume pre-bound to a claim
     /// (`spec.claimRef`).
     VolumePreBind,
+    /// DRA: `GET resourceclaims`, `PUT resourceclaims` (the delete-protection finalizer) and
+    /// `PUT resourceclaims/status` (allocation and `reservedFor`); for the extended-resource
+    /// bridge also `POST resourceclaims` and `PATCH pods/status`.
+    ResourceClaim,
 }
 
 /// How urgent a kind of write is: acts go first; reports and events follow behind them (see
@@ -63,6 +67,7 @@ impl WriteKind {
             | Self::Release
             | Self::ClaimSelection
             | Self::VolumePreBind
+            | Self::ResourceClaim
             | Self::Eviction => Class::Act,
             Self::PodStatus | Self::PodGroupStatus | Self::QueueStatus | Self::Nomination => {
                 Class::Report
@@ -94,6 +99,7 @@ impl WriteKind {
             Self::ConsumeAnnotations => "pod",
             Self::ClaimSelection => "claim_selection",
             Self::VolumePreBind => "volume_prebind",
+            Self::ResourceClaim => "resourceclaim",
         }
     }
 }
@@ -167,6 +173,16 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A DRA claim write (finalizer, allocation, `reservedFor`, the bridge's claim) failed, or
+    /// the claim is no longer as the decision saw it (a synthesized 409).
+    #[error("allocating resource claim {object}: {source}")]
+    Claim {
+        /// `namespace/name` of the claim (for the bridge, of its pod).
+        object: String,
+        /// What kube said.
+        #[source]
+        source: kube::Error,
+    },
     /// Creating an event failed.
     #[error("recording event {reason} on {object}: {source}")]
     Event {
@@ -189,6 +205,7 @@ impl Error {
             | Error::Status { source, .. }
             | Error::Write { source, .. }
             | Error::Volume { source, .. }
+            | Error::Claim { source, .. }
             | Error::Event { source, .. } => source,
         }
     }

@@ -60,6 +60,7 @@
 
 mod acts;
 mod capacity;
+mod claims;
 mod error;
 mod events;
 mod follow;
@@ -259,6 +260,13 @@ pub trait Observer: Send + Sync {
     /// A volume write was given up (refused, failed every attempt, or cancelled): the claim
     /// or volume is not as the plan assumed.
     fn volume_write_dropped(&self, _write: &caldera_model::VolumeWrite) {}
+    /// A DRA claim write of a gang that will not bind (one of its claim writes was refused or
+    /// given up, or the binder stopped): what the plan assumed of the claim does not hold,
+    /// and whatever of it went through was undone.
+    fn claim_write_dropped(&self, _write: &caldera_model::dra::ClaimWrite) {}
+    /// The extended-resource bridge's claim of a gang that will not bind was not made (or
+    /// its gang's other writes failed).
+    fn extended_claim_dropped(&self, _claim: &caldera_model::dra::ExtendedResourceClaim) {}
     /// The API server refused to make a PodGroup's autoscaler request `need` (its
     /// ProvisioningRequest or a PodTemplate) as invalid (422); `why` names the fields. It is
     /// not sent again unchanged; the scheduler should see the request as failed, so the
@@ -627,11 +635,11 @@ impl Binder {
             capacity_requests,
             capacity_releases,
             volume_writes,
-            // DRA writes are carried out by the dra-k8s branch; until it lands, a plan with
-            // them is not produced (the session does not allocate devices yet).
-            claim_writes: _,
-            extended_claims: _,
+            claim_writes,
+            extended_claims,
         } = plan;
+        // DRA claim writes: one step per gang, shared by its members' binds (`claims.rs`).
+        let claim_steps = claims::steps(&binds, claim_writes, extended_claims);
 
         // Acts first: their tickets are out before any report of this plan is queued.
         let mut acts: Vec<(Act, ActTicket)> = Vec::new();
@@ -651,6 +659,10 @@ impl Binder {
         // Volume writes are acts, ahead of this plan's binds.
         for w in volume_writes {
             acts.push((Act::Volume(w, now), ActTicket::new(&inner.gate)));
+        }
+        // Claim writes of no bind in this plan go on their own.
+        if let Some(step) = claim_steps.unbound {
+            acts.push((Act::Claims(step), ActTicket::new(&inner.gate)));
         }
         // Evictions too: victims terminate for their grace period, so the sooner the better.
         // One act per victim job, its members in the plan's order (see `acts::evict_task`).
@@ -699,6 +711,7 @@ impl Binder {
                 (e, g)
             });
             let job = BindJob {
+                claims: claim_steps.by_job.get(&b.job).cloned(),
                 created: created.get(&b.uid).copied(),
                 bind: b,
                 release,
@@ -721,7 +734,7 @@ impl Binder {
                         reports
                             .cancel(&(WriteKind::PodStatus, format!("{}/{}", b.namespace, b.name)))
                     }
-                    Act::Volume(..) | Act::Evictions(..) => None,
+                    Act::Volume(..) | Act::Evictions(..) | Act::Claims(..) => None,
                 })
                 .collect()
         };

@@ -71,6 +71,7 @@ fn plural(kind: WriteKind) -> &'static str {
         WriteKind::ConsumeAnnotations => "consume-annotation writes",
         WriteKind::ClaimSelection => "claim selections",
         WriteKind::VolumePreBind => "volume pre-binds",
+        WriteKind::ResourceClaim => "resource claim allocations",
     }
 }
 

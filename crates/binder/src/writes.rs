@@ -605,6 +605,370 @@ pub(crate) async fn event(client: &Client, reporter: &Reporter, q: &QueuedEvent)
         })
 }
 
+/// A model node selector as a `v1` `NodeSelector`.
+fn node_selector_json(terms: &[caldera_model::SelectorTerm]) -> Value {
+    let requirement = |r: &caldera_model::selector::Requirement| {
+        let op = format!("{:?}", r.op);
+        let mut v = json!({"key": r.key, "operator": op});
+        if !r.values.is_empty() {
+            v["values"] = json!(r.values);
+        }
+        v
+    };
+    let terms: Vec<Value> = terms
+        .iter()
+        .map(|t| {
+            let mut term = json!({});
+            if !t.expressions.is_empty() {
+                term["matchExpressions"] =
+                    Value::Array(t.expressions.iter().map(requirement).collect());
+            }
+            if !t.fields.is_empty() {
+                term["matchFields"] = Value::Array(t.fields.iter().map(requirement).collect());
+            }
+            term
+        })
+        .collect();
+    json!({ "nodeSelectorTerms": terms })
+}
+
+/// `status.allocation` of a claim (`resource.k8s.io/v1` `AllocationResult`): the devices, the
+/// configuration copied from class and claim, and the node selector.
+pub fn allocation_json(
+    devices: &[caldera_model::dra::DeviceResult],
+    config: &[caldera_model::dra::AllocatedConfig],
+    node_selector: Option<&[caldera_model::SelectorTerm]>,
+) -> Value {
+    use caldera_model::dra::ConfigSource;
+    let results: Vec<Value> = devices
+        .iter()
+        .map(|d| {
+            let mut r = json!({
+                "request": &*d.request,
+                "driver": &*d.driver,
+                "pool": &*d.pool,
+                "device": &*d.device,
+            });
+            if d.admin_access {
+                r["adminAccess"] = json!(true);
+            }
+            r
+        })
+        .collect();
+    let config: Vec<Value> = config
+        .iter()
+        .map(|c| {
+            let parameters: Value = serde_json::from_str(&c.config.parameters)
+                .unwrap_or_else(|_| Value::String(c.config.parameters.to_string()));
+            let mut v = json!({
+                "source": match c.source {
+                    ConfigSource::Class => "FromClass",
+                    ConfigSource::Claim => "FromClaim",
+                },
+                "opaque": {"driver": &*c.config.driver, "parameters": parameters},
+            });
+            if !c.config.requests.is_empty() {
+                v["requests"] = json!(c
+                    .config
+                    .requests
+                    .iter()
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>());
+            }
+            v
+        })
+        .collect();
+    let mut devices = json!({ "results": results });
+    if !config.is_empty() {
+        devices["config"] = Value::Array(config);
+    }
+    let mut allocation = json!({ "devices": devices });
+    if let Some(terms) = node_selector {
+        allocation["nodeSelector"] = node_selector_json(terms);
+    }
+    allocation
+}
+
+/// The reason of the 409 the binder makes up for a claim that is no longer as decided.
+const CLAIM_CHANGED: &str = "ClaimChanged";
+
+/// A 409 for a claim that is no longer as the decision saw it.
+fn claim_changed(object: &str, why: &str) -> Error {
+    Error::Claim {
+        object: object.to_string(),
+        source: kube::Error::Api(
+            kube::core::Status::failure(
+                &format!("resource claim {object} {why}; the decision is made again"),
+                CLAIM_CHANGED,
+            )
+            .with_code(409)
+            .boxed(),
+        ),
+    }
+}
+
+/// The devices of an allocation as comparable tuples (request, driver, pool, device).
+fn allocated_devices(
+    allocation: &k8s_openapi::api::resource::v1::AllocationResult,
+) -> std::collections::BTreeSet<(String, String, String, String)> {
+    allocation
+        .devices
+        .as_ref()
+        .and_then(|d| d.results.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r.request.clone(),
+                r.driver.clone(),
+                r.pool.clone(),
+                r.device.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Writes one claim's allocation and users as kube-scheduler's DynamicResources PreBind does:
+/// reads the claim (it must still be the one decided on: same uid, not being deleted, not
+/// allocated otherwise — an allocation equal to the one decided is this write's own, repeated;
+/// for a reservation only, still allocated), adds the finalizer
+/// `resource.kubernetes.io/delete-protection` (an update with the read resourceVersion), then
+/// writes `status.allocation` and the new `status.reservedFor` entries in one update of
+/// `resourceclaims/status` with the resourceVersion just returned. A claim changed meanwhile
+/// is a 409 (the server's, or synthesized here).
+pub async fn claim(
+    client: &Client,
+    w: &caldera_model::dra::ClaimWrite,
+    field_manager: &str,
+) -> Result<()> {
+    // A 409 from the server (another writer between the read and the update) is read again:
+    // the checks then say whether the decision still holds.
+    let mut conflicts = 0;
+    loop {
+        match claim_once(client, w, field_manager).await {
+            Err(Error::Claim {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 409 && s.reason != CLAIM_CHANGED && conflicts < 3 => conflicts += 1,
+            other => return other,
+        }
+    }
+}
+
+async fn claim_once(
+    client: &Client,
+    w: &caldera_model::dra::ClaimWrite,
+    field_manager: &str,
+) -> Result<()> {
+    use k8s_openapi::api::resource::v1::{
+        AllocationResult, ResourceClaim, ResourceClaimConsumerReference,
+    };
+    let object = w.key();
+    let failed = |source| Error::Claim {
+        object: object.clone(),
+        source,
+    };
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &w.namespace);
+    let mut current = api.get(&w.name).await.map_err(failed)?;
+    let uid = current.metadata.uid.as_deref().unwrap_or_default();
+    if !w.uid.is_empty() && !w.uid.contains('/') && uid != &*w.uid {
+        return Err(claim_changed(&object, "was replaced"));
+    }
+    if current.metadata.deletion_timestamp.is_some() {
+        return Err(claim_changed(&object, "is being deleted"));
+    }
+    let wanted: AllocationResult = serde_json::from_value(allocation_json(
+        &w.devices,
+        &w.config,
+        w.node_selector.as_deref(),
+    ))
+    .map_err(|e| failed(kube::Error::SerdeError(e)))?;
+    let existing = current.status.as_ref().and_then(|s| s.allocation.clone());
+    match &existing {
+        Some(a) if w.allocate && allocated_devices(a) != allocated_devices(&wanted) => {
+            return Err(claim_changed(&object, "was allocated otherwise meanwhile"));
+        }
+        None if !w.allocate => {
+            return Err(claim_changed(&object, "is no longer allocated"));
+        }
+        _ => {}
+    }
+    let pp = PostParams {
+        field_manager: Some(field_manager.to_string()),
+        ..PostParams::default()
+    };
+    if w.allocate {
+        let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
+        let protection = caldera_model::dra::DELETE_PROTECTION_FINALIZER;
+        if !finalizers.iter().any(|f| f == protection) {
+            finalizers.push(protection.to_string());
+            current = api.replace(&w.name, &pp, &current).await.map_err(failed)?;
+        }
+    }
+    let mut status = current.status.clone().unwrap_or_default();
+    if status.allocation.is_none() {
+        status.allocation = Some(wanted);
+    }
+    let users = status.reserved_for.get_or_insert_with(Vec::new);
+    let before = users.len();
+    for c in &w.reserved_for {
+        if !users.iter().any(|u| u.uid == *c.uid) {
+            users.push(ResourceClaimConsumerReference {
+                api_group: None,
+                resource: c.resource.to_string(),
+                name: c.name.to_string(),
+                uid: c.uid.to_string(),
+            });
+        }
+    }
+    if users.len() > caldera_model::dra::RESERVED_FOR_MAX {
+        return Err(claim_changed(&object, "has no room left in reservedFor"));
+    }
+    if existing.is_some() && users.len() == before {
+        // Already written (a repeated write after an unanswered one).
+        return Ok(());
+    }
+    current.status = Some(status);
+    api.replace_status(&w.name, &pp, &current)
+        .await
+        .map(|_| ())
+        .map_err(failed)
+}
+
+/// The claim kube-scheduler makes for a pod whose extended resources devices serve
+/// (KEP-5004): created with the generated name `<pod>-extended-resources-`, the annotation
+/// `resource.kubernetes.io/extended-resource-claim: "true"`, the pod as controller owner and
+/// one `exactly` request per (container, resource); then its allocation and the pod as user
+/// through `resourceclaims/status`; then `pod.status.extendedResourceClaimStatus` (merge patch,
+/// the pod's uid as precondition). A pod that already names such a claim gets none again.
+pub async fn extended_claim(
+    client: &Client,
+    e: &caldera_model::dra::ExtendedResourceClaim,
+    field_manager: &str,
+) -> Result<()> {
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    let object = format!("{}/{}", e.namespace, e.pod);
+    let failed = |source| Error::Claim {
+        object: object.clone(),
+        source,
+    };
+    let requests: Vec<Value> = e
+        .requests
+        .iter()
+        .map(|(name, class, count)| {
+            json!({"name": &**name, "exactly": {
+                "deviceClassName": &**class, "allocationMode": "ExactCount", "count": count
+            }})
+        })
+        .collect();
+    let body: ResourceClaim = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "generateName": format!("{}-extended-resources-", e.pod),
+            "namespace": &*e.namespace,
+            "annotations": {caldera_model::dra::EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+            "finalizers": [caldera_model::dra::DELETE_PROTECTION_FINALIZER],
+            "ownerReferences": [{
+                "apiVersion": "v1", "kind": "Pod", "name": &*e.pod, "uid": &*e.pod_uid,
+                "controller": true, "blockOwnerDeletion": true
+            }]
+        },
+        "spec": {"devices": {"requests": requests}}
+    }))
+    .map_err(|err| failed(kube::Error::SerdeError(err)))?;
+    let pp = PostParams {
+        field_manager: Some(field_manager.to_string()),
+        ..PostParams::default()
+    };
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &e.namespace);
+    let mut created = api.create(&pp, &body).await.map_err(failed)?;
+    let name = created.metadata.name.clone().unwrap_or_default();
+    let status = json!({
+        "allocation": allocation_json(&e.devices, &e.config, e.node_selector.as_deref()),
+        "reservedFor": [{"resource": "pods", "name": &*e.pod, "uid": &*e.pod_uid}],
+    });
+    created.status =
+        Some(serde_json::from_value(status).map_err(|err| failed(kube::Error::SerdeError(err)))?);
+    api.replace_status(&name, &pp, &created)
+        .await
+        .map_err(failed)?;
+    let mappings: Vec<Value> = e
+        .mappings
+        .iter()
+        .map(|m| {
+            json!({"containerName": &*m.container, "resourceName": &*m.resource, "requestName": &*m.request})
+        })
+        .collect();
+    let patch = json!({
+        "metadata": {"uid": &*e.pod_uid},
+        "status": {"extendedResourceClaimStatus": {
+            "resourceClaimName": name, "requestMappings": mappings
+        }}
+    });
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &e.namespace);
+    pods.patch_status(&e.pod, &patch_params(field_manager), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(failed)
+}
+
+/// Undoes a claim write of a gang that will not bind (kube-scheduler's Unreserve): the pods it
+/// added leave `status.reservedFor`; when it allocated the claim and no user is left, the
+/// allocation is cleared and the delete-protection finalizer removed. A claim gone, or
+/// changed by others meanwhile, is left alone.
+pub async fn unclaim(
+    client: &Client,
+    w: &caldera_model::dra::ClaimWrite,
+    field_manager: &str,
+) -> Result<()> {
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    let object = w.key();
+    let failed = |source| Error::Claim {
+        object: object.clone(),
+        source,
+    };
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &w.namespace);
+    let mut current = match api.get(&w.name).await {
+        Ok(c) => c,
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(failed(e)),
+    };
+    let ours = |uid: &str| w.reserved_for.iter().any(|c| &*c.uid == uid);
+    let Some(status) = current.status.as_mut() else {
+        return Ok(());
+    };
+    let users = status.reserved_for.take().unwrap_or_default();
+    let before = users.len();
+    let kept: Vec<_> = users.into_iter().filter(|u| !ours(&u.uid)).collect();
+    if kept.len() == before {
+        return Ok(());
+    }
+    let deallocate = w.allocate && kept.is_empty();
+    status.reserved_for = (!kept.is_empty()).then_some(kept);
+    if deallocate {
+        status.allocation = None;
+    }
+    let pp = PostParams {
+        field_manager: Some(field_manager.to_string()),
+        ..PostParams::default()
+    };
+    let mut current = api
+        .replace_status(&w.name, &pp, &current)
+        .await
+        .map_err(failed)?;
+    if deallocate {
+        let protection = caldera_model::dra::DELETE_PROTECTION_FINALIZER;
+        if let Some(f) = current.metadata.finalizers.as_mut() {
+            if f.iter().any(|x| x == protection) {
+                f.retain(|x| x != protection);
+                api.replace(&w.name, &pp, &current).await.map_err(failed)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -140,6 +140,11 @@ pub(crate) struct Cluster {
     pub native_podgroups_synced: bool,
     /// Native Workloads have been listed once (when served).
     pub native_workloads_synced: bool,
+    /// Whether the API server serves `resource.k8s.io/v1` (DRA; checked once at start).
+    pub dra_served: bool,
+    /// DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates have each been
+    /// listed once (when served).
+    pub dra_synced: [bool; 4],
 }
 
 fn pod_key(namespace: &str, name: &str) -> String {
@@ -173,6 +178,7 @@ impl Cluster {
             && (!self.hypernodes_served || self.hypernodes_synced)
             && (!self.native_served
                 || (self.native_podgroups_synced && self.native_workloads_synced))
+            && (!self.dra_served || self.dra_synced.iter().all(|s| *s))
     }
 
     pub fn resource_version(&self, key: &ObjKey) -> Option<&str> {

@@ -36,6 +36,7 @@ mod capacity;
 mod cluster;
 mod config;
 mod discovery;
+mod dra;
 mod http;
 mod hypernodes;
 pub mod leader;
@@ -389,6 +390,18 @@ impl Observer for RuntimeObserver {
         self.shared.trigger();
     }
 
+    fn claim_write_dropped(&self, write: &caldera_model::dra::ClaimWrite) {
+        self.shared.lock_cluster().overlay.forget_claim(write);
+        self.shared.trigger();
+    }
+
+    fn extended_claim_dropped(&self, claim: &caldera_model::dra::ExtendedResourceClaim) {
+        self.shared
+            .lock_cluster()
+            .overlay
+            .forget_extended(&claim.pod_uid);
+    }
+
     fn volume_write_dropped(&self, write: &caldera_model::VolumeWrite) {
         self.shared.lock_cluster().index.volume_write_failed(write);
         self.shared.trigger();
@@ -501,6 +514,36 @@ impl Runtime {
             }
         };
         let apis = vec![(gv.to_string(), plural), (gv.to_string(), workloads_plural)];
+        tasks.extend(
+            optional::start_when_served(&client, apis, &stop_rest, run)
+                .await
+                .task(),
+        );
+        // Dynamic Resource Allocation (resource.k8s.io/v1): the four kinds, when served.
+        let dra_watches = dra::watches(client.clone());
+        let run = {
+            let (shared, stop) = (shared.clone(), stop_rest.clone());
+            async move {
+                shared.lock_cluster().dra_served = true;
+                let dra::Watches {
+                    classes,
+                    slices,
+                    claims,
+                    templates,
+                } = dra_watches;
+                futures::future::join4(
+                    optional::watch(shared.clone(), classes, stop.clone()),
+                    optional::watch(shared.clone(), slices, stop.clone()),
+                    optional::watch(shared.clone(), claims, stop.clone()),
+                    optional::watch(shared, templates, stop),
+                )
+                .await;
+            }
+        };
+        let apis = dra::PLURALS
+            .iter()
+            .map(|p| (dra::GROUP_VERSION.to_string(), *p))
+            .collect();
         tasks.extend(
             optional::start_when_served(&client, apis, &stop_rest, run)
                 .await

@@ -8,6 +8,7 @@
 //! delivers the object at the resourceVersion the write returned, when the object is deleted,
 //! or when the write fails (the next session then decides again).
 
+use caldera_model::dra::{Allocation, Claim, ClaimWrite, Consumer, ExtendedResourceClaim};
 use caldera_model::{PendingReason, PodGroupStatus, QueueStatus, Snapshot, TaskStatus};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -71,6 +72,12 @@ pub(crate) struct Overlay {
     evicting: HashMap<String, Instant>,
     /// Nominations sent, by pod `namespace/name`: the node (or `None`: cleared).
     nominating: HashMap<String, (Option<Arc<str>>, Instant)>,
+    /// DRA claim writes sent, by claim `namespace/name`: laid over the snapshot's claim (its
+    /// allocation, its new users) until the watch shows them, so no device is given twice.
+    claims: HashMap<String, (ClaimWrite, Instant)>,
+    /// Claims of the extended-resource bridge being made, by pod uid: stand-ins in the
+    /// snapshot until the watch shows a claim the pod owns.
+    extended: HashMap<Arc<str>, (ExtendedResourceClaim, Instant)>,
 }
 
 impl Overlay {
@@ -149,6 +156,94 @@ impl Overlay {
     }
 
     /// An eviction of pod `key` (`namespace/name`) is about to be sent.
+    /// A claim write is about to be sent.
+    pub fn claim_written(&mut self, w: ClaimWrite) {
+        self.claims.insert(w.key(), (w, Instant::now()));
+    }
+
+    /// The bridge's claim for a pod is about to be made.
+    pub fn extended_claim(&mut self, e: ExtendedResourceClaim) {
+        self.extended.insert(e.pod_uid.clone(), (e, Instant::now()));
+    }
+
+    /// A claim write of a gang that did not bind: nothing of it holds.
+    pub fn forget_claim(&mut self, w: &ClaimWrite) {
+        self.claims.remove(&w.key());
+    }
+
+    /// The bridge's claim for the pod `pod_uid` was not made.
+    pub fn forget_extended(&mut self, pod_uid: &str) {
+        self.extended.remove(pod_uid);
+    }
+
+    /// Lays the claim writes in flight over the snapshot's claims; forgets those the watch
+    /// shows done, and those whose claim is gone.
+    fn apply_claims(&mut self, snap: &mut Snapshot) {
+        let claims = &mut snap.dra.claims;
+        self.claims.retain(|_, (w, _)| {
+            let Some(i) = claims
+                .binary_search_by(|c| (&*c.namespace, &*c.name).cmp(&(&*w.namespace, &*w.name)))
+                .ok()
+            else {
+                return false;
+            };
+            let c = &mut claims[i];
+            let users_in = w.reserved_for.iter().all(|u| c.reserved_for_pod(&u.uid));
+            if c.allocation.is_some() && users_in {
+                return false;
+            }
+            if c.allocation.is_none() && w.allocate {
+                c.allocation = Some(Allocation {
+                    devices: w.devices.clone(),
+                    config: w.config.clone(),
+                    node_selector: w.node_selector.clone(),
+                });
+            }
+            for u in &w.reserved_for {
+                if !c.reserved_for.iter().any(|r| r.uid == u.uid) {
+                    c.reserved_for.push(u.clone());
+                }
+            }
+            true
+        });
+        self.extended.retain(|pod_uid, (e, _)| {
+            let made = claims.iter().any(|c| {
+                c.owner.as_ref().is_some_and(|(_, u)| u == pod_uid) && c.allocation.is_some()
+            });
+            if made {
+                return false;
+            }
+            let stand_in = Claim {
+                namespace: e.namespace.clone(),
+                name: format!("{}-extended-resources-", e.pod).into(),
+                uid: format!("{}/extended", e.pod_uid).into(),
+                requests: Vec::new(),
+                constraints: Vec::new(),
+                config: Vec::new(),
+                allocation: Some(Allocation {
+                    devices: e.devices.clone(),
+                    config: e.config.clone(),
+                    node_selector: e.node_selector.clone(),
+                }),
+                reserved_for: vec![Consumer {
+                    resource: "pods".into(),
+                    name: e.pod.clone(),
+                    uid: e.pod_uid.clone(),
+                }],
+                deleting: false,
+                owner: Some(("Pod".into(), e.pod_uid.clone())),
+                unsupported: None,
+            };
+            let at = claims
+                .binary_search_by(|c| {
+                    (&*c.namespace, &*c.name).cmp(&(&*stand_in.namespace, &*stand_in.name))
+                })
+                .unwrap_or_else(|i| i);
+            claims.insert(at, stand_in);
+            true
+        });
+    }
+
     pub fn evicting(&mut self, key: String) {
         self.evicting.insert(key, Instant::now());
     }
@@ -180,6 +275,8 @@ impl Overlay {
         self.writes.clear();
         self.evicting.clear();
         self.nominating.clear();
+        self.claims.clear();
+        self.extended.clear();
     }
 
     /// Drops confirmed entries the watch has not caught up with for too long.
@@ -192,12 +289,18 @@ impl Overlay {
         self.evicting.retain(|_, t| t.elapsed() <= CONFIRMED_TTL);
         self.nominating
             .retain(|_, (_, t)| t.elapsed() <= CONFIRMED_TTL);
+        self.claims.retain(|_, (_, t)| t.elapsed() <= CONFIRMED_TTL);
+        self.extended
+            .retain(|_, (_, t)| t.elapsed() <= CONFIRMED_TTL);
     }
 
     /// Lays the overlay over `snap`. Assumed members whose node has vanished are forgotten
     /// (their bind, if it lands, shows up in the watch).
     pub fn apply(&mut self, snap: &mut Snapshot) {
         self.expire();
+        if !self.claims.is_empty() || !self.extended.is_empty() {
+            self.apply_claims(snap);
+        }
         let mut vanished = Vec::new();
         for t in &mut snap.tasks {
             if let Some(a) = self.assumed.get(&t.uid) {
@@ -357,6 +460,109 @@ mod tests {
         assert_eq!(snap.tasks[0].node.as_deref(), Some("n1"));
         assert_eq!(snap.nodes[0].used.cpu, 1000);
         assert_eq!(snap.nodes[0].pod_count, 1);
+    }
+
+    fn dra_claim(name: &str) -> Claim {
+        Claim {
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: format!("{name}-uid").into(),
+            requests: vec![],
+            constraints: vec![],
+            config: vec![],
+            allocation: None,
+            reserved_for: vec![],
+            deleting: false,
+            owner: None,
+            unsupported: None,
+        }
+    }
+
+    fn claim_write(name: &str, pod: &str) -> ClaimWrite {
+        ClaimWrite {
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: format!("{name}-uid").into(),
+            allocate: true,
+            devices: vec![caldera_model::dra::DeviceResult {
+                request: "gpu".into(),
+                driver: "gpu.example.com".into(),
+                pool: "n1".into(),
+                device: "gpu-0".into(),
+                admin_access: false,
+            }],
+            config: vec![],
+            node: Some("n1".into()),
+            node_selector: None,
+            reserved_for: vec![Consumer {
+                resource: "pods".into(),
+                name: pod.into(),
+                uid: format!("{pod}-uid").into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_claim_write_in_flight_holds_its_devices_until_the_watch_shows_it() {
+        let mut overlay = Overlay::default();
+        overlay.claim_written(claim_write("gpu-a", "p"));
+        let mut snap = snapshot();
+        snap.dra.claims.push(dra_claim("gpu-a"));
+        overlay.apply(&mut snap);
+        let c = &snap.dra.claims[0];
+        assert_eq!(c.allocation.as_ref().map(|a| a.devices.len()), Some(1));
+        assert!(c.reserved_for_pod("p-uid"));
+        // The watch shows it written: the overlay lets go.
+        let mut snap = snapshot();
+        let mut seen = dra_claim("gpu-a");
+        seen.allocation = Some(Allocation::default());
+        seen.reserved_for.push(Consumer {
+            resource: "pods".into(),
+            name: "p".into(),
+            uid: "p-uid".into(),
+        });
+        snap.dra.claims.push(seen);
+        overlay.apply(&mut snap);
+        assert!(overlay.claims.is_empty());
+        // A write given up holds nothing.
+        overlay.claim_written(claim_write("gpu-b", "q"));
+        overlay.forget_claim(&claim_write("gpu-b", "q"));
+        let mut snap = snapshot();
+        snap.dra.claims.push(dra_claim("gpu-b"));
+        overlay.apply(&mut snap);
+        assert_eq!(snap.dra.claims[0].allocation, None);
+    }
+
+    #[test]
+    fn a_bridge_claim_being_made_stands_in_until_the_pod_owns_one() {
+        let mut overlay = Overlay::default();
+        let w = claim_write("unused", "legacy");
+        overlay.extended_claim(ExtendedResourceClaim {
+            namespace: "ns".into(),
+            pod: "legacy".into(),
+            pod_uid: "legacy-uid".into(),
+            requests: vec![],
+            devices: w.devices.clone(),
+            config: vec![],
+            node: Some("n1".into()),
+            node_selector: None,
+            mappings: vec![],
+        });
+        let mut snap = snapshot();
+        snap.dra.claims.push(dra_claim("a"));
+        snap.dra.claims.push(dra_claim("z"));
+        overlay.apply(&mut snap);
+        let names: Vec<&str> = snap.dra.claims.iter().map(|c| &*c.name).collect();
+        assert_eq!(names, ["a", "legacy-extended-resources-", "z"]);
+        assert!(snap.dra.claims[1].reserved_for_pod("legacy-uid"));
+        let mut snap = snapshot();
+        let mut made = dra_claim("legacy-extended-resources-x2b4c");
+        made.owner = Some(("Pod".into(), "legacy-uid".into()));
+        made.allocation = Some(Allocation::default());
+        snap.dra.claims.push(made);
+        overlay.apply(&mut snap);
+        assert_eq!(snap.dra.claims.len(), 1);
+        assert!(overlay.extended.is_empty());
     }
 
     #[test]

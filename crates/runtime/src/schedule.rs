@@ -572,6 +572,12 @@ fn record_in_flight(shared: &Shared, plan: &Plan) {
     for e in &plan.evictions {
         overlay.evicting(format!("{}/{}", e.namespace, e.name));
     }
+    for w in &plan.claim_writes {
+        overlay.claim_written(w.clone());
+    }
+    for e in &plan.extended_claims {
+        overlay.extended_claim(e.clone());
+    }
     for n in &plan.nominations {
         overlay.nominating(format!("{}/{}", n.namespace, n.name), n.node.clone());
     }

@@ -1011,6 +1011,8 @@ impl Store {
                 );
             }
         }
+        // The resource-claim controller: after the pods are made, before the session.
+        self.sync_resource_claims(now);
         made
     }
 
@@ -1133,6 +1135,60 @@ impl Store {
             }
         }
         Ok(made)
+    }
+
+    /// kube-controller-manager's resource-claim controller
+    /// ([`caldera_actors::resourceclaim`]): the claims of pods' template entries (owned by the
+    /// pod, named in its `status.resourceClaimStatuses`), users that are gone or finished
+    /// removed from `reservedFor`, a claim that lost its last user deallocated (allocation and
+    /// delete-protection finalizer gone), and the claims of pods that are done or gone deleted
+    /// (the garbage collector's part). Returns whether anything changed.
+    fn sync_resource_claims(&mut self, now: Time) -> bool {
+        if self.resource_claims.is_empty() && self.claim_templates.is_empty() {
+            return false;
+        }
+        let out = {
+            let pods: Vec<&Pod> = self.pods.values().collect();
+            let claims: Vec<&ResourceClaim> = self.resource_claims.values().collect();
+            let templates: Vec<&ResourceClaimTemplate> = self.claim_templates.values().collect();
+            caldera_actors::resourceclaim::sync(&pods, &claims, &templates, &|ns, name| {
+                self.resource_claims
+                    .contains_key(&(ns.to_string(), name.to_string()))
+            })
+        };
+        let changed = !out.is_empty();
+        for claim in out.create {
+            // Made from a template the conversion accepted; a refusal leaves the pod waiting.
+            let _ = self.apply(Object::ResourceClaim(claim), now);
+        }
+        for p in out.pods {
+            let key = (p.namespace, p.name);
+            if let Some(mut pod) = self.pods.get(&key).cloned() {
+                pod.status
+                    .get_or_insert_with(Default::default)
+                    .resource_claim_statuses = Some(p.resource_claim_statuses);
+                self.put_pod(key, pod);
+            }
+        }
+        for u in out.claims {
+            let key = (u.namespace, u.name);
+            if u.delete {
+                self.index.delete_resource_claim(&key.0, &key.1);
+                self.resource_claims.remove(&key);
+                self.generation += 1;
+                continue;
+            }
+            if let Some(mut claim) = self.resource_claims.get(&key).cloned() {
+                if let Some(status) = u.status {
+                    claim.status = Some(status);
+                }
+                if let Some(finalizers) = u.finalizers {
+                    claim.metadata.finalizers = (!finalizers.is_empty()).then_some(finalizers);
+                }
+                let _ = self.put_resource_claim(claim);
+            }
+        }
+        changed
     }
 
     /// Deletes a pod as a controller's or the garbage collector's DELETE does: a bound,

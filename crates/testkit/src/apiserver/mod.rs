@@ -36,6 +36,10 @@
 //! | `batch/v1` | `jobs` | namespaced | `status` |
 //! | `jobset.x-k8s.io/v1alpha2` | `jobsets` (once its CRD exists) | namespaced | `status` |
 //! | `leaderworkerset.x-k8s.io/v1` | `leaderworkersets` (`lws`, once its CRD exists) | namespaced | `status` |
+//! | `resource.k8s.io/v1` | `deviceclasses` | cluster | |
+//! | `resource.k8s.io/v1` | `resourceslices` | cluster | |
+//! | `resource.k8s.io/v1` | `resourceclaims` | namespaced | `status` |
+//! | `resource.k8s.io/v1` | `resourceclaimtemplates` | namespaced | |
 //!
 //! Discovery answers `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>` and
 //! `/apis/<group>/<version>` with the same `APIResourceList` entries (names, singular names,
@@ -159,6 +163,23 @@
 //!   podgroup-protection controller is played: once no unfinished pod names the group in
 //!   `spec.schedulingGroup.podGroupName` the finalizer is removed, and a terminating PodGroup
 //!   without finalizers goes. Workloads are stored as sent.
+//! * **Dynamic Resource Allocation** (`resource.k8s.io/v1`, `dra.rs`). A ResourceClaim is
+//!   created with `status` dropped and its requests defaulted (`allocationMode: ExactCount`,
+//!   `count: 1`) and validated; claim and template specs are immutable (422); the claim's
+//!   status changes only through `/status`, validated as kube-apiserver does: at most 256
+//!   distinct `reservedFor` users and only with an allocation, none added while the claim is
+//!   being deleted, an allocation immutable once set (it may be cleared), a new allocation's
+//!   results naming a request (or `request/subrequest`) of the claim, a driver, pool and
+//!   device. Finalizers (`resource.kubernetes.io/delete-protection`) keep a deleted claim,
+//!   terminating, until the last one is removed. ResourceSlices (driver, pool, exactly one node
+//!   choice, unique device names) and DeviceClasses (`extendedResourceName`) are validated,
+//!   CEL selectors are not compiled. With [`Options::resource_claim_controller`] (default on)
+//!   kube-controller-manager's resource-claim controller (`caldera_actors::resourceclaim`)
+//!   runs after every write to a claim, a template or a pod that names claims: the claim of
+//!   each template entry (`<pod>-<entry>-<5 chars>`, owned by the pod) and the pod's
+//!   `status.resourceClaimStatuses`, users that are gone removed from `reservedFor`, a claim
+//!   without users deallocated and its finalizer removed, the claims of pods that are done or
+//!   gone deleted (the garbage collector's part), each as its own write.
 //! * **Delete.** Pods that are bound and not finished are deleted gracefully: the grace
 //!   period is the request's `gracePeriodSeconds` (query or `DeleteOptions` body) or the pod's
 //!   `terminationGracePeriodSeconds`; `deletionTimestamp`/`deletionGracePeriodSeconds` are
@@ -212,7 +233,8 @@
 //!   strings as the real server does (custom resources keep numbers). QoS class
 //!   compares quantity strings as written. ServiceAccount admission (default service account,
 //!   token volume) does not run.
-//! * Finalizers are stored but never block deletion. Deleting a namespace removes everything
+//! * Finalizers are stored but never block deletion (except those of native PodGroups and
+//!   ResourceClaims, above). Deleting a namespace removes everything
 //!   in it at once (the namespace controller's work, without the Terminating phase).
 //! * Continued list pages read the current state, not a snapshot at the first page's
 //!   resourceVersion; they still report that first resourceVersion, so a watch started from
@@ -243,6 +265,7 @@
 
 mod admission;
 mod counters;
+mod dra;
 pub mod kube_scheduler;
 mod patch;
 mod podspec;
@@ -327,6 +350,11 @@ pub struct Options {
     /// cluster without the gate: discovery does not list the group version and its paths are
     /// 404.
     pub native_gang_api: bool,
+    /// Emulate kube-controller-manager's resource-claim controller
+    /// ([`caldera_actors::resourceclaim`]): claims made from the ResourceClaimTemplates pods
+    /// name (and `status.resourceClaimStatuses`), users that are gone removed from
+    /// `reservedFor`, claims deallocated and deleted as the controller does. Default `true`.
+    pub resource_claim_controller: bool,
 }
 
 impl Default for Options {
@@ -341,6 +369,7 @@ impl Default for Options {
             job_controller: true,
             podgroup_protection: true,
             native_gang_api: true,
+            resource_claim_controller: true,
         }
     }
 }
@@ -374,6 +403,7 @@ impl ApiServer {
             pv_controller: options.pv_controller,
             job_controller: options.job_controller,
             podgroup_protection: options.podgroup_protection,
+            resource_claim_controller: options.resource_claim_controller,
         });
         let app = Arc::new(App {
             store,

@@ -60,6 +60,15 @@ pub(crate) enum Flavor {
     /// create, the `scheduling.k8s.io/podgroup-protection` finalizer added, conditions merged
     /// by `type` under a strategic merge patch.
     NativePodGroup,
+    /// `resource.k8s.io/v1` DeviceClasses: `extendedResourceName` validated.
+    DeviceClass,
+    /// `resource.k8s.io/v1` ResourceSlices: driver, pool and node choice validated.
+    ResourceSlice,
+    /// `resource.k8s.io/v1` ResourceClaims: status dropped on create, spec defaulted and
+    /// immutable, status validated (`dra.rs`), the delete-protection finalizer honoured.
+    ResourceClaim,
+    /// `resource.k8s.io/v1` ResourceClaimTemplates: claim spec defaulted, immutable.
+    ClaimTemplate,
 }
 
 /// One served resource.
@@ -125,6 +134,8 @@ impl ResourceDef {
                 | Flavor::Budget
                 | Flavor::Job
                 | Flavor::NativePodGroup
+                | Flavor::DeviceClass
+                | Flavor::ResourceSlice
         )
     }
 
@@ -531,6 +542,69 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         flavor: Flavor::Custom,
         requires_crd: true,
     },
+    // Dynamic Resource Allocation (`resource.k8s.io/v1`, GA since 1.34), as 1.36 serves it.
+    ResourceDef {
+        group: "resource.k8s.io",
+        version: "v1",
+        plural: "deviceclasses",
+        singular: "deviceclass",
+        kind: "DeviceClass",
+        namespaced: false,
+        short_names: &[],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::DeviceClass,
+        requires_crd: false,
+    },
+    ResourceDef {
+        group: "resource.k8s.io",
+        version: "v1",
+        plural: "resourceslices",
+        singular: "resourceslice",
+        kind: "ResourceSlice",
+        namespaced: false,
+        short_names: &[],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::ResourceSlice,
+        requires_crd: false,
+    },
+    ResourceDef {
+        group: "resource.k8s.io",
+        version: "v1",
+        plural: "resourceclaims",
+        singular: "resourceclaim",
+        kind: "ResourceClaim",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[SubresourceDef {
+            name: "status",
+            group: "resource.k8s.io",
+            version: "v1",
+            kind: "ResourceClaim",
+            verbs: STATUS_VERBS,
+        }],
+        flavor: Flavor::ResourceClaim,
+        requires_crd: false,
+    },
+    ResourceDef {
+        group: "resource.k8s.io",
+        version: "v1",
+        plural: "resourceclaimtemplates",
+        singular: "resourceclaimtemplate",
+        kind: "ResourceClaimTemplate",
+        namespaced: true,
+        short_names: &[],
+        categories: &[],
+        verbs: FULL,
+        subresources: &[],
+        flavor: Flavor::ClaimTemplate,
+        requires_crd: false,
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -552,6 +626,8 @@ pub(crate) const VOLUMES: ResourceId = 16;
 pub(crate) const STORAGE_CLASSES: ResourceId = 17;
 pub(crate) const JOBS: ResourceId = 19;
 pub(crate) const NATIVE_PODGROUPS: ResourceId = 21;
+pub(crate) const RESOURCE_CLAIMS: ResourceId = 27;
+pub(crate) const CLAIM_TEMPLATES: ResourceId = 28;
 
 /// Finds the resource served at `/{group}/{version}/{plural}`.
 pub(crate) fn find_served(
@@ -796,6 +872,22 @@ mod tests {
         assert_eq!(def(RUNTIME_CLASSES).plural, "runtimeclasses");
         assert_eq!(def(PRIORITY_CLASSES).plural, "priorityclasses");
         assert_eq!(def(BUDGETS).plural, "poddisruptionbudgets");
+        assert_eq!(def(CLAIMS).plural, "persistentvolumeclaims");
+        assert_eq!(def(JOBS).plural, "jobs");
+        assert_eq!(
+            def(NATIVE_PODGROUPS).qualified(),
+            "podgroups.scheduling.k8s.io"
+        );
+        assert_eq!(
+            resolve("DeviceClass").map(|id| def(id).group),
+            Some("resource.k8s.io")
+        );
+        assert_eq!(
+            resolve("resourceslices").map(|id| def(id).kind),
+            Some("ResourceSlice")
+        );
+        assert_eq!(def(RESOURCE_CLAIMS).plural, "resourceclaims");
+        assert_eq!(def(CLAIM_TEMPLATES).plural, "resourceclaimtemplates");
     }
 
     #[test]

@@ -13,12 +13,13 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::admission::{self, obj_mut};
+use super::dra;
 use super::patch;
 use super::podspec;
 use super::resources::{
-    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, JOBS, NAMESPACES,
-    NATIVE_PODGROUPS, NODES, PODS, PRIORITY_CLASSES, RESOURCES, RUNTIME_CLASSES, STORAGE_CLASSES,
-    VOLUMES,
+    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, CLAIM_TEMPLATES, JOBS, NAMESPACES,
+    NATIVE_PODGROUPS, NODES, PODS, PRIORITY_CLASSES, RESOURCES, RESOURCE_CLAIMS, RUNTIME_CLASSES,
+    STORAGE_CLASSES, VOLUMES,
 };
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
@@ -115,6 +116,7 @@ pub(crate) struct StoreConfig {
     pub pv_controller: bool,
     pub job_controller: bool,
     pub podgroup_protection: bool,
+    pub resource_claim_controller: bool,
 }
 
 /// Which part of an object a write addresses.
@@ -207,6 +209,8 @@ pub(crate) struct State {
     syncing_volumes: bool,
     /// Set while the Job controller writes, so its own writes do not re-trigger it.
     syncing_jobs: bool,
+    /// Set while the resource-claim controller writes, so its own writes do not re-trigger it.
+    syncing_claims: bool,
 }
 
 /// kube-apiserver's defaulting and validation of a new `batch/v1` Job (what a scheduler's
@@ -355,6 +359,7 @@ impl State {
             syncing_budgets: false,
             syncing_volumes: false,
             syncing_jobs: false,
+            syncing_claims: false,
         };
         state.seed_builtin_objects();
         state
@@ -491,6 +496,18 @@ impl State {
             self.syncing_budgets = true;
             self.sync_budgets(&key.0);
             self.syncing_budgets = false;
+        }
+        // The resource-claim controller reacts to changes of claims, templates and of pods
+        // that name claims.
+        let claim_work = match id {
+            RESOURCE_CLAIMS | CLAIM_TEMPLATES => true,
+            PODS => dra::pod_has_claims(&object.value),
+            _ => false,
+        };
+        if claim_work && self.config.resource_claim_controller && !self.syncing_claims {
+            self.syncing_claims = true;
+            self.sync_resource_claims(&key.0);
+            self.syncing_claims = false;
         }
         // The PV controller reacts to every claim, volume and class change.
         if matches!(id, CLAIMS | VOLUMES | STORAGE_CLASSES) && !self.syncing_volumes {
@@ -667,6 +684,103 @@ impl State {
                 self.commit(NATIVE_PODGROUPS, &key, Some(pg), None);
             }
         }
+    }
+
+    /// kube-controller-manager's resource-claim controller ([`caldera_actors::resourceclaim`])
+    /// over `namespace`: claims created from templates, pods' `resourceClaimStatuses`, then
+    /// claims' status, finalizers and deletions, each as its own write.
+    fn sync_resource_claims(&mut self, namespace: &str) {
+        let in_ns = |s: &Self, id: ResourceId| -> Vec<Value> {
+            s.resources[id]
+                .objects
+                .range((namespace.to_string(), String::new())..)
+                .take_while(|(k, _)| k.0 == namespace)
+                .map(|(_, o)| o.value.clone())
+                .collect()
+        };
+        let claims = in_ns(self, RESOURCE_CLAIMS);
+        // The pods that name claims, and those that own one (the bridge's claims).
+        let owners: std::collections::BTreeSet<&str> = claims
+            .iter()
+            .flat_map(|c| {
+                c["metadata"]["ownerReferences"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+            })
+            .filter_map(|o| o["uid"].as_str())
+            .collect();
+        let pods: Vec<Value> = in_ns(self, PODS)
+            .into_iter()
+            .filter(|p| {
+                dra::pod_has_claims(p)
+                    || p["metadata"]["uid"]
+                        .as_str()
+                        .is_some_and(|u| owners.contains(u))
+            })
+            .collect();
+        let templates = in_ns(self, CLAIM_TEMPLATES);
+        let out = dra::controller_sync(&pods, &claims, &templates, &|ns, name| {
+            self.lookup(RESOURCE_CLAIMS, ns, name).is_some()
+        });
+        for claim in out.create {
+            if let Ok(body) = serde_json::to_value(&claim) {
+                let _ = self.create(RESOURCE_CLAIMS, namespace, body, false);
+            }
+        }
+        for pod in out.pods {
+            let Ok(statuses) = serde_json::to_value(&pod.resource_claim_statuses) else {
+                continue;
+            };
+            let _ = self.modify(PODS, &pod.namespace, &pod.name, |p| {
+                obj_mut(p, "status").insert("resourceClaimStatuses".into(), statuses);
+            });
+        }
+        for update in out.claims {
+            if let Some(status) = update.status.and_then(|s| serde_json::to_value(&s).ok()) {
+                let _ = self.modify(RESOURCE_CLAIMS, &update.namespace, &update.name, |c| {
+                    if let Value::Object(map) = c {
+                        map.insert("status".into(), status);
+                    }
+                });
+            }
+            if let Some(finalizers) = update.finalizers {
+                let _ = self.modify(RESOURCE_CLAIMS, &update.namespace, &update.name, |c| {
+                    let m = obj_mut(c, "metadata");
+                    if finalizers.is_empty() {
+                        m.remove("finalizers");
+                    } else {
+                        m.insert("finalizers".into(), json!(finalizers));
+                    }
+                });
+                self.release_finalized(RESOURCE_CLAIMS, &update.namespace, &update.name);
+            }
+            if update.delete {
+                let _ = self.delete(
+                    RESOURCE_CLAIMS,
+                    &update.namespace,
+                    &update.name,
+                    &DeleteOptions::default(),
+                    false,
+                );
+            }
+        }
+    }
+
+    /// A terminating object whose last finalizer is gone is deleted (what kube-apiserver does on
+    /// the update that removes it).
+    fn release_finalized(&mut self, id: ResourceId, namespace: &str, name: &str) {
+        let Some(obj) = self.lookup(id, namespace, name).cloned() else {
+            return;
+        };
+        let finalizers = obj.value["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        if obj.value["metadata"]["deletionTimestamp"].is_null() || finalizers {
+            return;
+        }
+        let key = key_of(def(id), namespace, name);
+        self.commit(id, &key, None, Some(obj.value.clone()));
     }
 
     /// Controllers that react to a write at once (their effect is a separate, later write).
@@ -1051,6 +1165,22 @@ impl State {
                 }
                 m.insert("generation".into(), json!(1));
             }
+            Flavor::ResourceClaim => {
+                dra::prepare_claim(obj).map_err(|c| ApiError::invalid(d, name, &c))?
+            }
+            Flavor::ClaimTemplate => {
+                dra::prepare_template(obj).map_err(|c| ApiError::invalid(d, name, &c))?
+            }
+            Flavor::DeviceClass | Flavor::ResourceSlice => {
+                let causes = if d.flavor == Flavor::DeviceClass {
+                    dra::validate_class(obj)
+                } else {
+                    dra::validate_slice(obj)
+                };
+                if !causes.is_empty() {
+                    return Err(ApiError::invalid(d, name, &causes));
+                }
+            }
             Flavor::CoreEvent
             | Flavor::EventV1
             | Flavor::Lease
@@ -1363,8 +1493,19 @@ impl State {
                     admission::default_pod_template(&mut new);
                     podspec::validate_pod_spec(&new["template"]["spec"], "template.spec")
                 }
+                Flavor::ResourceClaim | Flavor::ClaimTemplate => {
+                    dra::validate_spec_update(old, &new, "spec")
+                }
+                Flavor::DeviceClass => dra::validate_class(&new),
+                Flavor::ResourceSlice => dra::validate_slice(&new),
                 _ => Vec::new(),
             };
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(d, name, &errors));
+            }
+        }
+        if d.flavor == Flavor::ResourceClaim && sub == Sub::Status {
+            let errors = dra::validate_status_update(old, &new);
             if !errors.is_empty() {
                 return Err(ApiError::invalid(d, name, &errors));
             }
@@ -1395,7 +1536,11 @@ impl State {
         let key = key_of(d, namespace, name);
         let stored = self.commit(id, &key, Some(new), None);
         self.after_write(id, &key);
-        Ok(stored.value.clone())
+        let value = stored.value.clone();
+        if d.flavor == Flavor::ResourceClaim {
+            self.release_finalized(id, namespace, name);
+        }
+        Ok(value)
     }
 
     /// DELETE of one object. Returns the response body.
@@ -1459,7 +1604,7 @@ impl State {
         let finalizers = old.value["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty());
-        if d.flavor == Flavor::NativePodGroup && finalizers {
+        if matches!(d.flavor, Flavor::NativePodGroup | Flavor::ResourceClaim) && finalizers {
             // Finalizers keep the object, terminating, until the last one is removed.
             if !last["metadata"]["deletionTimestamp"].is_null() {
                 return Ok(old.value.clone());
@@ -1471,7 +1616,9 @@ impl State {
             }
             let stored = self.commit(id, &key, Some(last), None);
             let value = stored.value.clone();
-            self.protect_podgroups(namespace);
+            if d.flavor == Flavor::NativePodGroup {
+                self.protect_podgroups(namespace);
+            }
             return Ok(value);
         }
         if dry_run {
@@ -2000,6 +2147,7 @@ mod tests {
             pv_controller: true,
             job_controller: true,
             podgroup_protection: true,
+            resource_claim_controller: true,
         })
     }
 

@@ -1,0 +1,424 @@
+//! DRA claim writes against the API stand-in, through the real `kube` client: every member's
+//! claims are allocated (finalizer, `status.allocation`, `status.reservedFor`) before any member
+//! binds; a refused claim write binds none of the gang and undoes what went through; the
+//! extended-resource bridge's claim is made and named in the pod's status.
+
+use caldera_binder::{Binder, Dropped, Follow, Observer, Options};
+use caldera_model::dra::{
+    ClaimWrite, Consumer, DeviceResult, ExtendedResourceClaim, RequestMapping,
+};
+use caldera_model::selector::{Requirement, SelectorOp};
+use caldera_model::{Bind, Plan, SelectorTerm, Snapshot, Time};
+use caldera_testkit::apiserver::{ApiServer, Verb};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const PROTECTION: &str = "resource.kubernetes.io/delete-protection";
+
+#[derive(Default)]
+struct Seen {
+    bound: Mutex<Vec<String>>,
+    dropped: Mutex<Vec<(String, Dropped)>>,
+    claims_dropped: Mutex<Vec<String>>,
+}
+
+impl Observer for Seen {
+    fn bound(&self, bind: &Bind, _latency: Option<Duration>) {
+        self.bound.lock().unwrap().push(bind.name.to_string());
+    }
+    fn bind_dropped(&self, bind: &Bind, why: Dropped) {
+        self.dropped
+            .lock()
+            .unwrap()
+            .push((bind.name.to_string(), why));
+    }
+    fn claim_write_dropped(&self, write: &ClaimWrite) {
+        self.claims_dropped.lock().unwrap().push(write.key());
+    }
+}
+
+impl Seen {
+    fn answered(&self) -> usize {
+        self.bound.lock().unwrap().len() + self.dropped.lock().unwrap().len()
+    }
+}
+
+fn binder(server: &ApiServer, seen: Arc<Seen>) -> Result<Binder, Box<dyn std::error::Error>> {
+    Ok(Binder::new(
+        server.kube_client()?,
+        Options {
+            follow: Follow {
+                report_quiet: Duration::ZERO,
+                ..Follow::default()
+            },
+            ..Options::default()
+        },
+        seen,
+    ))
+}
+
+async fn wait_answers(seen: &Seen, n: usize) {
+    let result = tokio::time::timeout(Duration::from_secs(10), async {
+        while seen.answered() < n {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(result.is_ok(), "the binder answered every bind");
+}
+
+/// A pending pod of Caldera's with one claim entry naming `claim`; returns its uid.
+async fn pod(
+    pods: &Api<Pod>,
+    name: &str,
+    claim: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"schedulerName": "caldera",
+            "containers": [{"name": "main", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}
+    }))?;
+    Ok(pods
+        .create(&PostParams::default(), &pod)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default())
+}
+
+/// A claim for one device of class `gpu.example.com`; returns its uid.
+async fn claim(
+    claims: &Api<ResourceClaim>,
+    name: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let c: ResourceClaim = serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}
+    }))?;
+    Ok(claims
+        .create(&PostParams::default(), &c)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default())
+}
+
+fn on_node(node: &str) -> Vec<SelectorTerm> {
+    vec![SelectorTerm {
+        expressions: vec![],
+        fields: vec![Requirement {
+            key: "metadata.name".into(),
+            op: SelectorOp::In,
+            values: vec![node.into()],
+        }],
+    }]
+}
+
+fn device(request: &str, device: &str) -> DeviceResult {
+    DeviceResult {
+        request: request.into(),
+        driver: "gpu.example.com".into(),
+        pool: "node-a".into(),
+        device: device.into(),
+        admin_access: false,
+    }
+}
+
+fn write(name: &str, uid: &str, dev: &str, pod: (&str, &str)) -> ClaimWrite {
+    ClaimWrite {
+        namespace: "ns".into(),
+        name: name.into(),
+        uid: uid.into(),
+        allocate: true,
+        devices: vec![device("gpu", dev)],
+        config: vec![],
+        node: Some("node-a".into()),
+        node_selector: Some(on_node("node-a")),
+        reserved_for: vec![Consumer {
+            resource: "pods".into(),
+            name: pod.0.into(),
+            uid: pod.1.into(),
+        }],
+    }
+}
+
+fn bind(name: &str, uid: &str) -> Bind {
+    Bind {
+        namespace: "ns".into(),
+        name: name.into(),
+        uid: uid.into(),
+        node: "node-a".into(),
+        job: "ns/train".into(),
+    }
+}
+
+#[tokio::test]
+async fn every_members_claims_are_allocated_before_any_member_binds() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let mut plan = Plan::default();
+    for i in 0..4 {
+        let (p, c) = (format!("train-{i}"), format!("gpu-{i}"));
+        let pod_uid = pod(&pods, &p, &c).await?;
+        let claim_uid = claim(&claims, &c).await?;
+        plan.claim_writes
+            .push(write(&c, &claim_uid, &format!("gpu-{i}"), (&p, &pod_uid)));
+        plan.binds.push(bind(&p, &pod_uid));
+    }
+    server.reset_request_counts();
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 4).await;
+    assert_eq!(seen.bound.lock().unwrap().len(), 4);
+    for i in 0..4 {
+        let c = claims.get(&format!("gpu-{i}")).await?;
+        assert!(c
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&PROTECTION.to_string()));
+        let status = c.status.expect("status");
+        let results = status
+            .allocation
+            .as_ref()
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.clone())
+            .unwrap_or_default();
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].device, format!("gpu-{i}"));
+        let selector = status
+            .allocation
+            .and_then(|a| a.node_selector)
+            .expect("node selector");
+        let field = &selector.node_selector_terms[0]
+            .match_fields
+            .as_ref()
+            .expect("fields")[0];
+        assert_eq!(
+            (field.key.as_str(), field.operator.as_str()),
+            ("metadata.name", "In")
+        );
+        assert_eq!(field.values.clone().unwrap_or_default(), ["node-a"]);
+        let users = status.reserved_for.unwrap_or_default();
+        assert_eq!(users.len(), 1);
+        assert_eq!(users[0].name, format!("train-{i}"));
+        assert_eq!(users[0].resource, "pods");
+    }
+    // kube-scheduler's order, for the whole gang: every claim status before the first bind.
+    let log = server.write_log();
+    let last_status = log
+        .iter()
+        .rposition(|k| k.resource == "resourceclaims" && k.subresource == "status")
+        .expect("claim status writes");
+    let first_bind = log
+        .iter()
+        .position(|k| k.resource == "pods" && k.subresource == "binding")
+        .expect("binds");
+    assert!(last_status < first_bind, "{log:?}");
+    let counts = server.request_counts();
+    assert_eq!(counts.get(Verb::Update, "resourceclaims", "status"), 4);
+    assert_eq!(
+        counts.get(Verb::Update, "resourceclaims", ""),
+        4,
+        "the finalizers"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_claim_taken_meanwhile_binds_none_of_the_gang_and_undoes_the_others() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let mut plan = Plan::default();
+    let mut uids = Vec::new();
+    for i in 0..2 {
+        let (p, c) = (format!("train-{i}"), format!("gpu-{i}"));
+        let pod_uid = pod(&pods, &p, &c).await?;
+        let claim_uid = claim(&claims, &c).await?;
+        plan.claim_writes
+            .push(write(&c, &claim_uid, &format!("gpu-{i}"), (&p, &pod_uid)));
+        plan.binds.push(bind(&p, &pod_uid));
+        uids.push(pod_uid);
+    }
+    // Someone else allocated gpu-1 (another device) after the decision.
+    claims
+        .patch_status(
+            "gpu-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": "node-a", "device": "gpu-7"}
+            ]}}}})),
+        )
+        .await?;
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 2).await;
+    assert!(seen.bound.lock().unwrap().is_empty());
+    let mut dropped = seen.dropped.lock().unwrap().clone();
+    dropped.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        dropped,
+        [
+            ("train-0".to_string(), Dropped::Rejected),
+            ("train-1".to_string(), Dropped::Rejected)
+        ]
+    );
+    let mut claims_dropped = seen.claims_dropped.lock().unwrap().clone();
+    claims_dropped.sort();
+    assert_eq!(claims_dropped, ["ns/gpu-0", "ns/gpu-1"]);
+    for i in 0..2 {
+        let p = pods.get(&format!("train-{i}")).await?;
+        assert_eq!(p.spec.and_then(|s| s.node_name), None, "train-{i} unbound");
+    }
+    // gpu-0 went through and was undone: no allocation, no user, no finalizer.
+    let c0 = claims.get("gpu-0").await?;
+    assert_eq!(c0.status.clone().and_then(|s| s.allocation), None);
+    assert_eq!(c0.status.and_then(|s| s.reserved_for), None);
+    assert!(!c0
+        .metadata
+        .finalizers
+        .unwrap_or_default()
+        .contains(&PROTECTION.to_string()));
+    // gpu-1 keeps the other allocation, and no user of ours.
+    let c1 = claims.get("gpu-1").await?.status.expect("status");
+    let results = c1
+        .allocation
+        .and_then(|a| a.devices)
+        .and_then(|d| d.results)
+        .unwrap_or_default();
+    assert_eq!(results[0].device, "gpu-7");
+    assert_eq!(c1.reserved_for, None);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_shared_claim_already_allocated_only_gains_the_new_user() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let first = pod(&pods, "a", "shared").await?;
+    let second = pod(&pods, "b", "shared").await?;
+    let claim_uid = claim(&claims, "shared").await?;
+    let allocate = write("shared", &claim_uid, "gpu-0", ("a", &first));
+    let mut plan = Plan::default();
+    plan.claim_writes.push(allocate.clone());
+    plan.binds.push(bind("a", &first));
+    let seen = Arc::new(Seen::default());
+    let b = binder(&server, seen.clone())?;
+    b.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 1).await;
+    // A later session: the claim is allocated; only b is added.
+    let mut reserve = write("shared", &claim_uid, "gpu-0", ("b", &second));
+    reserve.allocate = false;
+    let mut plan = Plan::default();
+    plan.claim_writes.push(reserve);
+    let mut bind_b = bind("b", &second);
+    bind_b.job = "ns/b".into();
+    plan.binds.push(bind_b);
+    b.dispatch(plan, &Snapshot::default(), Time::from_secs(2));
+    wait_answers(&seen, 2).await;
+    assert_eq!(*seen.bound.lock().unwrap(), ["a", "b"]);
+    let status = claims.get("shared").await?.status.expect("status");
+    let users: Vec<String> = status
+        .reserved_for
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(users, ["a", "b"]);
+    let results = status
+        .allocation
+        .and_then(|a| a.devices)
+        .and_then(|d| d.results)
+        .unwrap_or_default();
+    assert_eq!(results.len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_bridge_makes_an_allocated_claim_owned_by_the_pod_and_names_it() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let p: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy"},
+        "spec": {"schedulerName": "caldera", "containers": [{"name": "main", "image": "x",
+            "resources": {"limits": {"example.com/gpu": "2"}}}]}
+    }))?;
+    let uid = pods
+        .create(&PostParams::default(), &p)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    let mut plan = Plan::default();
+    plan.extended_claims.push(ExtendedResourceClaim {
+        namespace: "ns".into(),
+        pod: "legacy".into(),
+        pod_uid: uid.clone().into(),
+        requests: vec![("container-0-request-0".into(), "gpu.example.com".into(), 2)],
+        devices: vec![
+            device("container-0-request-0", "gpu-0"),
+            device("container-0-request-0", "gpu-1"),
+        ],
+        config: vec![],
+        node: Some("node-a".into()),
+        node_selector: Some(on_node("node-a")),
+        mappings: vec![RequestMapping {
+            container: "main".into(),
+            resource: "example.com/gpu".into(),
+            request: "container-0-request-0".into(),
+        }],
+    });
+    plan.binds.push(bind("legacy", &uid));
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 1).await;
+    assert_eq!(*seen.bound.lock().unwrap(), ["legacy"]);
+    let pod = pods.get("legacy").await?;
+    let status = pod
+        .status
+        .clone()
+        .and_then(|s| s.extended_resource_claim_status)
+        .expect("extendedResourceClaimStatus");
+    assert_eq!(status.request_mappings.len(), 1);
+    assert_eq!(status.request_mappings[0].container_name, "main");
+    let c = claims.get(&status.resource_claim_name).await?;
+    assert!(status
+        .resource_claim_name
+        .starts_with("legacy-extended-resources-"));
+    let annotations = c.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("resource.kubernetes.io/extended-resource-claim")
+            .map(String::as_str),
+        Some("true")
+    );
+    let owner = &c.metadata.owner_references.clone().unwrap_or_default()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("Pod", uid.as_str())
+    );
+    let claim_status = c.status.expect("status");
+    let results = claim_status
+        .allocation
+        .and_then(|a| a.devices)
+        .and_then(|d| d.results)
+        .unwrap_or_default();
+    assert_eq!(results.len(), 2);
+    assert_eq!(claim_status.reserved_for.map(|r| r.len()), Some(1));
+    Ok(())
+}
