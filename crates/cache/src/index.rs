@@ -1892,7 +1892,9 @@ impl ClusterIndex {
                         with_claims = true;
                     }
                 }
-                if task.status == TaskStatus::Pending
+                // Bound members too: their claims' devices count for their queues and are freed
+                // for a preemptor when they are victims (caldera_session::devices).
+                if !matches!(task.status, TaskStatus::Succeeded | TaskStatus::Failed)
                     && (p.resource_claims.is_some() || !p.extended.is_empty())
                 {
                     let none = crate::dra::PodClaims::default();
