@@ -781,6 +781,64 @@ impl Devices {
         })
     }
 
+    /// What `task` (index `ti`)'s claims are, for `explain`: one line per claim.
+    pub fn describe(&self, ti: usize, task: &Task) -> Vec<String> {
+        let Some(tc) = &task.claims else {
+            return Vec::new();
+        };
+        let key = task.key();
+        if let Some(w) = &tc.waiting {
+            return vec![format!("{key}: {w}")];
+        }
+        let mut out = Vec::new();
+        for pc in &tc.claims {
+            let name = format!(
+                "{key} claim {} ({}/{})",
+                pc.pod_claim, task.namespace, pc.claim
+            );
+            let Some(ci) = self.inv.claim_index(&task.namespace, &pc.claim) else {
+                out.push(format!("{name}: not found"));
+                continue;
+            };
+            let st = &self.claims[ci];
+            let line = match &st.allocation {
+                Some(a) => {
+                    let devices: Vec<String> = a
+                        .devices
+                        .iter()
+                        .map(|r| format!("{}/{}/{}", r.driver, r.pool, r.device))
+                        .collect();
+                    let node = a
+                        .node()
+                        .map_or_else(|| "any node".to_string(), |n| n.to_string());
+                    let by = if st.by_session && self.placed.contains_key(&ti) {
+                        "allocated by this session"
+                    } else if st.by_session {
+                        "allocated by this session for another member"
+                    } else {
+                        "allocated before"
+                    };
+                    format!("{name}: {by}, for {node}: {}", devices.join(", "))
+                }
+                None => format!("{name}: not allocated"),
+            };
+            out.push(line);
+        }
+        if let Some(b) = self.placed.get(&ti).and_then(|t| t.extended.as_ref()) {
+            let devices: Vec<String> = b
+                .allocation
+                .devices
+                .iter()
+                .map(|r| format!("{}/{}/{}", r.driver, r.pool, r.device))
+                .collect();
+            out.push(format!(
+                "{key} extended resources served by devices: {}",
+                devices.join(", ")
+            ));
+        }
+        out
+    }
+
     /// Whether every claim of placed task `ti` is allocated (the fit check makes it so; the
     /// property tests check it).
     pub fn satisfied(&self, ti: usize) -> bool {
