@@ -141,6 +141,24 @@ impl Allocator {
             .collect()
     }
 
+    /// Whether the device at `index` is of class `class`: usable, and every selector of the
+    /// class holds (an error counts as no). Answered from the same caches as allocations, so
+    /// the session can count devices per class (as the resource a class names) at no extra
+    /// CEL cost.
+    pub fn in_class(&mut self, class: &str, index: u32) -> bool {
+        let (Some(class), Some(device)) = (
+            self.inventory.class(class),
+            self.inventory.devices.get(index as usize),
+        ) else {
+            return false;
+        };
+        device.unsupported.is_none()
+            && class
+                .selectors
+                .iter()
+                .all(|e| self.selectors.matches(e, index, device) == Ok(true))
+    }
+
     /// Devices the node reaches, in inventory order.
     pub fn reachable(&self, node: NodeView) -> Vec<u32> {
         let local = self.local.get(node.name).map(Vec::as_slice).unwrap_or(&[]);

@@ -10,6 +10,7 @@ pub mod actions;
 pub mod attempt;
 pub mod close;
 pub mod consolidate;
+pub mod devices;
 pub mod evict;
 pub mod explain;
 pub mod interpod;
