@@ -19,6 +19,9 @@ use caldera_sim::invariants;
 use caldera_sim::manifest::{Kind, Object};
 use caldera_sim::Simulation;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1alpha2::{PodGroup as NativePodGroup, Workload};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
@@ -58,6 +61,14 @@ pub struct LiveObjects {
     pub volumes: Vec<PersistentVolume>,
     /// PersistentVolumeClaims, all namespaces.
     pub claims: Vec<PersistentVolumeClaim>,
+    /// DRA DeviceClasses (none when `resource.k8s.io/v1` is not served).
+    pub device_classes: Vec<DeviceClass>,
+    /// DRA ResourceSlices.
+    pub resource_slices: Vec<ResourceSlice>,
+    /// DRA ResourceClaims, all namespaces.
+    pub resource_claims: Vec<ResourceClaim>,
+    /// DRA ResourceClaimTemplates, all namespaces.
+    pub resource_claim_templates: Vec<ResourceClaimTemplate>,
 }
 
 async fn list_typed<K>(api: Api<K>, what: &str) -> Result<Vec<K>>
@@ -99,7 +110,7 @@ async fn list_json(client: &Client, kind: Kind) -> Result<Vec<serde_json::Value>
 }
 
 impl LiveObjects {
-    /// Lists every kind (eleven requests).
+    /// Lists every kind (fifteen requests).
     pub async fn read(client: &Client) -> Result<LiveObjects> {
         Ok(LiveObjects {
             priority_classes: list_typed(Api::all(client.clone()), "priorityclasses").await?,
@@ -134,6 +145,14 @@ impl LiveObjects {
             csinodes: list_typed(Api::all(client.clone()), "csinodes").await?,
             volumes: list_typed(Api::all(client.clone()), "persistentvolumes").await?,
             claims: list_typed(Api::all(client.clone()), "persistentvolumeclaims").await?,
+            device_classes: list_optional(Api::all(client.clone()), "deviceclasses").await?,
+            resource_slices: list_optional(Api::all(client.clone()), "resourceslices").await?,
+            resource_claims: list_optional(Api::all(client.clone()), "resourceclaims").await?,
+            resource_claim_templates: list_optional(
+                Api::all(client.clone()),
+                "resourceclaimtemplates",
+            )
+            .await?,
         })
     }
 
@@ -256,6 +275,37 @@ impl View {
                 .map(Object::PersistentVolumeClaim),
         );
         for object in storage {
+            add(object, &mut skipped);
+        }
+        // DRA objects as read: the live allocations and the live resource-claim controller's
+        // claims.
+        let dra = (objects
+            .device_classes
+            .iter()
+            .cloned()
+            .map(Object::DeviceClass))
+        .chain(
+            objects
+                .resource_slices
+                .iter()
+                .cloned()
+                .map(Object::ResourceSlice),
+        )
+        .chain(
+            objects
+                .resource_claim_templates
+                .iter()
+                .cloned()
+                .map(Object::ResourceClaimTemplate),
+        )
+        .chain(
+            objects
+                .resource_claims
+                .iter()
+                .cloned()
+                .map(Object::ResourceClaim),
+        );
+        for object in dra {
             add(object, &mut skipped);
         }
         for pg in &objects.podgroups {
