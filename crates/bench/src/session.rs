@@ -77,6 +77,16 @@ pub struct SessionResult {
     /// The same cluster and gangs without any topology rule, in the same run: the
     /// unconstrained figure the topology one is compared with.
     pub topology_unconstrained_placements_per_second: f64,
+    /// The DRA figure: the nodes publish 8 GPUs each as devices (attributes `productName`,
+    /// `architecture`, `index`, `cliqueID`, capacity `memory`; no `nvidia.com/gpu` in their
+    /// allocatable), and nodes × 4 pending members in gangs of 1–64 each use a one-GPU claim
+    /// made from a template whose CEL selector asks for the product: members placed (with
+    /// their devices) in one session.
+    pub dra_placements: u64,
+    /// Session time of that run.
+    pub dra_session_seconds: f64,
+    /// dra_placements / dra_session_seconds.
+    pub dra_placements_per_second: f64,
     /// Peak resident set size so far.
     pub peak_rss_bytes: u64,
 }
@@ -251,6 +261,124 @@ fn preempt_figure(nodes: usize, seed: u64) -> (f64, u64, u64) {
         .copied()
         .unwrap_or(0);
     (seconds, victims, served)
+}
+
+/// The DRA bench's driver.
+const DRA_DRIVER: &str = "gpu.nvidia.com";
+
+/// The DRA figure (see [`SessionResult::dra_placements`]): (placements, session seconds).
+pub fn dra_figure(nodes: usize, seed: u64) -> (u64, f64) {
+    use caldera_model::dra::{
+        AllocationMode, AttributeValue, Capacity, Claim, Device, DeviceClass, DeviceNodes,
+        DeviceRequest, ExactRequest, PodClaim, RequestKind, TaskClaims,
+    };
+    use caldera_testkit::builders::{node, pod, podgroup, Cluster};
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    let scheduler =
+        caldera_plugins::scheduler(&SchedulerConfig::default()).expect("shipped config builds");
+    let mut rng = Rng::new(seed ^ 0xD7A_0001);
+    let mut c = Cluster::new();
+    for n in 0..nodes {
+        c = c.node(node(&format!("n{n:05}")).cpu(128).memory_gi(1024));
+    }
+    let members = nodes * 4;
+    let (mut made, mut gang) = (0usize, 0usize);
+    while made < members {
+        let size = (rng.range(1, 65) as usize).min(members - made);
+        let name = format!("train-{gang:05}");
+        c = c.group(podgroup("bench", &name).min_member(size as u32));
+        for m in 0..size {
+            c = c.pod(
+                pod("bench", &format!("{name}-{m}"))
+                    .group(&name)
+                    .cpu_milli(1000)
+                    .created(gang as i64),
+            );
+        }
+        made += size;
+        gang += 1;
+    }
+    let mut snapshot = c.snapshot();
+    let q = |name: &str| -> Arc<str> { Arc::from(format!("{DRA_DRIVER}/{name}")) };
+    let product = "NVIDIA H100 80GB HBM3";
+    let inv = &mut snapshot.dra;
+    inv.classes.push(DeviceClass {
+        name: DRA_DRIVER.into(),
+        selectors: vec![Arc::from(format!("device.driver == '{DRA_DRIVER}'"))],
+        config: Vec::new(),
+        extended_resource_name: Some("nvidia.com/gpu".into()),
+        created: Time::from_secs(0),
+    });
+    let memory = Capacity {
+        milli: 80 * (1i64 << 30) * 1000,
+        text: "80Gi".into(),
+    };
+    for n in 0..nodes {
+        let pool: Arc<str> = Arc::from(format!("n{n:05}"));
+        for i in 0..8i64 {
+            inv.devices.push(Device {
+                driver: DRA_DRIVER.into(),
+                pool: pool.clone(),
+                name: Arc::from(format!("gpu-{i}")),
+                attributes: BTreeMap::from([
+                    (q("productName"), AttributeValue::String(product.into())),
+                    (q("architecture"), AttributeValue::String("Hopper".into())),
+                    (q("index"), AttributeValue::Int(i)),
+                    (
+                        q("cliqueID"),
+                        AttributeValue::String(format!("{pool}-{}", i / 4).into()),
+                    ),
+                ]),
+                capacity: BTreeMap::from([(q("memory"), memory.clone())]),
+                nodes: DeviceNodes::Node(pool.clone()),
+                unsupported: None,
+            });
+        }
+    }
+    let selector: Arc<str> = Arc::from(format!(
+        "device.attributes['{DRA_DRIVER}'].productName == '{product}'"
+    ));
+    for t in snapshot.tasks.iter_mut() {
+        let claim: Arc<str> = Arc::from(format!("{}-gpu-x7k2q", t.name));
+        snapshot.dra.claims.push(Claim {
+            namespace: t.namespace.clone(),
+            name: claim.clone(),
+            uid: Arc::from(format!("uid-{claim}")),
+            requests: vec![DeviceRequest {
+                name: "gpu".into(),
+                kind: RequestKind::Exactly(ExactRequest {
+                    class: DRA_DRIVER.into(),
+                    selectors: vec![selector.clone()],
+                    mode: AllocationMode::ExactCount(1),
+                    admin_access: false,
+                }),
+            }],
+            constraints: Vec::new(),
+            config: Vec::new(),
+            allocation: None,
+            reserved_for: Vec::new(),
+            deleting: false,
+            owner: Some(("Pod".into(), t.uid.clone())),
+            unsupported: None,
+        });
+        t.claims = Some(Arc::new(TaskClaims {
+            claims: vec![PodClaim {
+                pod_claim: "gpu".into(),
+                claim,
+                from_template: true,
+            }],
+            ..TaskClaims::default()
+        }));
+    }
+    let inv = &mut snapshot.dra;
+    inv.devices
+        .sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
+    inv.claims
+        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    let t = Instant::now();
+    let outcome = scheduler.run_owned(snapshot, Time::from_secs(1_767_225_600));
+    (outcome.stats.placements, t.elapsed().as_secs_f64())
 }
 
 fn index_of(objects: &gen::Objects) -> ClusterIndex {
@@ -466,6 +594,7 @@ pub fn run(
     ) = hierarchy_figure(&shape, now);
     let ((topology_placements, topology_session_seconds), (plain_placements, plain_seconds)) =
         topology_figure(nodes, seed);
+    let (dra_placements, dra_session_seconds) = dra_figure(nodes, seed);
 
     SessionResult {
         nodes,
@@ -497,6 +626,9 @@ pub fn run(
             / topology_session_seconds.max(1e-9),
         topology_unconstrained_placements_per_second: plain_placements as f64
             / plain_seconds.max(1e-9),
+        dra_placements,
+        dra_session_seconds,
+        dra_placements_per_second: dra_placements as f64 / dra_session_seconds.max(1e-9),
         peak_rss_bytes: crate::peak_rss_bytes(),
     }
 }

@@ -281,18 +281,15 @@ pub fn pod_claims(pod: &Pod) -> Result<Option<PodClaims>> {
     }))
 }
 
-/// Whether `name` is an extended resource (a domain-qualified name outside `kubernetes.io`,
-/// not a quota `requests.` name), as Kubernetes' `IsExtendedResourceName`.
+/// Whether `name` is an extended resource as Kubernetes' `IsExtendedResourceName` says (a
+/// domain-qualified name not containing `kubernetes.io/`, not a quota `requests.` name), or
+/// the implicit name of a DeviceClass (`deviceclass.resource.kubernetes.io/<class>`), which
+/// the bridge serves too.
 fn is_extended(name: &str) -> bool {
-    match name.split_once('/') {
-        Some((domain, _)) => {
-            domain != "kubernetes.io"
-                && !(domain.ends_with(".kubernetes.io")
-                    && !name.starts_with(caldera_model::dra::IMPLICIT_EXTENDED_RESOURCE_PREFIX))
-                && !name.starts_with("requests.")
-        }
-        None => false,
+    if name.starts_with(caldera_model::dra::IMPLICIT_EXTENDED_RESOURCE_PREFIX) {
+        return true;
     }
+    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
 }
 
 /// Every container's (init containers too) requests for extended resources, whole units

@@ -211,6 +211,17 @@ pub fn run(args: BenchArgs) -> CommandResult {
                     for r in &results {
                         writeln!(
                             out,
+                            "{} nodes × 8 DRA GPUs, {} members with one-GPU claims (CEL): {} placed in {:.3}s, dra_placements_per_second {:.0}",
+                            r.nodes,
+                            r.nodes * 4,
+                            r.dra_placements,
+                            r.dra_session_seconds,
+                            r.dra_placements_per_second
+                        )?;
+                    }
+                    for r in &results {
+                        writeln!(
+                            out,
                             "{} nodes, {} leaf queues: flat {:.3}s ({} placed), 3-level tree {:.3}s ({} placed): ×{:.2}",
                             r.nodes,
                             session::TREE_LEAVES,

@@ -235,8 +235,8 @@ const PREDICATES: &[ArgSpec] = &[
 
 /// Volcano's capacity plugin (`pkg/scheduler/plugins/capacity`): `ancestorReclaimLevel` is
 /// checked (only 0, Volcano's default, is implemented: the validator refuses more); the DRA
-/// quota switches are accepted and ignored, since Caldera holds every pod with
-/// `spec.resourceClaims` with a message before any quota applies.
+/// quota switches are accepted and ignored: DRA is always on, and how allocated devices count
+/// toward queues is not switchable (docs/dra.md).
 const CAPACITY: &[ArgSpec] = &[
     used("ancestorReclaimLevel", ArgKind::Int { min: 0 }),
     ignored("capacity.DynamicResourceAllocationEnable"),

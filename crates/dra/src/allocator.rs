@@ -23,6 +23,13 @@ pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 /// (upstream bounds the search by the scheduling cycle's deadline instead).
 pub const STEP_LIMIT: u64 = 200_000;
 
+/// What a selector can see of a device: driver, attributes, capacity.
+type Content<'a> = (
+    &'a Arc<str>,
+    &'a BTreeMap<Arc<str>, AttributeValue>,
+    &'a BTreeMap<Arc<str>, caldera_model::dra::Capacity>,
+);
+
 /// The node an allocation is sought for.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeView<'a> {
@@ -64,6 +71,9 @@ pub struct Allocator {
     shared: Vec<u32>,
     /// Per device: how many claims hold it (admin access not counted).
     held: Vec<u32>,
+    /// Per device: its content's id (driver, attributes, capacity): devices alike answer
+    /// every selector alike, so answers are kept per content, not per device.
+    shapes: Vec<u32>,
     selectors: Selectors,
 }
 
@@ -79,11 +89,24 @@ impl Allocator {
             }
         }
         let n = inventory.devices.len();
+        let mut ids: HashMap<Content, u32> = HashMap::new();
+        let shapes: Vec<u32> = inventory
+            .devices
+            .iter()
+            .map(|d| {
+                let next = ids.len() as u32;
+                *ids.entry((&d.driver, &d.attributes, &d.capacity))
+                    .or_insert(next)
+            })
+            .collect();
+        let distinct = ids.len();
+        drop(ids);
         let mut out = Allocator {
             local,
             shared,
             held: vec![0; n],
-            selectors: Selectors::new(n),
+            shapes,
+            selectors: Selectors::new(distinct),
             inventory,
         };
         let taken: Vec<u32> = out
@@ -140,6 +163,24 @@ impl Allocator {
             .collect()
     }
 
+    /// Whether the device at `index` is of class `class`: usable, and every selector of the
+    /// class holds (an error counts as no). Answered from the same caches as allocations, so
+    /// the session can count devices per class (as the resource a class names) at no extra
+    /// CEL cost.
+    pub fn in_class(&mut self, class: &str, index: u32) -> bool {
+        let (Some(class), Some(device)) = (
+            self.inventory.class(class),
+            self.inventory.devices.get(index as usize),
+        ) else {
+            return false;
+        };
+        device.unsupported.is_none()
+            && class
+                .selectors
+                .iter()
+                .all(|e| self.selectors.matches(e, index, device) == Ok(true))
+    }
+
     /// Devices the node reaches, in inventory order.
     pub fn reachable(&self, node: NodeView) -> Vec<u32> {
         let local = self.local.get(node.name).map(Vec::as_slice).unwrap_or(&[]);
@@ -194,6 +235,7 @@ impl Allocator {
             inventory: &self.inventory,
             selectors: &mut self.selectors,
             held: &self.held,
+            shapes: &self.shapes,
             candidates,
             claims,
             requests: Vec::with_capacity(claims.len()),
@@ -264,6 +306,7 @@ struct Search<'a> {
     inventory: &'a DeviceInventory,
     selectors: &'a mut Selectors,
     held: &'a [u32],
+    shapes: &'a [u32],
     candidates: Vec<u32>,
     claims: &'a [&'a Claim],
     /// Per claim, per request: its alternatives (one unless `firstAvailable`), and whether
@@ -408,8 +451,9 @@ impl<'a> Search<'a> {
         if device.unsupported.is_some() {
             return Ok(false);
         }
+        let shape = self.shapes[index as usize];
         for (i, s) in alt.class.selectors.iter().enumerate() {
-            match self.selectors.matches(s, index, device) {
+            match self.selectors.matches(s, shape, device) {
                 Ok(true) => {}
                 Ok(false) => return Ok(false),
                 Err(e) => {
@@ -422,7 +466,7 @@ impl<'a> Search<'a> {
             }
         }
         for (i, s) in alt.spec.selectors.iter().enumerate() {
-            match self.selectors.matches(s, index, device) {
+            match self.selectors.matches(s, shape, device) {
                 Ok(true) => {}
                 Ok(false) => return Ok(false),
                 Err(e) => {

@@ -326,7 +326,7 @@ impl Default for Selectors {
 }
 
 impl Selectors {
-    /// For an inventory of `devices` devices.
+    /// For `devices` distinct device contents (a hint: more ids may be used).
     pub fn new(devices: usize) -> Self {
         Selectors {
             root: root(),
@@ -356,8 +356,10 @@ impl Selectors {
         self.programs[id as usize].as_ref().err().cloned()
     }
 
-    /// Whether `device` (index `index` in the inventory) satisfies `expression`: an error is a
-    /// compile error, a runtime error, or a result that is not a bool.
+    /// Whether `device` satisfies `expression`: an error is a compile error, a runtime error,
+    /// or a result that is not a bool. `index` identifies what the selector sees of the device
+    /// (devices with equal driver, attributes and capacity may share one), and the answer is
+    /// kept under it.
     pub fn matches(
         &mut self,
         expression: &Arc<str>,

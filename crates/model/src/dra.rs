@@ -529,3 +529,308 @@ pub struct ExtendedResourceClaim {
     /// Container → request mapping for the pod's status.
     pub mappings: Vec<RequestMapping>,
 }
+
+/// Re-checks a plan's binds and claim writes against the snapshot it was made from, for the DRA
+/// rules, independently of the session and the allocator: no device is allocated to two claims
+/// (admin access aside), a written allocation names only published devices reachable from its
+/// node, is written once and only for a claim not allocated yet; and every pod bound has each
+/// of its claims allocated where it lands (already, or by a write of this plan) and reserved for
+/// it, and no pod waiting for a claim is bound. Returns what is broken (empty: nothing).
+pub fn check_plan(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet, HashMap};
+    let inv = &snapshot.dra;
+    let mut out = Vec::new();
+    type Id = (Arc<str>, Arc<str>, Arc<str>);
+    let mut holder: BTreeMap<Id, String> = BTreeMap::new();
+    let mut hold = |r: &DeviceResult, claim: String, out: &mut Vec<String>| {
+        if r.admin_access {
+            return;
+        }
+        let id = (r.driver.clone(), r.pool.clone(), r.device.clone());
+        if let Some(other) = holder.get(&id) {
+            if *other != claim {
+                out.push(format!(
+                    "device {}/{}/{} allocated to {other} and {claim}",
+                    r.driver, r.pool, r.device
+                ));
+            }
+        } else {
+            holder.insert(id, claim);
+        }
+    };
+    for c in &inv.claims {
+        for r in c.allocation.iter().flat_map(|a| &a.devices) {
+            // Two claims already holding one device is the cluster's state, not this plan's
+            // doing: recorded, not reported.
+            let mut ignore = Vec::new();
+            hold(r, c.key(), &mut ignore);
+        }
+    }
+    let node_of = |name: &str| snapshot.node_index(name).map(|i| &snapshot.nodes[i]);
+    let mut written: HashMap<String, &ClaimWrite> = HashMap::new();
+    for w in &plan.claim_writes {
+        let key = w.key();
+        let existing = inv
+            .claim_index(&w.namespace, &w.name)
+            .map(|i| &inv.claims[i]);
+        let Some(claim) = existing else {
+            out.push(format!("write for claim {key}, which does not exist"));
+            continue;
+        };
+        if written.insert(key.clone(), w).is_some() && w.allocate {
+            out.push(format!("claim {key} allocated twice in one plan"));
+        }
+        if !w.allocate {
+            continue;
+        }
+        if claim.allocation.is_some() {
+            out.push(format!("claim {key} allocated again"));
+        }
+        for r in &w.devices {
+            match inv.device_index(&r.driver, &r.pool, &r.device) {
+                None => out.push(format!(
+                    "claim {key} got device {}/{}/{}, which is not published",
+                    r.driver, r.pool, r.device
+                )),
+                Some(i) => {
+                    if let Some(n) = w.node.as_deref() {
+                        let reaches = node_of(n).is_some_and(|node| {
+                            inv.devices[i].nodes.reaches(&node.name, &node.labels)
+                        });
+                        if !reaches {
+                            out.push(format!(
+                                "claim {key} got device {}, which node {n} does not reach",
+                                inv.devices[i].id()
+                            ));
+                        }
+                    }
+                }
+            }
+            hold(r, key.clone(), &mut out);
+        }
+    }
+    let task_of: HashMap<(&str, &str), &crate::Task> = snapshot
+        .tasks
+        .iter()
+        .map(|t| ((&*t.namespace, &*t.name), t))
+        .collect();
+    let mut reserved: BTreeSet<(String, &str)> = BTreeSet::new();
+    for w in &plan.claim_writes {
+        for c in &w.reserved_for {
+            reserved.insert((w.key(), &c.uid));
+        }
+    }
+    for b in &plan.binds {
+        let Some(t) = task_of.get(&(&*b.namespace, &*b.name)) else {
+            continue;
+        };
+        let Some(claims) = t.claims.as_deref() else {
+            continue;
+        };
+        let pod = t.key();
+        if let Some(why) = &claims.waiting {
+            out.push(format!("{pod} bound although {why}"));
+            continue;
+        }
+        let Some(node) = node_of(&b.node) else {
+            continue;
+        };
+        for pc in &claims.claims {
+            let key = format!("{}/{}", t.namespace, pc.claim);
+            let claim = inv
+                .claim_index(&t.namespace, &pc.claim)
+                .map(|i| &inv.claims[i]);
+            let admits = match (claim.and_then(|c| c.allocation.as_ref()), written.get(&key)) {
+                (Some(a), _) => a.admits(&node.name, &node.labels),
+                (None, Some(w)) if w.allocate => w.node_selector.as_ref().is_none_or(|terms| {
+                    terms
+                        .iter()
+                        .any(|term| term.matches(&node.name, &node.labels))
+                }),
+                _ => {
+                    out.push(format!(
+                        "{pod} bound to {} with claim {key} unallocated",
+                        b.node
+                    ));
+                    continue;
+                }
+            };
+            if !admits {
+                out.push(format!(
+                    "{pod} bound to {}, where claim {key}'s allocation does not allow it",
+                    b.node
+                ));
+            }
+            let already = claim.is_some_and(|c| c.reserved_for_pod(&t.uid));
+            if !already && !reserved.contains(&(key.clone(), &*t.uid)) {
+                out.push(format!("{pod} bound without claim {key} reserved for it"));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Bind, Node, Plan, Snapshot, Task};
+
+    fn gpu(node: &str, name: &str) -> Device {
+        Device {
+            driver: "gpu.nvidia.com".into(),
+            pool: node.into(),
+            name: name.into(),
+            attributes: BTreeMap::new(),
+            capacity: BTreeMap::new(),
+            nodes: DeviceNodes::Node(node.into()),
+            unsupported: None,
+        }
+    }
+
+    fn result(node: &str, name: &str) -> DeviceResult {
+        DeviceResult {
+            request: "gpu".into(),
+            driver: "gpu.nvidia.com".into(),
+            pool: node.into(),
+            device: name.into(),
+            admin_access: false,
+        }
+    }
+
+    fn claim(name: &str) -> Claim {
+        Claim {
+            namespace: "default".into(),
+            name: name.into(),
+            uid: format!("uid-{name}").into(),
+            requests: Vec::new(),
+            constraints: Vec::new(),
+            config: Vec::new(),
+            allocation: None,
+            reserved_for: Vec::new(),
+            deleting: false,
+            owner: None,
+            unsupported: None,
+        }
+    }
+
+    fn write(name: &str, node: &str, device: &str, pod_uid: &str) -> ClaimWrite {
+        ClaimWrite {
+            namespace: "default".into(),
+            name: name.into(),
+            uid: format!("uid-{name}").into(),
+            allocate: true,
+            devices: vec![result(node, device)],
+            config: Vec::new(),
+            node: Some(node.into()),
+            node_selector: None,
+            reserved_for: vec![Consumer {
+                resource: "pods".into(),
+                name: "p".into(),
+                uid: pod_uid.into(),
+            }],
+        }
+    }
+
+    fn snapshot(claims: Vec<Claim>, pod_claim: &str) -> Snapshot {
+        let mut s = Snapshot::default();
+        for n in ["node-a", "node-b"] {
+            s.nodes.push(Node::new(n, Default::default()));
+        }
+        s.dra.devices = vec![gpu("node-a", "gpu-0"), gpu("node-a", "gpu-1")];
+        s.dra.claims = claims;
+        s.tasks.push(Task {
+            uid: "uid-p".into(),
+            namespace: "default".into(),
+            name: "p".into(),
+            job: 0,
+            status: crate::TaskStatus::Pending,
+            node: None,
+            request: Default::default(),
+            priority: 0,
+            role: None,
+            gated: false,
+            spec: Default::default(),
+            labels: Default::default(),
+            created: Default::default(),
+            pending_reason: None,
+            critical: false,
+            nominated: None,
+            never_preempts: false,
+            started: Default::default(),
+            budget: None,
+            consumes: None,
+            volumes: None,
+            claims: Some(Arc::new(TaskClaims {
+                claims: vec![PodClaim {
+                    pod_claim: "gpu".into(),
+                    claim: pod_claim.into(),
+                    from_template: false,
+                }],
+                ..TaskClaims::default()
+            })),
+        });
+        s
+    }
+
+    fn bind(node: &str) -> Bind {
+        Bind {
+            namespace: "default".into(),
+            name: "p".into(),
+            uid: "uid-p".into(),
+            node: node.into(),
+            job: "default/j".into(),
+        }
+    }
+
+    #[test]
+    fn a_plan_allocating_and_reserving_before_binding_is_clean() {
+        let s = snapshot(vec![claim("c")], "c");
+        let plan = Plan {
+            binds: vec![bind("node-a")],
+            claim_writes: vec![write("c", "node-a", "gpu-0", "uid-p")],
+            ..Plan::default()
+        };
+        assert_eq!(check_plan(&s, &plan), Vec::<String>::new());
+    }
+
+    #[test]
+    fn broken_plans_are_reported() {
+        let mut held = claim("held");
+        held.allocation = Some(Allocation {
+            devices: vec![result("node-a", "gpu-0")],
+            ..Allocation::default()
+        });
+        let s = snapshot(vec![claim("c"), held], "c");
+        // The device another claim holds, on a node it is not on, bound elsewhere unreserved.
+        let mut w = write("c", "node-b", "gpu-0", "uid-other");
+        w.devices = vec![result("node-a", "gpu-0")];
+        w.node_selector = Some(vec![crate::SelectorTerm {
+            expressions: Vec::new(),
+            fields: vec![crate::Requirement {
+                key: "metadata.name".into(),
+                op: crate::SelectorOp::In,
+                values: vec!["node-b".into()],
+            }],
+        }]);
+        let plan = Plan {
+            binds: vec![bind("node-a")],
+            claim_writes: vec![w],
+            ..Plan::default()
+        };
+        let problems = check_plan(&s, &plan);
+        let has = |needle: &str| problems.iter().any(|p| p.contains(needle));
+        assert!(
+            has("allocated to default/held and default/c"),
+            "{problems:?}"
+        );
+        assert!(has("which node node-b does not reach"), "{problems:?}");
+        assert!(has("does not allow it"), "{problems:?}");
+        assert!(has("without claim default/c reserved"), "{problems:?}");
+        // Bound with the claim never allocated.
+        let plan = Plan {
+            binds: vec![bind("node-a")],
+            ..Plan::default()
+        };
+        assert!(check_plan(&s, &plan)[0].contains("unallocated"));
+    }
+}

@@ -86,16 +86,12 @@ fn attempt_inner(
         ssn.hold(job, Holdup::Fit(msg));
         return Attempt::Held;
     }
-    if let Some(&t) = tasks.iter().find(|&&t| {
+    if let Some(&t) = tasks
+        .iter()
+        .find(|&&t| ssn.state.tasks[t].spec.unsupported.is_some())
+    {
         let task = &ssn.state.tasks[t];
-        task.spec.unsupported.is_some() || dra_not_allocated(task)
-    }) {
-        let task = &ssn.state.tasks[t];
-        let what = task
-            .spec
-            .unsupported
-            .as_deref()
-            .unwrap_or("spec.resourceClaims (device allocation in the session)");
+        let what = task.spec.unsupported.as_deref().unwrap_or_default();
         let msg = format!(
             "pod {} uses {what}, which Caldera does not support yet",
             task.key()
@@ -538,13 +534,4 @@ fn booked_nodes(ssn: &Session, job: usize) -> Vec<u32> {
         .filter(|&n| ssn.state.nodes[n].booked_for.as_ref() == Some(id))
         .map(|n| n as u32)
         .collect()
-}
-
-/// A member with DRA claims (all created) while the session does not allocate devices yet:
-/// never placed as if its claims did not exist. The dra-session work replaces this with the
-/// allocator (`caldera_dra::Allocator`); until then such a member waits, saying so.
-fn dra_not_allocated(task: &caldera_model::Task) -> bool {
-    task.claims
-        .as_ref()
-        .is_some_and(|c| c.waiting.is_none() && !c.claims.is_empty())
 }

@@ -120,6 +120,9 @@ pub fn close(ssn: &Session) -> Plan {
         });
     }
     volume_writes(ssn, &mut plan);
+    // DRA claims: every committed member's claims are allocated and reserved before any bind.
+    plan.claim_writes = st.devices.writes(&ssn.committed, &st.tasks);
+    plan.extended_claims = st.devices.extended_claims(&ssn.committed, &st.tasks);
     // Members keeping their nodes until their claims are bound, by job.
     let mut waits: std::collections::HashMap<usize, Vec<usize>> = std::collections::HashMap::new();
     for &(t, _) in &ssn.volume_waits {

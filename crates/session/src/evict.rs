@@ -221,6 +221,8 @@ fn take(ssn: &mut Session, task: usize, node: Option<usize>) -> TaskStatus {
     if let Some(n) = node {
         ssn.touch_nodes(&[n as u32]);
     }
+    let touched = ssn.state.devices.leave(&ssn.state.tasks[task]);
+    ssn.touch_nodes(&touched);
     prev
 }
 
@@ -243,6 +245,8 @@ fn give_back(ssn: &mut Session, task: usize, node: Option<usize>, prev: TaskStat
     if let Some(n) = node {
         ssn.touch_nodes(&[n as u32]);
     }
+    let touched = ssn.state.devices.back(&ssn.state.tasks[task]);
+    ssn.touch_nodes(&touched);
     for s in &mut ssn.slots {
         s.plugin.on_allocate(&ssn.state, task);
     }
@@ -803,6 +807,8 @@ impl Leaving {
         let (req, ports) = (task.request.clone(), task.spec.host_ports.clone());
         ssn.state.nodes[n].remove_pod(&req, &ports);
         ssn.touch_nodes(&[n as u32]);
+        let touched = ssn.state.devices.leave(&ssn.state.tasks[t]);
+        ssn.touch_nodes(&touched);
         self.tasks.push((t, n));
         self.on_node[n] = true;
     }
@@ -828,6 +834,8 @@ impl Leaving {
             let (req, ports) = (task.request.clone(), task.spec.host_ports.clone());
             ssn.state.nodes[n].add_pod(&req, &ports);
             ssn.touch_nodes(&[n as u32]);
+            let touched = ssn.state.devices.back(&ssn.state.tasks[t]);
+            ssn.touch_nodes(&touched);
         }
     }
 }
@@ -1286,7 +1294,8 @@ impl Sieve {
         let mut kinds: Vec<usize> = Vec::new();
         for t in st.pending_tasks(job) {
             let spec = &st.tasks[t].spec;
-            if !spec.pods.is_empty() || !spec.volumes.is_empty() {
+            // DRA claims: whether a unit's devices serve the gang is the allocator's call.
+            if !spec.pods.is_empty() || !spec.volumes.is_empty() || st.tasks[t].claims.is_some() {
                 return off;
             }
             if !requests.contains(&st.tasks[t].request) {

@@ -9,6 +9,7 @@
 pub mod actions;
 pub mod attempt;
 pub mod close;
+pub mod devices;
 pub mod evict;
 pub mod explain;
 pub mod interpod;

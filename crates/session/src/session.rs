@@ -418,6 +418,11 @@ impl Session {
             &self.state.nodes,
         );
         self.touch_nodes(&touched);
+        let touched =
+            self.state
+                .devices
+                .place(task, &self.state.tasks[task], node, &self.state.nodes);
+        self.touch_nodes(&touched);
         stmt.ops.push((task, node));
         for s in &mut self.slots {
             s.plugin.on_allocate(&self.state, task);
@@ -444,6 +449,8 @@ impl Session {
             let touched = self.state.interpod.unplace(task, &self.state.nodes);
             self.touch_nodes(&touched);
             let touched = self.state.volumes.unplace(task, &self.state.tasks[task]);
+            self.touch_nodes(&touched);
+            let touched = self.state.devices.unplace(task, &self.state.tasks[task]);
             self.touch_nodes(&touched);
         }
         if !stmt.ops.is_empty() {
@@ -536,14 +543,33 @@ impl Session {
             let short = || task.request.insufficient_left(&n.allocatable, &n.used);
             let mut first = short();
             let mut reasons = self.reasons.borrow_mut();
+            // A resource devices serve on this node is DRA's: kube-scheduler says so.
+            let devices = &self.state.devices;
+            let say = |r: &str| {
+                if devices.backs(r, node) {
+                    crate::devices::CANNOT_ALLOCATE.to_string()
+                } else {
+                    format!("Insufficient {r}")
+                }
+            };
             return Err(match (first.next(), first.next()) {
-                (Some(r), None) => reasons.insufficient(r),
-                _ => reasons.of(short().map(|r| format!("Insufficient {r}")).collect()),
+                (Some(r), None) if !devices.backs(r, node) => reasons.insufficient(r),
+                _ => {
+                    let mut all: Vec<String> = short().map(say).collect();
+                    all.dedup();
+                    reasons.of(all)
+                }
             });
         }
         for s in self.slots.iter().filter(|s| s.hooks.predicate) {
             s.plugin
                 .filter(&self.state, task, n)
+                .map_err(|r| self.reasons.borrow_mut().single(r))?;
+        }
+        if task.claims.is_some() {
+            self.state
+                .devices
+                .check(task, node, &self.state.nodes)
                 .map_err(|r| self.reasons.borrow_mut().single(r))?;
         }
         Ok(())

@@ -97,6 +97,8 @@ pub struct State {
     pub budget_left: Vec<u32>,
     /// Volumes taken by this session's placements, claims in use, attach counts.
     pub volumes: crate::volumes::Volumes,
+    /// DRA devices: which are allocated, the claims this session allocated and for whom.
+    pub devices: crate::devices::Devices,
     /// The HyperNode tree over `nodes` (see [`caldera_model::Snapshot::topology`]).
     pub topology: std::sync::Arc<caldera_model::TopologyTree>,
     /// Per job: its sub-groups (`subGroupPolicy`; empty for most jobs), see
@@ -106,7 +108,20 @@ pub struct State {
 
 impl State {
     /// Builds the working state from a snapshot, taking it over (no copy).
-    pub fn new(snapshot: Snapshot, now: Time) -> Self {
+    pub fn new(mut snapshot: Snapshot, now: Time) -> Self {
+        // Devices count as the resources their classes name, before anything sums requests.
+        let mut allocator = caldera_dra::Allocator::new(if snapshot.dra.is_empty() {
+            caldera_model::DeviceInventory::default()
+        } else {
+            snapshot.dra.clone()
+        });
+        let backed = crate::devices::fold(&mut snapshot, &mut allocator);
+        let devices = crate::devices::Devices::new(
+            std::mem::take(&mut snapshot.dra),
+            &snapshot.nodes,
+            backed,
+            allocator,
+        );
         let job_queue: Vec<usize> = snapshot
             .jobs
             .iter()
@@ -144,7 +159,7 @@ impl State {
         }
         let total = snapshot.total_allocatable();
         let interpod = InterPod::new(&snapshot.pods, &snapshot.nodes);
-        let traits = traits(&snapshot);
+        let traits = with_claim_shapes(traits(&snapshot), &snapshot.tasks, &devices);
         let volumes = crate::volumes::Volumes::new(snapshot.volumes, &snapshot.nodes);
         let mut jobs = snapshot.jobs;
         let mut nodes = snapshot.nodes;
@@ -169,6 +184,7 @@ impl State {
             topology: std::sync::Arc::new(snapshot.topology),
             interpod,
             volumes,
+            devices,
             traits,
             now,
             nodes,
@@ -353,6 +369,24 @@ fn traits(snapshot: &Snapshot) -> Vec<u32> {
             *ids.entry((&*t.namespace, projected)).or_insert(next)
         })
         .collect()
+}
+
+/// Refines [`traits`] ids by what members' DRA claims make of where they may go (see
+/// [`crate::devices::Devices::shape`]): members with claims alike still share an id.
+fn with_claim_shapes(
+    mut ids: Vec<u32>,
+    tasks: &[Task],
+    devices: &crate::devices::Devices,
+) -> Vec<u32> {
+    if !tasks.iter().any(|t| t.claims.is_some()) {
+        return ids;
+    }
+    let mut seen: HashMap<(u32, Option<crate::devices::ClaimShape>), u32> = HashMap::new();
+    for (t, id) in tasks.iter().zip(ids.iter_mut()) {
+        let next = seen.len() as u32;
+        *id = *seen.entry((*id, devices.shape(t))).or_insert(next);
+    }
+    ids
 }
 
 /// A provisioned request's booking lasts `bookingTimeout` from when it was provisioned; after

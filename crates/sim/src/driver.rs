@@ -492,8 +492,12 @@ impl Simulation {
             touched.extend(self.kube_scheduler(&mut report));
         }
 
+        // The session counts devices as the resources their classes name: so do the checks.
+        let mut snapshot = snapshot;
+        caldera_session::devices::fold_snapshot(&mut snapshot);
         let mut broken = invariants::check_binds(&snapshot, &out.plan);
-        broken.extend(invariants::overcommitted(&self.store, &touched));
+        broken.extend(caldera_model::dra::check_plan(&snapshot, &out.plan));
+        broken.extend(invariants::overcommitted(&self.store, &touched, &snapshot));
         // kube-scheduler alone binds gangs in part: that is what a comparison shows.
         let gangs_checked = self.mode != Mode::KubeScheduler;
         for gang in invariants::partial_gangs(&self.store).difference(&partial_before) {
@@ -601,7 +605,33 @@ impl Simulation {
         for w in &plan.volume_writes {
             self.store.write_volume(w, now);
         }
+        // Then every committed member's DRA claims (allocation, reservation), and the claims
+        // made for extended resources devices serve, before any bind, as the binder does. A
+        // member whose write is refused is not bound (the next session decides again).
+        let mut refused: BTreeSet<(String, String)> = BTreeSet::new();
+        for w in &plan.claim_writes {
+            if !self.store.write_claim(w, now) {
+                for c in &w.reserved_for {
+                    refused.insert((w.namespace.to_string(), c.name.to_string()));
+                }
+            }
+        }
+        for x in &plan.extended_claims {
+            if !self.store.create_extended_claim(x, now) {
+                refused.insert((x.namespace.to_string(), x.pod.to_string()));
+            }
+        }
+        // A refused write holds back its member's whole gang, as the binder does.
+        let held_back: BTreeSet<&str> = plan
+            .binds
+            .iter()
+            .filter(|b| refused.contains(&(b.namespace.to_string(), b.name.to_string())))
+            .map(|b| &*b.job)
+            .collect();
         for b in &plan.binds {
+            if held_back.contains(&*b.job) {
+                continue;
+            }
             let done = match self.mode {
                 Mode::Gate => self.store.release(&b.namespace, &b.name, &b.uid, &b.node),
                 Mode::Run | Mode::KubeScheduler => {

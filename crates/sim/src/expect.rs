@@ -34,6 +34,31 @@ pub struct Expect {
     /// PersistentVolumeClaim checks.
     #[serde(default)]
     pub pvcs: Vec<PvcExpect>,
+    /// ResourceClaim (DRA) checks.
+    #[serde(default)]
+    pub resource_claims: Vec<ResourceClaimExpect>,
+}
+
+/// What a ResourceClaim (`resource.k8s.io/v1`) must look like: named, or the claim a pod's
+/// `spec.resourceClaims[]` entry resolves to.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceClaimExpect {
+    /// `namespace/name` (`name` alone means namespace `default`).
+    pub name: Option<String>,
+    /// A pod, `namespace/name`, whose entry `pod_claim` names the claim.
+    pub pod: Option<String>,
+    /// The pod's `spec.resourceClaims[].name`.
+    pub pod_claim: Option<String>,
+    /// `status.allocation` is set (`false`: not set, or no such claim yet).
+    pub allocated: Option<bool>,
+    /// The exact set of allocated device names.
+    pub devices: Option<Vec<String>>,
+    /// The node the allocation is limited to: `Some(None)` (`node: null`) means none.
+    #[serde(default, deserialize_with = "present")]
+    pub node: Option<Option<String>>,
+    /// Entries in `status.reservedFor`.
+    pub reserved_for: Option<usize>,
 }
 
 /// What a PersistentVolumeClaim must look like.
@@ -428,6 +453,9 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
     for e in &expect.pvcs {
         check_claim(e, sim, &mut out);
     }
+    for e in &expect.resource_claims {
+        check_resource_claim(e, sim, &mut out);
+    }
 
     if !expect.nodes.is_empty() {
         let usage = crate::invariants::node_usage(store);
@@ -565,7 +593,9 @@ fn check_queue_condition(
 /// summed up the queue tree (`spec.parent`): an inner queue counts its whole subtree. Every
 /// queue the snapshot knows is present, at zero if it holds nothing.
 pub fn queue_allocated(sim: &Simulation) -> BTreeMap<String, Resources> {
-    let snap = sim.snapshot();
+    let mut snap = sim.snapshot();
+    // Devices count as the resources their classes name, as the session counts them.
+    caldera_session::devices::fold_snapshot(&mut snap);
     let tree = caldera_queue::QueueTree::of(&snap.queues);
     let mut out: BTreeMap<String, Resources> = snap
         .queues
@@ -636,6 +666,128 @@ fn check_claim(e: &PvcExpect, sim: &Simulation, out: &mut Checked) {
             &format!("{what} volumeName"),
             &show(want.as_deref()),
             &show(got),
+        );
+    }
+}
+
+/// The ResourceClaim an expectation names: by name, or through a pod's
+/// `status.resourceClaimStatuses` (template claims) or `spec.resourceClaims` (named claims).
+/// `Err` says why the name cannot be resolved; `Ok(None)`: no such claim (yet).
+fn expected_claim<'s>(
+    e: &ResourceClaimExpect,
+    store: &'s crate::store::Store,
+) -> Result<
+    (
+        String,
+        Option<&'s k8s_openapi::api::resource::v1::ResourceClaim>,
+    ),
+    String,
+> {
+    if let Some(name) = &e.name {
+        let (ns, name) = split_name(name);
+        return Ok((
+            format!("resourceClaim {ns}/{name}"),
+            store.resource_claim(ns, name),
+        ));
+    }
+    let (Some(pod), Some(entry)) = (&e.pod, &e.pod_claim) else {
+        return Err("resourceClaims: give `name`, or `pod` and `podClaim`".into());
+    };
+    let (ns, pod_name) = split_name(pod);
+    let what = format!("resourceClaim {entry} of pod {ns}/{pod_name}");
+    let Some(p) = store.pod(ns, pod_name) else {
+        return Err(format!("{what}: pod not found"));
+    };
+    let spec_entry = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == *entry));
+    let Some(spec_entry) = spec_entry else {
+        return Err(format!(
+            "{what}: the pod has no such spec.resourceClaims entry"
+        ));
+    };
+    let claim_name = match &spec_entry.resource_claim_name {
+        Some(n) => Some(n.clone()),
+        None => p
+            .status
+            .as_ref()
+            .and_then(|s| s.resource_claim_statuses.as_ref())
+            .and_then(|ss| ss.iter().find(|s| s.name == *entry))
+            .and_then(|s| s.resource_claim_name.clone()),
+    };
+    Ok((what, claim_name.and_then(|n| store.resource_claim(ns, &n))))
+}
+
+fn check_resource_claim(e: &ResourceClaimExpect, sim: &Simulation, out: &mut Checked) {
+    let (what, claim) = match expected_claim(e, sim.store()) {
+        Ok(found) => found,
+        Err(why) => return out.fail(why),
+    };
+    let allocation = claim
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| s.allocation.as_ref());
+    if let Some(want) = e.allocated {
+        out.compare(
+            &format!("{what} allocated"),
+            &want.to_string(),
+            &allocation.is_some().to_string(),
+        );
+    }
+    let Some(claim) = claim else {
+        if e.devices.is_some() || e.node.is_some() || e.reserved_for.is_some() {
+            out.fail(format!("{what}: not found"));
+        }
+        return;
+    };
+    if let Some(want) = &e.devices {
+        let want: BTreeSet<&str> = want.iter().map(String::as_str).collect();
+        let got: BTreeSet<&str> = allocation
+            .and_then(|a| a.devices.as_ref())
+            .map(|d| {
+                d.results
+                    .iter()
+                    .flatten()
+                    .map(|r| r.device.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let show = |s: &BTreeSet<&str>| format!("{:?}", s.iter().collect::<Vec<_>>());
+        out.compare(&format!("{what} devices"), &show(&want), &show(&got));
+    }
+    if let Some(want) = &e.node {
+        let got = allocation
+            .and_then(|a| a.node_selector.as_ref())
+            .and_then(|sel| match sel.node_selector_terms.as_slice() {
+                [t] => t.match_fields.as_ref().and_then(|f| match f.as_slice() {
+                    [r] if r.key == "metadata.name" && r.operator == "In" => {
+                        r.values.as_ref().and_then(|v| v.first().cloned())
+                    }
+                    _ => None,
+                }),
+                _ => None,
+            });
+        let show = |v: Option<&str>| {
+            v.map(str::to_string)
+                .unwrap_or_else(|| "null (none)".into())
+        };
+        out.compare(
+            &format!("{what} node"),
+            &show(want.as_deref()),
+            &show(got.as_deref()),
+        );
+    }
+    if let Some(want) = e.reserved_for {
+        let got = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.reserved_for.as_ref())
+            .map_or(0, Vec::len);
+        out.compare(
+            &format!("{what} reservedFor"),
+            &want.to_string(),
+            &got.to_string(),
         );
     }
 }

@@ -59,17 +59,26 @@ pub fn node_usage(store: &Store) -> BTreeMap<String, (Resources, i64)> {
     out
 }
 
-/// Nodes in `nodes` whose pods ask for more than they offer, after the session.
-pub fn overcommitted(store: &Store, nodes: &BTreeSet<String>) -> Vec<String> {
+/// Nodes in `nodes` whose pods ask for more than they offer, after the session. A node offers
+/// what `folded` (the session's snapshot, devices counted as the resources their classes
+/// name: `caldera_session::devices::fold`) says it offers beyond its own allocatable.
+pub fn overcommitted(store: &Store, nodes: &BTreeSet<String>, folded: &Snapshot) -> Vec<String> {
     if nodes.is_empty() {
         return Vec::new();
     }
     let usage = node_usage(store);
     let mut out = Vec::new();
     for name in nodes {
-        let Some(node) = store.node(name).and_then(|n| caldera_cache::node(n).ok()) else {
+        let Some(mut node) = store.node(name).and_then(|n| caldera_cache::node(n).ok()) else {
             continue;
         };
+        if let Some(seen) = folded.node_index(name).map(|i| &folded.nodes[i]) {
+            for (r, v) in seen.allocatable.iter() {
+                if node.allocatable.get(r) == 0 {
+                    node.allocatable.set(r, v);
+                }
+            }
+        }
         let Some((used, pods)) = usage.get(name) else {
             continue;
         };

@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod compare;
+pub mod dra;
 pub mod driver;
 pub mod error;
 pub mod expect;

@@ -308,6 +308,26 @@ impl Store {
         self.csinodes.values()
     }
 
+    /// Sets a pod's `status.extendedResourceClaimStatus` (the claim made for its extended
+    /// resources served by devices, KEP-5004). False when the pod is gone.
+    pub fn set_extended_claim_status(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        status: k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus,
+    ) -> bool {
+        let key = (namespace.to_string(), name.to_string());
+        let Some(pod) = self.pods.get_mut(&key) else {
+            return false;
+        };
+        pod.status
+            .get_or_insert_with(Default::default)
+            .extended_resource_claim_status = Some(status);
+        let _ = self.index.apply_pod(pod);
+        self.generation += 1;
+        true
+    }
+
     /// DeviceClasses, by name.
     pub fn device_classes(&self) -> impl Iterator<Item = &DeviceClass> {
         self.device_classes.values()

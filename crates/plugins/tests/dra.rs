@@ -1,0 +1,312 @@
+//! Property tests of Dynamic Resource Allocation in the gang decision, over random clusters of
+//! devices and gangs with claims: after any session no device is allocated twice, every bound
+//! pod's claims are allocated on (for) its node, no gang is bound with a member's claim
+//! unallocated, and nothing is written for a pod that is not bound.
+
+use caldera_config::SchedulerConfig;
+use caldera_model::{
+    AllocationMode, AttributeValue, Claim, Consumer, Device, DeviceClass, DeviceNodes,
+    DeviceRequest, ExactRequest, MatchAttribute, PodClaim, RequestKind, Snapshot, TaskClaims, Time,
+};
+use caldera_plugins::scheduler;
+use caldera_testkit::builders::{node, podgroup, Cluster};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+const DRIVER: &str = "gpu.example.com";
+const CLASS: &str = "gpu";
+
+#[derive(Debug, Clone)]
+struct NodeSpec {
+    devices: u32,
+    /// Devices (from the first) already allocated to a claim of a running pod elsewhere.
+    busy: u32,
+}
+
+#[derive(Debug, Clone)]
+struct GangSpec {
+    members: usize,
+    min: u32,
+    /// Devices per member's claim (from a template).
+    count: u32,
+    /// Only model "a" devices.
+    model_a: bool,
+    /// All of a claim's devices in one clique.
+    clique: bool,
+    /// Every member also uses one claim shared by the gang (one device).
+    shared: bool,
+}
+
+fn node_spec() -> impl Strategy<Value = NodeSpec> {
+    (0u32..9, 0u32..5).prop_map(|(devices, busy)| NodeSpec {
+        devices,
+        busy: busy.min(devices),
+    })
+}
+
+fn gang_spec() -> impl Strategy<Value = GangSpec> {
+    (
+        1usize..6,
+        1u32..6,
+        1u32..4,
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(members, min, count, model_a, clique, shared)| GangSpec {
+            members,
+            min: min.min(members as u32),
+            count,
+            model_a,
+            clique,
+            shared,
+        })
+}
+
+fn attr(name: &str) -> Arc<str> {
+    Arc::from(format!("{DRIVER}/{name}"))
+}
+
+fn request(name: &str, count: u32, model_a: bool) -> DeviceRequest {
+    DeviceRequest {
+        name: name.into(),
+        kind: RequestKind::Exactly(ExactRequest {
+            class: CLASS.into(),
+            selectors: if model_a {
+                vec![Arc::from(format!(
+                    "device.attributes[\"{DRIVER}\"].model == \"a\""
+                ))]
+            } else {
+                Vec::new()
+            },
+            mode: AllocationMode::ExactCount(count),
+            admin_access: false,
+        }),
+    }
+}
+
+fn claim(name: &str, requests: Vec<DeviceRequest>, clique: bool) -> Claim {
+    Claim {
+        namespace: "ns".into(),
+        name: name.into(),
+        uid: Arc::from(format!("uid-{name}")),
+        requests,
+        constraints: if clique {
+            vec![MatchAttribute {
+                requests: Vec::new(),
+                attribute: attr("clique"),
+            }]
+        } else {
+            Vec::new()
+        },
+        config: Vec::new(),
+        allocation: None,
+        reserved_for: Vec::new(),
+        deleting: false,
+        owner: None,
+        unsupported: None,
+    }
+}
+
+fn cluster() -> impl Strategy<Value = Snapshot> {
+    (
+        prop::collection::vec(node_spec(), 1..6),
+        prop::collection::vec(gang_spec(), 1..6),
+    )
+        .prop_map(|(nodes, gangs)| {
+            let mut c = Cluster::new();
+            for (i, _) in nodes.iter().enumerate() {
+                let name = format!("n{i}");
+                c = c.node(node(&name).cpu(64).label("kubernetes.io/hostname", &name));
+            }
+            for (g, spec) in gangs.iter().enumerate() {
+                let name = format!("g{g}");
+                c = c.group(podgroup("ns", &name).min_member(spec.min).created(g as i64));
+                c = c.members("ns", &name, spec.members, move |p| {
+                    p.cpu_milli(100).created(g as i64)
+                });
+            }
+            let mut s = c.snapshot();
+            let inv = &mut s.dra;
+            inv.classes.push(DeviceClass {
+                name: CLASS.into(),
+                selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
+                config: Vec::new(),
+                extended_resource_name: None,
+                created: Time::from_secs(0),
+            });
+            let mut busy_claims = Vec::new();
+            for (i, n) in nodes.iter().enumerate() {
+                let node_name: Arc<str> = Arc::from(format!("n{i}"));
+                for d in 0..n.devices {
+                    inv.devices.push(Device {
+                        driver: DRIVER.into(),
+                        pool: node_name.clone(),
+                        name: Arc::from(format!("gpu-{d}")),
+                        attributes: BTreeMap::from([
+                            (
+                                attr("model"),
+                                AttributeValue::String(if d % 3 == 0 { "b" } else { "a" }.into()),
+                            ),
+                            (attr("clique"), AttributeValue::Int(i64::from(d / 4))),
+                        ]),
+                        capacity: BTreeMap::new(),
+                        nodes: DeviceNodes::Node(node_name.clone()),
+                        unsupported: None,
+                    });
+                }
+                if n.busy > 0 {
+                    let mut c = claim(
+                        &format!("busy-n{i}"),
+                        vec![request("gpus", n.busy, false)],
+                        false,
+                    );
+                    c.allocation = Some(caldera_model::Allocation {
+                        devices: (0..n.busy)
+                            .map(|d| caldera_model::DeviceResult {
+                                request: "gpus".into(),
+                                driver: DRIVER.into(),
+                                pool: node_name.clone(),
+                                device: Arc::from(format!("gpu-{d}")),
+                                admin_access: false,
+                            })
+                            .collect(),
+                        config: Vec::new(),
+                        node_selector: Some(vec![caldera_model::SelectorTerm {
+                            expressions: Vec::new(),
+                            fields: vec![caldera_model::Requirement {
+                                key: "metadata.name".into(),
+                                op: caldera_model::SelectorOp::In,
+                                values: vec![node_name.to_string()],
+                            }],
+                        }]),
+                    });
+                    c.reserved_for.push(Consumer {
+                        resource: "pods".into(),
+                        name: Arc::from(format!("elsewhere-{i}")),
+                        uid: Arc::from(format!("uid-elsewhere-{i}")),
+                    });
+                    busy_claims.push(c);
+                }
+            }
+            inv.devices
+                .sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
+            inv.claims.extend(busy_claims);
+            // Each member: a claim made from its gang's template; some gangs share one more.
+            for t in s.tasks.iter_mut() {
+                let job = &s.jobs[t.job];
+                let g: usize = job.name.trim_start_matches('g').parse().unwrap_or(0);
+                let spec = &gangs[g];
+                let own = format!("{}-gpu", t.name);
+                let mut c = claim(
+                    &own,
+                    vec![request("gpu", spec.count, spec.model_a)],
+                    spec.clique,
+                );
+                c.owner = Some(("Pod".into(), t.uid.clone()));
+                s.dra.claims.push(c);
+                let mut claims = vec![PodClaim {
+                    pod_claim: "gpu".into(),
+                    claim: own.into(),
+                    from_template: true,
+                }];
+                if spec.shared {
+                    claims.push(PodClaim {
+                        pod_claim: "shared".into(),
+                        claim: Arc::from(format!("shared-{}", job.name)),
+                        from_template: false,
+                    });
+                }
+                t.claims = Some(Arc::new(TaskClaims {
+                    claims,
+                    ..TaskClaims::default()
+                }));
+            }
+            for (g, spec) in gangs.iter().enumerate() {
+                if spec.shared {
+                    s.dra.claims.push(claim(
+                        &format!("shared-g{g}"),
+                        vec![request("gpu", 1, false)],
+                        false,
+                    ));
+                }
+            }
+            s.dra
+                .claims
+                .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            s
+        })
+}
+
+fn run(s: &Snapshot) -> caldera_session::Outcome {
+    scheduler(&SchedulerConfig::default())
+        .expect("default config builds")
+        .run(s, Time::from_secs(10))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    #[test]
+    fn devices_are_never_allocated_twice_and_bound_pods_hold_theirs(s in cluster()) {
+        let out = run(&s);
+        let plan = &out.plan;
+        // No device allocated twice: the snapshot's allocations and this plan's together.
+        let mut taken: BTreeSet<(String, String)> = BTreeSet::new();
+        for a in s.dra.claims.iter().filter_map(|c| c.allocation.as_ref()) {
+            for r in &a.devices {
+                prop_assert!(taken.insert((r.pool.to_string(), r.device.to_string())));
+            }
+        }
+        for w in plan.claim_writes.iter().filter(|w| w.allocate) {
+            for r in &w.devices {
+                prop_assert!(
+                    taken.insert((r.pool.to_string(), r.device.to_string())),
+                    "device {}/{} allocated twice (claim {})", r.pool, r.device, w.key()
+                );
+            }
+        }
+        let writes: BTreeMap<&str, &caldera_model::ClaimWrite> =
+            plan.claim_writes.iter().map(|w| (&*w.name, w)).collect();
+        let bound: BTreeMap<&str, &str> =
+            plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect();
+        // Every bound pod's claims are allocated for its node and reserved for it.
+        for b in &plan.binds {
+            let t = s.tasks.iter().find(|t| t.name == b.name).expect("bound task exists");
+            for pc in &t.claims.as_ref().expect("every member has claims").claims {
+                let w = writes.get(&*pc.claim);
+                prop_assert!(w.is_some(), "pod {} bound without its claim {} written", b.name, pc.claim);
+                let w = w.expect("checked");
+                prop_assert!(w.node.as_deref().is_none_or(|n| n == &*b.node),
+                    "claim {} allocated for {:?}, pod {} bound to {}", w.name, w.node, b.name, b.node);
+                prop_assert!(w.reserved_for.iter().any(|c| c.uid == t.uid),
+                    "claim {} not reserved for pod {}", w.name, b.name);
+                if let RequestKind::Exactly(e) = &s.dra.claims[s.dra.claim_index("ns", &pc.claim).expect("claim exists")].requests[0].kind {
+                    if let AllocationMode::ExactCount(k) = e.mode {
+                        prop_assert_eq!(w.devices.len(), k as usize);
+                    }
+                }
+                for r in &w.devices {
+                    prop_assert_eq!(&*r.pool, &*b.node, "device on another node than the pod");
+                }
+            }
+        }
+        // Nothing is written for a pod that is not bound.
+        for w in &plan.claim_writes {
+            for c in &w.reserved_for {
+                prop_assert!(bound.contains_key(&*c.name), "claim {} reserved for unbound {}", w.name, c.name);
+            }
+        }
+        // Gangs all or nothing (devices included: a bound member has its claims, above).
+        let mut new: BTreeMap<&str, u32> = BTreeMap::new();
+        for b in &plan.binds {
+            *new.entry(&b.job).or_default() += 1;
+        }
+        for j in &s.jobs {
+            let added = new.get(&*j.id).copied().unwrap_or(0);
+            prop_assert!(added == 0 || added >= j.min_member,
+                "job {} got {added} members bound, needs {}", j.id, j.min_member);
+        }
+    }
+}

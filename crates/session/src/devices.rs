@@ -1,0 +1,810 @@
+//! The session's device state (Dynamic Resource Allocation): which devices are allocated,
+//! which claims this session allocated and for whom, updated by every placement, undo and
+//! eviction — so a member's placement includes its devices, members placed earlier in a
+//! session count for the ones after them, and a rolled-back gang gives its devices back.
+//!
+//! Follows kube-scheduler's `DynamicResources` plugin: a claim already allocated pins its users
+//! to the nodes its allocation allows; the others of a pod are allocated together on the node
+//! by the structured allocator ([`crate::dra`]), from devices no claim holds (admin access
+//! aside); a pod asking for an extended resource that a node does not list is served by
+//! devices of the DeviceClass naming it (KEP-5004). A device is never given twice.
+//!
+//! Devices also count as resources ([`fold`]): on a node whose allocatable lacks a class's
+//! `extendedResourceName` (e.g. `nvidia.com/gpu`), the node offers as many of it as it has
+//! devices of the class, and a member's request counts the devices its claims from templates
+//! ask for (or hold) through such a class. So queues (`capability`, `deserved`,
+//! `minResources`), binpack and the "needs 8, 6 are free" messages see GPUs whether a device
+//! plugin or a DRA driver publishes them.
+
+use caldera_dra::{Allocator, NodeView};
+use caldera_model::{
+    Allocation, Claim, Consumer, DeviceInventory, DeviceNodes, DeviceRequest, DeviceResult, Node,
+    RequestKind, RequestMapping, Snapshot, Task,
+};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+pub use caldera_dra::CANNOT_ALLOCATE;
+/// kube-scheduler's reason when an allocated claim's node selector excludes the node.
+pub const NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+
+/// The session's view of one claim.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct ClaimState {
+    /// Its allocation now: from the snapshot, or made by this session.
+    allocation: Option<Arc<Allocation>>,
+    /// The devices of `allocation` (indices in the inventory) that it holds.
+    held: Vec<u32>,
+    /// Allocated by this session (written at close).
+    by_session: bool,
+    /// Consumers holding it: `reservedFor` entries plus this session's placements.
+    users: u32,
+    /// Of them, victims or terminating pods taken off their nodes by an eviction search: when
+    /// every user is leaving, its devices are free for the search.
+    leaving: u32,
+    /// Tasks of this session that use it, in placement order.
+    added: Vec<usize>,
+    /// The uid of the pod whose placement allocated it in this session.
+    by_pod: Option<Arc<str>>,
+}
+
+impl ClaimState {
+    fn freed(&self) -> bool {
+        self.users > 0 && self.leaving >= self.users
+    }
+}
+
+/// What a placed member did.
+#[derive(Debug, Clone, PartialEq)]
+struct Taken {
+    node: u32,
+    /// Claims (indices) it allocated.
+    allocated: Vec<usize>,
+    /// Claims (indices) it uses (allocated by it or before).
+    used: Vec<usize>,
+    /// The bridge's devices (KEP-5004).
+    extended: Option<Bridge>,
+}
+
+/// The devices a member's extended resources took (KEP-5004).
+#[derive(Debug, Clone, PartialEq)]
+struct Bridge {
+    /// The claim kube-scheduler would make (its requests).
+    claim: Claim,
+    /// The allocation.
+    allocation: Allocation,
+    /// Device indices held.
+    held: Vec<u32>,
+    /// Container → request.
+    mappings: Vec<RequestMapping>,
+}
+
+/// What placing a member on a node takes.
+struct Decision {
+    used: Vec<usize>,
+    pending: Vec<usize>,
+    found: Vec<caldera_dra::Found>,
+    bridge: Option<Bridge>,
+}
+
+/// The device state of a session.
+pub struct Devices {
+    inv: Arc<DeviceInventory>,
+    /// Per device: the node it is local to (`NONE`: reachable from several).
+    local: Vec<u32>,
+    claims: Vec<ClaimState>,
+    placed: HashMap<usize, Taken>,
+    /// Per resource served by devices: per node, whether devices serve it there (the node's
+    /// allocatable did not list it).
+    backed: BTreeMap<Arc<str>, Vec<bool>>,
+    allocator: RefCell<Allocator>,
+    node_count: u32,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl std::fmt::Debug for Devices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Devices")
+            .field("devices", &self.inv.devices.len())
+            .field("claims", &self.claims)
+            .field("placed", &self.placed)
+            .finish()
+    }
+}
+
+impl Default for Devices {
+    fn default() -> Self {
+        Devices {
+            inv: Arc::default(),
+            local: Vec::new(),
+            claims: Vec::new(),
+            placed: HashMap::new(),
+            backed: BTreeMap::new(),
+            allocator: RefCell::new(Allocator::new(DeviceInventory::default())),
+            node_count: 0,
+        }
+    }
+}
+
+impl Clone for Devices {
+    /// A copy with its own allocator, holding the same devices (tests compare sessions).
+    fn clone(&self) -> Self {
+        let mut allocator = Allocator::new((*self.inv).clone());
+        for st in &self.claims {
+            if st.by_session {
+                allocator.take(&st.held);
+            }
+            if st.freed() {
+                allocator.release(&st.held);
+            }
+        }
+        for t in self.placed.values() {
+            if let Some(b) = &t.extended {
+                allocator.take(&b.held);
+            }
+        }
+        Devices {
+            inv: self.inv.clone(),
+            local: self.local.clone(),
+            claims: self.claims.clone(),
+            placed: self.placed.clone(),
+            backed: self.backed.clone(),
+            allocator: RefCell::new(allocator),
+            node_count: self.node_count,
+        }
+    }
+}
+
+impl PartialEq for Devices {
+    fn eq(&self, other: &Self) -> bool {
+        self.claims == other.claims && self.placed == other.placed && self.backed == other.backed
+    }
+}
+
+/// Counts devices as resources (see the module doc), in `snapshot` before a session opens it,
+/// asking `allocator` (built from `snapshot.dra`) which devices are of which class; returns,
+/// per resource devices serve, the nodes (by index) where they serve it. The simulator's
+/// checks call it too ([`fold_snapshot`]), to see what the session sees.
+pub fn fold(snapshot: &mut Snapshot, allocator: &mut Allocator) -> BTreeMap<Arc<str>, Vec<bool>> {
+    let inv = &snapshot.dra;
+    let mut backed: BTreeMap<Arc<str>, Vec<bool>> = BTreeMap::new();
+    if inv.devices.is_empty() {
+        return backed;
+    }
+    let mut resources: Vec<Arc<str>> = inv
+        .classes
+        .iter()
+        .filter_map(|c| c.extended_resource_name.clone())
+        .collect();
+    resources.sort();
+    resources.dedup();
+    if resources.is_empty() {
+        return backed;
+    }
+    // Devices held by the bridge's claims are counted by their pods' requests already.
+    let bridge: HashSet<(&str, &str)> = snapshot
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            let c = t.claims.as_ref()?.extended_claim.as_deref()?;
+            Some((&*t.namespace, c))
+        })
+        .collect();
+    let mut held: HashMap<usize, bool> = HashMap::new();
+    for c in &inv.claims {
+        let is_bridge = bridge.contains(&(&*c.namespace, &*c.name));
+        for r in c.allocation.iter().flat_map(|a| &a.devices) {
+            if r.admin_access {
+                continue;
+            }
+            if let Some(d) = inv.device_index(&r.driver, &r.pool, &r.device) {
+                held.insert(d, is_bridge);
+            }
+        }
+    }
+    let n = snapshot.nodes.len();
+    // Per device: the node it is local to.
+    let local: Vec<Option<usize>> = inv
+        .devices
+        .iter()
+        .map(|dev| match &dev.nodes {
+            DeviceNodes::Node(node) => snapshot
+                .nodes
+                .binary_search_by(|x| (*x.name).cmp(node))
+                .ok(),
+            _ => None,
+        })
+        .collect();
+    for resource in &resources {
+        let Some(class) = inv.class_for_extended(resource) else {
+            continue;
+        };
+        let mut count = vec![0i64; n];
+        let mut used = vec![0i64; n];
+        for (d, at) in local.iter().enumerate() {
+            let Some(i) = *at else { continue };
+            if !allocator.in_class(&class.name, d as u32) {
+                continue;
+            }
+            count[i] += 1;
+            if held.get(&d) == Some(&false) {
+                used[i] += 1;
+            }
+        }
+        let mut any = false;
+        let mut on = vec![false; n];
+        for (i, node) in snapshot.nodes.iter_mut().enumerate() {
+            if count[i] > 0 && node.allocatable.get(resource) == 0 {
+                node.allocatable.add_named(resource, count[i]);
+                node.used.add_named(resource, used[i]);
+                on[i] = true;
+                any = true;
+            }
+        }
+        if any {
+            backed.insert(resource.clone(), on);
+        }
+    }
+    if backed.is_empty() {
+        return backed;
+    }
+    // A member's claims from templates count as the resource their class names.
+    let ext_of = |class: &str| -> Option<Arc<str>> {
+        let r = inv.class(class)?.extended_resource_name.clone()?;
+        backed.contains_key(&r).then_some(r)
+    };
+    for t in snapshot.tasks.iter_mut() {
+        let Some(tc) = t.claims.clone() else {
+            continue;
+        };
+        for pc in tc.claims.iter().filter(|pc| pc.from_template) {
+            let Some(c) = inv
+                .claim_index(&t.namespace, &pc.claim)
+                .map(|i| &inv.claims[i])
+            else {
+                continue;
+            };
+            match &c.allocation {
+                Some(a) => {
+                    for r in a.devices.iter().filter(|r| !r.admin_access) {
+                        if let Some(res) = result_class(c, r).and_then(&ext_of) {
+                            t.request.add_named(&res, 1);
+                        }
+                    }
+                }
+                None => {
+                    for req in &c.requests {
+                        let first = match &req.kind {
+                            RequestKind::Exactly(e) => Some(e),
+                            RequestKind::FirstAvailable(subs) => subs.first().map(|s| &s.spec),
+                        };
+                        let Some(e) = first.filter(|e| !e.admin_access) else {
+                            continue;
+                        };
+                        if let (caldera_model::AllocationMode::ExactCount(k), Some(res)) =
+                            (e.mode, ext_of(&e.class))
+                        {
+                            t.request.add_named(&res, i64::from(k));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    backed
+}
+
+/// The class of the request a result names (`req` or `req/sub`).
+fn result_class<'a>(claim: &'a Claim, r: &DeviceResult) -> Option<&'a str> {
+    let (name, sub) = match r.request.split_once('/') {
+        Some((a, b)) => (a, Some(b)),
+        None => (&*r.request, None),
+    };
+    let req = claim.requests.iter().find(|q| &*q.name == name)?;
+    match (&req.kind, sub) {
+        (RequestKind::Exactly(e), None) => Some(&e.class),
+        (RequestKind::FirstAvailable(subs), Some(s)) => {
+            subs.iter().find(|x| &*x.name == s).map(|x| &*x.spec.class)
+        }
+        _ => None,
+    }
+}
+
+/// [`fold`] on its own (for checks outside a session).
+pub fn fold_snapshot(snapshot: &mut Snapshot) {
+    if snapshot.dra.devices.is_empty() {
+        return;
+    }
+    let mut allocator = Allocator::new(snapshot.dra.clone());
+    fold(snapshot, &mut allocator);
+}
+
+impl Devices {
+    /// Builds the state from the snapshot's inventory over `nodes`; `allocator` was built
+    /// from it and `backed` is what [`fold`] returned.
+    pub fn new(
+        inv: DeviceInventory,
+        nodes: &[Node],
+        backed: BTreeMap<Arc<str>, Vec<bool>>,
+        allocator: Allocator,
+    ) -> Self {
+        if inv.is_empty() {
+            return Devices {
+                node_count: nodes.len() as u32,
+                backed,
+                allocator: RefCell::new(allocator),
+                ..Devices::default()
+            };
+        }
+        let local = inv
+            .devices
+            .iter()
+            .map(|dev| match &dev.nodes {
+                DeviceNodes::Node(name) => nodes
+                    .binary_search_by(|x| (*x.name).cmp(name))
+                    .map_or(NONE, |i| i as u32),
+                _ => NONE,
+            })
+            .collect();
+        let claims = inv
+            .claims
+            .iter()
+            .map(|c| ClaimState {
+                users: c.reserved_for.len() as u32,
+                held: c
+                    .allocation
+                    .as_ref()
+                    .map(|a| allocator.devices_of(a))
+                    .unwrap_or_default(),
+                allocation: c.allocation.clone().map(Arc::new),
+                ..ClaimState::default()
+            })
+            .collect();
+        Devices {
+            local,
+            claims,
+            placed: HashMap::new(),
+            backed,
+            allocator: RefCell::new(allocator),
+            node_count: nodes.len() as u32,
+            inv: Arc::new(inv),
+        }
+    }
+
+    /// The inventory.
+    pub fn inventory(&self) -> &DeviceInventory {
+        &self.inv
+    }
+
+    /// Whether devices serve `resource` on node `node` (its allocatable did not list it).
+    pub fn backs(&self, resource: &str, node: usize) -> bool {
+        self.backed
+            .get(resource)
+            .is_some_and(|on| on.get(node).copied().unwrap_or(false))
+    }
+
+    /// The claims (indices) `task` uses, or why it cannot be placed anywhere.
+    fn resolve(&self, task: &Task) -> Result<Vec<usize>, String> {
+        let Some(tc) = &task.claims else {
+            return Ok(Vec::new());
+        };
+        if let Some(w) = &tc.waiting {
+            return Err(w.to_string());
+        }
+        let mut out = Vec::with_capacity(tc.claims.len());
+        for pc in &tc.claims {
+            let Some(i) = self.inv.claim_index(&task.namespace, &pc.claim) else {
+                return Err(format!(
+                    "resourceclaim \"{}/{}\" not found",
+                    task.namespace, pc.claim
+                ));
+            };
+            if !out.contains(&i) {
+                out.push(i);
+            }
+        }
+        Ok(out)
+    }
+
+    /// What placing `task` on node `node` would take: its claims not yet allocated (with
+    /// their allocations, in order), the bridge's devices, or kube-scheduler's reason why not.
+    fn decide(&self, task: &Task, node: usize, nodes: &[Node]) -> Result<Decision, String> {
+        let used = self.resolve(task)?;
+        let n = &nodes[node];
+        let mut pending = Vec::new();
+        for &ci in &used {
+            let c = &self.inv.claims[ci];
+            let st = &self.claims[ci];
+            match &st.allocation {
+                // Asked of a member already placed (the node-choice caches ask again after a
+                // placement, for the next alike member): what another such member would need.
+                Some(_) if st.by_pod.as_deref() == Some(&*task.uid) && c.owner.is_some() => {
+                    pending.push(ci)
+                }
+                Some(a) => {
+                    if c.deleting {
+                        return Err(format!("resourceclaim {} is being deleted", c.key()));
+                    }
+                    if !a.admits(&n.name, &n.labels) {
+                        return Err(NOT_AVAILABLE.into());
+                    }
+                    if !c.reserved_for_pod(&task.uid)
+                        && c.reserved_for.len() + st.added.len()
+                            >= caldera_model::dra::RESERVED_FOR_MAX
+                    {
+                        return Err(format!(
+                            "resourceclaim {} is reserved for the maximum number of consumers",
+                            c.key()
+                        ));
+                    }
+                }
+                None => pending.push(ci),
+            }
+        }
+        let bridge = match task.claims.as_ref().filter(|tc| !tc.extended.is_empty()) {
+            Some(tc) => {
+                caldera_dra::extended_claim(&self.inv, &task.namespace, &tc.extended, |r| {
+                    !self.backs(r, node)
+                })
+            }
+            None => None,
+        };
+        if pending.is_empty() && bridge.is_none() {
+            return Ok(Decision {
+                used,
+                pending,
+                found: Vec::new(),
+                bridge: None,
+            });
+        }
+        let mut claims: Vec<&Claim> = pending.iter().map(|&ci| &self.inv.claims[ci]).collect();
+        if let Some((c, _)) = &bridge {
+            claims.push(c);
+        }
+        let view = NodeView {
+            name: &n.name,
+            labels: &n.labels,
+        };
+        let found = self.allocator.borrow_mut().allocate(&claims, view)?;
+        let Some(mut found) = found else {
+            return Err(CANNOT_ALLOCATE.into());
+        };
+        let bridge = match bridge {
+            Some((claim, mappings)) => {
+                let f = found.pop().unwrap_or_else(|| caldera_dra::Found {
+                    allocation: Allocation::default(),
+                    devices: Vec::new(),
+                });
+                Some(Bridge {
+                    claim,
+                    allocation: f.allocation,
+                    held: f.devices,
+                    mappings,
+                })
+            }
+            None => None,
+        };
+        Ok(Decision {
+            used,
+            pending,
+            found,
+            bridge,
+        })
+    }
+
+    /// Whether `task`'s claims (and the extended resources devices serve) can be satisfied on
+    /// node `node` given what this session has placed so far: kube-scheduler's reason if not.
+    pub fn check(&self, task: &Task, node: usize, nodes: &[Node]) -> Result<(), String> {
+        if task.claims.is_none() {
+            return Ok(());
+        }
+        self.decide(task, node, nodes).map(|_| ())
+    }
+
+    fn touch(&self, devices: &[u32], out: &mut Vec<u32>) -> bool {
+        for &d in devices {
+            match self.local.get(d as usize).copied().unwrap_or(NONE) {
+                NONE => return true,
+                n => out.push(n),
+            }
+        }
+        false
+    }
+
+    /// Records `task` (index `ti`) placed on node `node`: its claims are allocated and
+    /// reserved. Returns the nodes whose fit for others may have changed.
+    pub fn place(&mut self, ti: usize, task: &Task, node: usize, nodes: &[Node]) -> Vec<u32> {
+        if task.claims.is_none() {
+            return Vec::new();
+        }
+        let Ok(d) = self.decide(task, node, nodes) else {
+            // The session checked the fit first; were the allocation refused now, the claims
+            // stay unallocated and close writes nothing for them.
+            return Vec::new();
+        };
+        let mut touched = vec![node as u32];
+        let mut everywhere = false;
+        for (&ci, f) in d.pending.iter().zip(d.found) {
+            everywhere |= self.touch(&f.devices, &mut touched);
+            self.allocator.get_mut().take(&f.devices);
+            let st = &mut self.claims[ci];
+            st.held = f.devices;
+            st.allocation = Some(Arc::new(f.allocation));
+            st.by_session = true;
+            st.by_pod = Some(task.uid.clone());
+            // Another pod may use this claim: where it may go changed everywhere.
+            everywhere |= !self.inv.claims[ci]
+                .owner
+                .as_ref()
+                .is_some_and(|(k, _)| &**k == "Pod");
+        }
+        for &ci in &d.used {
+            if !self.inv.claims[ci].reserved_for_pod(&task.uid) {
+                self.claims[ci].users += 1;
+            }
+            self.claims[ci].added.push(ti);
+        }
+        if let Some(b) = &d.bridge {
+            everywhere |= self.touch(&b.held, &mut touched);
+            self.allocator.get_mut().take(&b.held);
+        }
+        self.placed.insert(
+            ti,
+            Taken {
+                node: node as u32,
+                allocated: d.pending,
+                used: d.used,
+                extended: d.bridge,
+            },
+        );
+        if everywhere {
+            return (0..self.node_count).collect();
+        }
+        touched
+    }
+
+    /// Undoes [`Devices::place`] of task `ti`. Returns the nodes whose fit may have changed.
+    pub fn unplace(&mut self, ti: usize, task: &Task) -> Vec<u32> {
+        let Some(taken) = self.placed.remove(&ti) else {
+            return Vec::new();
+        };
+        let mut touched = vec![taken.node];
+        let mut everywhere = false;
+        for &ci in &taken.used {
+            if !self.inv.claims[ci].reserved_for_pod(&task.uid) {
+                self.claims[ci].users = self.claims[ci].users.saturating_sub(1);
+            }
+            self.claims[ci].added.retain(|&t| t != ti);
+        }
+        for &ci in &taken.allocated {
+            let held = std::mem::take(&mut self.claims[ci].held);
+            everywhere |= self.touch(&held, &mut touched);
+            everywhere |= !self.inv.claims[ci]
+                .owner
+                .as_ref()
+                .is_some_and(|(k, _)| &**k == "Pod");
+            self.allocator.get_mut().release(&held);
+            let st = &mut self.claims[ci];
+            st.allocation = None;
+            st.by_session = false;
+            st.by_pod = None;
+        }
+        if let Some(b) = &taken.extended {
+            everywhere |= self.touch(&b.held, &mut touched);
+            self.allocator.get_mut().release(&b.held);
+        }
+        if everywhere {
+            return (0..self.node_count).collect();
+        }
+        touched
+    }
+
+    /// An eviction search takes `task` off its node: a claim whose every consumer is leaving
+    /// frees its devices (a claim used by several pods frees when its last user goes).
+    /// Returns the nodes whose fit may have changed.
+    pub fn leave(&mut self, task: &Task) -> Vec<u32> {
+        self.leaving(task, true)
+    }
+
+    /// Undoes [`Devices::leave`].
+    pub fn back(&mut self, task: &Task) -> Vec<u32> {
+        self.leaving(task, false)
+    }
+
+    fn leaving(&mut self, task: &Task, off: bool) -> Vec<u32> {
+        if task.claims.is_none() {
+            return Vec::new();
+        }
+        let Ok(used) = self.resolve(task) else {
+            return Vec::new();
+        };
+        let mut touched = Vec::new();
+        let mut everywhere = false;
+        for ci in used {
+            let reserved = self.inv.claims[ci].reserved_for_pod(&task.uid);
+            if !reserved || self.claims[ci].allocation.is_none() {
+                continue;
+            }
+            let was = self.claims[ci].freed();
+            if off {
+                self.claims[ci].leaving += 1;
+            } else {
+                self.claims[ci].leaving = self.claims[ci].leaving.saturating_sub(1);
+            }
+            let now = self.claims[ci].freed();
+            if was == now {
+                continue;
+            }
+            let held = self.claims[ci].held.clone();
+            if now {
+                self.allocator.get_mut().release(&held);
+            } else {
+                self.allocator.get_mut().take(&held);
+            }
+            everywhere |= self.touch(&held, &mut touched);
+        }
+        if everywhere {
+            return (0..self.node_count).collect();
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        touched
+    }
+
+    /// A shape of `task`'s claims: members with equal shapes (and request and spec) place
+    /// alike. Claims still to allocate from a template count by what they ask; claims that
+    /// are allocated or named by the pod count by identity.
+    pub fn shape(&self, task: &Task) -> Option<ClaimShape> {
+        let tc = task.claims.as_ref()?;
+        let mut parts = Vec::with_capacity(tc.claims.len());
+        for pc in &tc.claims {
+            let i = self.inv.claim_index(&task.namespace, &pc.claim);
+            let part = match i.map(|i| (i, &self.inv.claims[i])) {
+                Some((_, c)) if pc.from_template && c.allocation.is_none() => {
+                    ShapePart::Asks(c.requests.clone(), c.constraints.clone())
+                }
+                Some((i, _)) => ShapePart::Claim(i),
+                None => ShapePart::Missing(pc.claim.clone()),
+            };
+            parts.push(part);
+        }
+        Some(ClaimShape {
+            parts,
+            extended: tc
+                .extended
+                .iter()
+                .map(|x| (x.resource.clone(), x.count))
+                .collect(),
+            waiting: tc.waiting.clone(),
+        })
+    }
+
+    /// The claim writes for the members in `committed` (placement order): every claim once,
+    /// with its allocation when this session made it, and the members to add to its
+    /// `reservedFor`.
+    pub fn writes(
+        &self,
+        committed: &[(usize, usize)],
+        tasks: &[Task],
+    ) -> Vec<caldera_model::ClaimWrite> {
+        let mut out: Vec<caldera_model::ClaimWrite> = Vec::new();
+        let mut at: HashMap<usize, usize> = HashMap::new();
+        for &(ti, _) in committed {
+            let Some(taken) = self.placed.get(&ti) else {
+                continue;
+            };
+            let t = &tasks[ti];
+            for &ci in &taken.used {
+                let c = &self.inv.claims[ci];
+                let st = &self.claims[ci];
+                let Some(a) = &st.allocation else {
+                    continue;
+                };
+                let i = *at.entry(ci).or_insert_with(|| {
+                    out.push(caldera_model::ClaimWrite {
+                        namespace: c.namespace.clone(),
+                        name: c.name.clone(),
+                        uid: c.uid.clone(),
+                        allocate: st.by_session,
+                        devices: a.devices.clone(),
+                        config: a.config.clone(),
+                        node: a.node(),
+                        node_selector: a.node_selector.clone(),
+                        reserved_for: Vec::new(),
+                    });
+                    out.len() - 1
+                });
+                if !c.reserved_for_pod(&t.uid) {
+                    out[i].reserved_for.push(Consumer {
+                        resource: "pods".into(),
+                        name: t.name.clone(),
+                        uid: t.uid.clone(),
+                    });
+                }
+            }
+        }
+        // A claim already allocated and reserved for every member has nothing to write.
+        out.retain(|w| w.allocate || !w.reserved_for.is_empty());
+        out
+    }
+
+    /// The bridge's claims for the members in `committed` (KEP-5004).
+    pub fn extended_claims(
+        &self,
+        committed: &[(usize, usize)],
+        tasks: &[Task],
+    ) -> Vec<caldera_model::ExtendedResourceClaim> {
+        let mut out = Vec::new();
+        for &(ti, _) in committed {
+            let Some(b) = self.placed.get(&ti).and_then(|t| t.extended.as_ref()) else {
+                continue;
+            };
+            let t = &tasks[ti];
+            out.push(caldera_model::ExtendedResourceClaim {
+                namespace: t.namespace.clone(),
+                pod: t.name.clone(),
+                pod_uid: t.uid.clone(),
+                requests: b
+                    .claim
+                    .requests
+                    .iter()
+                    .filter_map(|r| match &r.kind {
+                        RequestKind::Exactly(e) => match e.mode {
+                            caldera_model::AllocationMode::ExactCount(k) => {
+                                Some((r.name.clone(), e.class.clone(), k))
+                            }
+                            caldera_model::AllocationMode::All => None,
+                        },
+                        RequestKind::FirstAvailable(_) => None,
+                    })
+                    .collect(),
+                devices: b.allocation.devices.clone(),
+                config: b.allocation.config.clone(),
+                node: b.allocation.node(),
+                node_selector: b.allocation.node_selector.clone(),
+                mappings: b.mappings.clone(),
+            });
+        }
+        out
+    }
+
+    /// Per driver on node `node`: devices it reaches and how many are in use, as this session
+    /// leaves them (for `explain` and messages).
+    pub fn usage(&self, node: &Node) -> Vec<caldera_dra::Usage> {
+        self.allocator.borrow().usage(NodeView {
+            name: &node.name,
+            labels: &node.labels,
+        })
+    }
+
+    /// Whether every claim of placed task `ti` is allocated (the fit check makes it so; the
+    /// property tests check it).
+    pub fn satisfied(&self, ti: usize) -> bool {
+        self.placed.get(&ti).is_none_or(|t| {
+            t.used
+                .iter()
+                .all(|&ci| self.claims[ci].allocation.is_some())
+        })
+    }
+}
+
+/// One claim of a [`ClaimShape`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ShapePart {
+    /// A claim from a template still to allocate: what it asks.
+    Asks(Vec<DeviceRequest>, Vec<caldera_model::MatchAttribute>),
+    /// A claim by identity (allocated, or named by the pod).
+    Claim(usize),
+    /// A claim not found.
+    Missing(Arc<str>),
+}
+
+/// What a member's claims make of where it may go (see [`Devices::shape`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClaimShape {
+    parts: Vec<ShapePart>,
+    extended: Vec<(Arc<str>, i64)>,
+    waiting: Option<Arc<str>>,
+}
