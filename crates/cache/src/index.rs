@@ -1892,9 +1892,8 @@ impl ClusterIndex {
                         with_claims = true;
                     }
                 }
-                if task.status == TaskStatus::Pending
-                    && (p.resource_claims.is_some() || !p.extended.is_empty())
-                {
+                // Every member's, not only pending ones': a victim's claims are freed when it goes.
+                if p.resource_claims.is_some() || !p.extended.is_empty() {
                     let none = crate::dra::PodClaims::default();
                     let refs = p.resource_claims.as_deref().unwrap_or(&none);
                     task.claims = self.dra.task_claims(refs, &p.extended).map(Arc::new);

@@ -23,13 +23,6 @@ pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 /// (upstream bounds the search by the scheduling cycle's deadline instead).
 pub const STEP_LIMIT: u64 = 200_000;
 
-/// What a selector can see of a device: driver, attributes, capacity.
-type Content<'a> = (
-    &'a Arc<str>,
-    &'a BTreeMap<Arc<str>, AttributeValue>,
-    &'a BTreeMap<Arc<str>, caldera_model::dra::Capacity>,
-);
-
 /// The node an allocation is sought for.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeView<'a> {
@@ -71,9 +64,7 @@ pub struct Allocator {
     shared: Vec<u32>,
     /// Per device: how many claims hold it (admin access not counted).
     held: Vec<u32>,
-    /// Per device: its content's id (driver, attributes, capacity): devices alike answer
-    /// every selector alike, so answers are kept per content, not per device.
-    shapes: Vec<u32>,
+    /// Selector answers, per inventory device index (kept per device content inside).
     selectors: Selectors,
 }
 
@@ -89,24 +80,11 @@ impl Allocator {
             }
         }
         let n = inventory.devices.len();
-        let mut ids: HashMap<Content, u32> = HashMap::new();
-        let shapes: Vec<u32> = inventory
-            .devices
-            .iter()
-            .map(|d| {
-                let next = ids.len() as u32;
-                *ids.entry((&d.driver, &d.attributes, &d.capacity))
-                    .or_insert(next)
-            })
-            .collect();
-        let distinct = ids.len();
-        drop(ids);
         let mut out = Allocator {
             local,
             shared,
             held: vec![0; n],
-            shapes,
-            selectors: Selectors::new(distinct),
+            selectors: Selectors::for_devices(&inventory.devices),
             inventory,
         };
         let taken: Vec<u32> = out
@@ -235,7 +213,6 @@ impl Allocator {
             inventory: &self.inventory,
             selectors: &mut self.selectors,
             held: &self.held,
-            shapes: &self.shapes,
             candidates,
             claims,
             requests: Vec::with_capacity(claims.len()),
@@ -306,7 +283,6 @@ struct Search<'a> {
     inventory: &'a DeviceInventory,
     selectors: &'a mut Selectors,
     held: &'a [u32],
-    shapes: &'a [u32],
     candidates: Vec<u32>,
     claims: &'a [&'a Claim],
     /// Per claim, per request: its alternatives (one unless `firstAvailable`), and whether
@@ -451,9 +427,8 @@ impl<'a> Search<'a> {
         if device.unsupported.is_some() {
             return Ok(false);
         }
-        let shape = self.shapes[index as usize];
         for (i, s) in alt.class.selectors.iter().enumerate() {
-            match self.selectors.matches(s, shape, device) {
+            match self.selectors.matches(s, index, device) {
                 Ok(true) => {}
                 Ok(false) => return Ok(false),
                 Err(e) => {
@@ -466,7 +441,7 @@ impl<'a> Search<'a> {
             }
         }
         for (i, s) in alt.spec.selectors.iter().enumerate() {
-            match self.selectors.matches(s, shape, device) {
+            match self.selectors.matches(s, index, device) {
                 Ok(true) => {}
                 Ok(false) => return Ok(false),
                 Err(e) => {

@@ -310,11 +310,22 @@ fn split(qualified: &str) -> (&str, &str) {
     qualified.rsplit_once('/').unwrap_or(("", qualified))
 }
 
+/// What a selector can see of a device: driver, attributes, capacity.
+type Content<'a> = (
+    &'a Arc<str>,
+    &'a std::collections::BTreeMap<Arc<str>, AttributeValue>,
+    &'a std::collections::BTreeMap<Arc<str>, caldera_model::dra::Capacity>,
+);
+
 /// Compiled selectors and their answers per device, kept for a session.
 pub struct Selectors {
     root: Context<'static, 'static>,
     ids: HashMap<Arc<str>, u32>,
     programs: Vec<Result<Program, Arc<str>>>,
+    /// Per inventory device index: the id of its content (driver, attributes, capacity), under
+    /// which values and answers are kept, since devices alike answer every selector alike.
+    /// Empty: the index is the key.
+    shapes: Vec<u32>,
     values: Vec<Option<Value>>,
     answers: HashMap<(u32, u32), Result<bool, Arc<str>>>,
 }
@@ -326,15 +337,34 @@ impl Default for Selectors {
 }
 
 impl Selectors {
-    /// For `devices` distinct device contents (a hint: more ids may be used).
+    /// Keyed by the index given to [`Selectors::matches`]; `devices` is a capacity hint.
     pub fn new(devices: usize) -> Self {
         Selectors {
             root: root(),
             ids: HashMap::new(),
             programs: Vec::new(),
+            shapes: Vec::new(),
             values: vec![None; devices],
             answers: HashMap::new(),
         }
+    }
+
+    /// For an inventory's `devices`: [`Selectors::matches`] takes an index into them, and
+    /// devices with equal driver, attributes and capacity share their answers (one evaluation
+    /// per content and expression for the session).
+    pub fn for_devices(devices: &[Device]) -> Self {
+        let mut ids: HashMap<Content, u32> = HashMap::new();
+        let shapes: Vec<u32> = devices
+            .iter()
+            .map(|d| {
+                let next = ids.len() as u32;
+                *ids.entry((&d.driver, &d.attributes, &d.capacity))
+                    .or_insert(next)
+            })
+            .collect();
+        let mut out = Self::new(ids.len());
+        out.shapes = shapes;
+        out
     }
 
     /// The id of `expression`, compiled on first sight.
@@ -356,16 +386,16 @@ impl Selectors {
         self.programs[id as usize].as_ref().err().cloned()
     }
 
-    /// Whether `device` satisfies `expression`: an error is a compile error, a runtime error,
-    /// or a result that is not a bool. `index` identifies what the selector sees of the device
-    /// (devices with equal driver, attributes and capacity may share one), and the answer is
-    /// kept under it.
+    /// Whether `device` (index `index` in the inventory, or in the caller's numbering with
+    /// [`Selectors::new`]) satisfies `expression`: an error is a compile error, a runtime
+    /// error, or a result that is not a bool. The answer is kept for the session.
     pub fn matches(
         &mut self,
         expression: &Arc<str>,
         index: u32,
         device: &Device,
     ) -> Result<bool, Arc<str>> {
+        let index = self.shapes.get(index as usize).copied().unwrap_or(index);
         let id = self.id(expression);
         if let Some(answer) = self.answers.get(&(id, index)) {
             return answer.clone();
@@ -502,6 +532,27 @@ mod tests {
         assert_eq!(s.matches(&e, 0, &other), Ok(true));
         assert!(s.matches(&e, 1, &other).is_err());
         assert_eq!(s.programs.len(), 1);
+    }
+
+    #[test]
+    fn devices_alike_share_answers_and_indices_never_mix() {
+        let a = gpu();
+        let mut other = gpu();
+        other.driver = "other.example.com".into();
+        let mut twin = gpu();
+        twin.name = "gpu-4".into();
+        // Index 0 differs from indices 1 and 2, which are alike.
+        let devices = [other.clone(), a.clone(), twin.clone()];
+        let mut s = Selectors::for_devices(&devices);
+        let e: Arc<str> = Arc::from(r#"device.driver == "gpu.nvidia.com""#);
+        assert_eq!(s.matches(&e, 2, &twin), Ok(true));
+        assert_eq!(
+            s.matches(&e, 0, &other),
+            Ok(false),
+            "not the answer of another content"
+        );
+        assert_eq!(s.matches(&e, 1, &a), Ok(true));
+        assert_eq!(s.answers.len(), 2, "one evaluation per content");
     }
 
     #[test]
