@@ -278,7 +278,25 @@ impl View {
             add(object, &mut skipped);
         }
         // DRA objects as read: the live allocations and the live resource-claim controller's
-        // claims.
+        // claims; for the pods taken back to pending, the claims as before their binds (their
+        // reservations gone, an allocation only they used cleared, the bridge's claim made for
+        // them gone).
+        let unbound_uids: HashSet<String> = objects
+            .pods
+            .iter()
+            .filter(|p| {
+                unbind.contains(&(
+                    p.metadata.namespace.clone().unwrap_or_default(),
+                    p.metadata.name.clone().unwrap_or_default(),
+                ))
+            })
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        let resource_claims: Vec<_> = objects
+            .resource_claims
+            .iter()
+            .filter_map(|c| before_binds(c, &unbound_uids))
+            .collect();
         let dra = (objects
             .device_classes
             .iter()
@@ -298,13 +316,7 @@ impl View {
                 .cloned()
                 .map(Object::ResourceClaimTemplate),
         )
-        .chain(
-            objects
-                .resource_claims
-                .iter()
-                .cloned()
-                .map(Object::ResourceClaim),
-        );
+        .chain(resource_claims.into_iter().map(Object::ResourceClaim));
         for object in dra {
             add(object, &mut skipped);
         }
@@ -336,6 +348,7 @@ impl View {
                 }
                 if let Some(status) = pod.status.as_mut() {
                     status.phase = Some("Pending".into());
+                    status.extended_resource_claim_status = None;
                 }
             }
             add(Object::Pod(pod), &mut skipped);
@@ -382,6 +395,42 @@ impl Broken {
     }
 }
 
+/// The claim `c` as it was before the pods `unbound` (uids) were bound: none of them in
+/// `reservedFor`, the allocation gone when only they used it, and `None` for the
+/// extended-resource bridge's claim made for one of them.
+fn before_binds(c: &ResourceClaim, unbound: &HashSet<String>) -> Option<ResourceClaim> {
+    let mut c = c.clone();
+    if unbound.is_empty() {
+        return Some(c);
+    }
+    let bridge =
+        c.metadata.annotations.as_ref().is_some_and(|a| {
+            a.contains_key(caldera_model::dra::EXTENDED_RESOURCE_CLAIM_ANNOTATION)
+        });
+    let owner_unbound = c
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| unbound.contains(&o.uid));
+    if bridge && owner_unbound {
+        return None;
+    }
+    if let Some(status) = c.status.as_mut() {
+        let users = status.reserved_for.take().unwrap_or_default();
+        let before = users.len();
+        let kept: Vec<_> = users
+            .into_iter()
+            .filter(|u| !unbound.contains(&u.uid))
+            .collect();
+        if kept.is_empty() && before > 0 {
+            status.allocation = None;
+        }
+        status.reserved_for = (!kept.is_empty()).then_some(kept);
+    }
+    Some(c)
+}
+
 /// The scenario invariants for the pods bound since the last check (`new_binds`): each passes
 /// every predicate on its node (judged against the cluster without those binds, by the
 /// simulator's [`invariants::check_binds`]); no node they landed on is over-committed; no
@@ -418,14 +467,22 @@ pub fn check_invariants(
             job: Arc::from(""),
         });
     }
+    // Devices count as the resources their classes name, as in the simulator's checks.
+    let mut seen_before = before.sim.snapshot();
+    caldera_session::devices::fold_snapshot(&mut seen_before);
     broken
         .lasting
-        .extend(invariants::check_binds(&before.sim.snapshot(), &plan));
+        .extend(invariants::check_binds(&seen_before, &plan));
 
     let nodes: BTreeSet<String> = new_binds.iter().map(|b| b.node.clone()).collect();
-    broken
-        .lasting
-        .extend(invariants::overcommitted(after.sim.store(), &nodes));
+    // Devices count as the resources their classes name, as in the simulator's check.
+    let mut folded = after.sim.snapshot();
+    caldera_session::devices::fold_snapshot(&mut folded);
+    broken.lasting.extend(invariants::overcommitted(
+        after.sim.store(),
+        &nodes,
+        &folded,
+    ));
 
     let mut gangs: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for b in new_binds {
