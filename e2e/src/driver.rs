@@ -699,12 +699,13 @@ impl LiveRun {
         Ok(true)
     }
 
-    /// Waits until a deleted native PodGroup is gone. kube-apiserver gives every native
-    /// PodGroup the `scheduling.k8s.io/podgroup-protection` finalizer and
-    /// kube-controller-manager's podgroup-protection controller removes it once no pod names
-    /// the group; the pods are gone by now, so if the controller has not removed it within a
-    /// few seconds (a control plane without it), the driver does what it would.
-    async fn wait_native_podgroup_gone(&self, key: &ObjectKey) -> Result<()> {
+    /// Waits until a deleted object held by `finalizer` is gone: kube-apiserver gives every
+    /// native PodGroup the `scheduling.k8s.io/podgroup-protection` finalizer, and an allocated
+    /// ResourceClaim carries `resource.kubernetes.io/delete-protection`;
+    /// kube-controller-manager removes them once no pod uses the object (the podgroup-protection
+    /// and resource-claim controllers). The pods are gone by now, so if it has not within a few
+    /// seconds (a control plane without it), the driver does what it would.
+    async fn wait_finalized_gone(&self, key: &ObjectKey, finalizer: &str) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(5).min(self.options.wait_timeout);
         while let Some(live) = self.get(key).await? {
             if Instant::now() < deadline {
@@ -715,7 +716,7 @@ impl LiveRun {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter(|f| f.as_str() != Some(PODGROUP_PROTECTION))
+                .filter(|f| f.as_str() != Some(finalizer))
                 .cloned()
                 .collect();
             let patch = json!({"metadata": {"finalizers": finalizers}});
@@ -892,24 +893,7 @@ impl LiveRun {
         let mut listed = Vec::new();
         for kind in [Kind::JobSet, Kind::LeaderWorkerSet] {
             // Before their Jobs and pods; their CRDs may not be installed (404: none).
-            let list = match crate::objects::api(&self.client, kind, None)
-                .list(&ListParams::default().labels(selector))
-                .await
-            {
-                Ok(l) => l,
-                Err(e) if status_code(&e) == Some(404) => continue,
-                Err(e) => return Err(Error::api("list", format!("{kind}s"), e)),
-            };
-            for o in list.items {
-                if let Some(uid) = &o.metadata.uid {
-                    uids.insert(uid.clone());
-                }
-                listed.push(ObjectKey::new(
-                    kind,
-                    o.metadata.namespace.as_deref(),
-                    o.metadata.name.as_deref().unwrap_or(""),
-                ));
-            }
+            listed.extend(self.list_optional(kind, selector, &mut uids).await?);
         }
         for kind in [
             // Before the pods: their controllers would make them again (a Deployment before
@@ -932,21 +916,18 @@ impl LiveRun {
             Kind::StorageClass,
             Kind::CSINode,
         ] {
-            let list = crate::objects::api(&self.client, kind, None)
-                .list(&ListParams::default().labels(selector))
-                .await
-                .map_err(|e| Error::api("list", format!("{kind}s"), e))?;
-            for o in list.items {
-                let key = ObjectKey::new(
-                    kind,
-                    o.metadata.namespace.as_deref(),
-                    o.metadata.name.as_deref().unwrap_or(""),
-                );
-                if let Some(uid) = &o.metadata.uid {
-                    uids.insert(uid.clone());
-                }
-                listed.push(key);
-            }
+            listed.extend(self.list_labelled(kind, selector, &mut uids).await?);
+        }
+        // DRA (`resource.k8s.io/v1`, which a server may not serve: 404, none), after the pods:
+        // the resource-claim controller deallocates a claim once its users are gone (the
+        // claims it made from templates go with their pods).
+        for kind in [
+            Kind::ResourceClaim,
+            Kind::ResourceClaimTemplate,
+            Kind::ResourceSlice,
+            Kind::DeviceClass,
+        ] {
+            listed.extend(self.list_optional(kind, selector, &mut uids).await?);
         }
         // PodGroups derived from the run's workloads (owned by them, not labelled): their
         // events go too; the garbage collector deletes them with their owner.
@@ -978,13 +959,65 @@ impl LiveRun {
             }
         }
         for key in &deleted {
-            if key.kind == Kind::NativePodGroup {
-                self.wait_native_podgroup_gone(key).await?;
-            } else {
-                self.wait_gone(key).await?;
+            match key.kind {
+                Kind::NativePodGroup => self.wait_finalized_gone(key, PODGROUP_PROTECTION).await?,
+                Kind::ResourceClaim => self.wait_finalized_gone(key, CLAIM_PROTECTION).await?,
+                _ => self.wait_gone(key).await?,
             }
         }
         Ok(uids)
+    }
+
+    /// The objects of `kind` matching `selector`, their uids added to `uids`.
+    async fn list_labelled(
+        &self,
+        kind: Kind,
+        selector: &str,
+        uids: &mut HashSet<String>,
+    ) -> Result<Vec<ObjectKey>> {
+        let list = crate::objects::api(&self.client, kind, None)
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(|e| Error::api("list", format!("{kind}s"), e))?;
+        Ok(self.keys_of(kind, list.items, uids))
+    }
+
+    /// As [`Self::list_labelled`], for a kind the server may not serve (404: none).
+    async fn list_optional(
+        &self,
+        kind: Kind,
+        selector: &str,
+        uids: &mut HashSet<String>,
+    ) -> Result<Vec<ObjectKey>> {
+        match crate::objects::api(&self.client, kind, None)
+            .list(&ListParams::default().labels(selector))
+            .await
+        {
+            Ok(l) => Ok(self.keys_of(kind, l.items, uids)),
+            Err(e) if status_code(&e) == Some(404) => Ok(Vec::new()),
+            Err(e) => Err(Error::api("list", format!("{kind}s"), e)),
+        }
+    }
+
+    fn keys_of(
+        &self,
+        kind: Kind,
+        items: Vec<kube::api::DynamicObject>,
+        uids: &mut HashSet<String>,
+    ) -> Vec<ObjectKey> {
+        items
+            .into_iter()
+            .map(|o| {
+                if let Some(uid) = &o.metadata.uid {
+                    uids.insert(uid.clone());
+                }
+                ObjectKey::new(
+                    kind,
+                    o.metadata.namespace.as_deref(),
+                    o.metadata.name.as_deref().unwrap_or(""),
+                )
+            })
+            .collect()
     }
 
     /// Deletes what this run created: its objects, the events about them, the `default`
@@ -1092,6 +1125,8 @@ impl LiveRun {
 
 /// The finalizer kube-apiserver puts on every native PodGroup.
 const PODGROUP_PROTECTION: &str = "scheduling.k8s.io/podgroup-protection";
+/// The finalizer an allocator puts on a ResourceClaim it allocates.
+const CLAIM_PROTECTION: &str = caldera_model::dra::DELETE_PROTECTION_FINALIZER;
 
 /// How the driver deletes an object of `kind`: a pod with no grace period (no kubelet would
 /// confirm it), a workload with `propagationPolicy: Background` as `kubectl delete` does (the

@@ -19,6 +19,9 @@ use caldera_sim::invariants;
 use caldera_sim::manifest::{Kind, Object};
 use caldera_sim::Simulation;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::scheduling::v1alpha2::{PodGroup as NativePodGroup, Workload};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
@@ -58,6 +61,14 @@ pub struct LiveObjects {
     pub volumes: Vec<PersistentVolume>,
     /// PersistentVolumeClaims, all namespaces.
     pub claims: Vec<PersistentVolumeClaim>,
+    /// DRA DeviceClasses (none when `resource.k8s.io/v1` is not served).
+    pub device_classes: Vec<DeviceClass>,
+    /// DRA ResourceSlices.
+    pub resource_slices: Vec<ResourceSlice>,
+    /// DRA ResourceClaims, all namespaces.
+    pub resource_claims: Vec<ResourceClaim>,
+    /// DRA ResourceClaimTemplates, all namespaces.
+    pub resource_claim_templates: Vec<ResourceClaimTemplate>,
 }
 
 async fn list_typed<K>(api: Api<K>, what: &str) -> Result<Vec<K>>
@@ -99,7 +110,7 @@ async fn list_json(client: &Client, kind: Kind) -> Result<Vec<serde_json::Value>
 }
 
 impl LiveObjects {
-    /// Lists every kind (eleven requests).
+    /// Lists every kind (fifteen requests).
     pub async fn read(client: &Client) -> Result<LiveObjects> {
         Ok(LiveObjects {
             priority_classes: list_typed(Api::all(client.clone()), "priorityclasses").await?,
@@ -134,6 +145,14 @@ impl LiveObjects {
             csinodes: list_typed(Api::all(client.clone()), "csinodes").await?,
             volumes: list_typed(Api::all(client.clone()), "persistentvolumes").await?,
             claims: list_typed(Api::all(client.clone()), "persistentvolumeclaims").await?,
+            device_classes: list_optional(Api::all(client.clone()), "deviceclasses").await?,
+            resource_slices: list_optional(Api::all(client.clone()), "resourceslices").await?,
+            resource_claims: list_optional(Api::all(client.clone()), "resourceclaims").await?,
+            resource_claim_templates: list_optional(
+                Api::all(client.clone()),
+                "resourceclaimtemplates",
+            )
+            .await?,
         })
     }
 
@@ -258,6 +277,49 @@ impl View {
         for object in storage {
             add(object, &mut skipped);
         }
+        // DRA objects as read: the live allocations and the live resource-claim controller's
+        // claims; for the pods taken back to pending, the claims as before their binds (their
+        // reservations gone, an allocation only they used cleared, the bridge's claim made for
+        // them gone).
+        let unbound_uids: HashSet<String> = objects
+            .pods
+            .iter()
+            .filter(|p| {
+                unbind.contains(&(
+                    p.metadata.namespace.clone().unwrap_or_default(),
+                    p.metadata.name.clone().unwrap_or_default(),
+                ))
+            })
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        let resource_claims: Vec<_> = objects
+            .resource_claims
+            .iter()
+            .filter_map(|c| before_binds(c, &unbound_uids))
+            .collect();
+        let dra = (objects
+            .device_classes
+            .iter()
+            .cloned()
+            .map(Object::DeviceClass))
+        .chain(
+            objects
+                .resource_slices
+                .iter()
+                .cloned()
+                .map(Object::ResourceSlice),
+        )
+        .chain(
+            objects
+                .resource_claim_templates
+                .iter()
+                .cloned()
+                .map(Object::ResourceClaimTemplate),
+        )
+        .chain(resource_claims.into_iter().map(Object::ResourceClaim));
+        for object in dra {
+            add(object, &mut skipped);
+        }
         for pg in &objects.podgroups {
             match serde_json::from_value::<PodGroup>(pg.clone()) {
                 Ok(pg) => add(Object::PodGroup(pg), &mut skipped),
@@ -286,6 +348,7 @@ impl View {
                 }
                 if let Some(status) = pod.status.as_mut() {
                     status.phase = Some("Pending".into());
+                    status.extended_resource_claim_status = None;
                 }
             }
             add(Object::Pod(pod), &mut skipped);
@@ -332,6 +395,42 @@ impl Broken {
     }
 }
 
+/// The claim `c` as it was before the pods `unbound` (uids) were bound: none of them in
+/// `reservedFor`, the allocation gone when only they used it, and `None` for the
+/// extended-resource bridge's claim made for one of them.
+fn before_binds(c: &ResourceClaim, unbound: &HashSet<String>) -> Option<ResourceClaim> {
+    let mut c = c.clone();
+    if unbound.is_empty() {
+        return Some(c);
+    }
+    let bridge =
+        c.metadata.annotations.as_ref().is_some_and(|a| {
+            a.contains_key(caldera_model::dra::EXTENDED_RESOURCE_CLAIM_ANNOTATION)
+        });
+    let owner_unbound = c
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| unbound.contains(&o.uid));
+    if bridge && owner_unbound {
+        return None;
+    }
+    if let Some(status) = c.status.as_mut() {
+        let users = status.reserved_for.take().unwrap_or_default();
+        let before = users.len();
+        let kept: Vec<_> = users
+            .into_iter()
+            .filter(|u| !unbound.contains(&u.uid))
+            .collect();
+        if kept.is_empty() && before > 0 {
+            status.allocation = None;
+        }
+        status.reserved_for = (!kept.is_empty()).then_some(kept);
+    }
+    Some(c)
+}
+
 /// The scenario invariants for the pods bound since the last check (`new_binds`): each passes
 /// every predicate on its node (judged against the cluster without those binds, by the
 /// simulator's [`invariants::check_binds`]); no node they landed on is over-committed; no
@@ -368,14 +467,22 @@ pub fn check_invariants(
             job: Arc::from(""),
         });
     }
+    // Devices count as the resources their classes name, as in the simulator's checks.
+    let mut seen_before = before.sim.snapshot();
+    caldera_session::devices::fold_snapshot(&mut seen_before);
     broken
         .lasting
-        .extend(invariants::check_binds(&before.sim.snapshot(), &plan));
+        .extend(invariants::check_binds(&seen_before, &plan));
 
     let nodes: BTreeSet<String> = new_binds.iter().map(|b| b.node.clone()).collect();
-    broken
-        .lasting
-        .extend(invariants::overcommitted(after.sim.store(), &nodes));
+    // Devices count as the resources their classes name, as in the simulator's check.
+    let mut folded = after.sim.snapshot();
+    caldera_session::devices::fold_snapshot(&mut folded);
+    broken.lasting.extend(invariants::overcommitted(
+        after.sim.store(),
+        &nodes,
+        &folded,
+    ));
 
     let mut gangs: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for b in new_binds {

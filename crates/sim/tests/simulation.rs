@@ -1193,6 +1193,70 @@ fn consolidation_evictions_are_judged_by_budgets_and_replaced_by_the_replicaset(
     assert!(live.iter().all(|n| *n != "web-a"), "a new name: {live:?}");
 }
 
+const TEMPLATE_CLAIMS: &str = "
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.example.com}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: train-0}
+spec:
+  schedulerName: caldera
+  containers: [{name: main, resources: {claims: [{name: gpu}]}}]
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+";
+
+#[test]
+fn the_resource_claim_controller_makes_template_claims_and_removes_them_with_the_pod() {
+    let mut sim = fake(|_, _| Plan::default());
+    sim.apply(objects(TEMPLATE_CLAIMS)).unwrap();
+    // Before the first session the controller has made the claim and named it.
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let record = seen.clone();
+    let mut sim_seen = fake(move |snap: &Snapshot, _| {
+        record.borrow_mut().push(
+            snap.tasks
+                .iter()
+                .map(|t| t.claims.as_ref().map(|c| c.claims.len()).unwrap_or(0))
+                .sum::<usize>(),
+        );
+        Plan::default()
+    });
+    sim_seen.apply(objects(TEMPLATE_CLAIMS)).unwrap();
+    sim_seen.session();
+    assert_eq!(*seen.borrow(), [1], "the member sees its generated claim");
+    sim.session();
+    let pod = sim.store().pod("default", "train-0").unwrap();
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.clone())
+        .unwrap_or_default();
+    assert_eq!(statuses.len(), 1);
+    let claim_name = statuses[0].resource_claim_name.clone().unwrap();
+    assert!(claim_name.starts_with("train-0-gpu-"), "{claim_name}");
+    let claim = sim.store().resource_claim("default", &claim_name).unwrap();
+    let owner = &claim.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Pod", "train-0")
+    );
+    // A second session makes no second claim.
+    sim.session();
+    assert_eq!(sim.store().resource_claims().count(), 1);
+    // The pod goes: so does its claim.
+    assert!(sim.delete(Kind::Pod, Some("default"), "train-0"));
+    sim.session();
+    assert_eq!(sim.store().resource_claims().count(), 0);
+}
+
 const DRA: &str = "
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass

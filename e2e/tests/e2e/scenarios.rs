@@ -74,6 +74,10 @@ async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
             "podgroups",
             "queues",
             "events.events.k8s.io",
+            "resourceclaims",
+            "resourceclaimtemplates",
+            "resourceslices",
+            "deviceclasses",
         ] {
             let left = store.count(resource);
             if left > 0 {
