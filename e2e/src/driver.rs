@@ -478,8 +478,9 @@ impl LiveRun {
             self.namespaces.ensure(ns).await?;
         }
         add_label(&mut manifest, RUN_LABEL, &self.options.run_id);
-        if key.kind == Kind::Job {
-            // The Job's pods carry the run's label too, so cleanup finds them.
+        if matches!(key.kind, Kind::Job | Kind::ReplicaSet | Kind::Deployment) {
+            // The workload's pods carry the run's label too, so cleanup finds them (a
+            // selector is a subset of the template's labels: it still selects them).
             if let Some(template) = manifest.pointer_mut("/spec/template") {
                 add_label(template, RUN_LABEL, &self.options.run_id);
             }
@@ -638,7 +639,7 @@ impl LiveRun {
         let mut problems = Vec::new();
         for r in refs {
             let key = ObjectKey::new(r.kind, r.namespace.as_deref(), &r.name);
-            if matches!(key.kind, Kind::Job | Kind::JobSet | Kind::LeaderWorkerSet) {
+            if is_workload(key.kind) {
                 // What the garbage collector deletes with it: their events are the run's too.
                 let dependents = self.dependents(&key).await?;
                 self.created.extend(dependents);
@@ -767,11 +768,7 @@ impl LiveRun {
     /// Remembers the uids of the pods of the run's Jobs (labelled with the run through their
     /// template), when the scenario has Jobs.
     async fn note_job_pods(&self) -> Result<()> {
-        if !self
-            .applied
-            .keys()
-            .any(|k| matches!(k.kind, Kind::Job | Kind::JobSet | Kind::LeaderWorkerSet))
-        {
+        if !self.applied.keys().any(|k| is_workload(k.kind)) {
             return Ok(());
         }
         let selector = format!("{RUN_LABEL}={}", self.options.run_id);
@@ -915,7 +912,10 @@ impl LiveRun {
             }
         }
         for kind in [
-            // Before the pods: a Job's controller would make them again.
+            // Before the pods: their controllers would make them again (a Deployment before
+            // its ReplicaSets).
+            Kind::Deployment,
+            Kind::ReplicaSet,
             Kind::Job,
             Kind::Pod,
             // After the pods: the podgroup-protection finalizer goes once none names them.
@@ -1094,15 +1094,23 @@ impl LiveRun {
 const PODGROUP_PROTECTION: &str = "scheduling.k8s.io/podgroup-protection";
 
 /// How the driver deletes an object of `kind`: a pod with no grace period (no kubelet would
-/// confirm it), a Job with `propagationPolicy: Background` as `kubectl delete` does (the API's
-/// default for `batch/v1` Jobs orphans their pods and the PodGroup derived from them).
+/// confirm it), a workload with `propagationPolicy: Background` as `kubectl delete` does (the
+/// API's default for `batch/v1` Jobs orphans their pods and the PodGroup derived from them).
 fn delete_params(kind: Kind) -> DeleteParams {
     DeleteParams {
         grace_period_seconds: (kind == Kind::Pod).then_some(0),
-        propagation_policy: matches!(kind, Kind::Job | Kind::JobSet | Kind::LeaderWorkerSet)
-            .then_some(kube::api::PropagationPolicy::Background),
+        propagation_policy: is_workload(kind).then_some(kube::api::PropagationPolicy::Background),
         ..DeleteParams::default()
     }
+}
+
+/// Kinds whose controller makes pods: deleted with background propagation (what `kubectl
+/// delete` sends; the default of `apps/v1` too), their pods the run's.
+fn is_workload(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Job | Kind::JobSet | Kind::LeaderWorkerSet | Kind::ReplicaSet | Kind::Deployment
+    )
 }
 
 /// A failed step as the simulator's outcome reports it (time: the wall clock).

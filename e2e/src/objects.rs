@@ -35,6 +35,8 @@ pub fn gvr(kind: Kind) -> (&'static str, &'static str, &'static str) {
         Kind::NativePodGroup => ("scheduling.k8s.io", "v1alpha2", "podgroups"),
         Kind::JobSet => ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
         Kind::LeaderWorkerSet => ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        Kind::ReplicaSet => ("apps", "v1", "replicasets"),
+        Kind::Deployment => ("apps", "v1", "deployments"),
     }
 }
 
@@ -133,6 +135,8 @@ pub fn to_json(object: &Object) -> Result<(ObjectKey, Value)> {
         Object::Workload(o) => serde_json::to_value(o),
         Object::NativePodGroup(o) => serde_json::to_value(o),
         Object::JobSet(o) | Object::LeaderWorkerSet(o) => serde_json::to_value(o),
+        Object::ReplicaSet(o) => serde_json::to_value(o),
+        Object::Deployment(o) => serde_json::to_value(o),
     };
     let mut value = encoded.map_err(|source| Error::Json {
         object: object.describe(),

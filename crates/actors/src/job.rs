@@ -76,9 +76,9 @@ fn index_of(pod: &Pod) -> Option<i32> {
 }
 
 /// The controller's 5-character suffix alphabet (`k8s.io/apimachinery/pkg/util/rand`).
-const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+pub(crate) const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
-fn suffix(uid: &str, n: u64) -> String {
+pub(crate) fn suffix(uid: &str, n: u64) -> String {
     // FNV-1a over the uid and the counter: deterministic, spread over the alphabet.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in uid.bytes().chain(n.to_le_bytes()) {

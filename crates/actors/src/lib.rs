@@ -22,5 +22,6 @@ pub mod kube_scheduler;
 pub mod kubelet;
 pub mod lws;
 pub mod pv_controller;
+pub mod replicaset;
 pub mod statefulset;
 pub mod time;

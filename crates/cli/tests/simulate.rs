@@ -189,7 +189,7 @@ status:
 ",
     );
     let pods = "apiVersion: apps/v1
-kind: Deployment
+kind: DaemonSet
 metadata: {name: web}
 ---
 apiVersion: scheduling.volcano.sh/v1beta1
@@ -227,7 +227,7 @@ spec:
         "{stdout}"
     );
     assert!(
-        text(&out.stderr).contains("-: document 1: Deployment (apps/v1): not simulated: no controllers run here; give the Pods"),
+        text(&out.stderr).contains("-: document 1: DaemonSet (apps/v1): not simulated: no controllers run here; give the Pods"),
         "{}",
         text(&out.stderr)
     );

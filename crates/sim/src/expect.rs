@@ -34,6 +34,30 @@ pub struct Expect {
     /// PersistentVolumeClaim checks.
     #[serde(default)]
     pub pvcs: Vec<PvcExpect>,
+    /// Checks of the pods a label selector picks (a workload's pods, whose names a
+    /// controller generates).
+    #[serde(default)]
+    pub selected_pods: Vec<SelectedPodsExpect>,
+}
+
+/// What the pods a label selector picks in a namespace must look like. `count`, `bound` and
+/// `nodes` are about the pods not being deleted; `terminating` counts the others.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SelectedPodsExpect {
+    /// The namespace (default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// A label selector (`app=web,tier!=db`, as in `markRunning`).
+    pub selector: String,
+    /// Pods not being deleted (finished ones included).
+    pub count: Option<usize>,
+    /// Of those, pods with a node.
+    pub bound: Option<usize>,
+    /// Pods being deleted (`deletionTimestamp` set), still there.
+    pub terminating: Option<usize>,
+    /// The exact set of nodes the bound pods not being deleted are on.
+    pub nodes: Option<Vec<String>>,
 }
 
 /// What a PersistentVolumeClaim must look like.
@@ -429,6 +453,10 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
         check_claim(e, sim, &mut out);
     }
 
+    for e in &expect.selected_pods {
+        check_selected(e, sim, &mut out);
+    }
+
     if !expect.nodes.is_empty() {
         let usage = crate::invariants::node_usage(store);
         for e in &expect.nodes {
@@ -512,6 +540,61 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
         }
     }
     out
+}
+
+/// Checks one `selectedPods` entry.
+fn check_selected(e: &SelectedPodsExpect, sim: &Simulation, out: &mut Checked) {
+    let ns = e.namespace.as_deref().unwrap_or("default");
+    let what = format!("pods {ns}/{{{}}}", e.selector);
+    let selector = match crate::selector::LabelSelector::parse(&e.selector) {
+        Ok(s) => s,
+        Err(m) => {
+            out.fail(format!("{what}: selector: {m}"));
+            return;
+        }
+    };
+    let picked: Vec<&Pod> = sim
+        .store()
+        .pods()
+        .filter(|p| p.metadata.namespace.as_deref().unwrap_or("default") == ns)
+        .filter(|p| selector.matches(p.metadata.labels.as_ref()))
+        .collect();
+    let (terminating, live): (Vec<&Pod>, Vec<&Pod>) = picked
+        .into_iter()
+        .partition(|p| p.metadata.deletion_timestamp.is_some());
+    let bound: Vec<&Pod> = live
+        .iter()
+        .copied()
+        .filter(|p| node_name(p).is_some())
+        .collect();
+    if let Some(want) = e.count {
+        out.compare(
+            &format!("{what} count"),
+            &want.to_string(),
+            &live.len().to_string(),
+        );
+    }
+    if let Some(want) = e.bound {
+        out.compare(
+            &format!("{what} bound"),
+            &want.to_string(),
+            &bound.len().to_string(),
+        );
+    }
+    if let Some(want) = e.terminating {
+        out.compare(
+            &format!("{what} terminating"),
+            &want.to_string(),
+            &terminating.len().to_string(),
+        );
+    }
+    if let Some(want) = &e.nodes {
+        let want: BTreeSet<&str> = want.iter().map(String::as_str).collect();
+        let got: BTreeSet<&str> = bound.iter().filter_map(|p| node_name(p)).collect();
+        let show =
+            |s: &BTreeSet<&str>| format!("[{}]", s.iter().copied().collect::<Vec<_>>().join(", "));
+        out.compare(&format!("{what} nodes"), &show(&want), &show(&got));
+    }
 }
 
 /// `type=status reason=… message=…` of each condition, `; `-separated.

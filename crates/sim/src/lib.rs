@@ -5,8 +5,8 @@
 //! held in memory, with time as a value instead of a clock:
 //!
 //! - [`manifest`] reads multi-document YAML into typed objects; errors name the file, the
-//!   document and the field path. Kinds that need controllers (Deployment, Job, ...) are
-//!   skipped with one notice per kind.
+//!   document and the field path. Kinds that need controllers the simulator does not play
+//!   (DaemonSet, CronJob, ...) are skipped with one notice per kind.
 //! - [`store`] keeps the objects and behaves like the API server for what the scheduler sees:
 //!   defaults on create, updates that keep server-owned fields, binds, status writes.
 //! - [`driver`] holds the store, the virtual clock and the scheduler: every `schedulePeriod` it

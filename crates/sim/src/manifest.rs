@@ -3,10 +3,10 @@
 //!
 //! Only the kinds the scheduler looks at are kept (Node, Pod, PodGroup, Queue, PriorityClass,
 //! HyperNode, Namespace, PodDisruptionBudget, PersistentVolume, PersistentVolumeClaim,
-//! StorageClass, CSINode, and `batch/v1` Job, JobSet and LeaderWorkerSet, whose controllers the
-//! simulator plays). Workload
-//! kinds whose pods a controller would create (Deployment, ...) are
-//! skipped with one notice per kind, since no controllers run in the simulator; other kinds
+//! StorageClass, CSINode, and `batch/v1` Job, JobSet, LeaderWorkerSet, `apps/v1` ReplicaSet and
+//! Deployment, whose controllers the simulator plays). Other workload kinds whose pods a
+//! controller would create (DaemonSet, ...) are
+//! skipped with one notice per kind, since no controllers run for them; other kinds
 //! are skipped with a notice that they do not affect scheduling. In plain manifests
 //! ([`parse_stream`]) `apps/v1` StatefulSets are kept apart ([`Manifests::statefulsets`]) for
 //! the simulator to play their controller; a scenario names its pods instead.
@@ -14,7 +14,7 @@
 use crate::error::{Error, Origin, Result};
 use caldera_api::{HyperNode, PodGroup, Queue};
 use caldera_cache::derive::Workload;
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -67,11 +67,16 @@ pub enum Kind {
     JobSet,
     /// `leaderworkerset.x-k8s.io` LeaderWorkerSet (its controller is played).
     LeaderWorkerSet,
+    /// `apps/v1` ReplicaSet (its controller is played: [`caldera_actors::replicaset`]).
+    ReplicaSet,
+    /// `apps/v1` Deployment (its controller is played, in outline:
+    /// [`caldera_actors::replicaset::sync_deployment`]).
+    Deployment,
 }
 
 impl Kind {
     /// Every kept kind.
-    pub const ALL: [Kind; 17] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Namespace,
         Kind::PriorityClass,
         Kind::Queue,
@@ -89,6 +94,8 @@ impl Kind {
         Kind::Job,
         Kind::JobSet,
         Kind::LeaderWorkerSet,
+        Kind::ReplicaSet,
+        Kind::Deployment,
     ];
 
     /// The `kind` spelling.
@@ -111,6 +118,8 @@ impl Kind {
             Kind::NativePodGroup => "PodGroup",
             Kind::JobSet => "JobSet",
             Kind::LeaderWorkerSet => "LeaderWorkerSet",
+            Kind::ReplicaSet => "ReplicaSet",
+            Kind::Deployment => "Deployment",
         }
     }
 
@@ -130,6 +139,7 @@ impl Kind {
             Kind::Job => "batch",
             Kind::JobSet => "jobset.x-k8s.io",
             Kind::LeaderWorkerSet => "leaderworkerset.x-k8s.io",
+            Kind::ReplicaSet | Kind::Deployment => "apps",
         }
     }
 
@@ -146,6 +156,8 @@ impl Kind {
                 | Kind::NativePodGroup
                 | Kind::JobSet
                 | Kind::LeaderWorkerSet
+                | Kind::ReplicaSet
+                | Kind::Deployment
         )
     }
 
@@ -217,6 +229,10 @@ pub enum Object {
     JobSet(Workload),
     /// A LeaderWorkerSet, read untyped.
     LeaderWorkerSet(Workload),
+    /// An `apps/v1` ReplicaSet.
+    ReplicaSet(ReplicaSet),
+    /// An `apps/v1` Deployment.
+    Deployment(Deployment),
 }
 
 impl Object {
@@ -240,6 +256,8 @@ impl Object {
             Object::NativePodGroup(_) => Kind::NativePodGroup,
             Object::JobSet(_) => Kind::JobSet,
             Object::LeaderWorkerSet(_) => Kind::LeaderWorkerSet,
+            Object::ReplicaSet(_) => Kind::ReplicaSet,
+            Object::Deployment(_) => Kind::Deployment,
         }
     }
 
@@ -261,6 +279,8 @@ impl Object {
             Object::Workload(o) => &o.metadata,
             Object::NativePodGroup(o) => &o.metadata,
             Object::JobSet(o) | Object::LeaderWorkerSet(o) => &o.metadata,
+            Object::ReplicaSet(o) => &o.metadata,
+            Object::Deployment(o) => &o.metadata,
         }
     }
 
@@ -280,9 +300,7 @@ impl Object {
 }
 
 /// Kinds whose pods a controller would make: the simulator runs no controllers.
-const WORKLOAD_KINDS: [&str; 15] = [
-    "Deployment",
-    "ReplicaSet",
+const WORKLOAD_KINDS: [&str; 13] = [
     "StatefulSet",
     "DaemonSet",
     "CronJob",
@@ -434,12 +452,36 @@ fn parse_document(
         Kind::NativePodGroup => Object::NativePodGroup(typed(value, origin)?),
         Kind::JobSet => Object::JobSet(typed(value, origin)?),
         Kind::LeaderWorkerSet => Object::LeaderWorkerSet(typed(value, origin)?),
+        Kind::ReplicaSet => Object::ReplicaSet(typed(value, origin)?),
+        Kind::Deployment => Object::Deployment(typed(value, origin)?),
     };
     if object.name().is_empty() {
         return Err(Error::Invalid {
             origin: origin.at("metadata.name"),
             message: "missing".into(),
         });
+    }
+    // Refused as kube-apiserver's validation refuses them: a controller with a selector that
+    // does not select its own template would make pods it cannot count.
+    let selected = match &object {
+        Object::ReplicaSet(rs) => rs
+            .spec
+            .as_ref()
+            .map(|s| (Some(&s.selector), s.template.as_ref())),
+        Object::Deployment(d) => d
+            .spec
+            .as_ref()
+            .map(|s| (Some(&s.selector), Some(&s.template))),
+        _ => None,
+    };
+    if matches!(object.kind(), Kind::ReplicaSet | Kind::Deployment) {
+        let (selector, template) = selected.unwrap_or((None, None));
+        if let Err((field, message)) = caldera_actors::replicaset::validate(selector, template) {
+            return Err(Error::Invalid {
+                origin: origin.at(&field),
+                message,
+            });
+        }
     }
     validate(&object).map_err(|source| Error::Object {
         origin: origin.clone(),
@@ -478,25 +520,36 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
         Object::NativePodGroup(pg) => caldera_cache::native::podgroup(pg).map(drop),
         // Its pods convert as the template does (a pod's name stands in for theirs).
         Object::Job(job) => {
-            let template = job
-                .spec
-                .as_ref()
-                .map(|s| s.template.clone())
-                .unwrap_or_default();
-            let mut meta = template.metadata.unwrap_or_default();
-            meta.name = job.metadata.name.clone();
-            meta.namespace = job.metadata.namespace.clone();
-            let pod = k8s_openapi::api::core::v1::Pod {
-                metadata: meta,
-                spec: template.spec,
-                status: None,
-            };
-            caldera_cache::PodInfo::try_from(&pod).map(drop)
+            template_converts(&job.metadata, job.spec.as_ref().map(|s| s.template.clone()))
+        }
+        Object::ReplicaSet(rs) => template_converts(
+            &rs.metadata,
+            rs.spec.as_ref().and_then(|s| s.template.clone()),
+        ),
+        Object::Deployment(d) => {
+            template_converts(&d.metadata, d.spec.as_ref().map(|s| s.template.clone()))
         }
         // What can go wrong with their pod templates is said on the pods (the gang waits
         // with the message): a derived gang reports, it does not refuse the workload.
         Object::JobSet(_) | Object::LeaderWorkerSet(_) => Ok(()),
     }
+}
+
+/// Whether a workload's pods would convert: its template as a pod named as the workload.
+fn template_converts(
+    owner: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    template: Option<k8s_openapi::api::core::v1::PodTemplateSpec>,
+) -> Result<(), caldera_cache::Error> {
+    let template = template.unwrap_or_default();
+    let mut meta = template.metadata.unwrap_or_default();
+    meta.name = owner.name.clone();
+    meta.namespace = owner.namespace.clone();
+    let pod = Pod {
+        metadata: meta,
+        spec: template.spec,
+        status: None,
+    };
+    caldera_cache::PodInfo::try_from(&pod).map(drop)
 }
 
 #[cfg(test)]
@@ -512,11 +565,11 @@ metadata: {name: n1}
 ---
 ---
 apiVersion: apps/v1
-kind: Deployment
+kind: DaemonSet
 metadata: {name: d1}
 ---
 apiVersion: apps/v1
-kind: Deployment
+kind: DaemonSet
 metadata: {name: d2}
 ---
 apiVersion: v1
@@ -550,7 +603,7 @@ items:
         assert_eq!(
             m.notices.messages,
             [
-                format!("in.yaml: document 3: Deployment (apps/v1): {NOT_SIMULATED}"),
+                format!("in.yaml: document 3: DaemonSet (apps/v1): {NOT_SIMULATED}"),
                 "in.yaml: document 5: ConfigMap (v1): ignored: does not affect scheduling"
                     .to_string(),
             ]

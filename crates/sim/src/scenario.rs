@@ -290,6 +290,11 @@ pub fn load(text: &str, file: &str) -> Result<Scenario> {
                     for (path, list) in lists {
                         expect::parse_allocated(list).map_err(|m| invalid(at.at(&path), m))?;
                     }
+                    for (k, sp) in e.selected_pods.iter().enumerate() {
+                        LabelSelector::parse(&sp.selector).map_err(|m| {
+                            invalid(at.at(&format!("expect.selectedPods[{k}].selector")), m)
+                        })?;
+                    }
                     Step::Expect(e)
                 }
             };

@@ -31,6 +31,12 @@
 //!   Job is applied ([`caldera_actors::job`]); deleting a Job deletes, as the garbage collector
 //!   does with `kubectl delete`'s background propagation, the pods (gracefully) and the
 //!   PodGroups it owns.
+//! - Its ReplicaSet and Deployment controllers run for every `apps/v1` ReplicaSet and
+//!   Deployment at every session and right after one is applied
+//!   ([`caldera_actors::replicaset`]): a ReplicaSet keeps `replicas` active pods (a terminating
+//!   one is replaced at once), adopts matching orphans; a Deployment runs the ReplicaSet of its
+//!   template. Deleting either deletes, as the garbage collector does in the background, its
+//!   ReplicaSets and their pods (gracefully).
 //!
 //! Every write goes through to a [`ClusterIndex`], the same index the live scheduler keeps,
 //! so a snapshot here is built exactly as it is in a cluster.
@@ -46,7 +52,7 @@ use caldera_cache::workload::DerivedWrite;
 use caldera_cache::{ClusterIndex, SnapshotOptions};
 use caldera_model::{CapacityNeed, ConsumingPod};
 use caldera_model::{Snapshot, Time};
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PodTemplate;
 use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodCondition, PodStatus};
@@ -198,6 +204,8 @@ pub struct Store {
     /// JobSets and LeaderWorkerSets (their controllers are played: [`caldera_actors::jobset`],
     /// [`caldera_actors::lws`]).
     workloads: BTreeMap<(Kind, String, String), Workload>,
+    replicasets: BTreeMap<Key, ReplicaSet>,
+    deployments: BTreeMap<Key, Deployment>,
 }
 
 /// What the store does with Caldera's gate on pods being created.
@@ -625,6 +633,47 @@ impl Store {
                 self.sync_job(&key, now)?;
                 applied
             }
+            Object::ReplicaSet(mut o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                match self.replicasets.get(&key) {
+                    // Status is the controller's (a status subresource).
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        o.status = old.status.clone();
+                    }
+                    None => {
+                        self.fresh_meta(&mut o.metadata, true, now);
+                        o.status = None;
+                    }
+                }
+                let applied = replace(&mut self.replicasets, key.clone(), o);
+                self.sync_replicaset(&key, now)?;
+                applied
+            }
+            Object::Deployment(mut o) => {
+                let key = (ns_of(&o.metadata), name_of(&o.metadata));
+                match self.deployments.get(&key) {
+                    Some(old) => {
+                        Self::keep_meta(&mut o.metadata, &old.metadata);
+                        o.status = old.status.clone();
+                    }
+                    None => {
+                        self.fresh_meta(&mut o.metadata, true, now);
+                        o.status = None;
+                    }
+                }
+                // Opted-in Deployments are gangs (docs/workloads.md): the index reads them
+                // untyped, as the runtime's watch does.
+                if let Some(w) = serde_json::to_value(&o)
+                    .ok()
+                    .and_then(|v| serde_json::from_value::<Workload>(v).ok())
+                {
+                    self.index.apply_workload(&w);
+                }
+                let applied = replace(&mut self.deployments, key.clone(), o);
+                self.sync_deployment(&key, now)?;
+                applied
+            }
             Object::JobSet(o) => self.apply_workload(Kind::JobSet, o, now)?,
             Object::LeaderWorkerSet(o) => self.apply_workload(Kind::LeaderWorkerSet, o, now)?,
             Object::PodDisruptionBudget(mut o) => {
@@ -865,6 +914,18 @@ impl Store {
                 made.extend(created);
             }
         }
+        let deployments: Vec<Key> = self.deployments.keys().cloned().collect();
+        for key in deployments {
+            if let Ok(created) = self.sync_deployment(&key, now) {
+                made.extend(created);
+            }
+        }
+        let replicasets: Vec<Key> = self.replicasets.keys().cloned().collect();
+        for key in replicasets {
+            if let Ok(created) = self.sync_replicaset(&key, now) {
+                made.extend(created);
+            }
+        }
         for key in keys {
             if let Ok(created) = self.sync_statefulset(&key, now) {
                 made.extend(
@@ -993,6 +1054,123 @@ impl Store {
             if job.status.as_ref() != Some(&out.status) {
                 job.status = Some(out.status);
                 self.index.apply_job(job);
+                self.generation += 1;
+            }
+        }
+        Ok(made)
+    }
+
+    /// `apps/v1` ReplicaSets, by namespace then name.
+    pub fn replicasets(&self) -> impl Iterator<Item = &ReplicaSet> {
+        self.replicasets.values()
+    }
+
+    /// `apps/v1` Deployments, by namespace then name.
+    pub fn deployments(&self) -> impl Iterator<Item = &Deployment> {
+        self.deployments.values()
+    }
+
+    /// One sync of the ReplicaSet controller for `key`: adopts and releases pods, creates the
+    /// missing ones, deletes the surplus, writes its status. Returns the pods created
+    /// (`namespace/name`).
+    fn sync_replicaset(
+        &mut self,
+        key: &Key,
+        now: Time,
+    ) -> Result<Vec<String>, caldera_cache::Error> {
+        let Some(rs) = self.replicasets.get(key) else {
+            return Ok(Vec::new());
+        };
+        let ns = key.0.clone();
+        let pods: Vec<&Pod> = self
+            .pods
+            .range((ns.clone(), String::new())..)
+            .take_while(|((n, _), _)| *n == ns)
+            .map(|(_, p)| p)
+            .collect();
+        let out = caldera_actors::replicaset::sync(rs, &pods, now, &|name| {
+            self.pods.contains_key(&(ns.clone(), name.to_string()))
+        });
+        let owner = caldera_actors::replicaset::controller_ref(rs);
+        for name in &out.adopt {
+            let pkey = (ns.clone(), name.clone());
+            if let Some(mut pod) = self.pods.get(&pkey).cloned() {
+                pod.metadata
+                    .owner_references
+                    .get_or_insert_with(Vec::new)
+                    .push(owner.clone());
+                self.put_pod(pkey, pod);
+            }
+        }
+        for name in &out.release {
+            let pkey = (ns.clone(), name.clone());
+            if let Some(mut pod) = self.pods.get(&pkey).cloned() {
+                if let Some(refs) = pod.metadata.owner_references.as_mut() {
+                    refs.retain(|o| o.uid != owner.uid);
+                }
+                self.put_pod(pkey, pod);
+            }
+        }
+        let mut made = Vec::new();
+        for pod in out.create {
+            made.push(format!("{ns}/{}", name_of(&pod.metadata)));
+            self.apply(Object::Pod(pod), now)?;
+        }
+        for name in &out.delete {
+            self.delete_gracefully(&ns, name, now);
+        }
+        if let Some(rs) = self.replicasets.get_mut(key) {
+            if rs.status.as_ref() != Some(&out.status) {
+                rs.status = Some(out.status);
+                self.generation += 1;
+            }
+        }
+        if !(out.adopt.is_empty() && out.release.is_empty() && out.delete.is_empty()) {
+            self.refresh_budgets(now);
+        }
+        Ok(made)
+    }
+
+    /// One sync of the Deployment controller for `key`: creates the ReplicaSet of its template,
+    /// scales its ReplicaSets, writes its status. Returns the pods created (`namespace/name`).
+    fn sync_deployment(
+        &mut self,
+        key: &Key,
+        now: Time,
+    ) -> Result<Vec<String>, caldera_cache::Error> {
+        let Some(deploy) = self.deployments.get(key) else {
+            return Ok(Vec::new());
+        };
+        let ns = key.0.clone();
+        let sets: Vec<&ReplicaSet> = self
+            .replicasets
+            .range((ns.clone(), String::new())..)
+            .take_while(|((n, _), _)| *n == ns)
+            .map(|(_, r)| r)
+            .collect();
+        let out = caldera_actors::replicaset::sync_deployment(deploy, &sets);
+        let mut made = Vec::new();
+        for (name, replicas) in &out.scale {
+            let rkey = (ns.clone(), name.clone());
+            if let Some(rs) = self.replicasets.get_mut(&rkey) {
+                rs.spec.get_or_insert_with(Default::default).replicas = Some(*replicas);
+                self.generation += 1;
+                made.extend(self.sync_replicaset(&rkey, now)?);
+            }
+        }
+        if let Some(rs) = out.create {
+            let before: BTreeSet<Key> = self.pods.keys().cloned().collect();
+            self.apply(Object::ReplicaSet(rs), now)?;
+            made.extend(
+                self.pods
+                    .keys()
+                    .filter(|k| !before.contains(*k))
+                    .map(|(n, p)| format!("{n}/{p}")),
+            );
+        }
+        if let Some(d) = self.deployments.get_mut(key) {
+            if d.status.as_ref() != Some(&out.status) {
+                d.status = Some(out.status);
                 self.generation += 1;
             }
         }
@@ -1196,9 +1374,16 @@ impl Store {
             return;
         }
         let pods: Vec<&Pod> = self.pods.values().collect();
+        let (replicasets, deployments) = (&self.replicasets, &self.deployments);
         let mut changed = false;
         for pdb in self.budgets.values_mut() {
-            let status = disruption::status(pdb, &pods, now, &|_, _| None);
+            let status = disruption::status(pdb, &pods, now, &|owner, ns| {
+                caldera_actors::replicaset::scale_of(
+                    owner,
+                    &|n| replicasets.get(&(ns.to_string(), n.to_string())).cloned(),
+                    &|n| deployments.get(&(ns.to_string(), n.to_string())).cloned(),
+                )
+            });
             let same = pdb.status.as_ref().is_some_and(|old| {
                 let mut old = old.clone();
                 let mut new = status.clone();
@@ -1360,6 +1545,43 @@ impl Store {
                             self.delete_gracefully(&ns, &pod, now);
                         }
                         self.refresh_budgets(now);
+                    }
+                }
+                gone.is_some()
+            }
+            Kind::ReplicaSet => {
+                let gone = self.replicasets.remove(&key);
+                if let Some(uid) = gone.as_ref().and_then(|r| r.metadata.uid.clone()) {
+                    self.collect_garbage(&uid);
+                    self.delete_owned_pods(&uid, now);
+                }
+                gone.is_some()
+            }
+            Kind::Deployment => {
+                self.index.delete_workload(
+                    caldera_cache::derive::WorkloadKind::Deployment,
+                    &ns,
+                    name,
+                );
+                let gone = self.deployments.remove(&key);
+                if let Some(uid) = gone.as_ref().and_then(|d| d.metadata.uid.clone()) {
+                    self.collect_garbage(&uid);
+                    // Its ReplicaSets, and through them their pods.
+                    let sets: Vec<String> = self
+                        .replicasets
+                        .iter()
+                        .filter(|((n, _), r)| {
+                            *n == ns
+                                && r.metadata
+                                    .owner_references
+                                    .iter()
+                                    .flatten()
+                                    .any(|o| o.uid == uid)
+                        })
+                        .map(|((_, r), _)| r.clone())
+                        .collect();
+                    for rs in sets {
+                        self.delete(Kind::ReplicaSet, Some(&ns), &rs, now);
                     }
                 }
                 gone.is_some()

@@ -1003,3 +1003,128 @@ spec:
     assert_eq!(uid_of(&sim, "p"), "6f1c2a9e-0000-4000-8000-000000000abc");
     assert_ne!(uid_of(&sim, "twin"), uid_of(&sim, "p"));
 }
+
+const REPLICASET_WITH_BUDGET: &str = "
+apiVersion: v1
+kind: Node
+metadata: {name: node-a, labels: {kubernetes.io/hostname: node-a}}
+status:
+  allocatable: {cpu: '8', memory: 64Gi, nvidia.com/gpu: '4'}
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-a, labels: {app: web, pod-template-hash: h1}}
+spec:
+  schedulerName: caldera
+  nodeName: node-a
+  containers: [{name: main, resources: {limits: {nvidia.com/gpu: '1'}}}]
+status:
+  phase: Running
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-b, labels: {app: web, pod-template-hash: h1}}
+spec:
+  schedulerName: caldera
+  nodeName: node-a
+  containers: [{name: main, resources: {limits: {nvidia.com/gpu: '1'}}}]
+status:
+  phase: Running
+  conditions: [{type: Ready, status: 'True'}]
+---
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: web-h1}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web, pod-template-hash: h1}}
+  template:
+    metadata: {labels: {app: web, pod-template-hash: h1}}
+    spec:
+      schedulerName: caldera
+      containers: [{name: main, resources: {limits: {nvidia.com/gpu: '1'}}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web}
+spec:
+  maxUnavailable: 1
+  selector: {matchLabels: {app: web}}
+";
+
+/// Evictions of `consolidate` go the way of every eviction: judged by the PodDisruptionBudget
+/// (whose `maxUnavailable` counts the ReplicaSet's scale), the first charging it so the second
+/// is refused; the ReplicaSet replaces the evicted pod at once, while it still terminates.
+#[test]
+fn consolidation_evictions_are_judged_by_budgets_and_replaced_by_the_replicaset() {
+    let mut sim = fake(|snap, now| {
+        if now != START.plus_millis(1000) {
+            return Plan::default();
+        }
+        let evict = |name: &str| {
+            let t = snap.tasks.iter().find(|t| &*t.name == name).unwrap();
+            caldera_model::Eviction {
+                namespace: t.namespace.clone(),
+                name: t.name.clone(),
+                uid: t.uid.clone(),
+                node: "node-a".into(),
+                job: format!("default/{name}").into(),
+                preemptor: "default/tp4".into(),
+                action: "consolidate",
+                budgeted: true,
+            }
+        };
+        Plan {
+            evictions: vec![evict("web-a"), evict("web-b")],
+            ..Plan::default()
+        }
+    });
+    sim.apply(objects(REPLICASET_WITH_BUDGET)).unwrap();
+    let adopted = sim.store().pod("default", "web-a").unwrap();
+    assert_eq!(
+        adopted.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "ReplicaSet"
+    );
+    let budget = sim
+        .store()
+        .budgets()
+        .next()
+        .unwrap()
+        .status
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (budget.expected_pods, budget.disruptions_allowed),
+        (Some(2), Some(1))
+    );
+    let reports = sim.run_for(Duration::from_secs(1));
+    assert_eq!(reports[0].evicted, ["default/web-a"]);
+    let refused: Vec<&str> = sim
+        .events()
+        .iter()
+        .filter(|e| e.event.reason == "FailedEviction")
+        .map(|e| &*e.event.name)
+        .collect();
+    assert_eq!(refused, ["web-b"]);
+    assert!(sim
+        .store()
+        .pod("default", "web-a")
+        .unwrap()
+        .metadata
+        .deletion_timestamp
+        .is_some());
+    sim.run_for(Duration::from_secs(1));
+    let web = LabelSelector::parse("app=web").unwrap();
+    let live: Vec<&str> = sim
+        .store()
+        .pods()
+        .filter(|p| web.matches(p.metadata.labels.as_ref()))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect();
+    assert_eq!(live.len(), 2, "{live:?}");
+    assert!(live.contains(&"web-b"));
+    assert!(live.iter().all(|n| *n != "web-a"), "a new name: {live:?}");
+}

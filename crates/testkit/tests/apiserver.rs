@@ -1459,3 +1459,182 @@ async fn native_podgroups_carry_the_protection_finalizer_until_their_pods_go() -
     assert!(groups.get_opt("train").await?.is_none());
     Ok(())
 }
+
+/// kube-controller-manager's ReplicaSet and Deployment controllers, as the stand-in plays them:
+/// a ReplicaSet's pods are made from its template and owned by it; an evicted pod (still
+/// terminating on its node) is replaced at once; a budget with `maxUnavailable` counts the
+/// ReplicaSet's scale; a Deployment gets a ReplicaSet named by its template hash; deleting it
+/// takes the ReplicaSets and their pods (background, the `apps/v1` default).
+#[tokio::test]
+async fn replicasets_and_deployments_are_played_like_kube_controller_manager() -> TestResult {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let server = ApiServer::start().await?;
+    let client = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ns");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "ns");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "ns");
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client, "ns");
+    let template = json!({
+        "metadata": {"labels": {"app": "web", "pod-template-hash": "abc"}},
+        "spec": {"schedulerName": "caldera", "containers": [{"name": "c", "image": "x"}]}
+    });
+    let refused = api_error(
+        sets.create(
+            &PostParams::default(),
+            &from_json(json!({
+                "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": "bad"},
+                "spec": {"selector": {"matchLabels": {"app": "other"}}, "template": template}
+            })),
+        )
+        .await,
+    );
+    assert_eq!(refused.code, 422);
+    assert!(
+        refused.message.contains("spec.template.metadata.labels"),
+        "{}",
+        refused.message
+    );
+
+    budgets
+        .create(
+            &PostParams::default(),
+            &from_json(json!({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": "web"},
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}
+            })),
+        )
+        .await?;
+    let rs = sets
+        .create(
+            &PostParams::default(),
+            &from_json(json!({
+                "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": "web-abc"},
+                "spec": {"replicas": 3,
+                    "selector": {"matchLabels": {"app": "web", "pod-template-hash": "abc"}},
+                    "template": template}
+            })),
+        )
+        .await?;
+    let listed = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await?
+        .items;
+    assert_eq!(listed.len(), 3);
+    for p in &listed {
+        let owner = &p.metadata.owner_references.as_ref().expect("owned")[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("ReplicaSet", rs.metadata.uid.as_deref().unwrap_or(""))
+        );
+        assert!(p
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("web-abc-"));
+    }
+    let names: Vec<String> = listed
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    for name in &names {
+        bind(&pods, name, "n1").await?;
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await?;
+    }
+    let status = sets.get("web-abc").await?.status.unwrap_or_default();
+    assert_eq!((status.replicas, status.ready_replicas), (3, Some(3)));
+    let budget = budgets.get("web").await?.status.unwrap_or_default();
+    assert_eq!(
+        (budget.expected_pods, budget.disruptions_allowed),
+        (Some(3), Some(1)),
+        "the ReplicaSet's scale is found"
+    );
+
+    pods.evict(&names[0], &EvictParams::default()).await?;
+    let evicted = pods.get(&names[0]).await?;
+    assert!(
+        evicted.metadata.deletion_timestamp.is_some(),
+        "still terminating"
+    );
+    let now: Vec<Pod> = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await?
+        .items;
+    let fresh: Vec<&Pod> = now
+        .iter()
+        .filter(|p| !names.contains(p.metadata.name.as_ref().unwrap_or(&String::new())))
+        .collect();
+    assert_eq!(fresh.len(), 1, "replaced at once");
+    assert!(fresh[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_none());
+    let status = sets.get("web-abc").await?.status.unwrap_or_default();
+    assert_eq!((status.replicas, status.terminating_replicas), (3, Some(1)));
+
+    sets.delete("web-abc", &DeleteParams::default()).await?;
+    let left: Vec<Pod> = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await?
+        .items;
+    assert!(
+        left.iter().all(|p| p.metadata.deletion_timestamp.is_some()),
+        "the garbage collector deletes them (bound ones gracefully)"
+    );
+
+    deployments
+        .create(
+            &PostParams::default(),
+            &from_json(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "api"},
+                "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "api"}},
+                    "template": {"metadata": {"labels": {"app": "api"}},
+                        "spec": {"containers": [{"name": "c", "image": "x"}]}}}
+            })),
+        )
+        .await?;
+    let owned: Vec<ReplicaSet> = sets
+        .list(&ListParams::default().labels("app=api"))
+        .await?
+        .items;
+    assert_eq!(owned.len(), 1);
+    let hash = owned[0].metadata.labels.as_ref().expect("labels")["pod-template-hash"].clone();
+    assert_eq!(
+        owned[0].metadata.name.as_deref(),
+        Some(format!("api-{hash}").as_str())
+    );
+    let api_pods = pods
+        .list(&ListParams::default().labels("app=api"))
+        .await?
+        .items;
+    assert_eq!(api_pods.len(), 2);
+    assert!(api_pods
+        .iter()
+        .all(|p| p.metadata.labels.as_ref().expect("labels")["pod-template-hash"] == hash));
+    deployments.delete("api", &DeleteParams::default()).await?;
+    assert!(sets
+        .list(&ListParams::default().labels("app=api"))
+        .await?
+        .items
+        .is_empty());
+    assert!(
+        pods.list(&ListParams::default().labels("app=api"))
+            .await?
+            .items
+            .is_empty(),
+        "unbound pods go at once"
+    );
+    Ok(())
+}

@@ -149,7 +149,18 @@
 //!   (the default for `batch/v1` Jobs) their owner reference is removed. Deleting a JobSet or
 //!   a LeaderWorkerSet collects its dependents the same way, `Background` by default (as for
 //!   any custom resource); dependents are deleted in the background, so a JobSet's Jobs take
-//!   their pods with them. No other kind's dependents are collected.
+//!   their pods with them.
+//! * **ReplicaSets and Deployments** (`apps/v1`, without the `scale` subresources). Created
+//!   with `status` dropped, `generation` 1, `replicas` defaulted to 1; an empty selector or one
+//!   that does not select the template's labels is 422. With [`Options::replicaset_controller`]
+//!   (default on) kube-controller-manager's controllers (`caldera_actors::replicaset`) run after
+//!   every write to a pod, a ReplicaSet or a Deployment of the namespace: a Deployment gets the
+//!   ReplicaSet `<name>-<pod-template-hash>` of its template (older ones scaled to 0); a
+//!   ReplicaSet adopts matching orphan pods, creates its missing pods `<rs>-<5 characters>`
+//!   (a terminating pod does not count, so an evicted one is replaced at once), deletes its
+//!   surplus, and writes its status, each as its own write. Deleting either collects its
+//!   dependents, `Background` by default (as for `apps/v1`), so a Deployment takes its
+//!   ReplicaSets and their pods with it. No other kind's dependents are collected.
 //! * **Native gang API** (`scheduling.k8s.io/v1alpha2` Workloads and PodGroups, served as by
 //!   a 1.36 kube-apiserver with `GenericWorkload` on). A PodGroup is created with `status`
 //!   dropped, `generation` 1 and the finalizer `scheduling.k8s.io/podgroup-protection`; its
@@ -317,6 +328,9 @@ pub struct Options {
     /// Emulate kube-controller-manager's Job controller and the garbage collector for Jobs'
     /// dependents (see the module docs). Default `true`.
     pub job_controller: bool,
+    /// Emulate kube-controller-manager's ReplicaSet and Deployment controllers and the garbage
+    /// collector for their dependents (see the module docs). Default `true`.
+    pub replicaset_controller: bool,
     /// Emulate kube-controller-manager's podgroup-protection controller: a terminating native
     /// `scheduling.k8s.io/v1alpha2` PodGroup loses the `scheduling.k8s.io/podgroup-protection`
     /// finalizer kube-apiserver gave it once no unfinished pod names it, and then goes.
@@ -339,6 +353,7 @@ impl Default for Options {
             disruption_controller: true,
             pv_controller: true,
             job_controller: true,
+            replicaset_controller: true,
             podgroup_protection: true,
             native_gang_api: true,
         }
@@ -373,6 +388,7 @@ impl ApiServer {
             disruption_controller: options.disruption_controller,
             pv_controller: options.pv_controller,
             job_controller: options.job_controller,
+            replicaset_controller: options.replicaset_controller,
             podgroup_protection: options.podgroup_protection,
         });
         let app = Arc::new(App {

@@ -56,6 +56,9 @@ pub(crate) enum Flavor {
     PodTemplate,
     /// `batch/v1` Jobs: defaulted, status dropped on create (the Job controller's).
     Job,
+    /// `apps/v1` ReplicaSets and Deployments: defaulted (`replicas` 1), the selector checked
+    /// against the template's labels, status dropped on create (the controller's).
+    Apps,
     /// `scheduling.k8s.io/v1alpha2` PodGroups (Kubernetes' own gang API): status dropped on
     /// create, the `scheduling.k8s.io/podgroup-protection` finalizer added, conditions merged
     /// by `type` under a strategic merge patch.
@@ -124,6 +127,7 @@ impl ResourceDef {
                 | Flavor::PriorityClass
                 | Flavor::Budget
                 | Flavor::Job
+                | Flavor::Apps
                 | Flavor::NativePodGroup
         )
     }
@@ -531,6 +535,36 @@ pub(crate) static RESOURCES: &[ResourceDef] = &[
         flavor: Flavor::Custom,
         requires_crd: true,
     },
+    // kube-controller-manager's ReplicaSet and Deployment controllers are played
+    // (`caldera_actors::replicaset`); the `scale` subresources are not served.
+    ResourceDef {
+        group: "apps",
+        version: "v1",
+        plural: "replicasets",
+        singular: "replicaset",
+        kind: "ReplicaSet",
+        namespaced: true,
+        short_names: &["rs"],
+        categories: &["all"],
+        verbs: FULL,
+        subresources: &[status_sub("ReplicaSet")],
+        flavor: Flavor::Apps,
+        requires_crd: false,
+    },
+    ResourceDef {
+        group: "apps",
+        version: "v1",
+        plural: "deployments",
+        singular: "deployment",
+        kind: "Deployment",
+        namespaced: true,
+        short_names: &["deploy"],
+        categories: &["all"],
+        verbs: FULL,
+        subresources: &[status_sub("Deployment")],
+        flavor: Flavor::Apps,
+        requires_crd: false,
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -552,6 +586,8 @@ pub(crate) const VOLUMES: ResourceId = 16;
 pub(crate) const STORAGE_CLASSES: ResourceId = 17;
 pub(crate) const JOBS: ResourceId = 19;
 pub(crate) const NATIVE_PODGROUPS: ResourceId = 21;
+pub(crate) const REPLICASETS: ResourceId = 25;
+pub(crate) const DEPLOYMENTS: ResourceId = 26;
 
 /// Finds the resource served at `/{group}/{version}/{plural}`.
 pub(crate) fn find_served(
@@ -785,7 +821,9 @@ mod tests {
         );
         assert_eq!(resolve("events").map(|id| def(id).group), Some(""));
         assert_eq!(resolve("bindings"), None);
-        assert_eq!(resolve("deployments"), None);
+        assert_eq!(resolve("deployments"), Some(DEPLOYMENTS));
+        assert_eq!(resolve("rs"), Some(REPLICASETS));
+        assert_eq!(resolve("daemonsets"), None);
     }
 
     #[test]
@@ -796,6 +834,10 @@ mod tests {
         assert_eq!(def(RUNTIME_CLASSES).plural, "runtimeclasses");
         assert_eq!(def(PRIORITY_CLASSES).plural, "priorityclasses");
         assert_eq!(def(BUDGETS).plural, "poddisruptionbudgets");
+        assert_eq!(def(JOBS).plural, "jobs");
+        assert_eq!(def(NATIVE_PODGROUPS).plural, "podgroups");
+        assert_eq!(def(REPLICASETS).plural, "replicasets");
+        assert_eq!(def(DEPLOYMENTS).plural, "deployments");
     }
 
     #[test]
@@ -814,6 +856,8 @@ mod tests {
         );
         assert_eq!(list["resources"][0]["shortNames"][0], "pg");
         assert_eq!(list["resources"][2]["namespaced"], false);
-        assert!(api_resource_list("apps", "v1", &|_| true).is_none());
+        assert!(api_resource_list("extensions", "v1beta1", &|_| true).is_none());
+        let apps = api_resource_list("apps", "v1", &|_| true).unwrap_or_default();
+        assert_eq!(apps["resources"][0]["name"], "replicasets");
     }
 }

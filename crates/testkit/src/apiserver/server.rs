@@ -925,7 +925,11 @@ mod tests {
             None
         );
         assert_eq!(t("/api/v1/namespaces/ns/pods/p/log"), None);
-        assert_eq!(t("/apis/apps/v1/deployments"), None);
+        assert_eq!(t("/apis/apps/v1/daemonsets"), None);
+        assert_eq!(
+            t("/apis/apps/v1/namespaces/ns/replicasets/web/status").as_deref(),
+            Some("replicasets ns web status")
+        );
         assert_eq!(
             t("/api/v1/watch/namespaces/ns/pods").as_deref(),
             Some("pods ns - -")

@@ -16,18 +16,20 @@ use super::admission::{self, obj_mut};
 use super::patch;
 use super::podspec;
 use super::resources::{
-    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, JOBS, NAMESPACES,
-    NATIVE_PODGROUPS, NODES, PODS, PRIORITY_CLASSES, RESOURCES, RUNTIME_CLASSES, STORAGE_CLASSES,
-    VOLUMES,
+    self, def, Flavor, ResourceDef, ResourceId, BUDGETS, CLAIMS, DEPLOYMENTS, JOBS, NAMESPACES,
+    NATIVE_PODGROUPS, NODES, PODS, PRIORITY_CLASSES, REPLICASETS, RESOURCES, RUNTIME_CLASSES,
+    STORAGE_CLASSES, VOLUMES,
 };
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::storage;
 use super::time;
 use caldera_actors::disruption::{self, Eviction};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The type of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +116,7 @@ pub(crate) struct StoreConfig {
     pub disruption_controller: bool,
     pub pv_controller: bool,
     pub job_controller: bool,
+    pub replicaset_controller: bool,
     pub podgroup_protection: bool,
 }
 
@@ -207,6 +210,8 @@ pub(crate) struct State {
     syncing_volumes: bool,
     /// Set while the Job controller writes, so its own writes do not re-trigger it.
     syncing_jobs: bool,
+    /// Set while the ReplicaSet and Deployment controllers write, likewise.
+    syncing_replicasets: bool,
 }
 
 /// kube-apiserver's defaulting and validation of a new `batch/v1` Job (what a scheduler's
@@ -234,6 +239,26 @@ fn prepare_job(obj: &mut Value) -> Result<(), Vec<(String, String)>> {
     spec.entry("completionMode")
         .or_insert_with(|| json!("NonIndexed"));
     spec.entry("suspend").or_insert_with(|| json!(false));
+    Ok(())
+}
+
+/// kube-apiserver's defaulting and validation of a new `apps/v1` ReplicaSet or Deployment
+/// (what a scheduler's view depends on): `replicas` 1, a selector that selects the template's
+/// labels; its status is the controller's.
+fn prepare_apps(obj: &mut Value) -> Result<(), Vec<(String, String)>> {
+    let selector = serde_json::from_value::<
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    >(obj["spec"]["selector"].clone())
+    .ok();
+    let template = serde_json::from_value::<PodTemplateSpec>(obj["spec"]["template"].clone()).ok();
+    caldera_actors::replicaset::validate(selector.as_ref(), template.as_ref())
+        .map_err(|e| vec![e])?;
+    if let Value::Object(map) = obj {
+        map.remove("status");
+    }
+    obj_mut(obj, "spec")
+        .entry("replicas")
+        .or_insert_with(|| json!(1));
     Ok(())
 }
 
@@ -355,6 +380,7 @@ impl State {
             syncing_budgets: false,
             syncing_volumes: false,
             syncing_jobs: false,
+            syncing_replicasets: false,
         };
         state.seed_builtin_objects();
         state
@@ -562,6 +588,119 @@ impl State {
         }
     }
 
+    /// kube-controller-manager's Deployment and ReplicaSet controllers
+    /// ([`caldera_actors::replicaset`]) over `namespace`, after a write to a pod, a ReplicaSet
+    /// or a Deployment there: every Deployment's ReplicaSets made and scaled, then every
+    /// ReplicaSet's pods adopted, released, created and deleted, and their statuses written,
+    /// each its own write. Until nothing changes (a Deployment's new ReplicaSet makes pods at
+    /// once), at most a few rounds.
+    fn sync_apps(&mut self, namespace: &str) {
+        for _ in 0..3 {
+            let before = self.rv;
+            self.sync_deployments(namespace);
+            self.sync_replicasets(namespace);
+            if self.rv == before {
+                break;
+            }
+        }
+    }
+
+    /// The ReplicaSet controller's reaction to a pod deleted or terminating in `namespace`
+    /// (the ReplicaSet's own deletions do not re-trigger it).
+    fn replicasets_after_pod_change(&mut self, namespace: &str) {
+        if self.config.replicaset_controller && !self.syncing_replicasets {
+            self.syncing_replicasets = true;
+            self.sync_apps(namespace);
+            self.syncing_replicasets = false;
+        }
+    }
+
+    fn typed_in<T: for<'de> k8s_openapi::serde::Deserialize<'de>>(
+        &self,
+        id: ResourceId,
+        namespace: &str,
+    ) -> Vec<T> {
+        self.resources[id]
+            .objects
+            .range((namespace.to_string(), String::new())..)
+            .take_while(|(k, _)| k.0 == namespace)
+            .filter_map(|(_, o)| serde_json::from_value(o.value.clone()).ok())
+            .collect()
+    }
+
+    fn sync_deployments(&mut self, namespace: &str) {
+        let deployments: Vec<Deployment> = self.typed_in(DEPLOYMENTS, namespace);
+        for deploy in deployments {
+            let sets: Vec<ReplicaSet> = self.typed_in(REPLICASETS, namespace);
+            let refs: Vec<&ReplicaSet> = sets.iter().collect();
+            let out = caldera_actors::replicaset::sync_deployment(&deploy, &refs);
+            for (name, replicas) in &out.scale {
+                let _ = self.modify(REPLICASETS, namespace, name, |r| {
+                    obj_mut(r, "spec").insert("replicas".into(), json!(replicas));
+                });
+            }
+            if let Some(rs) = out.create {
+                if let Ok(body) = serde_json::to_value(&rs) {
+                    let _ = self.create(REPLICASETS, namespace, body, false);
+                }
+            }
+            let name = deploy.metadata.name.clone().unwrap_or_default();
+            if let Ok(status) = serde_json::to_value(&out.status) {
+                let _ = self.modify(DEPLOYMENTS, namespace, &name, |d| {
+                    if let Value::Object(map) = d {
+                        map.insert("status".into(), status);
+                    }
+                });
+            }
+        }
+    }
+
+    fn sync_replicasets(&mut self, namespace: &str) {
+        let sets: Vec<ReplicaSet> = self.typed_in(REPLICASETS, namespace);
+        let now = time::now_model();
+        for rs in sets {
+            let pods: Vec<Pod> = self.typed_in(PODS, namespace);
+            let refs: Vec<&Pod> = pods.iter().collect();
+            let out = caldera_actors::replicaset::sync(&rs, &refs, now, &|n| {
+                self.lookup(PODS, namespace, n).is_some()
+            });
+            let owner = caldera_actors::replicaset::controller_ref(&rs);
+            let owner_json = serde_json::to_value(&owner).unwrap_or(Value::Null);
+            for pod in &out.adopt {
+                let _ = self.modify(PODS, namespace, pod, |p| {
+                    let m = obj_mut(p, "metadata");
+                    let refs = m.entry("ownerReferences").or_insert_with(|| json!([]));
+                    if let Value::Array(list) = refs {
+                        list.push(owner_json.clone());
+                    }
+                });
+            }
+            for pod in &out.release {
+                let _ = self.modify(PODS, namespace, pod, |p| {
+                    if let Some(list) = p["metadata"]["ownerReferences"].as_array_mut() {
+                        list.retain(|o| o["uid"] != owner.uid.as_str());
+                    }
+                });
+            }
+            for pod in out.create {
+                if let Ok(body) = serde_json::to_value(&pod) {
+                    let _ = self.create(PODS, namespace, body, false);
+                }
+            }
+            for pod in &out.delete {
+                let _ = self.delete(PODS, namespace, pod, &DeleteOptions::default(), false);
+            }
+            let name = rs.metadata.name.clone().unwrap_or_default();
+            if let Ok(status) = serde_json::to_value(&out.status) {
+                let _ = self.modify(REPLICASETS, namespace, &name, |r| {
+                    if let Value::Object(map) = r {
+                        map.insert("status".into(), status);
+                    }
+                });
+            }
+        }
+    }
+
     /// The garbage collector for the dependents of the deleted Job, JobSet or LeaderWorkerSet
     /// `uid` in `namespace`:
     /// deleted (`Background`, `Foreground`) or orphaned (`Orphan`, and no policy: the default
@@ -694,6 +833,9 @@ impl State {
                 self.sync_job(&key.0, &name);
                 self.syncing_jobs = false;
             }
+        }
+        if matches!(id, PODS | REPLICASETS | DEPLOYMENTS) {
+            self.replicasets_after_pod_change(&key.0.clone());
         }
         if id == NODES && self.config.node_lifecycle_controller {
             let Some(node) = self.resources[NODES].objects.get(key).cloned() else {
@@ -1035,6 +1177,7 @@ impl State {
                 storage::prepare_class(obj).map_err(|c| ApiError::invalid(d, name, &c))?
             }
             Flavor::Job => prepare_job(obj).map_err(|c| ApiError::invalid(d, name, &c))?,
+            Flavor::Apps => prepare_apps(obj).map_err(|c| ApiError::invalid(d, name, &c))?,
             Flavor::NativePodGroup => {
                 // kube-apiserver drops the status on create and adds the protection finalizer
                 // (kube-controller-manager's podgroup-protection controller removes it once no
@@ -1448,7 +1591,12 @@ impl State {
                     return Ok(last);
                 }
                 let stored = self.commit(id, &key, Some(last), None);
-                return Ok(stored.value.clone());
+                let value = stored.value.clone();
+                if id == PODS {
+                    // A terminating pod no longer counts as its ReplicaSet's replica.
+                    self.replicasets_after_pod_change(namespace);
+                }
+                return Ok(value);
             }
             let m = obj_mut(&mut last, "metadata");
             if !terminating {
@@ -1487,6 +1635,12 @@ impl State {
         }
         if id == PODS {
             self.protect_podgroups(namespace);
+            self.replicasets_after_pod_change(namespace);
+        }
+        if matches!(id, REPLICASETS | DEPLOYMENTS) && self.config.replicaset_controller {
+            // `apps/v1` defaults to background propagation.
+            let policy = opts.propagation_policy.as_deref().unwrap_or("Background");
+            self.collect_job_dependents(namespace, &uid, Some(policy));
         }
         if matches!(d.kind, "JobSet" | "LeaderWorkerSet") {
             // Custom resources default to background propagation.
@@ -1717,8 +1871,8 @@ impl State {
 
     /// The disruption controller: recomputes the status of every PodDisruptionBudget in
     /// `namespace` ([`caldera_actors::disruption::status`]) and writes the ones that changed,
-    /// each as its own write. No workload controllers are served, so a pod's controller is
-    /// never found.
+    /// each as its own write. A pod's controller is found among the ReplicaSets (and their
+    /// Deployments); no other controller's scale is.
     fn sync_budgets(&mut self, namespace: &str) {
         if !self.config.disruption_controller {
             return;
@@ -1741,8 +1895,17 @@ impl State {
             .collect();
         let refs: Vec<&Pod> = pods.iter().collect();
         let now = time::now_model();
+        let sets: Vec<ReplicaSet> = self.typed_in(REPLICASETS, namespace);
+        let deployments: Vec<Deployment> = self.typed_in(DEPLOYMENTS, namespace);
+        let named = |meta: &ObjectMeta, n: &str| meta.name.as_deref() == Some(n);
         for (name, pdb) in budgets {
-            let mut status = disruption::status(&pdb, &refs, now, &|_, _| None);
+            let mut status = disruption::status(&pdb, &refs, now, &|owner, _| {
+                caldera_actors::replicaset::scale_of(
+                    owner,
+                    &|n| sets.iter().find(|r| named(&r.metadata, n)).cloned(),
+                    &|n| deployments.iter().find(|d| named(&d.metadata, n)).cloned(),
+                )
+            });
             let old = pdb.status.clone().unwrap_or_default();
             let mut same = old.clone();
             same.conditions = None;
@@ -1999,6 +2162,7 @@ mod tests {
             disruption_controller: true,
             pv_controller: true,
             job_controller: true,
+            replicaset_controller: true,
             podgroup_protection: true,
         })
     }

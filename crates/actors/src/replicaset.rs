@@ -1,0 +1,892 @@
+//! What kube-controller-manager's ReplicaSet controller (`pkg/controller/replicaset`) and,
+//! in outline, its Deployment controller (`pkg/controller/deployment`) do for a scheduler to
+//! see: the pods of an `apps/v1` ReplicaSet, and the ReplicaSet a Deployment runs.
+//!
+//! **ReplicaSet.** The controller keeps `spec.replicas` (default 1) *active* pods: pods it
+//! controls that are neither `Succeeded`, `Failed` nor terminating (`FilterActivePods`), so a
+//! pod being deleted, evicted or gone is replaced at once, while it still terminates on its
+//! node. Its pods (`GetPodFromTemplate`) carry the template's labels (with the
+//! `pod-template-hash` a Deployment put there) and annotations, a controller owner reference
+//! to the ReplicaSet (`blockOwnerDeletion`), and are named `<rs>-<5 characters>`, as
+//! `generateName` makes them; here the suffix is derived from the ReplicaSet's uid, the time
+//! and a counter, so a run is deterministic and a replacement does not get the name of the
+//! pod it replaces. It claims pods as `ClaimPods` does: a pod without a controller whose
+//! labels match the selector is adopted (an owner reference added; not while the ReplicaSet
+//! is being deleted), a pod it controls whose labels no longer match is released. With more
+//! active pods than `replicas` it deletes the surplus in `ActivePodsWithRanks` order: pods
+//! not yet bound, then `Pending` before `Unknown` before `Running`, not Ready before Ready,
+//! lower `controller.kubernetes.io/pod-deletion-cost` first, more of its pods on the same node
+//! first, Ready more recently first, then the newest. Status: `replicas` (active pods),
+//! `fullyLabeledReplicas`, `readyReplicas`, `availableReplicas` (Ready for
+//! `minReadySeconds`), `terminatingReplicas`, `observedGeneration`.
+//!
+//! **Deployment.** It runs one ReplicaSet per pod template, named `<deployment>-<hash>`, the
+//! hash (also the `pod-template-hash` label on the ReplicaSet, its selector and its template)
+//! computed from the template and `status.collisionCount`. The real hash is FNV-32a over Go's
+//! printing of the template, which is not reproducible here; this one is FNV-32a over the
+//! template's JSON, encoded the same way (`rand.SafeEncodeString`), so a live cluster names
+//! the ReplicaSet otherwise. The rollout is done at once: the ReplicaSet of the current
+//! template gets `spec.replicas`, every older one 0 (the end state of either strategy; the
+//! pacing of `RollingUpdate`'s `maxSurge`/`maxUnavailable` is not modelled).
+//!
+//! Not modelled: the slow-start batches of pod creation and the burst limit (500),
+//! `ReplicaFailure` conditions, container restart counts in the deletion order, the
+//! logarithmic scale-down buckets, Deployment `paused`, `progressDeadlineSeconds`,
+//! `revisionHistoryLimit` and revision annotations.
+
+use std::collections::BTreeMap;
+
+use caldera_cache::labels;
+use caldera_model::Time;
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus,
+};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+
+use crate::kubelet::is_ready;
+use crate::time::from_kube;
+
+/// The label the Deployment controller puts on its ReplicaSets and their pods.
+pub const POD_TEMPLATE_HASH: &str = caldera_cache::derive::LABEL_POD_TEMPLATE_HASH;
+/// Pod annotation ranking pods for deletion on scale-down (lower goes first).
+pub const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// What one sync of a ReplicaSet does.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sync {
+    /// Pods to create, in order.
+    pub create: Vec<Pod>,
+    /// Pods to delete (names): the surplus of a ReplicaSet scaled down.
+    pub delete: Vec<String>,
+    /// Pods to adopt (names): give each [`controller_ref`] as an owner reference.
+    pub adopt: Vec<String>,
+    /// Pods to release (names): remove the owner reference naming the ReplicaSet's uid.
+    pub release: Vec<String>,
+    /// The ReplicaSet's status after the sync.
+    pub status: ReplicaSetStatus,
+}
+
+/// Why a ReplicaSet or Deployment is refused, as kube-apiserver's validation refuses it: the
+/// field and the message.
+pub fn validate(
+    selector: Option<&LabelSelector>,
+    template: Option<&PodTemplateSpec>,
+) -> Result<(), (String, String)> {
+    let Some(selector) = selector.filter(|s| !labels::is_empty(s)) else {
+        return Err((
+            "spec.selector".into(),
+            "Required value: empty selector is invalid".into(),
+        ));
+    };
+    let template_labels = template
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.as_ref());
+    if !labels::matches(selector, template_labels) {
+        return Err((
+            "spec.template.metadata.labels".into(),
+            "Invalid value: `selector` does not match template `labels`".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The owner reference the ReplicaSet's pods carry.
+pub fn controller_ref(rs: &ReplicaSet) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: rs.metadata.name.clone().unwrap_or_default(),
+        uid: rs.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+}
+
+/// Whether the pod's controller reference names the ReplicaSet's uid.
+pub fn owned_by(pod: &Pod, rs: &ReplicaSet) -> bool {
+    let Some(uid) = rs.metadata.uid.as_deref() else {
+        return false;
+    };
+    controller_of(&pod.metadata).is_some_and(|o| o.uid == uid)
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+/// Whether the pod counts as one of a controller's replicas (`controller.FilterActivePods`):
+/// not finished and not being deleted.
+pub fn is_active(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none() && !matches!(phase(pod), "Succeeded" | "Failed")
+}
+
+fn bound(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+}
+
+/// When the pod last became Ready (None when not Ready).
+fn ready_since(pod: &Pod) -> Option<Time> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready" && c.status == "True")
+        .map(|c| c.last_transition_time.as_ref().map_or(Time(0), from_kube))
+}
+
+fn deletion_cost(pod: &Pod) -> i32 {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DELETION_COST))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The order the controller deletes surplus pods in (`ActivePodsWithRanks`), first to go first.
+fn deletion_order(pods: &mut [&Pod]) {
+    let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in pods.iter() {
+        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            *per_node.entry(n).or_default() += 1;
+        }
+    }
+    let phase_rank = |p: &Pod| match phase(p) {
+        "Pending" => 0,
+        "Unknown" => 1,
+        _ => 2,
+    };
+    let created = |p: &Pod| {
+        p.metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(Time(0), from_kube)
+    };
+    pods.sort_by(|a, b| {
+        bound(a)
+            .cmp(&bound(b))
+            .then(phase_rank(a).cmp(&phase_rank(b)))
+            .then(is_ready(a).cmp(&is_ready(b)))
+            .then(deletion_cost(a).cmp(&deletion_cost(b)))
+            .then_with(|| {
+                let on = |p: &Pod| {
+                    p.spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.as_deref())
+                        .and_then(|n| per_node.get(n).copied())
+                        .unwrap_or(0)
+                };
+                on(b).cmp(&on(a))
+            })
+            .then(ready_since(b).cmp(&ready_since(a)))
+            .then(created(b).cmp(&created(a)))
+            .then(b.metadata.name.cmp(&a.metadata.name))
+    });
+}
+
+/// One sync of the ReplicaSet controller at `now` over the ReplicaSet and `pods` (any pods of
+/// its namespace; those it controls or may adopt are picked here). `taken(name)` says whether
+/// a pod name is in use.
+pub fn sync(rs: &ReplicaSet, pods: &[&Pod], now: Time, taken: &dyn Fn(&str) -> bool) -> Sync {
+    let mut out = Sync {
+        status: rs.status.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    let (Some(name), Some(uid), Some(spec)) = (
+        rs.metadata.name.as_deref(),
+        rs.metadata.uid.as_deref(),
+        rs.spec.as_ref(),
+    ) else {
+        return out;
+    };
+    if validate(Some(&spec.selector), spec.template.as_ref()).is_err() {
+        return out;
+    }
+    let selector = &spec.selector;
+    let matches = |p: &Pod| labels::matches(selector, p.metadata.labels.as_ref());
+    let ns = rs.metadata.namespace.as_deref().unwrap_or("default");
+    let deleting = rs.metadata.deletion_timestamp.is_some();
+    let mut mine: Vec<&Pod> = Vec::new();
+    for p in pods.iter().copied() {
+        if p.metadata.namespace.as_deref().unwrap_or("default") != ns {
+            continue;
+        }
+        let pod_name = p.metadata.name.clone().unwrap_or_default();
+        match controller_of(&p.metadata) {
+            Some(o) if o.uid == uid => {
+                if matches(p) {
+                    mine.push(p);
+                } else if !deleting {
+                    out.release.push(pod_name);
+                }
+            }
+            Some(_) => {}
+            None => {
+                if !deleting && matches(p) && p.metadata.deletion_timestamp.is_none() {
+                    out.adopt.push(pod_name);
+                    mine.push(p);
+                }
+            }
+        }
+    }
+    let mut active: Vec<&Pod> = mine.iter().copied().filter(|p| is_active(p)).collect();
+    let wanted = usize::try_from(spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
+    let min_ready_ms = i64::from(spec.min_ready_seconds.unwrap_or(0).max(0)) * 1000;
+    let template_labels = spec
+        .template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let counted = |f: &dyn Fn(&Pod) -> bool| -> i32 {
+        i32::try_from(active.iter().filter(|p| f(p)).count()).unwrap_or(i32::MAX)
+    };
+    let fully_labeled = counted(&|p: &Pod| {
+        let l = p.metadata.labels.clone().unwrap_or_default();
+        template_labels.iter().all(|(k, v)| l.get(k) == Some(v))
+    });
+    let ready = counted(&|p: &Pod| is_ready(p));
+    let available =
+        counted(&|p: &Pod| ready_since(p).is_some_and(|t| t.plus_millis(min_ready_ms) <= now));
+    let terminating = i32::try_from(
+        mine.iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_some())
+            .count(),
+    )
+    .unwrap_or(i32::MAX);
+    let replicas = active.len();
+    if !deleting {
+        if replicas > wanted {
+            deletion_order(&mut active);
+            out.delete = active
+                .iter()
+                .take(replicas - wanted)
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+        } else {
+            let seed = format!("{uid}/{}", now.0);
+            let mut n = 0u64;
+            let mut made: Vec<String> = Vec::new();
+            for _ in replicas..wanted {
+                let pod_name = loop {
+                    n += 1;
+                    let candidate = format!("{name}-{}", crate::job::suffix(&seed, n));
+                    if !taken(&candidate) && !made.contains(&candidate) {
+                        break candidate;
+                    }
+                };
+                made.push(pod_name.clone());
+                out.create.push(pod_for(rs, &pod_name));
+            }
+        }
+    }
+    out.status = ReplicaSetStatus {
+        replicas: i32::try_from(replicas).unwrap_or(i32::MAX),
+        fully_labeled_replicas: Some(fully_labeled),
+        ready_replicas: Some(ready),
+        available_replicas: Some(available),
+        terminating_replicas: Some(terminating),
+        observed_generation: rs.metadata.generation,
+        conditions: out.status.conditions.take(),
+    };
+    out
+}
+
+/// The pod `pod_name` of the ReplicaSet, from its template (`GetPodFromTemplate`).
+fn pod_for(rs: &ReplicaSet, pod_name: &str) -> Pod {
+    let template = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.clone())
+        .unwrap_or_default();
+    let meta = template.metadata.unwrap_or_default();
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name.to_string()),
+            namespace: rs.metadata.namespace.clone(),
+            labels: meta.labels,
+            annotations: meta.annotations,
+            finalizers: meta.finalizers,
+            owner_references: Some(vec![controller_ref(rs)]),
+            ..Default::default()
+        },
+        spec: template.spec,
+        status: None,
+    }
+}
+
+/// `rand.SafeEncodeString`: each byte mapped into the alphabet names are made from.
+fn safe_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| char::from(crate::job::ALPHABET[usize::from(b) % crate::job::ALPHABET.len()]))
+        .collect()
+}
+
+/// The `pod-template-hash` of a Deployment's template (see the module doc: FNV-32a over the
+/// template's JSON and the collision count, encoded as the real controller encodes it).
+pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
+    let mut h: u32 = 0x811c_9dc5;
+    let json = serde_json::to_string(template).unwrap_or_default();
+    let count = collision_count.map(|c| c.to_string()).unwrap_or_default();
+    for b in json.bytes().chain(count.bytes()) {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    safe_encode(&h.to_string())
+}
+
+/// The template without the `pod-template-hash` label (`EqualIgnoreHash` compares these).
+fn without_hash(template: &PodTemplateSpec) -> PodTemplateSpec {
+    let mut t = template.clone();
+    if let Some(l) = t.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+        l.remove(POD_TEMPLATE_HASH);
+    }
+    t
+}
+
+/// What one sync of a Deployment does.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeploymentSync {
+    /// The ReplicaSet to create for the current template, if none exists yet.
+    pub create: Option<ReplicaSet>,
+    /// ReplicaSets (names) whose `spec.replicas` must change, with the new value.
+    pub scale: Vec<(String, i32)>,
+    /// The Deployment's status after the sync.
+    pub status: DeploymentStatus,
+}
+
+/// Whether the ReplicaSet's controller reference names the Deployment's uid.
+pub fn replicaset_owned_by(rs: &ReplicaSet, deploy: &Deployment) -> bool {
+    let Some(uid) = deploy.metadata.uid.as_deref() else {
+        return false;
+    };
+    controller_of(&rs.metadata).is_some_and(|o| o.uid == uid)
+}
+
+/// One sync of the Deployment controller over the Deployment and `replicasets` (any of its
+/// namespace; those it controls are picked here).
+pub fn sync_deployment(deploy: &Deployment, replicasets: &[&ReplicaSet]) -> DeploymentSync {
+    let mut out = DeploymentSync {
+        status: deploy.status.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    let (Some(name), Some(uid), Some(spec)) = (
+        deploy.metadata.name.as_deref(),
+        deploy.metadata.uid.as_deref(),
+        deploy.spec.as_ref(),
+    ) else {
+        return out;
+    };
+    if validate(Some(&spec.selector), Some(&spec.template)).is_err()
+        || deploy.metadata.deletion_timestamp.is_some()
+    {
+        return out;
+    }
+    let replicas = spec.replicas.unwrap_or(1).max(0);
+    let collision_count = out.status.collision_count;
+    let hash = template_hash(&spec.template, collision_count);
+    let mine: Vec<&ReplicaSet> = replicasets
+        .iter()
+        .copied()
+        .filter(|rs| replicaset_owned_by(rs, deploy))
+        .collect();
+    let wanted = without_hash(&spec.template);
+    let current = mine.iter().copied().find(|rs| {
+        rs.spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref())
+            .is_some_and(|t| without_hash(t) == wanted)
+    });
+    for rs in &mine {
+        let target = if current.is_some_and(|c| c.metadata.uid == rs.metadata.uid) {
+            replicas
+        } else {
+            0
+        };
+        if rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1) != target {
+            out.scale
+                .push((rs.metadata.name.clone().unwrap_or_default(), target));
+        }
+    }
+    if current.is_none() {
+        let mut template = spec.template.clone();
+        template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(POD_TEMPLATE_HASH.into(), hash.clone());
+        let mut selector = spec.selector.clone();
+        selector
+            .match_labels
+            .get_or_insert_with(Default::default)
+            .insert(POD_TEMPLATE_HASH.into(), hash.clone());
+        let mut rs_labels = spec
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.clone())
+            .unwrap_or_default();
+        rs_labels.insert(POD_TEMPLATE_HASH.into(), hash.clone());
+        out.create = Some(ReplicaSet {
+            metadata: ObjectMeta {
+                name: Some(format!("{name}-{hash}")),
+                namespace: deploy.metadata.namespace.clone(),
+                labels: Some(rs_labels),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "Deployment".into(),
+                    name: name.to_string(),
+                    uid: uid.to_string(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]),
+                ..Default::default()
+            },
+            spec: Some(ReplicaSetSpec {
+                replicas: Some(replicas),
+                min_ready_seconds: spec.min_ready_seconds,
+                selector,
+                template: Some(template),
+            }),
+            status: None,
+        });
+    }
+    let sum = |f: &dyn Fn(&ReplicaSetStatus) -> Option<i32>| -> Option<i32> {
+        Some(
+            mine.iter()
+                .filter_map(|rs| rs.status.as_ref())
+                .filter_map(f)
+                .sum(),
+        )
+    };
+    let updated = current
+        .and_then(|c| c.status.as_ref())
+        .map_or(0, |s| s.replicas);
+    let total = sum(&|s| Some(s.replicas)).unwrap_or(0);
+    let available = sum(&|s| s.available_replicas).unwrap_or(0);
+    out.status = DeploymentStatus {
+        replicas: Some(total),
+        updated_replicas: Some(updated),
+        ready_replicas: sum(&|s| s.ready_replicas),
+        available_replicas: Some(available),
+        unavailable_replicas: Some((replicas - available).max(0)),
+        terminating_replicas: sum(&|s| s.terminating_replicas),
+        observed_generation: deploy.metadata.generation,
+        collision_count,
+        conditions: out.status.conditions.take(),
+    };
+    out
+}
+
+/// The scale the disruption controller counts for a pod's controller reference `owner`
+/// (`getPodReplicaSet` / `getPodDeployment`): a ReplicaSet's `spec.replicas`, or, when a
+/// Deployment controls it, the Deployment's. `None` when not a ReplicaSet or not found.
+pub fn scale_of(
+    owner: &OwnerReference,
+    replicaset: &dyn Fn(&str) -> Option<ReplicaSet>,
+    deployment: &dyn Fn(&str) -> Option<Deployment>,
+) -> Option<i32> {
+    if owner.kind != "ReplicaSet" || !owner.api_version.starts_with("apps/") {
+        return None;
+    }
+    let rs = replicaset(&owner.name).filter(|rs| rs.metadata.uid.as_deref() == Some(&owner.uid))?;
+    if let Some(d) = controller_of(&rs.metadata).filter(|o| o.kind == "Deployment") {
+        let deploy = deployment(&d.name).filter(|x| x.metadata.uid.as_deref() == Some(&d.uid))?;
+        return Some(deploy.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1));
+    }
+    Some(rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::DeploymentSpec;
+    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as KubeTime;
+
+    const NOW: Time = Time(1_790_000_000_000);
+
+    fn labels_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn rs(replicas: i32) -> ReplicaSet {
+        let l = labels_of(&[("app", "web"), (POD_TEMPLATE_HASH, "abc12")]);
+        ReplicaSet {
+            metadata: ObjectMeta {
+                name: Some("web-abc12".into()),
+                namespace: Some("default".into()),
+                uid: Some("rs-uid".into()),
+                generation: Some(3),
+                ..Default::default()
+            },
+            spec: Some(ReplicaSetSpec {
+                replicas: Some(replicas),
+                selector: LabelSelector {
+                    match_labels: Some(l.clone()),
+                    ..Default::default()
+                },
+                template: Some(PodTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        labels: Some(l),
+                        annotations: Some(labels_of(&[("note", "x")])),
+                        ..Default::default()
+                    }),
+                    spec: Some(PodSpec {
+                        scheduler_name: Some("caldera".into()),
+                        ..Default::default()
+                    }),
+                }),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn at(ms: i64) -> Option<KubeTime> {
+        crate::time::to_kube(Time(ms))
+    }
+
+    fn named(mut p: Pod, name: &str, created: i64) -> Pod {
+        p.metadata.name = Some(name.into());
+        p.metadata.creation_timestamp = at(created);
+        p
+    }
+
+    fn running_on(mut p: Pod, node: &str, ready_at: i64) -> Pod {
+        p.spec.get_or_insert_with(Default::default).node_name = Some(node.into());
+        p.status = Some(PodStatus {
+            phase: Some("Running".into()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                last_transition_time: at(ready_at),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn names(pods: &[Pod]) -> Vec<String> {
+        pods.iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn creates_replicas_pods_from_the_template_owned_by_the_replicaset() {
+        let r = rs(3);
+        let s = sync(&r, &[], NOW, &|_| false);
+        assert_eq!(s.create.len(), 3);
+        let made = names(&s.create);
+        for (p, n) in s.create.iter().zip(&made) {
+            assert!(owned_by(p, &r));
+            assert!(
+                n.starts_with("web-abc12-") && n.len() == "web-abc12-".len() + 5,
+                "{n}"
+            );
+            let l = p.metadata.labels.clone().unwrap();
+            assert_eq!(l.get(POD_TEMPLATE_HASH).map(String::as_str), Some("abc12"));
+            assert_eq!(p.metadata.annotations.clone().unwrap()["note"], "x");
+            assert_eq!(
+                p.spec.as_ref().unwrap().scheduler_name.as_deref(),
+                Some("caldera")
+            );
+            let o = &p.metadata.owner_references.as_ref().unwrap()[0];
+            assert_eq!(
+                (o.kind.as_str(), o.block_owner_deletion),
+                ("ReplicaSet", Some(true))
+            );
+        }
+        let distinct: std::collections::BTreeSet<_> = made.iter().collect();
+        assert_eq!(distinct.len(), 3);
+        // Synced again with its pods (stored as the server would): nothing to do.
+        let stored: Vec<Pod> = s.create.clone();
+        let refs: Vec<&Pod> = stored.iter().collect();
+        let again = sync(&r, &refs, NOW, &|_| false);
+        assert!(again.create.is_empty() && again.delete.is_empty());
+        assert_eq!(again.status.replicas, 3);
+        assert_eq!(again.status.observed_generation, Some(3));
+    }
+
+    #[test]
+    fn a_terminating_pod_is_replaced_at_once_under_another_name() {
+        let r = rs(2);
+        let first = sync(&r, &[], NOW, &|_| false).create;
+        let mut evicted = running_on(first[0].clone(), "n1", 0);
+        evicted.metadata.deletion_timestamp = at(NOW.0 + 30_000);
+        let other = running_on(first[1].clone(), "n2", 0);
+        let taken = |n: &str| names(&first).iter().any(|m| m == n);
+        let later = Time(NOW.0 + 1000);
+        let s = sync(&r, &[&evicted, &other], later, &taken);
+        assert_eq!(
+            s.create.len(),
+            1,
+            "the terminating pod does not count as active"
+        );
+        assert!(!names(&first).contains(&names(&s.create)[0]));
+        assert_eq!(s.status.replicas, 1);
+        assert_eq!(s.status.terminating_replicas, Some(1));
+        assert_eq!(s.status.ready_replicas, Some(1));
+        // Gone altogether: replaced too, and not under the name of the pod it replaces.
+        let s = sync(&r, &[&other], Time(NOW.0 + 40_000), &|n| {
+            n == names(&first)[1]
+        });
+        assert_eq!(s.create.len(), 1);
+        assert_ne!(names(&s.create)[0], names(&first)[0]);
+    }
+
+    #[test]
+    fn finished_pods_are_replaced() {
+        let r = rs(1);
+        let mut done = sync(&r, &[], NOW, &|_| false).create.remove(0);
+        done.status = Some(PodStatus {
+            phase: Some("Failed".into()),
+            ..Default::default()
+        });
+        assert_eq!(sync(&r, &[&done], NOW, &|_| false).create.len(), 1);
+    }
+
+    #[test]
+    fn scale_down_deletes_unbound_then_not_ready_then_newest() {
+        let r = rs(5);
+        let made = sync(&r, &[], NOW, &|_| false).create;
+        let p: Vec<Pod> = made
+            .iter()
+            .enumerate()
+            .map(|(i, p)| named(p.clone(), &format!("p{i}"), 1000 * i as i64))
+            .collect();
+        let old_ready = running_on(p[0].clone(), "n1", 10);
+        let new_ready = running_on(p[1].clone(), "n2", 20);
+        let mut bound_pending = p[2].clone();
+        bound_pending
+            .spec
+            .get_or_insert_with(Default::default)
+            .node_name = Some("n3".into());
+        let unbound_old = p[3].clone();
+        let unbound_new = p[4].clone();
+        let all = [
+            &old_ready,
+            &new_ready,
+            &bound_pending,
+            &unbound_old,
+            &unbound_new,
+        ];
+        let order = |replicas: i32| {
+            let mut r = r.clone();
+            r.spec.as_mut().unwrap().replicas = Some(replicas);
+            sync(&r, &all, NOW, &|_| true).delete
+        };
+        assert_eq!(order(3), vec!["p4", "p3"]);
+        assert_eq!(order(1), vec!["p4", "p3", "p2", "p1"]);
+        assert!(order(5).is_empty());
+    }
+
+    #[test]
+    fn deletion_cost_and_crowded_nodes_go_first() {
+        let r = rs(3);
+        let made = sync(&r, &[], NOW, &|_| false).create;
+        let a = running_on(named(made[0].clone(), "a", 0), "n1", 5);
+        let b = running_on(named(made[1].clone(), "b", 0), "n1", 5);
+        let mut c = running_on(named(made[2].clone(), "c", 0), "n2", 5);
+        let mut r2 = r.clone();
+        r2.spec.as_mut().unwrap().replicas = Some(2);
+        // Two on n1: one of those goes (the same rank otherwise; name breaks the tie).
+        assert_eq!(sync(&r2, &[&a, &b, &c], NOW, &|_| true).delete, vec!["b"]);
+        c.metadata.annotations = Some(labels_of(&[(DELETION_COST, "-5")]));
+        assert_eq!(sync(&r2, &[&a, &b, &c], NOW, &|_| true).delete, vec!["c"]);
+    }
+
+    #[test]
+    fn orphans_matching_the_selector_are_adopted_instead_of_created() {
+        let r = rs(2);
+        let template = r.spec.as_ref().unwrap().template.clone().unwrap();
+        let orphan = |name: &str| Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                labels: template.metadata.as_ref().unwrap().labels.clone(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let a = running_on(orphan("web-a"), "n1", 0);
+        let mut other_ns = orphan("web-b");
+        other_ns.metadata.namespace = Some("elsewhere".into());
+        let mut unlabelled = orphan("web-c");
+        unlabelled.metadata.labels = Some(labels_of(&[("app", "web")]));
+        let s = sync(&r, &[&a, &other_ns, &unlabelled], NOW, &|_| false);
+        assert_eq!(s.adopt, vec!["web-a"]);
+        assert_eq!(s.create.len(), 1);
+        assert_eq!(s.status.replicas, 1);
+    }
+
+    #[test]
+    fn an_owned_pod_whose_labels_no_longer_match_is_released_and_replaced() {
+        let r = rs(1);
+        let mut p = sync(&r, &[], NOW, &|_| false).create.remove(0);
+        p.metadata.labels = Some(labels_of(&[("app", "debug")]));
+        let s = sync(&r, &[&p], NOW, &|_| false);
+        assert_eq!(s.release, names(std::slice::from_ref(&p)));
+        assert_eq!(s.create.len(), 1);
+    }
+
+    #[test]
+    fn a_replicaset_without_a_matching_selector_is_refused_and_does_nothing() {
+        let mut r = rs(2);
+        r.spec.as_mut().unwrap().selector = LabelSelector::default();
+        assert_eq!(
+            validate(Some(&r.spec.as_ref().unwrap().selector), None)
+                .unwrap_err()
+                .0,
+            "spec.selector"
+        );
+        assert!(sync(&r, &[], NOW, &|_| false).create.is_empty());
+        let mut r = rs(2);
+        r.spec.as_mut().unwrap().selector.match_labels = Some(labels_of(&[("app", "other")]));
+        let spec = r.spec.as_ref().unwrap();
+        assert_eq!(
+            validate(Some(&spec.selector), spec.template.as_ref())
+                .unwrap_err()
+                .0,
+            "spec.template.metadata.labels"
+        );
+        assert!(sync(&r, &[], NOW, &|_| false).create.is_empty());
+    }
+
+    fn deployment(replicas: i32, image: &str) -> Deployment {
+        let l = labels_of(&[("app", "web")]);
+        Deployment {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("default".into()),
+                uid: Some("d-uid".into()),
+                ..Default::default()
+            },
+            spec: Some(DeploymentSpec {
+                replicas: Some(replicas),
+                selector: LabelSelector {
+                    match_labels: Some(l.clone()),
+                    ..Default::default()
+                },
+                template: PodTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        labels: Some(l),
+                        ..Default::default()
+                    }),
+                    spec: Some(PodSpec {
+                        containers: vec![k8s_openapi::api::core::v1::Container {
+                            name: "c".into(),
+                            image: Some(image.into()),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }),
+                },
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn a_deployment_runs_one_replicaset_named_by_its_template_hash() {
+        let d = deployment(4, "v1");
+        let s = sync_deployment(&d, &[]);
+        let mut made = s.create.expect("a ReplicaSet for the template");
+        let hash = template_hash(&d.spec.as_ref().unwrap().template, None);
+        assert_eq!(
+            made.metadata.name.as_deref(),
+            Some(format!("web-{hash}").as_str())
+        );
+        assert!(hash.len() >= 6 && hash.chars().all(|c| c.is_ascii_alphanumeric()));
+        let spec = made.spec.clone().unwrap();
+        assert_eq!(spec.replicas, Some(4));
+        for l in [
+            spec.selector.match_labels.clone().unwrap(),
+            spec.template
+                .clone()
+                .unwrap()
+                .metadata
+                .unwrap()
+                .labels
+                .unwrap(),
+            made.metadata.labels.clone().unwrap(),
+        ] {
+            assert_eq!(l.get(POD_TEMPLATE_HASH), Some(&hash));
+        }
+        assert!(replicaset_owned_by(&made, &d));
+        // Its pods carry the hash: the gang derivation finds the Deployment from them.
+        made.metadata.uid = Some("rs-1".into());
+        let pods = sync(&made, &[], NOW, &|_| false).create;
+        assert_eq!(pods.len(), 4);
+        assert_eq!(
+            pods[0].metadata.labels.as_ref().unwrap()[POD_TEMPLATE_HASH],
+            hash
+        );
+        // Stable: synced again with its ReplicaSet, nothing to do.
+        let again = sync_deployment(&d, &[&made]);
+        assert!(again.create.is_none() && again.scale.is_empty());
+        // Scaled: the ReplicaSet follows.
+        let again = sync_deployment(&deployment(2, "v1"), &[&made]);
+        assert_eq!(again.scale, vec![(format!("web-{hash}"), 2)]);
+    }
+
+    #[test]
+    fn a_new_template_gets_a_new_replicaset_and_the_old_one_goes_to_zero() {
+        let old_d = deployment(2, "v1");
+        let mut old = sync_deployment(&old_d, &[]).create.unwrap();
+        old.metadata.uid = Some("rs-old".into());
+        let new_d = deployment(2, "v2");
+        let s = sync_deployment(&new_d, &[&old]);
+        let new = s.create.expect("a ReplicaSet for the new template");
+        assert_ne!(new.metadata.name, old.metadata.name);
+        assert_eq!(s.scale, vec![(old.metadata.name.clone().unwrap(), 0)]);
+    }
+
+    #[test]
+    fn the_disruption_controller_counts_the_deployment_scale_through_its_replicaset() {
+        let d = deployment(6, "v1");
+        let mut r = sync_deployment(&d, &[]).create.unwrap();
+        r.metadata.uid = Some("rs-1".into());
+        let owner = controller_ref(&r);
+        let rs_name = r.metadata.name.clone().unwrap();
+        let find_rs = |n: &str| (n == rs_name).then(|| r.clone());
+        assert_eq!(scale_of(&owner, &find_rs, &|_| Some(d.clone())), Some(6));
+        assert_eq!(
+            scale_of(&owner, &find_rs, &|_| None),
+            None,
+            "its Deployment is gone"
+        );
+        let mut alone = rs(3);
+        alone.metadata.owner_references = None;
+        let owner = controller_ref(&alone);
+        assert_eq!(
+            scale_of(&owner, &|_| Some(alone.clone()), &|_| None),
+            Some(3)
+        );
+        let mut stale = owner.clone();
+        stale.uid = "another".into();
+        assert_eq!(scale_of(&stale, &|_| Some(alone.clone()), &|_| None), None);
+    }
+}
