@@ -771,7 +771,7 @@ impl Validator {
                     );
                     continue;
                 }
-                ArgUse::Used(ArgKind::Int { min }) => ArgValue::Int(integer(&argument, min)?),
+                ArgUse::Used(ArgKind::Int { min }) => ArgValue::Int(integer(argument, min)?),
                 ArgUse::Used(ArgKind::Number) => ArgValue::Float(number(argument)?),
                 ArgUse::Used(ArgKind::Bool) => ArgValue::Bool(switch(argument)?),
                 ArgUse::Used(ArgKind::ResourceList) => ArgValue::List(resource_list(argument)?),

@@ -34,12 +34,12 @@ fn bad_configs_name_file_line_column_and_key() {
         (
             "unknown action",
             "actions: \"enqueue, alocate, backfill\"\n",
-            "bad.yaml:1:20: actions: unknown action \"alocate\" (did you mean \"allocate\"?); known actions: enqueue, allocate, backfill, preempt, reclaim (Volcano's shuffle is not implemented yet)".into(),
+            "bad.yaml:1:20: actions: unknown action \"alocate\" (did you mean \"allocate\"?); known actions: enqueue, allocate, backfill, preempt, reclaim, consolidate (Volcano's shuffle is not implemented yet)".into(),
         ),
         (
             "unimplemented action",
             "actions: \"enqueue, allocate, shuffle\"\n",
-            "bad.yaml:1:30: actions: action \"shuffle\" is a Volcano action that Caldera does not implement yet; implemented actions: enqueue, allocate, backfill, preempt, reclaim".into(),
+            "bad.yaml:1:30: actions: action \"shuffle\" is a Volcano action that Caldera does not implement yet; implemented actions: enqueue, allocate, backfill, preempt, reclaim, consolidate".into(),
         ),
         (
             "action listed twice",
@@ -105,6 +105,21 @@ fn bad_configs_name_file_line_column_and_key() {
             "unknown argument",
             "actions: enqueue\ntiers:\n- plugins:\n  - name: binpack\n    arguments:\n      binpack.wieght: 1\n",
             "bad.yaml:6:7: tiers[0].plugins[0].arguments[\"binpack.wieght\"]: unknown argument \"binpack.wieght\" for the binpack plugin (did you mean \"binpack.weight\"?); known arguments: binpack.weight, binpack.cpu, binpack.memory, binpack.resources, binpack.resources.<resource>".into(),
+        ),
+        (
+            "consolidate argument misspelt",
+            "actions: allocate, consolidate\nconfigurations:\n- name: consolidate\n  arguments:\n    maxPod: 3\n",
+            "bad.yaml:5:5: configurations[0].arguments.maxPod: unknown key \"maxPod\" in the consolidate action's arguments (did you mean \"maxPods\"?); known keys: minRuntime, maxPods, maxGPUs, holdTimeout".into(),
+        ),
+        (
+            "consolidate maxPods zero",
+            "actions: allocate, consolidate\nconfigurations:\n- name: consolidate\n  arguments:\n    maxPods: 0\n",
+            "bad.yaml:5:14: configurations[0].arguments.maxPods: expected an integer of at least 1, got 0".into(),
+        ),
+        (
+            "consolidate minRuntime not a duration",
+            "actions: allocate, consolidate\nconfigurations:\n- name: consolidate\n  arguments:\n    minRuntime: soon\n",
+            "bad.yaml:5:17: configurations[0].arguments.minRuntime: invalid duration \"soon\": expected a number before each unit".into(),
         ),
         (
             "argument to a plugin that takes none",
@@ -194,7 +209,7 @@ fn bad_configs_name_file_line_column_and_key() {
         (
             "configuration of an unknown action",
             "actions: enqueue\nconfigurations:\n- name: allocte\n",
-            "bad.yaml:3:9: configurations[0].name: unknown action \"allocte\" (did you mean \"allocate\"?); known actions: enqueue, allocate, backfill, preempt, reclaim, shuffle".into(),
+            "bad.yaml:3:9: configurations[0].name: unknown action \"allocte\" (did you mean \"allocate\"?); known actions: enqueue, allocate, backfill, preempt, reclaim, consolidate, shuffle".into(),
         ),
         (
             "document not a mapping",

@@ -344,9 +344,11 @@ mod tests {
             Duration::from_millis(3),
             &[("allocate", Duration::from_millis(2))],
         );
-        let mut stats = caldera_session::session::Stats::default();
-        stats.consolidation_moves = 2;
-        stats.consolidation_attempts.insert("moved", 1);
+        let stats = caldera_session::session::Stats {
+            consolidation_moves: 2,
+            consolidation_attempts: [("moved", 1)].into(),
+            ..Default::default()
+        };
         m.preemptions(&stats);
         let text = m.encode();
         for needle in [
