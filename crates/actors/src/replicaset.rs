@@ -25,14 +25,16 @@
 //! computed from the template and `status.collisionCount`. The real hash is FNV-32a over Go's
 //! printing of the template, which is not reproducible here; this one is FNV-32a over the
 //! template's JSON, encoded the same way (`rand.SafeEncodeString`), so a live cluster names
-//! the ReplicaSet otherwise. The rollout is done at once: the ReplicaSet of the current
-//! template gets `spec.replicas`, every older one 0 (the end state of either strategy; the
-//! pacing of `RollingUpdate`'s `maxSurge`/`maxUnavailable` is not modelled).
+//! the ReplicaSet otherwise. A new template rolls out as the strategy says
+//! ([`sync_deployment`]): `Recreate` scales the old ReplicaSets to 0 and makes the new one once
+//! their pods are gone; `RollingUpdate` surges by `maxSurge` and scales old ones down as
+//! `maxUnavailable` and the pods' availability allow.
 //!
 //! Not modelled: the slow-start batches of pod creation and the burst limit (500),
 //! `ReplicaFailure` conditions, container restart counts in the deletion order, the
-//! logarithmic scale-down buckets, Deployment `paused`, `progressDeadlineSeconds`,
-//! `revisionHistoryLimit` and revision annotations.
+//! logarithmic scale-down buckets, proportional scaling of a Deployment resized mid-rollout,
+//! Deployment `paused`, `progressDeadlineSeconds`, `revisionHistoryLimit`, revision
+//! annotations and Deployment conditions.
 
 use std::collections::BTreeMap;
 
@@ -378,9 +380,65 @@ pub fn replicaset_owned_by(rs: &ReplicaSet, deploy: &Deployment) -> bool {
     controller_of(&rs.metadata).is_some_and(|o| o.uid == uid)
 }
 
-/// One sync of the Deployment controller over the Deployment and `replicasets` (any of its
-/// namespace; those it controls are picked here).
-pub fn sync_deployment(deploy: &Deployment, replicasets: &[&ReplicaSet]) -> DeploymentSync {
+/// `intstr.GetScaledValueFromIntOrPercent` of a rolling update bound (`maxSurge` rounds up,
+/// `maxUnavailable` down), 25% when unset.
+fn scaled_bound(
+    v: Option<&k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>,
+    total: i32,
+    round_up: bool,
+) -> i32 {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let pct = match v {
+        Some(IntOrString::Int(i)) => return (*i).max(0),
+        Some(IntOrString::String(s)) => s
+            .strip_suffix('%')
+            .and_then(|p| p.parse::<i64>().ok())
+            .unwrap_or(25),
+        None => 25,
+    };
+    let num = pct * i64::from(total);
+    let value = if round_up {
+        (num + 99).div_euclid(100)
+    } else {
+        num.div_euclid(100)
+    };
+    i32::try_from(value.max(0)).unwrap_or(i32::MAX)
+}
+
+fn spec_replicas(rs: &ReplicaSet) -> i32 {
+    rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+}
+
+fn available(rs: &ReplicaSet) -> i32 {
+    rs.status
+        .as_ref()
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0)
+}
+
+fn created(rs: &ReplicaSet) -> Time {
+    rs.metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(Time(0), from_kube)
+}
+
+/// One sync of the Deployment controller over the Deployment, `replicasets` (any of its
+/// namespace; those it controls are picked here) and `pods` (any; those of its old
+/// ReplicaSets matter to `Recreate`).
+///
+/// `Recreate` (`rolloutRecreate`): old ReplicaSets go to 0; the new one is made and scaled up
+/// only once no pod of an old one is left but finished ones (a terminating pod still counts).
+/// `RollingUpdate` (`rolloutRolling`, the default): the new ReplicaSet is scaled up within
+/// `replicas + maxSurge` (default 25%, rounded up) counting every ReplicaSet's `replicas`,
+/// and, in a sync that scaled nothing up, old ones are scaled down, unhealthy replicas first,
+/// as far as `replicas − maxUnavailable` (default 25%, rounded down; 1 when both are 0)
+/// available pods allow, oldest ReplicaSet first.
+pub fn sync_deployment(
+    deploy: &Deployment,
+    replicasets: &[&ReplicaSet],
+    pods: &[&Pod],
+) -> DeploymentSync {
     let mut out = DeploymentSync {
         status: deploy.status.clone().unwrap_or_default(),
         ..Default::default()
@@ -400,11 +458,16 @@ pub fn sync_deployment(deploy: &Deployment, replicasets: &[&ReplicaSet]) -> Depl
     let replicas = spec.replicas.unwrap_or(1).max(0);
     let collision_count = out.status.collision_count;
     let hash = template_hash(&spec.template, collision_count);
-    let mine: Vec<&ReplicaSet> = replicasets
+    let mut mine: Vec<&ReplicaSet> = replicasets
         .iter()
         .copied()
         .filter(|rs| replicaset_owned_by(rs, deploy))
         .collect();
+    mine.sort_by(|a, b| {
+        created(a)
+            .cmp(&created(b))
+            .then(a.metadata.name.cmp(&b.metadata.name))
+    });
     let wanted = without_hash(&spec.template);
     let current = mine.iter().copied().find(|rs| {
         rs.spec
@@ -412,60 +475,130 @@ pub fn sync_deployment(deploy: &Deployment, replicasets: &[&ReplicaSet]) -> Depl
             .and_then(|s| s.template.as_ref())
             .is_some_and(|t| without_hash(t) == wanted)
     });
-    for rs in &mine {
-        let target = if current.is_some_and(|c| c.metadata.uid == rs.metadata.uid) {
-            replicas
-        } else {
-            0
-        };
-        if rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1) != target {
+    let is_current = |rs: &ReplicaSet| current.is_some_and(|c| c.metadata.uid == rs.metadata.uid);
+    let old: Vec<&ReplicaSet> = mine.iter().copied().filter(|rs| !is_current(rs)).collect();
+    let mut scale = |rs: &ReplicaSet, to: i32| {
+        if spec_replicas(rs) != to {
             out.scale
-                .push((rs.metadata.name.clone().unwrap_or_default(), target));
+                .push((rs.metadata.name.clone().unwrap_or_default(), to));
         }
-    }
-    if current.is_none() {
-        let mut template = spec.template.clone();
-        template
-            .metadata
-            .get_or_insert_with(Default::default)
-            .labels
-            .get_or_insert_with(Default::default)
-            .insert(POD_TEMPLATE_HASH.into(), hash.clone());
-        let mut selector = spec.selector.clone();
-        selector
-            .match_labels
-            .get_or_insert_with(Default::default)
-            .insert(POD_TEMPLATE_HASH.into(), hash.clone());
-        let mut rs_labels = spec
-            .template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.labels.clone())
-            .unwrap_or_default();
-        rs_labels.insert(POD_TEMPLATE_HASH.into(), hash.clone());
-        out.create = Some(ReplicaSet {
-            metadata: ObjectMeta {
-                name: Some(format!("{name}-{hash}")),
-                namespace: deploy.metadata.namespace.clone(),
-                labels: Some(rs_labels),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "apps/v1".into(),
-                    kind: "Deployment".into(),
-                    name: name.to_string(),
-                    uid: uid.to_string(),
-                    controller: Some(true),
-                    block_owner_deletion: Some(true),
-                }]),
-                ..Default::default()
-            },
-            spec: Some(ReplicaSetSpec {
-                replicas: Some(replicas),
-                min_ready_seconds: spec.min_ready_seconds,
-                selector,
-                template: Some(template),
-            }),
-            status: None,
-        });
+    };
+    // What the new ReplicaSet should have now (`NewRSNewReplicas`), and whether it may be made.
+    let (new_replicas, may_create) = match spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) {
+        Some("Recreate") => {
+            for rs in &old {
+                scale(rs, 0);
+            }
+            let old_running = pods.iter().any(|p| {
+                old.iter().any(|rs| owned_by(p, rs)) && !matches!(phase(p), "Succeeded" | "Failed")
+            });
+            if old_running {
+                (current.map_or(0, spec_replicas), false)
+            } else {
+                (replicas, true)
+            }
+        }
+        _ => {
+            let rolling = spec
+                .strategy
+                .as_ref()
+                .and_then(|s| s.rolling_update.as_ref());
+            let surge = scaled_bound(rolling.and_then(|r| r.max_surge.as_ref()), replicas, true);
+            let mut unavailable = scaled_bound(
+                rolling.and_then(|r| r.max_unavailable.as_ref()),
+                replicas,
+                false,
+            );
+            if surge == 0 && unavailable == 0 {
+                unavailable = 1;
+            }
+            let total: i32 = mine.iter().map(|rs| spec_replicas(rs)).sum();
+            let have = current.map_or(0, spec_replicas);
+            let target = if have > replicas {
+                replicas
+            } else {
+                let room = (replicas + surge - total).max(0);
+                have + room.min(replicas - have)
+            };
+            if target == have && current.is_some() {
+                // Nothing scaled up: scale old ReplicaSets down as availability allows.
+                let all: i32 = total;
+                let min_available = replicas - unavailable;
+                let new_unavailable = current.map_or(0, |c| spec_replicas(c) - available(c));
+                let max_down = all - min_available - new_unavailable;
+                if max_down > 0 {
+                    let mut sizes: Vec<i32> = old.iter().map(|rs| spec_replicas(rs)).collect();
+                    // Unhealthy replicas first (`cleanupUnhealthyReplicas`).
+                    let mut cleaned = 0;
+                    for (i, rs) in old.iter().enumerate() {
+                        let unhealthy = (sizes[i] - available(rs)).max(0);
+                        let n = unhealthy.min(max_down - cleaned);
+                        sizes[i] -= n;
+                        cleaned += n;
+                    }
+                    // Then available ones, down to `minAvailable`.
+                    let available_now: i32 = mine.iter().map(|rs| available(rs)).sum();
+                    let mut budget = (available_now - min_available).max(0);
+                    for size in sizes.iter_mut() {
+                        let n = (*size).min(budget);
+                        *size -= n;
+                        budget -= n;
+                    }
+                    for (rs, size) in old.iter().zip(sizes) {
+                        scale(rs, size);
+                    }
+                }
+            }
+            (target, true)
+        }
+    };
+    match current {
+        Some(c) => scale(c, new_replicas),
+        None if may_create => {
+            let mut template = spec.template.clone();
+            template
+                .metadata
+                .get_or_insert_with(Default::default)
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(POD_TEMPLATE_HASH.into(), hash.clone());
+            let mut selector = spec.selector.clone();
+            selector
+                .match_labels
+                .get_or_insert_with(Default::default)
+                .insert(POD_TEMPLATE_HASH.into(), hash.clone());
+            let mut rs_labels = spec
+                .template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.clone())
+                .unwrap_or_default();
+            rs_labels.insert(POD_TEMPLATE_HASH.into(), hash.clone());
+            out.create = Some(ReplicaSet {
+                metadata: ObjectMeta {
+                    name: Some(format!("{name}-{hash}")),
+                    namespace: deploy.metadata.namespace.clone(),
+                    labels: Some(rs_labels),
+                    owner_references: Some(vec![OwnerReference {
+                        api_version: "apps/v1".into(),
+                        kind: "Deployment".into(),
+                        name: name.to_string(),
+                        uid: uid.to_string(),
+                        controller: Some(true),
+                        block_owner_deletion: Some(true),
+                    }]),
+                    ..Default::default()
+                },
+                spec: Some(ReplicaSetSpec {
+                    replicas: Some(new_replicas),
+                    min_ready_seconds: spec.min_ready_seconds,
+                    selector,
+                    template: Some(template),
+                }),
+                status: None,
+            });
+        }
+        None => {}
     }
     let sum = |f: &dyn Fn(&ReplicaSetStatus) -> Option<i32>| -> Option<i32> {
         Some(
@@ -479,13 +612,13 @@ pub fn sync_deployment(deploy: &Deployment, replicasets: &[&ReplicaSet]) -> Depl
         .and_then(|c| c.status.as_ref())
         .map_or(0, |s| s.replicas);
     let total = sum(&|s| Some(s.replicas)).unwrap_or(0);
-    let available = sum(&|s| s.available_replicas).unwrap_or(0);
+    let available_total = sum(&|s| s.available_replicas).unwrap_or(0);
     out.status = DeploymentStatus {
         replicas: Some(total),
         updated_replicas: Some(updated),
         ready_replicas: sum(&|s| s.ready_replicas),
-        available_replicas: Some(available),
-        unavailable_replicas: Some((replicas - available).max(0)),
+        available_replicas: Some(available_total),
+        unavailable_replicas: Some((replicas - available_total).max(0)),
         terminating_replicas: sum(&|s| s.terminating_replicas),
         observed_generation: deploy.metadata.generation,
         collision_count,
@@ -812,7 +945,7 @@ mod tests {
     #[test]
     fn a_deployment_runs_one_replicaset_named_by_its_template_hash() {
         let d = deployment(4, "v1");
-        let s = sync_deployment(&d, &[]);
+        let s = sync_deployment(&d, &[], &[]);
         let mut made = s.create.expect("a ReplicaSet for the template");
         let hash = template_hash(&d.spec.as_ref().unwrap().template, None);
         assert_eq!(
@@ -845,29 +978,118 @@ mod tests {
             hash
         );
         // Stable: synced again with its ReplicaSet, nothing to do.
-        let again = sync_deployment(&d, &[&made]);
+        let again = sync_deployment(&d, &[&made], &[]);
         assert!(again.create.is_none() && again.scale.is_empty());
         // Scaled: the ReplicaSet follows.
-        let again = sync_deployment(&deployment(2, "v1"), &[&made]);
+        let again = sync_deployment(&deployment(2, "v1"), &[&made], &[]);
         assert_eq!(again.scale, vec![(format!("web-{hash}"), 2)]);
     }
 
+    fn with_status(mut rs: ReplicaSet, uid: &str, created_ms: i64, available: i32) -> ReplicaSet {
+        rs.metadata.uid = Some(uid.into());
+        rs.metadata.creation_timestamp = at(created_ms);
+        rs.status = Some(ReplicaSetStatus {
+            replicas: spec_replicas(&rs),
+            available_replicas: Some(available),
+            ..Default::default()
+        });
+        rs
+    }
+
+    fn scaled_to(rs: &mut ReplicaSet, s: &DeploymentSync) {
+        let name = rs.metadata.name.clone().unwrap();
+        if let Some((_, n)) = s.scale.iter().find(|(m, _)| *m == name) {
+            rs.spec.as_mut().unwrap().replicas = Some(*n);
+        }
+    }
+
     #[test]
-    fn a_new_template_gets_a_new_replicaset_and_the_old_one_goes_to_zero() {
-        let old_d = deployment(2, "v1");
-        let mut old = sync_deployment(&old_d, &[]).create.unwrap();
-        old.metadata.uid = Some("rs-old".into());
-        let new_d = deployment(2, "v2");
-        let s = sync_deployment(&new_d, &[&old]);
-        let new = s.create.expect("a ReplicaSet for the new template");
+    fn a_rolling_update_surges_then_scales_the_old_replicaset_down_as_pods_become_available() {
+        // 4 replicas: maxSurge 25% = 1, maxUnavailable 25% = 1.
+        let old_d = deployment(4, "v1");
+        let mut old = with_status(
+            sync_deployment(&old_d, &[], &[]).create.unwrap(),
+            "rs-old",
+            0,
+            4,
+        );
+        let new_d = deployment(4, "v2");
+        let s = sync_deployment(&new_d, &[&old], &[]);
+        let new = s.create.clone().expect("a ReplicaSet for the new template");
         assert_ne!(new.metadata.name, old.metadata.name);
+        assert_eq!(
+            new.spec.as_ref().unwrap().replicas,
+            Some(1),
+            "4 + 1 surge − 4"
+        );
+        assert!(
+            s.scale.is_empty(),
+            "a sync that scales up scales nothing down"
+        );
+        let mut new = with_status(new, "rs-new", 1000, 0);
+        // Nothing more to surge: the old one goes down by what maxUnavailable allows.
+        let s = sync_deployment(&new_d, &[&old, &new], &[]);
+        assert_eq!(s.scale, vec![(old.metadata.name.clone().unwrap(), 3)]);
+        scaled_to(&mut old, &s);
+        // Room again: the new one grows.
+        let s = sync_deployment(&new_d, &[&old, &new], &[]);
+        assert_eq!(s.scale, vec![(new.metadata.name.clone().unwrap(), 2)]);
+        scaled_to(&mut new, &s);
+        // Its two pods not available yet: the old one stays (3 available, 3 needed).
+        old.status.as_mut().unwrap().available_replicas = Some(3);
+        let s = sync_deployment(&new_d, &[&old, &new], &[]);
+        assert!(s.scale.is_empty(), "{:?}", s.scale);
+        // Available: the old one goes down by 2.
+        new.status.as_mut().unwrap().available_replicas = Some(2);
+        let s = sync_deployment(&new_d, &[&old, &new], &[]);
+        assert_eq!(s.scale, vec![(old.metadata.name.clone().unwrap(), 1)]);
+    }
+
+    #[test]
+    fn recreate_scales_old_to_zero_and_waits_for_its_pods_to_go() {
+        let mut old_d = deployment(2, "v1");
+        old_d.spec.as_mut().unwrap().strategy =
+            Some(k8s_openapi::api::apps::v1::DeploymentStrategy {
+                type_: Some("Recreate".into()),
+                rolling_update: None,
+            });
+        let old = with_status(
+            sync_deployment(&old_d, &[], &[]).create.unwrap(),
+            "rs-old",
+            0,
+            2,
+        );
+        let mut pods = sync(&old, &[], NOW, &|_| false).create;
+        let mut new_d = old_d.clone();
+        new_d
+            .spec
+            .as_mut()
+            .unwrap()
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .image = Some("v2".into());
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let s = sync_deployment(&new_d, &[&old], &refs);
         assert_eq!(s.scale, vec![(old.metadata.name.clone().unwrap(), 0)]);
+        assert!(s.create.is_none(), "old pods still there");
+        // Terminating still counts.
+        for p in pods.iter_mut() {
+            p.metadata.deletion_timestamp = at(NOW.0);
+        }
+        let refs: Vec<&Pod> = pods.iter().collect();
+        assert!(sync_deployment(&new_d, &[&old], &refs).create.is_none());
+        let s = sync_deployment(&new_d, &[&old], &[]);
+        let new = s.create.expect("made once the old pods are gone");
+        assert_eq!(new.spec.unwrap().replicas, Some(2));
     }
 
     #[test]
     fn the_disruption_controller_counts_the_deployment_scale_through_its_replicaset() {
         let d = deployment(6, "v1");
-        let mut r = sync_deployment(&d, &[]).create.unwrap();
+        let mut r = sync_deployment(&d, &[], &[]).create.unwrap();
         r.metadata.uid = Some("rs-1".into());
         let owner = controller_ref(&r);
         let rs_name = r.metadata.name.clone().unwrap();

@@ -1340,7 +1340,13 @@ impl Store {
             .take_while(|((n, _), _)| *n == ns)
             .map(|(_, r)| r)
             .collect();
-        let out = caldera_actors::replicaset::sync_deployment(deploy, &sets);
+        let pods: Vec<&Pod> = self
+            .pods
+            .range((ns.clone(), String::new())..)
+            .take_while(|((n, _), _)| *n == ns)
+            .map(|(_, p)| p)
+            .collect();
+        let out = caldera_actors::replicaset::sync_deployment(deploy, &sets, &pods);
         let mut made = Vec::new();
         for (name, replicas) in &out.scale {
             let rkey = (ns.clone(), name.clone());

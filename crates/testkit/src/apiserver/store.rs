@@ -650,7 +650,9 @@ impl State {
         for deploy in deployments {
             let sets: Vec<ReplicaSet> = self.typed_in(REPLICASETS, namespace);
             let refs: Vec<&ReplicaSet> = sets.iter().collect();
-            let out = caldera_actors::replicaset::sync_deployment(&deploy, &refs);
+            let pods: Vec<Pod> = self.typed_in(PODS, namespace);
+            let pod_refs: Vec<&Pod> = pods.iter().collect();
+            let out = caldera_actors::replicaset::sync_deployment(&deploy, &refs, &pod_refs);
             for (name, replicas) in &out.scale {
                 let _ = self.modify(REPLICASETS, namespace, name, |r| {
                     obj_mut(r, "spec").insert("replicas".into(), json!(replicas));
