@@ -768,6 +768,8 @@ mod tests {
                 }],
                 ..TaskClaims::default()
             })),
+            controller: None,
+            no_consolidate: false,
         });
         s
     }

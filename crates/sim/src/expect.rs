@@ -38,6 +38,9 @@ pub struct Expect {
     /// controller generates).
     #[serde(default)]
     pub selected_pods: Vec<SelectedPodsExpect>,
+    /// ResourceClaim (DRA) checks.
+    #[serde(default)]
+    pub resource_claims: Vec<ResourceClaimExpect>,
 }
 
 /// What the pods a label selector picks in a namespace must look like. `count`, `bound` and
