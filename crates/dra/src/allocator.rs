@@ -23,6 +23,14 @@ pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 /// (upstream bounds the search by the scheduling cycle's deadline instead).
 pub const STEP_LIMIT: u64 = 200_000;
 
+/// The specs of a request: itself (`exactly`) or its subrequests.
+fn request_specs(r: &caldera_model::dra::DeviceRequest) -> Vec<&ExactRequest> {
+    match &r.kind {
+        RequestKind::Exactly(e) => vec![e],
+        RequestKind::FirstAvailable(subs) => subs.iter().map(|s| &s.spec).collect(),
+    }
+}
+
 /// The node an allocation is sought for.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeView<'a> {
@@ -80,11 +88,24 @@ impl Allocator {
             }
         }
         let n = inventory.devices.len();
+        let mut selectors = Selectors::for_devices(&inventory.devices);
+        // Every selector the session may need, parsed in one batch.
+        selectors.compile(
+            inventory.classes.iter().flat_map(|c| &c.selectors).chain(
+                inventory
+                    .claims
+                    .iter()
+                    .filter(|c| c.allocation.is_none())
+                    .flat_map(|c| &c.requests)
+                    .flat_map(request_specs)
+                    .flat_map(|e| &e.selectors),
+            ),
+        );
         let mut out = Allocator {
             local,
             shared,
             held: vec![0; n],
-            selectors: Selectors::for_devices(&inventory.devices),
+            selectors,
             inventory,
         };
         let taken: Vec<u32> = out
