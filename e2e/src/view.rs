@@ -368,14 +368,15 @@ pub fn check_invariants(
             job: Arc::from(""),
         });
     }
-    broken
-        .lasting
-        .extend(invariants::check_binds(&before.sim.snapshot(), &plan));
+    // DRA devices count as the resources their classes name, as the session counts them.
+    let seen = before.sim.session_view();
+    broken.lasting.extend(invariants::check_binds(&seen, &plan));
 
     let nodes: BTreeSet<String> = new_binds.iter().map(|b| b.node.clone()).collect();
+    let now = after.sim.session_view();
     broken
         .lasting
-        .extend(invariants::overcommitted(after.sim.store(), &nodes));
+        .extend(invariants::overcommitted(after.sim.store(), &nodes, &now));
 
     let mut gangs: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for b in new_binds {
