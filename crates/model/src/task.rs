@@ -118,7 +118,8 @@ pub struct Task {
     /// Its claims' names and binding state, when it has unbound or not fully bound claims
     /// (what they ask of a node is in `spec.volumes`).
     pub volumes: Option<Arc<crate::volume::TaskVolumes>>,
-    /// Its DRA claims and extended-resource requests devices may serve (`None`: neither).
+    /// Its DRA claims and extended-resource requests devices may serve (`None`: neither); set
+    /// for every member, placed ones too (what a victim frees).
     pub claims: Option<Arc<crate::dra::TaskClaims>>,
 }
 
