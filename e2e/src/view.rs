@@ -473,6 +473,9 @@ pub fn check_invariants(
     broken
         .lasting
         .extend(invariants::check_binds(&seen_before, &plan));
+    // DRA devices count as the resources their classes name, as the session counts them.
+    let seen = before.sim.session_view();
+    broken.lasting.extend(invariants::check_binds(&seen, &plan));
 
     let nodes: BTreeSet<String> = new_binds.iter().map(|b| b.node.clone()).collect();
     // Devices count as the resources their classes name, as in the simulator's check.
@@ -483,6 +486,10 @@ pub fn check_invariants(
         &nodes,
         &folded,
     ));
+    let now = after.sim.session_view();
+    broken
+        .lasting
+        .extend(invariants::overcommitted(after.sim.store(), &nodes, &now));
 
     let mut gangs: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for b in new_binds {

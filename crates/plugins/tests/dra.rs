@@ -258,6 +258,9 @@ proptest! {
     fn devices_are_never_allocated_twice_and_bound_pods_hold_theirs(s in cluster()) {
         let out = run(&s);
         let plan = &out.plan;
+        // The model's own check of a plan's DRA rules agrees.
+        let broken = caldera_model::dra::check_plan(&s, plan);
+        prop_assert!(broken.is_empty(), "{broken:?}");
         // No device allocated twice: the snapshot's allocations and this plan's together.
         let mut taken: BTreeSet<(String, String)> = BTreeSet::new();
         for a in s.dra.claims.iter().filter_map(|c| c.allocation.as_ref()) {

@@ -358,6 +358,14 @@ impl Simulation {
         self.store.snapshot(&self.opts)
     }
 
+    /// The snapshot as a session sees it: DRA devices counted as the resources their classes
+    /// name (`caldera_session::devices::fold`), for checks that must agree with the session.
+    pub fn session_view(&self) -> Snapshot {
+        let mut snapshot = self.snapshot();
+        caldera_session::devices::fold_snapshot(&mut snapshot);
+        snapshot
+    }
+
     /// Applies objects in order, as `kubectl apply` would.
     pub fn apply(
         &mut self,

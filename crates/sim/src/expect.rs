@@ -679,9 +679,8 @@ fn check_queue_condition(
 /// summed up the queue tree (`spec.parent`): an inner queue counts its whole subtree. Every
 /// queue the snapshot knows is present, at zero if it holds nothing.
 pub fn queue_allocated(sim: &Simulation) -> BTreeMap<String, Resources> {
-    let mut snap = sim.snapshot();
     // Devices count as the resources their classes name, as the session counts them.
-    caldera_session::devices::fold_snapshot(&mut snap);
+    let snap = sim.session_view();
     let tree = caldera_queue::QueueTree::of(&snap.queues);
     let mut out: BTreeMap<String, Resources> = snap
         .queues
