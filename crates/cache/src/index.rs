@@ -1892,8 +1892,11 @@ impl ClusterIndex {
                         with_claims = true;
                     }
                 }
-                // Every member's, not only pending ones': a victim's claims are freed when it goes.
-                if p.resource_claims.is_some() || !p.extended.is_empty() {
+                // Bound members too: their claims' devices count for their queues and are freed
+                // for a preemptor when they are victims (caldera_session::devices).
+                if !matches!(task.status, TaskStatus::Succeeded | TaskStatus::Failed)
+                    && (p.resource_claims.is_some() || !p.extended.is_empty())
+                {
                     let none = crate::dra::PodClaims::default();
                     let refs = p.resource_claims.as_deref().unwrap_or(&none);
                     task.claims = self.dra.task_claims(refs, &p.extended).map(Arc::new);

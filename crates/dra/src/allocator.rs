@@ -23,6 +23,14 @@ pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
 /// (upstream bounds the search by the scheduling cycle's deadline instead).
 pub const STEP_LIMIT: u64 = 200_000;
 
+/// The specs of a request: itself (`exactly`) or its subrequests.
+fn request_specs(r: &caldera_model::dra::DeviceRequest) -> Vec<&ExactRequest> {
+    match &r.kind {
+        RequestKind::Exactly(e) => vec![e],
+        RequestKind::FirstAvailable(subs) => subs.iter().map(|s| &s.spec).collect(),
+    }
+}
+
 /// The node an allocation is sought for.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeView<'a> {
@@ -80,11 +88,24 @@ impl Allocator {
             }
         }
         let n = inventory.devices.len();
+        let mut selectors = Selectors::for_devices(&inventory.devices);
+        // Every selector the session may need, parsed in one batch.
+        selectors.compile(
+            inventory.classes.iter().flat_map(|c| &c.selectors).chain(
+                inventory
+                    .claims
+                    .iter()
+                    .filter(|c| c.allocation.is_none())
+                    .flat_map(|c| &c.requests)
+                    .flat_map(request_specs)
+                    .flat_map(|e| &e.selectors),
+            ),
+        );
         let mut out = Allocator {
             local,
             shared,
             held: vec![0; n],
-            selectors: Selectors::for_devices(&inventory.devices),
+            selectors,
             inventory,
         };
         let taken: Vec<u32> = out
@@ -303,15 +324,15 @@ impl<'a> Search<'a> {
     /// `validateDeviceRequest`).
     fn prepare(&mut self, node: NodeView) -> Result<(), String> {
         for &claim in self.claims {
-            let key = claim.key();
+            let key = || claim.key();
             if let Some(why) = &claim.unsupported {
-                return Err(format!("claim {key}: {why}"));
+                return Err(format!("claim {}: {why}", key()));
             }
             if claim.deleting {
-                return Err(format!("resourceclaim {key} is being deleted"));
+                return Err(format!("resourceclaim {} is being deleted", key()));
             }
             if claim.allocation.is_some() {
-                return Err(format!("claim {key}: already allocated"));
+                return Err(format!("claim {}: already allocated", key()));
             }
             let mut requests = Vec::with_capacity(claim.requests.len());
             let mut min_devices = 0usize;
@@ -333,7 +354,8 @@ impl<'a> Search<'a> {
             }
             if min_devices > ALLOCATION_RESULTS_MAX {
                 return Err(format!(
-                    "claim {key}: number of requested devices {min_devices} exceeds the claim limit of {ALLOCATION_RESULTS_MAX}"
+                    "claim {}: number of requested devices {min_devices} exceeds the claim limit of {ALLOCATION_RESULTS_MAX}",
+                    key()
                 ));
             }
             self.chosen.push(vec![0; requests.len()]);
@@ -362,16 +384,20 @@ impl<'a> Search<'a> {
         spec: &'a ExactRequest,
         node: NodeView,
     ) -> Result<Alt<'a>, String> {
-        let key = claim.key();
-        let shown = sub.map_or_else(|| base.to_string(), |s| s.to_string());
+        let key = || claim.key();
+        let shown = || sub.unwrap_or(base).to_string();
         if spec.class.is_empty() {
             return Err(format!(
-                "claim {key}, request {shown}: missing device class name (unsupported request type?)"
+                "claim {}, request {}: missing device class name (unsupported request type?)",
+                key(),
+                shown()
             ));
         }
         let class = self.inventory.class(&spec.class).ok_or_else(|| {
             format!(
-                "claim {key}, request {shown}: could not retrieve device class {}: deviceclass.resource.k8s.io \"{}\" not found",
+                "claim {}, request {}: could not retrieve device class {}: deviceclass.resource.k8s.io \"{}\" not found",
+                key(),
+                shown(),
                 spec.class, spec.class
             )
         })?;
@@ -402,7 +428,9 @@ impl<'a> Search<'a> {
                         "currently being updated"
                     };
                     return Err(format!(
-                        "claim {key}, request {shown}: asks for all devices, but resource pool {} is {state}",
+                        "claim {}, request {}: asks for all devices, but resource pool {} is {state}",
+                        key(),
+                        shown(),
                         p.id()
                     ));
                 }

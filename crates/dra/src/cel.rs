@@ -317,6 +317,157 @@ type Content<'a> = (
     &'a std::collections::BTreeMap<Arc<str>, caldera_model::dra::Capacity>,
 );
 
+/// The longest expression kube-apiserver accepts in a selector (10 KiB).
+pub const MAX_LENGTH: usize = 10 * 1024;
+/// The deepest bracket nesting parsed: the parser recurses per level, and a selector is a user's
+/// input, so depth is bounded before it is parsed.
+pub const MAX_NESTING: usize = 64;
+/// The deepest syntax tree evaluated: evaluation recurses per level on the session's thread.
+pub const MAX_DEPTH: usize = 32;
+/// The parser's stack: it runs on a thread of its own with this much (reserved, committed only
+/// as used), since its recursion would overflow a worker thread's on inputs well within
+/// [`MAX_NESTING`].
+const PARSER_STACK: usize = 256 << 20;
+
+/// Compiles `expressions` (each as [`Program::compile`] would), refusing inputs that could
+/// exhaust a stack (too long, nested too deeply) with a compile error instead of crashing the
+/// scheduler. The parser runs on one thread of its own for the whole batch.
+fn compile_all(expressions: Vec<Arc<str>>) -> Vec<Result<Program, Arc<str>>> {
+    let refuse = |why: String| Err(Arc::from(format!("CEL compile error: {why}")));
+    let mut out: Vec<Option<Result<Program, Arc<str>>>> = Vec::with_capacity(expressions.len());
+    let mut to_parse = Vec::new();
+    for (i, e) in expressions.iter().enumerate() {
+        if e.len() > MAX_LENGTH {
+            out.push(Some(refuse(format!(
+                "expression longer than {MAX_LENGTH} bytes"
+            ))));
+        } else if nesting(e) > MAX_NESTING {
+            out.push(Some(refuse(format!(
+                "expression nested more than {MAX_NESTING} levels deep"
+            ))));
+        } else {
+            out.push(None);
+            to_parse.push((i, e.to_string()));
+        }
+    }
+    if !to_parse.is_empty() {
+        let count = to_parse.len();
+        let parsed = std::thread::Builder::new()
+            .name("cel-parser".into())
+            .stack_size(PARSER_STACK)
+            .spawn(move || {
+                to_parse
+                    .into_iter()
+                    .map(|(i, text)| (i, Program::compile(&text).map_err(|e| e.to_string())))
+                    .collect::<Vec<_>>()
+            })
+            .map_err(|e| format!("could not start the parser: {e}"))
+            .and_then(|h| h.join().map_err(|_| "the parser failed".to_string()));
+        match parsed {
+            Ok(results) => {
+                for (i, r) in results {
+                    out[i] = Some(match r {
+                        Err(e) => refuse(e),
+                        Ok(p) if depth(p.expression()) > MAX_DEPTH => {
+                            refuse(format!("expression more than {MAX_DEPTH} levels deep"))
+                        }
+                        Ok(p) => Ok(p),
+                    });
+                }
+            }
+            Err(why) => {
+                for slot in out.iter_mut().filter(|s| s.is_none()).take(count) {
+                    *slot = Some(refuse(why.clone()));
+                }
+            }
+        }
+    }
+    out.into_iter()
+        .map(|r| r.unwrap_or_else(|| refuse("not parsed".into())))
+        .collect()
+}
+
+/// The deepest bracket nesting (`(`, `[`, `{`) outside string literals.
+fn nesting(expression: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in expression.chars() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '"' | '\'' => quote = Some(c),
+                '(' | '[' | '{' => {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+                ')' | ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    max
+}
+
+/// The depth of a syntax tree, walked without recursion.
+fn depth(root: &cel::IdedExpr) -> usize {
+    use cel::common::ast::{EntryExpr, Expr};
+    let mut deepest = 0;
+    let mut stack: Vec<(&cel::IdedExpr, usize)> = vec![(root, 1)];
+    while let Some((e, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        let d = d + 1;
+        match &e.expr {
+            Expr::Call(c) => {
+                stack.extend(c.target.iter().map(|t| (&**t, d)));
+                stack.extend(c.args.iter().map(|a| (a, d)));
+            }
+            Expr::Comprehension(c) => {
+                for part in [
+                    &c.iter_range,
+                    &c.accu_init,
+                    &c.loop_cond,
+                    &c.loop_step,
+                    &c.result,
+                ] {
+                    stack.push((part, d));
+                }
+            }
+            Expr::List(l) => stack.extend(l.elements.iter().map(|x| (x, d))),
+            Expr::Map(m) => {
+                for entry in &m.entries {
+                    if let EntryExpr::MapEntry(me) = &entry.expr {
+                        stack.push((&me.key, d));
+                        stack.push((&me.value, d));
+                    }
+                }
+            }
+            Expr::Struct(st) => {
+                for entry in &st.entries {
+                    match &entry.expr {
+                        EntryExpr::StructField(f) => stack.push((&f.value, d)),
+                        EntryExpr::MapEntry(me) => {
+                            stack.push((&me.key, d));
+                            stack.push((&me.value, d));
+                        }
+                    }
+                }
+            }
+            Expr::Select(sel) => stack.push((&sel.operand, d)),
+            Expr::Unspecified | Expr::Ident(_) | Expr::Literal(_) => {}
+        }
+    }
+    deepest
+}
+
 /// Compiled selectors and their answers per device, kept for a session.
 pub struct Selectors {
     root: Context<'static, 'static>,
@@ -372,12 +523,28 @@ impl Selectors {
         if let Some(&id) = self.ids.get(expression) {
             return id;
         }
-        let id = self.programs.len() as u32;
-        self.programs.push(
-            Program::compile(expression).map_err(|e| Arc::from(format!("CEL compile error: {e}"))),
-        );
-        self.ids.insert(expression.clone(), id);
-        id
+        self.compile(std::iter::once(expression));
+        self.ids.get(expression).copied().unwrap_or(0)
+    }
+
+    /// Compiles every expression not seen yet in one go (one parser thread for the batch):
+    /// the allocator passes all of a session's selectors at once.
+    pub fn compile<'e>(&mut self, expressions: impl IntoIterator<Item = &'e Arc<str>>) {
+        let mut fresh: Vec<Arc<str>> = Vec::new();
+        let mut seen: std::collections::HashSet<&Arc<str>> = std::collections::HashSet::new();
+        for e in expressions {
+            if !self.ids.contains_key(e) && seen.insert(e) {
+                fresh.push(e.clone());
+            }
+        }
+        if fresh.is_empty() {
+            return;
+        }
+        for (e, program) in fresh.iter().zip(compile_all(fresh.clone())) {
+            let id = self.programs.len() as u32;
+            self.programs.push(program);
+            self.ids.insert(e.clone(), id);
+        }
     }
 
     /// The compile error of `expression`, if any.
@@ -553,6 +720,24 @@ mod tests {
         );
         assert_eq!(s.matches(&e, 1, &a), Ok(true));
         assert_eq!(s.answers.len(), 2, "one evaluation per content");
+    }
+
+    #[test]
+    fn selectors_that_could_exhaust_a_stack_are_compile_errors() {
+        let deep_parens = format!("{}true{}", "(".repeat(200), ")".repeat(200));
+        assert!(check(&deep_parens)
+            .unwrap_err()
+            .contains("nested more than"));
+        let long_chain = format!("{}1 > 0", "1 + ".repeat(100));
+        assert!(check(&long_chain).unwrap_err().contains("levels deep"));
+        let too_long = format!("device.driver == \"{}\"", "x".repeat(MAX_LENGTH));
+        assert!(check(&too_long).unwrap_err().contains("longer than"));
+        // Brackets inside string literals are not nesting.
+        let quoted = format!("device.driver != \"{}\"", "(".repeat(200));
+        assert_eq!(check(&quoted), Ok(true));
+        // A realistic selector is far from the limits.
+        let real = r#"device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].productName.startsWith("NVIDIA") && device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0 && device.attributes["gpu.nvidia.com"].driverVersion.isGreaterThan(semver("500.0.0"))"#;
+        assert_eq!(check(real), Ok(true));
     }
 
     #[test]

@@ -214,8 +214,8 @@ pub struct PlacementSpec {
     pub host_ports: Vec<HostPort>,
     /// Inter-pod affinity, anti-affinity and topology spread.
     pub pods: crate::interpod::PodConstraints,
-    /// A scheduling input Caldera does not evaluate (e.g. `spec.resourceClaims`), named for
-    /// the message: such a pod is never placed.
+    /// A scheduling input Caldera does not evaluate (e.g. a `spec.schedulingGroup` without
+    /// `podGroupName`), named for the message: such a pod is never placed.
     pub unsupported: Option<String>,
     /// What the pod's PersistentVolumeClaims ask of a node.
     pub volumes: crate::volume::VolumeNeeds,
