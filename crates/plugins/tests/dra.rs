@@ -114,129 +114,135 @@ fn cluster() -> impl Strategy<Value = Snapshot> {
         prop::collection::vec(node_spec(), 1..6),
         prop::collection::vec(gang_spec(), 1..6),
     )
-        .prop_map(|(nodes, gangs)| {
-            let mut c = Cluster::new();
-            for (i, _) in nodes.iter().enumerate() {
-                let name = format!("n{i}");
-                c = c.node(node(&name).cpu(64).label("kubernetes.io/hostname", &name));
-            }
-            for (g, spec) in gangs.iter().enumerate() {
-                let name = format!("g{g}");
-                c = c.group(podgroup("ns", &name).min_member(spec.min).created(g as i64));
-                c = c.members("ns", &name, spec.members, move |p| {
-                    p.cpu_milli(100).created(g as i64)
+        .prop_map(|(nodes, gangs)| build(&nodes, &gangs))
+}
+
+/// The cluster of `nodes` (n0, n1, ...) publishing devices, and `gangs` (g0, g1, ...) whose
+/// members each use a claim made from their gang's template (and the gang's shared claim).
+fn build(nodes: &[NodeSpec], gangs: &[GangSpec]) -> Snapshot {
+    {
+        let mut c = Cluster::new();
+        for (i, _) in nodes.iter().enumerate() {
+            let name = format!("n{i}");
+            c = c.node(node(&name).cpu(64).label("kubernetes.io/hostname", &name));
+        }
+        for (g, spec) in gangs.iter().enumerate() {
+            let name = format!("g{g}");
+            c = c.group(podgroup("ns", &name).min_member(spec.min).created(g as i64));
+            c = c.members("ns", &name, spec.members, move |p| {
+                p.cpu_milli(100).created(g as i64)
+            });
+        }
+        let mut s = c.snapshot();
+        let inv = &mut s.dra;
+        inv.classes.push(DeviceClass {
+            name: CLASS.into(),
+            selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
+            config: Vec::new(),
+            extended_resource_name: None,
+            created: Time::from_secs(0),
+        });
+        let mut busy_claims = Vec::new();
+        for (i, n) in nodes.iter().enumerate() {
+            let node_name: Arc<str> = Arc::from(format!("n{i}"));
+            for d in 0..n.devices {
+                inv.devices.push(Device {
+                    driver: DRIVER.into(),
+                    pool: node_name.clone(),
+                    name: Arc::from(format!("gpu-{d}")),
+                    attributes: BTreeMap::from([
+                        (
+                            attr("model"),
+                            AttributeValue::String(if d % 3 == 0 { "b" } else { "a" }.into()),
+                        ),
+                        (attr("clique"), AttributeValue::Int(i64::from(d / 4))),
+                    ]),
+                    capacity: BTreeMap::new(),
+                    nodes: DeviceNodes::Node(node_name.clone()),
+                    unsupported: None,
                 });
             }
-            let mut s = c.snapshot();
-            let inv = &mut s.dra;
-            inv.classes.push(DeviceClass {
-                name: CLASS.into(),
-                selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
-                config: Vec::new(),
-                extended_resource_name: None,
-                created: Time::from_secs(0),
-            });
-            let mut busy_claims = Vec::new();
-            for (i, n) in nodes.iter().enumerate() {
-                let node_name: Arc<str> = Arc::from(format!("n{i}"));
-                for d in 0..n.devices {
-                    inv.devices.push(Device {
-                        driver: DRIVER.into(),
-                        pool: node_name.clone(),
-                        name: Arc::from(format!("gpu-{d}")),
-                        attributes: BTreeMap::from([
-                            (
-                                attr("model"),
-                                AttributeValue::String(if d % 3 == 0 { "b" } else { "a" }.into()),
-                            ),
-                            (attr("clique"), AttributeValue::Int(i64::from(d / 4))),
-                        ]),
-                        capacity: BTreeMap::new(),
-                        nodes: DeviceNodes::Node(node_name.clone()),
-                        unsupported: None,
-                    });
-                }
-                if n.busy > 0 {
-                    let mut c = claim(
-                        &format!("busy-n{i}"),
-                        vec![request("gpus", n.busy, false)],
-                        false,
-                    );
-                    c.allocation = Some(caldera_model::Allocation {
-                        devices: (0..n.busy)
-                            .map(|d| caldera_model::DeviceResult {
-                                request: "gpus".into(),
-                                driver: DRIVER.into(),
-                                pool: node_name.clone(),
-                                device: Arc::from(format!("gpu-{d}")),
-                                admin_access: false,
-                            })
-                            .collect(),
-                        config: Vec::new(),
-                        node_selector: Some(vec![caldera_model::SelectorTerm {
-                            expressions: Vec::new(),
-                            fields: vec![caldera_model::Requirement {
-                                key: "metadata.name".into(),
-                                op: caldera_model::SelectorOp::In,
-                                values: vec![node_name.to_string()],
-                            }],
-                        }]),
-                    });
-                    c.reserved_for.push(Consumer {
-                        resource: "pods".into(),
-                        name: Arc::from(format!("elsewhere-{i}")),
-                        uid: Arc::from(format!("uid-elsewhere-{i}")),
-                    });
-                    busy_claims.push(c);
-                }
-            }
-            inv.devices
-                .sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
-            inv.claims.extend(busy_claims);
-            // Each member: a claim made from its gang's template; some gangs share one more.
-            for t in s.tasks.iter_mut() {
-                let job = &s.jobs[t.job];
-                let g: usize = job.name.trim_start_matches('g').parse().unwrap_or(0);
-                let spec = &gangs[g];
-                let own = format!("{}-gpu", t.name);
+            if n.busy > 0 {
                 let mut c = claim(
-                    &own,
-                    vec![request("gpu", spec.count, spec.model_a)],
-                    spec.clique,
+                    &format!("busy-n{i}"),
+                    vec![request("gpus", n.busy, false)],
+                    false,
                 );
-                c.owner = Some(("Pod".into(), t.uid.clone()));
-                s.dra.claims.push(c);
-                let mut claims = vec![PodClaim {
-                    pod_claim: "gpu".into(),
-                    claim: own.into(),
-                    from_template: true,
-                }];
-                if spec.shared {
-                    claims.push(PodClaim {
-                        pod_claim: "shared".into(),
-                        claim: Arc::from(format!("shared-{}", job.name)),
-                        from_template: false,
-                    });
-                }
-                t.claims = Some(Arc::new(TaskClaims {
-                    claims,
-                    ..TaskClaims::default()
-                }));
+                c.allocation = Some(caldera_model::Allocation {
+                    devices: (0..n.busy)
+                        .map(|d| caldera_model::DeviceResult {
+                            request: "gpus".into(),
+                            driver: DRIVER.into(),
+                            pool: node_name.clone(),
+                            device: Arc::from(format!("gpu-{d}")),
+                            admin_access: false,
+                        })
+                        .collect(),
+                    config: Vec::new(),
+                    node_selector: Some(vec![caldera_model::SelectorTerm {
+                        expressions: Vec::new(),
+                        fields: vec![caldera_model::Requirement {
+                            key: "metadata.name".into(),
+                            op: caldera_model::SelectorOp::In,
+                            values: vec![node_name.to_string()],
+                        }],
+                    }]),
+                });
+                c.reserved_for.push(Consumer {
+                    resource: "pods".into(),
+                    name: Arc::from(format!("elsewhere-{i}")),
+                    uid: Arc::from(format!("uid-elsewhere-{i}")),
+                });
+                busy_claims.push(c);
             }
-            for (g, spec) in gangs.iter().enumerate() {
-                if spec.shared {
-                    s.dra.claims.push(claim(
-                        &format!("shared-g{g}"),
-                        vec![request("gpu", 1, false)],
-                        false,
-                    ));
-                }
+        }
+        inv.devices
+            .sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
+        inv.claims.extend(busy_claims);
+        // Each member: a claim made from its gang's template; some gangs share one more.
+        for t in s.tasks.iter_mut() {
+            let job = &s.jobs[t.job];
+            let g: usize = job.name.trim_start_matches('g').parse().unwrap_or(0);
+            let spec = &gangs[g];
+            let own = format!("{}-gpu", t.name);
+            let mut c = claim(
+                &own,
+                vec![request("gpu", spec.count, spec.model_a)],
+                spec.clique,
+            );
+            c.owner = Some(("Pod".into(), t.uid.clone()));
+            s.dra.claims.push(c);
+            let mut claims = vec![PodClaim {
+                pod_claim: "gpu".into(),
+                claim: own.into(),
+                from_template: true,
+            }];
+            if spec.shared {
+                claims.push(PodClaim {
+                    pod_claim: "shared".into(),
+                    claim: Arc::from(format!("shared-{}", job.name)),
+                    from_template: false,
+                });
             }
-            s.dra
-                .claims
-                .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-            s
-        })
+            t.claims = Some(Arc::new(TaskClaims {
+                claims,
+                ..TaskClaims::default()
+            }));
+        }
+        for (g, spec) in gangs.iter().enumerate() {
+            if spec.shared {
+                s.dra.claims.push(claim(
+                    &format!("shared-g{g}"),
+                    vec![request("gpu", 1, false)],
+                    false,
+                ));
+            }
+        }
+        s.dra
+            .claims
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        s
+    }
 }
 
 fn run(s: &Snapshot) -> caldera_session::Outcome {
@@ -252,6 +258,9 @@ proptest! {
     fn devices_are_never_allocated_twice_and_bound_pods_hold_theirs(s in cluster()) {
         let out = run(&s);
         let plan = &out.plan;
+        // The model's own check of a plan's DRA rules agrees.
+        let broken = caldera_model::dra::check_plan(&s, plan);
+        prop_assert!(broken.is_empty(), "{broken:?}");
         // No device allocated twice: the snapshot's allocations and this plan's together.
         let mut taken: BTreeSet<(String, String)> = BTreeSet::new();
         for a in s.dra.claims.iter().filter_map(|c| c.allocation.as_ref()) {
@@ -309,4 +318,41 @@ proptest! {
                 "job {} got {added} members bound, needs {}", j.id, j.min_member);
         }
     }
+}
+
+/// `explain` says why a gang short of devices waits: its members' claims are not allocated,
+/// and the session's reason is kube-scheduler's `cannot allocate all claims`.
+#[test]
+fn explain_names_the_claims_a_gang_cannot_get() {
+    let s = build(
+        &[NodeSpec {
+            devices: 2,
+            busy: 0,
+        }],
+        &[GangSpec {
+            members: 3,
+            min: 3,
+            count: 1,
+            model_a: false,
+            clique: false,
+            shared: false,
+        }],
+    );
+    let scheduler = scheduler(&SchedulerConfig::default()).expect("default config builds");
+    let out = scheduler.run(&s, Time::from_secs(10));
+    assert!(out.plan.binds.is_empty() && out.plan.claim_writes.is_empty());
+    let e = scheduler
+        .explain(&s, Time::from_secs(10), "ns/g0")
+        .expect("the job exists");
+    let text = e.to_string();
+    assert!(
+        text.contains("ns/g0-0 claim gpu (ns/g0-0-gpu): not allocated"),
+        "{text}"
+    );
+    assert!(
+        e.held
+            .as_deref()
+            .is_some_and(|h| h.contains("cannot allocate all claims")),
+        "{text}"
+    );
 }

@@ -420,7 +420,7 @@ impl Devices {
             match &st.allocation {
                 // Asked of a member already placed (the node-choice caches ask again after a
                 // placement, for the next alike member): what another such member would need.
-                Some(_) if st.by_pod.as_deref() == Some(&*task.uid) && c.owner.is_some() => {
+                Some(_) if st.by_pod.as_deref() == Some(&*task.uid) && self.owned_by_pod(ci) => {
                     pending.push(ci)
                 }
                 Some(a) => {
@@ -503,6 +503,14 @@ impl Devices {
         self.decide(task, node, nodes).map(|_| ())
     }
 
+    /// Whether claim `ci` belongs to one pod (made from a template): no other pod uses it.
+    fn owned_by_pod(&self, ci: usize) -> bool {
+        self.inv.claims[ci]
+            .owner
+            .as_ref()
+            .is_some_and(|(kind, _)| &**kind == "Pod")
+    }
+
     fn touch(&self, devices: &[u32], out: &mut Vec<u32>) -> bool {
         for &d in devices {
             match self.local.get(d as usize).copied().unwrap_or(NONE) {
@@ -535,10 +543,7 @@ impl Devices {
             st.by_session = true;
             st.by_pod = Some(task.uid.clone());
             // Another pod may use this claim: where it may go changed everywhere.
-            everywhere |= !self.inv.claims[ci]
-                .owner
-                .as_ref()
-                .is_some_and(|(k, _)| &**k == "Pod");
+            everywhere |= !self.owned_by_pod(ci);
         }
         for &ci in &d.used {
             if !self.inv.claims[ci].reserved_for_pod(&task.uid) {
@@ -581,10 +586,7 @@ impl Devices {
         for &ci in &taken.allocated {
             let held = std::mem::take(&mut self.claims[ci].held);
             everywhere |= self.touch(&held, &mut touched);
-            everywhere |= !self.inv.claims[ci]
-                .owner
-                .as_ref()
-                .is_some_and(|(k, _)| &**k == "Pod");
+            everywhere |= !self.owned_by_pod(ci);
             self.allocator.get_mut().release(&held);
             let st = &mut self.claims[ci];
             st.allocation = None;
@@ -777,6 +779,64 @@ impl Devices {
             name: &node.name,
             labels: &node.labels,
         })
+    }
+
+    /// What `task` (index `ti`)'s claims are, for `explain`: one line per claim.
+    pub fn describe(&self, ti: usize, task: &Task) -> Vec<String> {
+        let Some(tc) = &task.claims else {
+            return Vec::new();
+        };
+        let key = task.key();
+        if let Some(w) = &tc.waiting {
+            return vec![format!("{key}: {w}")];
+        }
+        let mut out = Vec::new();
+        for pc in &tc.claims {
+            let name = format!(
+                "{key} claim {} ({}/{})",
+                pc.pod_claim, task.namespace, pc.claim
+            );
+            let Some(ci) = self.inv.claim_index(&task.namespace, &pc.claim) else {
+                out.push(format!("{name}: not found"));
+                continue;
+            };
+            let st = &self.claims[ci];
+            let line = match &st.allocation {
+                Some(a) => {
+                    let devices: Vec<String> = a
+                        .devices
+                        .iter()
+                        .map(|r| format!("{}/{}/{}", r.driver, r.pool, r.device))
+                        .collect();
+                    let node = a
+                        .node()
+                        .map_or_else(|| "any node".to_string(), |n| n.to_string());
+                    let by = if st.by_session && self.placed.contains_key(&ti) {
+                        "allocated by this session"
+                    } else if st.by_session {
+                        "allocated by this session for another member"
+                    } else {
+                        "allocated before"
+                    };
+                    format!("{name}: {by}, for {node}: {}", devices.join(", "))
+                }
+                None => format!("{name}: not allocated"),
+            };
+            out.push(line);
+        }
+        if let Some(b) = self.placed.get(&ti).and_then(|t| t.extended.as_ref()) {
+            let devices: Vec<String> = b
+                .allocation
+                .devices
+                .iter()
+                .map(|r| format!("{}/{}/{}", r.driver, r.pool, r.device))
+                .collect();
+            out.push(format!(
+                "{key} extended resources served by devices: {}",
+                devices.join(", ")
+            ));
+        }
+        out
     }
 
     /// Whether every claim of placed task `ti` is allocated (the fit check makes it so; the

@@ -68,6 +68,8 @@ pub struct Explanation {
     /// Volume binding: each member that keeps its node until its claims are bound, with what
     /// is written for each claim; or why the wait for volumes ended.
     pub volumes: Vec<String>,
+    /// DRA: each member's claims, allocated (where, which devices, by whom) or not.
+    pub claims: Vec<String>,
 }
 
 impl Scheduler {
@@ -119,6 +121,11 @@ impl Scheduler {
         held_on.sort();
         held_on.dedup();
         let volumes = volume_lines(&ssn, ji);
+        let claims: Vec<String> = ssn.state.jobs[ji]
+            .tasks
+            .iter()
+            .flat_map(|&t| ssn.state.devices.describe(t, &ssn.state.tasks[t]))
+            .collect();
         let topology = snapshot.jobs[ji].topology.as_ref().map(|rule| {
             let mode = if rule.required { "hard" } else { "soft" };
             let limit = match (&rule.highest, rule.required) {
@@ -180,6 +187,7 @@ impl Scheduler {
             victims,
             held_on,
             volumes,
+            claims,
             topology,
             sub_groups,
         })
@@ -386,6 +394,15 @@ impl fmt::Display for Explanation {
                 "  volumes (members are bound only once every claim is bound):"
             )?;
             for line in &self.volumes {
+                writeln!(f, "    {line}")?;
+            }
+        }
+        if !self.claims.is_empty() {
+            writeln!(
+                f,
+                "  DRA claims (allocated with their member's node, or not at all):"
+            )?;
+            for line in &self.claims {
                 writeln!(f, "    {line}")?;
             }
         }

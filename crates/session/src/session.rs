@@ -821,6 +821,9 @@ impl Session {
                 return (0, Some(r));
             }
         }
+        if let Err(r) = self.state.devices.check(t, node, &self.state.nodes) {
+            return (0, Some(r));
+        }
         let mut probe = n.clone();
         let mut fit = 0u32;
         // Bounded: at most max_pods members fit on any node.

@@ -509,20 +509,37 @@ fn is_gpu(name: &str) -> bool {
 
 /// One bar per node with GPUs: `node-a  [######..]  6/8 nvidia.com/gpu`, then how many are
 /// free in all. A bar has a cell per GPU up to 16, and is scaled to 16 cells beyond.
+/// DRA devices are shown the same way, per driver (`6/8 gpu.nvidia.com`): those a node reaches
+/// and how many are allocated.
 pub fn gpu_view(sim: &Simulation) -> Option<String> {
     let usage = node_usage(sim.store());
     let mut lines: Vec<(String, String, String)> = Vec::new();
     let mut totals: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    let inventory = sim.snapshot().dra;
+    let devices = (!inventory.devices.is_empty()).then(|| caldera_dra::Allocator::new(inventory));
     for node in sim
         .store()
         .nodes()
         .filter_map(|n| caldera_cache::node(n).ok())
     {
-        for (resource, total) in node.allocatable.iter().filter(|(r, _)| is_gpu(r)) {
-            let used = usage
-                .get(&*node.name)
-                .map(|(r, _)| r.get(resource))
-                .unwrap_or(0);
+        let gpus = node
+            .allocatable
+            .iter()
+            .filter(|(r, _)| is_gpu(r))
+            .map(|(r, total)| {
+                let used = usage.get(&*node.name).map(|(u, _)| u.get(r)).unwrap_or(0);
+                (r.to_string(), used, total)
+            });
+        let by_driver = devices.iter().flat_map(|a| {
+            a.usage(caldera_dra::NodeView {
+                name: &node.name,
+                labels: &node.labels,
+            })
+        });
+        let by_driver =
+            by_driver.map(|u| (u.driver.to_string(), i64::from(u.used), i64::from(u.total)));
+        for (resource, used, total) in gpus.chain(by_driver).collect::<Vec<_>>() {
+            let resource = resource.as_str();
             let sum = totals.entry(resource.to_string()).or_default();
             sum.0 += used.clamp(0, total);
             sum.1 += total;
