@@ -31,22 +31,16 @@ struct Timed {
     pending_gangs: usize,
 }
 
-/// `Scheduler::run`, one action at a time so each can be timed.
-fn run_timed(
-    scheduler: &Scheduler,
-    actions: &[caldera_config::Action],
-    snapshot: &Snapshot,
-    now: Time,
-) -> Timed {
+/// `Scheduler::run`, one action at a time so each can be timed. The scheduler's own actions,
+/// built with their arguments (a `consolidate` made afresh by name would have the defaults).
+fn run_timed(scheduler: &Scheduler, snapshot: &Snapshot, now: Time) -> Timed {
     let mut ssn = scheduler.open(snapshot, now);
+    let actions = scheduler.actions();
     let mut timings = Vec::with_capacity(actions.len());
-    for a in actions {
-        // The scheduler was built from the same config, so every action exists.
-        if let Some(action) = caldera_session::action(a.name()) {
-            let started = std::time::Instant::now();
-            action.execute(&mut ssn);
-            timings.push((a.name(), started.elapsed()));
-        }
+    for action in actions {
+        let started = std::time::Instant::now();
+        action.execute(&mut ssn);
+        timings.push((action.name(), started.elapsed()));
     }
     let st = &ssn.state;
     let pending_gangs = (0..st.jobs.len())
@@ -312,9 +306,8 @@ async fn session(
     };
     let started = std::time::Instant::now();
     let scheduler = active.scheduler.clone();
-    let actions = active.config.actions.clone();
     let joined = tokio::task::spawn_blocking(move || {
-        let timed = run_timed(&scheduler, &actions, &snapshot, now);
+        let timed = run_timed(&scheduler, &snapshot, now);
         (timed, snapshot)
     })
     .await;

@@ -283,6 +283,12 @@ impl Scheduler {
         ssn
     }
 
+    /// The actions, in order, as the config built them (with their arguments: `consolidate`'s
+    /// `minRuntime`, ...), for a caller that runs them one at a time.
+    pub fn actions(&self) -> &[Arc<dyn Action>] {
+        &self.actions
+    }
+
     /// Runs one full session: open, every action in order, close.
     pub fn run(&self, snapshot: &Snapshot, now: Time) -> Outcome {
         self.run_owned(snapshot.clone(), now)
