@@ -22,9 +22,9 @@
 //! started. The search is node by node first: for each node, the cheapest units on it that
 //! cover what the job lacks there; nodes are tried cheapest plan first (at most
 //! [`NODE_PLANS`]; among plans alike, the node the gang then fills tightest), so a one-node
-//! gang on a large cluster costs a handful of probes. Moved pods go where they fit tightest,
-//! so a move fills the smallest holes and leaves big ones for the gangs that need them. A gang
-//! that needs more than one node falls back to taking units cluster-wide, cheapest first.
+//! gang on a large cluster costs a handful of probes (a gang spanning nodes then tries the
+//! [`CLUSTER_UNITS`] cheapest units cluster-wide). Moved pods go where they fit tightest,
+//! so a move fills the smallest holes and leaves big ones for the gangs that need them.
 //! `maxPods` and `maxGPUs` bound what one session moves.
 //!
 //! **Held room.** The waiting job's members are held and nominated as a preemptor's are. The
@@ -46,6 +46,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// At most this many node plans are probed for one waiting job.
 pub const NODE_PLANS: usize = 8;
+
+/// At most this many units (cheapest first) are taken in the cluster-wide plan, each followed
+/// by a probe: a gang that needs more moves than that is not served by consolidation.
+pub const CLUSTER_UNITS: usize = 32;
 
 /// One decided consolidation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -317,6 +321,7 @@ fn consolidate_for(
                 tried_all = true;
                 (0..pool.units.len())
                     .filter(|&i| pool.eligible(i, job, priority, budget))
+                    .take(CLUSTER_UNITS)
                     .collect()
             }
             None => break,
