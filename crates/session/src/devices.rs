@@ -267,6 +267,10 @@ pub fn fold(snapshot: &mut Snapshot, allocator: &mut Allocator) -> BTreeMap<Arc<
                 continue;
             };
             match &c.allocation {
+                // A pending member's claim allocated already holds its device on the node
+                // (counted there as used): counting it again in the request would count it
+                // twice where the member lands.
+                Some(_) if t.status == caldera_model::TaskStatus::Pending => {}
                 Some(a) => {
                     for r in a.devices.iter().filter(|r| !r.admin_access) {
                         if let Some(res) = result_class(c, r).and_then(&ext_of) {
