@@ -662,8 +662,8 @@ pub(crate) const JOBS: ResourceId = 19;
 pub(crate) const NATIVE_PODGROUPS: ResourceId = 21;
 pub(crate) const RESOURCE_CLAIMS: ResourceId = 27;
 pub(crate) const CLAIM_TEMPLATES: ResourceId = 28;
-pub(crate) const REPLICASETS: ResourceId = 25;
-pub(crate) const DEPLOYMENTS: ResourceId = 26;
+pub(crate) const REPLICASETS: ResourceId = 29;
+pub(crate) const DEPLOYMENTS: ResourceId = 30;
 
 /// Finds the resource served at `/{group}/{version}/{plural}`.
 pub(crate) fn find_served(
@@ -883,6 +883,32 @@ pub(crate) fn aggregated_discovery(core: bool, served: Served) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every named id points at the resource its name says (ids are positions in RESOURCES,
+    /// so a resource inserted before another moves it).
+    #[test]
+    fn named_ids_point_at_their_resources() {
+        let named = [
+            (PODS, "", "pods"),
+            (NODES, "", "nodes"),
+            (NAMESPACES, "", "namespaces"),
+            (RUNTIME_CLASSES, "node.k8s.io", "runtimeclasses"),
+            (PRIORITY_CLASSES, "scheduling.k8s.io", "priorityclasses"),
+            (BUDGETS, "policy", "poddisruptionbudgets"),
+            (CLAIMS, "", "persistentvolumeclaims"),
+            (VOLUMES, "", "persistentvolumes"),
+            (STORAGE_CLASSES, "storage.k8s.io", "storageclasses"),
+            (JOBS, "batch", "jobs"),
+            (NATIVE_PODGROUPS, "scheduling.k8s.io", "podgroups"),
+            (RESOURCE_CLAIMS, "resource.k8s.io", "resourceclaims"),
+            (CLAIM_TEMPLATES, "resource.k8s.io", "resourceclaimtemplates"),
+            (REPLICASETS, "apps", "replicasets"),
+            (DEPLOYMENTS, "apps", "deployments"),
+        ];
+        for (id, group, plural) in named {
+            assert_eq!((def(id).group, def(id).plural), (group, plural), "id {id}");
+        }
+    }
 
     #[test]
     fn resolve_accepts_every_spelling() {
