@@ -282,6 +282,44 @@ fn index_of(objects: &gen::Objects) -> ClusterIndex {
 /// Members per sub-group in the network-topology figure.
 const SUB_GROUP: u32 = 16;
 
+/// The network-topology figure on its own (`caldera bench session --only topology`): the
+/// `topology_*` fields of [`SessionResult`], with the unconstrained run's counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct TopologyResult {
+    /// Nodes.
+    pub nodes: usize,
+    /// Members placed in the session with the topology rules.
+    pub topology_placements: u64,
+    /// Session time of that run.
+    pub topology_session_seconds: f64,
+    /// topology_placements / topology_session_seconds.
+    pub topology_placements_per_second: f64,
+    /// Members placed in the same run without any rule.
+    pub topology_unconstrained_placements: u64,
+    /// Session time of that run.
+    pub topology_unconstrained_session_seconds: f64,
+    /// topology_unconstrained_placements / topology_unconstrained_session_seconds.
+    pub topology_unconstrained_placements_per_second: f64,
+    /// Peak resident set size so far.
+    pub peak_rss_bytes: u64,
+}
+
+/// Runs only the network-topology figure at `nodes` nodes.
+pub fn topology(nodes: usize, seed: u64) -> TopologyResult {
+    let ((placements, seconds), (plain_placements, plain_seconds)) = topology_figure(nodes, seed);
+    TopologyResult {
+        nodes,
+        topology_placements: placements,
+        topology_session_seconds: seconds,
+        topology_placements_per_second: placements as f64 / seconds.max(1e-9),
+        topology_unconstrained_placements: plain_placements,
+        topology_unconstrained_session_seconds: plain_seconds,
+        topology_unconstrained_placements_per_second: plain_placements as f64
+            / plain_seconds.max(1e-9),
+        peak_rss_bytes: crate::peak_rss_bytes(),
+    }
+}
+
 /// The network-topology figure (see [`SessionResult::topology_placements`]). Returns
 /// (placements, seconds) with the topology rules, then (placements, seconds) without them.
 fn topology_figure(nodes: usize, seed: u64) -> ((u64, f64), (u64, f64)) {
