@@ -37,6 +37,9 @@ pub enum Figure {
     /// The network-topology figure (`topology_placements_per_second` and its unconstrained
     /// pair).
     Topology,
+    /// The first session (10 queues) and the hierarchical-queue figure (1,000 queues, flat
+    /// and as a tree) on the same cluster and workload.
+    Queues,
 }
 
 /// `caldera bench` arguments.
@@ -172,6 +175,13 @@ pub fn run(args: BenchArgs) -> CommandResult {
                 .map(|&n| session::topology(n, args.seed))
                 .collect();
             print_topology(&results, args.output)
+        }
+        Kind::Session if args.only == Some(Figure::Queues) => {
+            let results: Vec<session::QueuesResult> = nodes
+                .iter()
+                .map(|&n| session::queues(n, args.running_pods, args.pending_pods, args.seed))
+                .collect();
+            print_queues(&results, args.output)
         }
         Kind::Session => {
             let mut results: Vec<SessionResult> = Vec::new();
@@ -427,6 +437,34 @@ fn print_topology(results: &[session::TopologyResult], format: Format) -> Comman
             r.topology_unconstrained_session_seconds,
             r.topology_unconstrained_placements_per_second,
             r.peak_rss_bytes >> 20
+        )?;
+    }
+    Ok(())
+}
+
+fn print_queues(results: &[session::QueuesResult], format: Format) -> CommandResult {
+    let mut out = std::io::stdout().lock();
+    if format == Format::Json {
+        writeln!(out, "{}", serde_json::to_string_pretty(results)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:>7} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8} {:>8}",
+        "nodes", "10 queues", "placed", "1000 flat", "placed", "1000 tree", "placed", "ratio"
+    )?;
+    for r in results {
+        writeln!(
+            out,
+            "{:>7} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>8.2}",
+            r.nodes,
+            r.session_seconds,
+            r.placements,
+            r.flat_queues_session_seconds,
+            r.flat_queues_placements,
+            r.hierarchical_session_seconds,
+            r.hierarchical_placements,
+            r.queues_ratio
         )?;
     }
     Ok(())
