@@ -193,6 +193,63 @@ fn hierarchy_figure(shape: &Shape, now: Time) -> (f64, u64, f64, u64) {
     (flat_seconds, flat_placements, tree_seconds, tree_placements)
 }
 
+/// The queue figures on their own (`caldera bench session --only queues`): the first
+/// session (10 queues, the shipped config) and the hierarchical-queue figure's two sessions
+/// over [`TREE_LEAVES`] queues, on the same cluster and workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueuesResult {
+    /// Nodes.
+    pub nodes: usize,
+    /// Session time with 10 queues (the first session of [`SessionResult`]).
+    pub session_seconds: f64,
+    /// Members placed in it.
+    pub placements: u64,
+    /// See [`SessionResult::flat_queues_session_seconds`].
+    pub flat_queues_session_seconds: f64,
+    /// Members placed in that session.
+    pub flat_queues_placements: u64,
+    /// See [`SessionResult::hierarchical_session_seconds`].
+    pub hierarchical_session_seconds: f64,
+    /// Members placed in that session.
+    pub hierarchical_placements: u64,
+    /// flat_queues_session_seconds / session_seconds: what 1,000 queues cost over 10.
+    pub queues_ratio: f64,
+}
+
+/// Runs only the queue figures at `nodes` nodes.
+pub fn queues(nodes: usize, running_pods: usize, pending_pods: usize, seed: u64) -> QueuesResult {
+    let shape = Shape {
+        nodes,
+        running_pods,
+        pending_pods,
+        queues: 10,
+        seed,
+    };
+    let now = Time::from_secs(1_767_225_600);
+    let scheduler =
+        caldera_plugins::scheduler(&SchedulerConfig::default()).expect("shipped config builds");
+    let idx = index_of(&gen::cluster(&shape));
+    let snapshot = idx.snapshot(&SnapshotOptions::default());
+    drop(idx);
+    let t = Instant::now();
+    let outcome = scheduler.run_owned(snapshot, now);
+    let session_seconds = t.elapsed().as_secs_f64();
+    let placements = outcome.stats.placements;
+    drop(outcome);
+    let (flat_seconds, flat_placements, tree_seconds, tree_placements) =
+        hierarchy_figure(&shape, now);
+    QueuesResult {
+        nodes,
+        session_seconds,
+        placements,
+        flat_queues_session_seconds: flat_seconds,
+        flat_queues_placements: flat_placements,
+        hierarchical_session_seconds: tree_seconds,
+        hierarchical_placements: tree_placements,
+        queues_ratio: flat_seconds / session_seconds.max(1e-9),
+    }
+}
+
 /// Pending high-priority gangs in the preemption figure.
 pub const PREEMPTORS: usize = 1_000;
 
@@ -504,6 +561,44 @@ fn index_of(objects: &gen::Objects) -> ClusterIndex {
 
 /// Members per sub-group in the network-topology figure.
 const SUB_GROUP: u32 = 16;
+
+/// The network-topology figure on its own (`caldera bench session --only topology`): the
+/// `topology_*` fields of [`SessionResult`], with the unconstrained run's counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct TopologyResult {
+    /// Nodes.
+    pub nodes: usize,
+    /// Members placed in the session with the topology rules.
+    pub topology_placements: u64,
+    /// Session time of that run.
+    pub topology_session_seconds: f64,
+    /// topology_placements / topology_session_seconds.
+    pub topology_placements_per_second: f64,
+    /// Members placed in the same run without any rule.
+    pub topology_unconstrained_placements: u64,
+    /// Session time of that run.
+    pub topology_unconstrained_session_seconds: f64,
+    /// topology_unconstrained_placements / topology_unconstrained_session_seconds.
+    pub topology_unconstrained_placements_per_second: f64,
+    /// Peak resident set size so far.
+    pub peak_rss_bytes: u64,
+}
+
+/// Runs only the network-topology figure at `nodes` nodes.
+pub fn topology(nodes: usize, seed: u64) -> TopologyResult {
+    let ((placements, seconds), (plain_placements, plain_seconds)) = topology_figure(nodes, seed);
+    TopologyResult {
+        nodes,
+        topology_placements: placements,
+        topology_session_seconds: seconds,
+        topology_placements_per_second: placements as f64 / seconds.max(1e-9),
+        topology_unconstrained_placements: plain_placements,
+        topology_unconstrained_session_seconds: plain_seconds,
+        topology_unconstrained_placements_per_second: plain_placements as f64
+            / plain_seconds.max(1e-9),
+        peak_rss_bytes: crate::peak_rss_bytes(),
+    }
+}
 
 /// The network-topology figure (see [`SessionResult::topology_placements`]). Returns
 /// (placements, seconds) with the topology rules, then (placements, seconds) without them.

@@ -54,3 +54,18 @@ fn dra_figure_at_full_size() {
     );
     assert_eq!(placed, 20_000);
 }
+
+#[test]
+fn figures_run_alone_place_what_the_full_bench_places() {
+    // `caldera bench session --only topology|queues` measure the same sessions as the full
+    // bench: same seed, same members placed.
+    let full = caldera_bench::session::run(40, 200, 100, 20, 7);
+    let topology = caldera_bench::session::topology(40, 7);
+    assert!(topology.topology_placements > 0, "{topology:?}");
+    assert_eq!(topology.topology_placements, full.topology_placements);
+    assert!(topology.topology_unconstrained_session_seconds > 0.0);
+    let queues = caldera_bench::session::queues(40, 200, 100, 7);
+    assert_eq!(queues.placements, full.placements);
+    assert_eq!(queues.flat_queues_placements, full.flat_queues_placements);
+    assert_eq!(queues.hierarchical_placements, full.hierarchical_placements);
+}

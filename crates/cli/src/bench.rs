@@ -31,6 +31,17 @@ pub enum Kind {
     ColdStart,
 }
 
+/// A figure of `caldera bench session` run on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Figure {
+    /// The network-topology figure (`topology_placements_per_second` and its unconstrained
+    /// pair).
+    Topology,
+    /// The first session (10 queues) and the hierarchical-queue figure (1,000 queues, flat
+    /// and as a tree) on the same cluster and workload.
+    Queues,
+}
+
 /// `caldera bench` arguments.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -83,6 +94,9 @@ pub struct BenchArgs {
     /// `e2e`: `podScheduledEvents` of the scheduler's config.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pod_scheduled_events: bool,
+    /// `session`: run only this figure (the others take minutes on a big cluster).
+    #[arg(long)]
+    only: Option<Figure>,
     /// Seed of the synthetic workload.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -154,6 +168,20 @@ pub fn run(args: BenchArgs) -> CommandResult {
                 }
             }
             Ok(())
+        }
+        Kind::Session if args.only == Some(Figure::Topology) => {
+            let results: Vec<session::TopologyResult> = nodes
+                .iter()
+                .map(|&n| session::topology(n, args.seed))
+                .collect();
+            print_topology(&results, args.output)
+        }
+        Kind::Session if args.only == Some(Figure::Queues) => {
+            let results: Vec<session::QueuesResult> = nodes
+                .iter()
+                .map(|&n| session::queues(n, args.running_pods, args.pending_pods, args.seed))
+                .collect();
+            print_queues(&results, args.output)
         }
         Kind::Session => {
             let mut results: Vec<SessionResult> = Vec::new();
@@ -403,6 +431,62 @@ fn print_e2e(results: &[E2eResult], format: Format) -> CommandResult {
             r.kube_api_qps,
             r.kube_api_burst,
             r.bind_concurrency
+        )?;
+    }
+    Ok(())
+}
+
+fn print_topology(results: &[session::TopologyResult], format: Format) -> CommandResult {
+    let mut out = std::io::stdout().lock();
+    if format == Format::Json {
+        writeln!(out, "{}", serde_json::to_string_pretty(results)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:>7} {:>10} {:>10} {:>12} {:>10} {:>10} {:>12} {:>9}",
+        "nodes", "placed", "session", "topology/s", "placed", "session", "untopo/s", "peakRSS"
+    )?;
+    for r in results {
+        writeln!(
+            out,
+            "{:>7} {:>10} {:>9.3}s {:>12.0} {:>10} {:>9.3}s {:>12.0} {:>8}M",
+            r.nodes,
+            r.topology_placements,
+            r.topology_session_seconds,
+            r.topology_placements_per_second,
+            r.topology_unconstrained_placements,
+            r.topology_unconstrained_session_seconds,
+            r.topology_unconstrained_placements_per_second,
+            r.peak_rss_bytes >> 20
+        )?;
+    }
+    Ok(())
+}
+
+fn print_queues(results: &[session::QueuesResult], format: Format) -> CommandResult {
+    let mut out = std::io::stdout().lock();
+    if format == Format::Json {
+        writeln!(out, "{}", serde_json::to_string_pretty(results)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:>7} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8} {:>8}",
+        "nodes", "10 queues", "placed", "1000 flat", "placed", "1000 tree", "placed", "ratio"
+    )?;
+    for r in results {
+        writeln!(
+            out,
+            "{:>7} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>8.2}",
+            r.nodes,
+            r.session_seconds,
+            r.placements,
+            r.flat_queues_session_seconds,
+            r.flat_queues_placements,
+            r.hierarchical_session_seconds,
+            r.hierarchical_placements,
+            r.queues_ratio
         )?;
     }
     Ok(())

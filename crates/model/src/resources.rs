@@ -2,8 +2,9 @@
 
 use crate::quantity::{format_bytes, format_milli, parse_quantity, QuantityError, Scale};
 use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, RwLock};
 
 /// Name of a resource (`cpu`, `memory`, `nvidia.com/gpu`, ...).
 pub type ResourceName = Arc<str>;
@@ -28,6 +29,43 @@ pub struct Resources {
     pub memory: i64,
     /// Every other resource, sorted by name, without zero entries.
     scalars: Vec<(ResourceName, i64)>,
+}
+
+/// At most this many distinct resource names are interned; further ones get an allocation of
+/// their own (still correct, only slower to compare), so odd names cannot grow the set for ever.
+const INTERNED_NAMES: usize = 4096;
+
+/// The one shared allocation of resource name `name`. A cluster names a handful of resources
+/// over and over (every request of every pod says `nvidia.com/gpu`): with one allocation per
+/// name, comparing names is mostly comparing pointers, and the session's passes over hundreds
+/// of thousands of requests do not read as many scattered copies of the same string (those
+/// reads were the largest cost of a big session). Deterministic: which allocation a name gets
+/// never changes a result.
+fn intern(name: &str) -> ResourceName {
+    static NAMES: OnceLock<RwLock<HashSet<ResourceName>>> = OnceLock::new();
+    let names = NAMES.get_or_init(RwLock::default);
+    if let Ok(set) = names.read() {
+        if let Some(n) = set.get(name) {
+            return n.clone();
+        }
+    }
+    let Ok(mut set) = names.write() else {
+        // A thread panicked while holding the lock: names still work, uninterned.
+        return Arc::from(name);
+    };
+    if let Some(n) = set.get(name) {
+        return n.clone();
+    }
+    let n: ResourceName = Arc::from(name);
+    if set.len() < INTERNED_NAMES {
+        set.insert(n.clone());
+    }
+    n
+}
+
+/// Whether two names are the same: by address first (interned names), then by content.
+fn same_name(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
 }
 
 /// Whether a resource is counted in bytes (and printed with binary suffixes).
@@ -100,7 +138,7 @@ impl Resources {
                 }
                 Err(i) => {
                     if value != 0 {
-                        self.scalars.insert(i, (Arc::from(name), value));
+                        self.scalars.insert(i, (intern(name), value));
                     }
                 }
             },
@@ -130,17 +168,54 @@ impl Resources {
     pub fn add(&mut self, other: &Resources) {
         self.cpu = self.cpu.saturating_add(other.cpu);
         self.memory = self.memory.saturating_add(other.memory);
-        for (n, v) in &other.scalars {
-            self.add_named(n, *v);
-        }
+        self.merge_scalars(other, |v| v);
     }
 
     /// `self -= other`.
     pub fn sub(&mut self, other: &Resources) {
         self.cpu = self.cpu.saturating_sub(other.cpu);
         self.memory = self.memory.saturating_sub(other.memory);
-        for (n, v) in &other.scalars {
-            self.add_named(n, -*v);
+        self.merge_scalars(other, i64::wrapping_neg);
+    }
+
+    /// Adds `sign(v)` of every scalar of `other` (saturating), keeping the list sorted and
+    /// free of zeros. Sums of alike requests have the same names in the same order: those add
+    /// up pairwise; otherwise each name is found by binary search, and a new one takes
+    /// `other`'s allocation.
+    fn merge_scalars(&mut self, other: &Resources, sign: impl Fn(i64) -> i64) {
+        if other.scalars.is_empty() {
+            return;
+        }
+        let alike = self.scalars.len() == other.scalars.len()
+            && self
+                .scalars
+                .iter()
+                .zip(&other.scalars)
+                .all(|((a, _), (b, _))| same_name(a, b));
+        if alike {
+            for ((_, v), (_, w)) in self.scalars.iter_mut().zip(&other.scalars) {
+                *v = v.saturating_add(sign(*w));
+            }
+            self.scalars.retain(|(_, v)| *v != 0);
+            return;
+        }
+        for (n, w) in &other.scalars {
+            match self.scalars.binary_search_by(|(m, _)| (**m).cmp(&**n)) {
+                Ok(i) => {
+                    let v = self.scalars[i].1.saturating_add(sign(*w));
+                    if v == 0 {
+                        self.scalars.remove(i);
+                    } else {
+                        self.scalars[i].1 = v;
+                    }
+                }
+                Err(i) => {
+                    let v = sign(*w);
+                    if v != 0 {
+                        self.scalars.insert(i, (n.clone(), v));
+                    }
+                }
+            }
         }
     }
 
@@ -219,7 +294,7 @@ impl Resources {
             return self
                 .scalars
                 .iter()
-                .find(|(n, _)| **n == *name)
+                .find(|(n, _)| same_name(n, name))
                 .map_or(0, |(_, v)| *v);
         }
         self.scalars
@@ -312,6 +387,39 @@ mod tests {
             gpu(1).insufficient(&no_gpu).collect::<Vec<_>>(),
             vec!["nvidia.com/gpu"]
         );
+    }
+
+    #[test]
+    fn sums_alike_and_unlike_vectors_alike() {
+        // The pairwise path (same names) and the merging one (names differ) give what
+        // adding name by name gives, zeros dropped.
+        let mut by_name = Resources::new();
+        let mut summed = Resources::new();
+        let parts = [
+            Resources::from_pairs([("nvidia.com/gpu", 2), ("pods", 1)]),
+            Resources::from_pairs([("nvidia.com/gpu", 3), ("pods", 1)]),
+            Resources::from_pairs([("example.com/fpga", 1), ("pods", -2)]),
+            Resources::from_pairs([("nvidia.com/gpu", -5), ("a.io/x", 7)]),
+        ];
+        for p in &parts {
+            for (n, v) in p.iter() {
+                by_name.add_named(n, v);
+            }
+            summed.add(p);
+        }
+        assert_eq!(summed, by_name);
+        assert_eq!(
+            summed.iter().collect::<Vec<_>>(),
+            vec![("a.io/x", 7), ("example.com/fpga", 1)]
+        );
+        for p in &parts {
+            summed.sub(p);
+        }
+        assert!(summed.is_empty(), "{summed}");
+        // Names from separate parses share one allocation.
+        let (a, b) = (gpu(1), gpu(2));
+        let (na, nb) = (a.names().last().unwrap(), b.names().last().unwrap());
+        assert!(std::ptr::eq(na, nb));
     }
 
     #[test]

@@ -118,17 +118,29 @@ impl SubGroupPolicy {
     /// `matchLabelKeys`, joined by `-` as Volcano names it), or `None` when the policy does
     /// not take it.
     pub fn key_of(&self, labels: &BTreeMap<String, String>) -> Option<String> {
+        let mut key = String::new();
+        self.write_key(labels, &mut key).then_some(key)
+    }
+
+    /// [`SubGroupPolicy::key_of`] into `key` (cleared first; nothing allocated once it has
+    /// room): whether the policy takes the member.
+    fn write_key(&self, labels: &BTreeMap<String, String>, key: &mut String) -> bool {
+        key.clear();
         if self.selector.as_ref().is_some_and(|s| !s.matches(labels)) {
-            return None;
+            return false;
         }
-        let mut values = Vec::with_capacity(self.match_label_keys.len());
-        for key in &self.match_label_keys {
-            match labels.get(key) {
-                Some(v) if !v.is_empty() => values.push(v.as_str()),
-                _ => return None,
+        for (i, k) in self.match_label_keys.iter().enumerate() {
+            match labels.get(k) {
+                Some(v) if !v.is_empty() => {
+                    if i > 0 {
+                        key.push('-');
+                    }
+                    key.push_str(v);
+                }
+                _ => return false,
             }
         }
-        Some(values.join("-"))
+        true
     }
 }
 
@@ -154,32 +166,53 @@ pub fn split_sub_groups<'a>(
     if policies.is_empty() {
         return Vec::new();
     }
-    let mut groups: BTreeMap<(u32, String), Vec<usize>> = BTreeMap::new();
+    // Per policy, per key: the index of its member list. Members of a sub-group usually come
+    // one after another, so the previous member's list is tried first; the key is written
+    // into one buffer, and copied only for a new sub-group.
+    let mut index: BTreeMap<u32, BTreeMap<String, usize>> = BTreeMap::new();
+    let mut lists: Vec<Vec<usize>> = Vec::new();
+    let (mut key, mut last_key) = (String::new(), String::new());
+    let mut last: Option<(u32, usize)> = None;
     for (task, labels) in members {
-        let taken = policies
-            .iter()
-            .enumerate()
-            .find_map(|(i, p)| p.key_of(labels).map(|k| (i as u32, k)));
-        if let Some(key) = taken {
-            groups.entry(key).or_default().push(task);
+        let Some(policy) = policies.iter().position(|p| p.write_key(labels, &mut key)) else {
+            continue;
+        };
+        let policy = policy as u32;
+        if let Some((p, at)) = last.filter(|&(p, _)| p == policy && last_key == key) {
+            lists[at].push(task);
+            last = Some((p, at));
+            continue;
         }
+        let keys = index.entry(policy).or_default();
+        let at = match keys.get(key.as_str()) {
+            Some(&at) => at,
+            None => {
+                lists.push(Vec::new());
+                keys.insert(key.clone(), lists.len() - 1);
+                lists.len() - 1
+            }
+        };
+        lists[at].push(task);
+        last = Some((policy, at));
+        std::mem::swap(&mut key, &mut last_key);
     }
-    groups
-        .into_iter()
-        .map(|((policy, key), tasks)| {
-            let p = &policies[policy as usize];
+    let mut groups = Vec::new();
+    for (policy, keys) in index {
+        let p = &policies[policy as usize];
+        for (key, at) in keys {
             let name = if p.match_label_keys.is_empty() {
                 format!("{:?}", &*p.name)
             } else {
                 format!("{:?}[{key}]", &*p.name)
             };
-            SubGroup {
+            groups.push(SubGroup {
                 policy,
                 name: name.into(),
-                tasks,
-            }
-        })
-        .collect()
+                tasks: std::mem::take(&mut lists[at]),
+            });
+        }
+    }
+    groups
 }
 
 /// Checks a plan against the hard topology rules: after it, every member holding a node of a
@@ -461,6 +494,65 @@ mod tests {
             parent,
             nodes: nodes.to_vec(),
         }
+    }
+
+    #[test]
+    fn sub_groups_are_split_by_first_policy_then_key_in_key_order() {
+        use crate::selector::{Requirement, SelectorOp};
+        let policy = |name: &str, keys: &[&str], role: Option<&str>| SubGroupPolicy {
+            name: name.into(),
+            selector: role.map(|r| crate::LabelSelector {
+                requirements: vec![Requirement {
+                    key: "role".into(),
+                    op: SelectorOp::In,
+                    values: vec![r.to_string()],
+                }],
+            }),
+            match_label_keys: keys.iter().map(|k| k.to_string()).collect(),
+            size: 1,
+            min: 0,
+            topology: None,
+        };
+        let policies = [
+            policy("ps", &[], Some("ps")),
+            policy("workers", &["part", "zone"], None),
+        ];
+        let labels: Vec<BTreeMap<String, String>> = [
+            &[("part", "1"), ("zone", "a")][..],
+            &[("part", "1"), ("zone", "a")],
+            &[("role", "ps"), ("part", "1"), ("zone", "a")],
+            &[("part", "0"), ("zone", "a")],
+            &[("part", "1"), ("zone", "a")],
+            &[("part", "1")],
+            &[("part", "1"), ("zone", "")],
+            &[("role", "ps")],
+            &[("part", "0"), ("zone", "a")],
+            &[("part", "1"), ("zone", "b")],
+        ]
+        .iter()
+        .map(|pairs| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect();
+        let groups = split_sub_groups(&policies, labels.iter().enumerate());
+        let got: Vec<(u32, &str, Vec<usize>)> = groups
+            .iter()
+            .map(|g| (g.policy, &*g.name, g.tasks.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, "\"ps\"", vec![2, 7]),
+                (1, "\"workers\"[0-a]", vec![3, 8]),
+                (1, "\"workers\"[1-a]", vec![0, 1, 4]),
+                (1, "\"workers\"[1-b]", vec![9]),
+            ]
+        );
+        assert_eq!(policies[1].key_of(&labels[9]).as_deref(), Some("1-b"));
+        assert_eq!(policies[1].key_of(&labels[5]), None);
     }
 
     #[test]

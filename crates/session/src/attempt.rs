@@ -511,14 +511,18 @@ fn shortfall_of(ssn: &Session, stmt: &Statement, placement: &Placement, fit: &st
         .map(|(&n, &c)| (ssn.state.nodes[n].name.clone(), c))
         .collect();
     placed.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let left_empty = |n: &&u32| !counts.contains_key(&(**n as usize));
+    let empty_count = scope.iter().filter(left_empty).count();
     let empty = scope
         .iter()
-        .filter(|&&n| !counts.contains_key(&(n as usize)))
+        .filter(left_empty)
+        .take(crate::shortfall::NAMED_NODES)
         .map(|&n| ssn.state.nodes[n as usize].name.clone())
         .collect();
     Shortfall {
         placed,
         empty,
+        empty_count,
         free,
         fit: fit.to_string(),
     }

@@ -878,13 +878,17 @@ impl Session {
 
     /// Σ idle over Ready nodes in `nodes` (what a gang that found no room was told is free).
     pub fn idle_of(&self, nodes: &[u32]) -> Resources {
-        let mut r = Resources::new();
+        // Σ (allocatable − used) as Σ allocatable − Σ used: no idle vector built per node (a
+        // failed gang's message sums every node of its scope).
+        let (mut allocatable, mut used) = (Resources::new(), Resources::new());
         for &n in nodes {
             let node = &self.state.nodes[n as usize];
             if node.ready {
-                r.add(&node.idle());
+                allocatable.add(&node.allocatable);
+                used.add(&node.used);
             }
         }
-        r
+        allocatable.sub(&used);
+        allocatable
     }
 }

@@ -19,15 +19,19 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// At most this many nodes are named one by one; the rest are counted.
-const NAMED_NODES: usize = 8;
+pub const NAMED_NODES: usize = 8;
 
 /// How far one attempt at a gang got before a member found no node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Shortfall {
     /// Members the attempt placed, per node: most first, ties by name.
     pub placed: Vec<(Arc<str>, u32)>,
-    /// Nodes of the attempt's scope where it placed none, by name.
+    /// Nodes of the attempt's scope where it placed none, by name: the first
+    /// [`NAMED_NODES`] of them (a message names no more; a shortfall is copied for every gang
+    /// the failure cache answers, and a scope may have thousands of nodes).
     pub empty: Vec<Arc<str>>,
+    /// How many nodes of the scope it placed none on.
+    pub empty_count: usize,
     /// Free resources on the Ready nodes of the scope before the attempt.
     pub free: Resources,
     /// kube-scheduler's summary for the member that found no node.
@@ -55,10 +59,10 @@ impl Shortfall {
                 parts.push(format!("{more} other nodes {}", self.fitted_beyond_named()));
             }
             let room = NAMED_NODES.saturating_sub(parts.len());
-            if self.empty.len() <= room {
+            if self.empty_count <= room {
                 parts.extend(self.empty.iter().map(|node| format!("{node} 0")));
-            } else if !self.empty.is_empty() {
-                parts.push(format!("{} other nodes 0", self.empty.len()));
+            } else if self.empty_count > 0 {
+                parts.push(format!("{} other nodes 0", self.empty_count));
             }
             let _ = write!(m, ": {}", parts.join(", "));
         }
@@ -96,6 +100,7 @@ mod tests {
         let s = Shortfall {
             placed: vec![("node-a".into(), 6)],
             empty: vec!["node-b".into()],
+            empty_count: 1,
             free: Resources::from_pairs([("nvidia.com/gpu", 6), ("cpu", 100_000)]),
             fit: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.".into(),
         };
@@ -111,6 +116,7 @@ mod tests {
         let none = Shortfall {
             placed: vec![],
             empty: vec!["a".into(), "b".into()],
+            empty_count: 2,
             free: gpus(1),
             fit: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.".into(),
         };
@@ -123,7 +129,8 @@ mod tests {
             placed: (0..10)
                 .map(|i| (Arc::from(format!("n{i:02}")), 1))
                 .collect(),
-            empty: (10..30).map(|i| Arc::from(format!("n{i:02}"))).collect(),
+            empty: (10..18).map(|i| Arc::from(format!("n{i:02}"))).collect(),
+            empty_count: 20,
             free: gpus(100),
             fit: "0/30 nodes are available: 30 node(s) didn't match pod anti-affinity rules."
                 .into(),
