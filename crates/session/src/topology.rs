@@ -299,18 +299,24 @@ pub fn never_fits(ssn: &mut Session, job: usize) -> Option<String> {
             sum
         }
     };
-    let mut largest: Option<(f64, u32, Resources)> = None;
     let rooms = ssn.rooms(&topo.source, &tree);
-    for (i, _) in tree
-        .domains
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| d.tier <= allowed)
+    let allowed_domains = || {
+        tree.domains
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.tier <= allowed)
+    };
+    // Whether some domain could hold the gang, before any message is worked out: from the
+    // highest tiers down (the larger domains, listed last), so a gang that fits stops early.
+    if allowed_domains()
+        .rev()
+        .any(|(i, _)| gang.fits_in(&rooms[i].0))
     {
+        return None;
+    }
+    let mut largest: Option<(f64, u32, Resources)> = None;
+    for (i, _) in allowed_domains() {
         let alloc = &rooms[i].0;
-        if gang.fits_in(alloc) {
-            return None;
-        }
         let size = fullness(None, alloc, &Resources::new(), &gang);
         if largest.as_ref().is_none_or(|(s, _, _)| size < *s) {
             largest = Some((size, i as u32, alloc.clone()));
