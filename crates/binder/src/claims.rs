@@ -43,6 +43,35 @@ impl ClaimStep {
         }
     }
 
+    /// Undoes the writes of this step for one member whose bind did not go through after the
+    /// step was written (kube-scheduler's Unreserve for that pod): its uid leaves `reservedFor`
+    /// of every claim the step wrote for it, and a claim the decision allocated is deallocated
+    /// (finalizer removed) once no user is left. Nothing happens unless the step was written.
+    pub async fn undo_member(&self, inner: &Arc<Inner>, pod_uid: &str) {
+        if self.outcome.get() != Some(&Outcome::Written) {
+            return;
+        }
+        for w in &self.writes {
+            let mine: Vec<_> = w
+                .reserved_for
+                .iter()
+                .filter(|c| &*c.uid == pod_uid)
+                .cloned()
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let w = ClaimWrite {
+                reserved_for: mine,
+                ..w.clone()
+            };
+            if let Err(e) = writes::unclaim(&inner.client, &w, &inner.options.field_manager).await
+            {
+                warn!(error = %e, "could not undo the claim write of a member that did not bind");
+            }
+        }
+    }
+
     /// Runs the writes once (later callers wait for the first one's outcome).
     pub async fn run(&self, inner: &Arc<Inner>, epoch: u64) -> Outcome {
         *self

@@ -956,6 +956,24 @@ pub async fn unclaim(
     w: &caldera_model::dra::ClaimWrite,
     field_manager: &str,
 ) -> Result<()> {
+    // Members of one gang sharing a claim undo concurrently: a 409 is read again.
+    let mut conflicts = 0;
+    loop {
+        match unclaim_once(client, w, field_manager).await {
+            Err(Error::Claim {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 409 && conflicts < 5 => conflicts += 1,
+            other => return other,
+        }
+    }
+}
+
+async fn unclaim_once(
+    client: &Client,
+    w: &caldera_model::dra::ClaimWrite,
+    field_manager: &str,
+) -> Result<()> {
     use k8s_openapi::api::resource::v1::ResourceClaim;
     let object = w.key();
     let failed = |source| Error::Claim {

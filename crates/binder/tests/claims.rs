@@ -422,3 +422,66 @@ async fn the_bridge_makes_an_allocated_claim_owned_by_the_pod_and_names_it() -> 
     assert_eq!(claim_status.reserved_for.map(|r| r.len()), Some(1));
     Ok(())
 }
+
+/// The claim as the test sees it: (allocated, reservedFor uids, has the finalizer).
+async fn claim_state(
+    claims: &Api<ResourceClaim>,
+    name: &str,
+) -> Result<(bool, Vec<String>, bool), Box<dyn std::error::Error>> {
+    let c = claims.get(name).await?;
+    let finalizer = c
+        .metadata
+        .finalizers
+        .unwrap_or_default()
+        .contains(&PROTECTION.to_string());
+    let status = c.status.unwrap_or_default();
+    let mut users: Vec<String> = status
+        .reserved_for
+        .unwrap_or_default()
+        .into_iter()
+        .map(|u| u.uid)
+        .collect();
+    users.sort();
+    Ok((status.allocation.is_some(), users, finalizer))
+}
+
+#[tokio::test]
+async fn a_bind_refused_after_the_claims_were_written_undoes_that_members_claim() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let pod_uid = pod(&pods, "train-0", "gpu-0").await?;
+    let claim_uid = claim(&claims, "gpu-0").await?;
+    let mut plan = Plan::default();
+    plan.claim_writes
+        .push(write("gpu-0", &claim_uid, "gpu-0", ("train-0", &pod_uid)));
+    plan.binds.push(bind("train-0", &pod_uid));
+    // The claim write goes through; the bind is refused for good.
+    server.fail_next(Verb::Create, "pods", "binding", 422, 1);
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 1).await;
+    assert_eq!(
+        *seen.dropped.lock().unwrap(),
+        [("train-0".to_string(), Dropped::Rejected)]
+    );
+    let p = pods.get("train-0").await?;
+    assert_eq!(p.spec.and_then(|s| s.node_name), None);
+    // Unreserved, deallocated and unprotected: the next session decides afresh.
+    let undone = async {
+        loop {
+            if claim_state(&claims, "gpu-0").await.ok() == Some((false, vec![], false)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let result = tokio::time::timeout(Duration::from_secs(5), undone).await;
+    assert!(
+        result.is_ok(),
+        "claim left as {:?}",
+        claim_state(&claims, "gpu-0").await?
+    );
+    Ok(())
+}
