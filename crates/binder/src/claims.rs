@@ -204,21 +204,31 @@ pub(crate) fn steps(
         HashMap::new();
     let mut unbound = (Vec::new(), Vec::new());
     for w in writes {
-        // A claim shared by members of several jobs goes with each (written by the first,
-        // found already written by the others), so no member binds before it is written.
-        let mut jobs: Vec<&Arc<str>> = w
-            .reserved_for
-            .iter()
-            .filter_map(|c| job_of.get(&*c.uid).copied())
-            .collect();
-        jobs.sort();
-        jobs.dedup();
-        if jobs.is_empty() {
+        // A claim shared by members of several jobs goes with each, carrying only that job's
+        // users (the first writes the allocation, the others find it written and add theirs),
+        // so no member binds before it is written and a job that fails takes back only its own
+        // users. Users with no bind in the plan go on their own.
+        let mut parts: Vec<(Option<&Arc<str>>, Vec<caldera_model::dra::Consumer>)> = Vec::new();
+        for c in &w.reserved_for {
+            let job = job_of.get(&*c.uid).copied();
+            match parts.iter_mut().find(|(j, _)| *j == job) {
+                Some((_, users)) => users.push(c.clone()),
+                None => parts.push((job, vec![c.clone()])),
+            }
+        }
+        if parts.is_empty() {
             unbound.0.push(w);
             continue;
         }
-        for job in jobs {
-            by_job.entry(job.clone()).or_default().0.push(w.clone());
+        for (job, users) in parts {
+            let part = ClaimWrite {
+                reserved_for: users,
+                ..w.clone()
+            };
+            match job {
+                Some(job) => by_job.entry(job.clone()).or_default().0.push(part),
+                None => unbound.0.push(part),
+            }
         }
     }
     for e in extended {

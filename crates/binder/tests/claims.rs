@@ -485,3 +485,57 @@ async fn a_bind_refused_after_the_claims_were_written_undoes_that_members_claim(
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_shared_claim_keeps_the_users_of_the_job_that_bound_when_another_job_fails() -> TestResult
+{
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let a = pod(&pods, "a", "shared").await?;
+    let b = pod(&pods, "b", "shared").await?;
+    let shared_uid = claim(&claims, "shared").await?;
+    let other_uid = claim(&claims, "gpu-x").await?;
+    let mut plan = Plan::default();
+    // One write of the shared claim for both jobs' pods, as the session makes it.
+    let mut shared = write("shared", &shared_uid, "gpu-0", ("a", &a));
+    shared.reserved_for.push(Consumer {
+        resource: "pods".into(),
+        name: "b".into(),
+        uid: b.as_str().into(),
+    });
+    plan.claim_writes.push(shared);
+    // Job x also needs gpu-x, which someone else allocates meanwhile: x's step fails.
+    plan.claim_writes
+        .push(write("gpu-x", &other_uid, "gpu-1", ("a", &a)));
+    claims
+        .patch_status(
+            "gpu-x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": "node-a", "device": "gpu-7"}
+            ]}}}})),
+        )
+        .await?;
+    let mut bind_a = bind("a", &a);
+    bind_a.job = "ns/x".into();
+    let mut bind_b = bind("b", &b);
+    bind_b.job = "ns/y".into();
+    plan.binds.push(bind_a);
+    plan.binds.push(bind_b);
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 2).await;
+    assert_eq!(*seen.bound.lock().unwrap(), ["b"]);
+    assert_eq!(
+        *seen.dropped.lock().unwrap(),
+        [("a".to_string(), Dropped::Rejected)]
+    );
+    // b is bound: the claim stays allocated, protected and reserved for b alone.
+    assert_eq!(
+        claim_state(&claims, "shared").await?,
+        (true, vec![b.clone()], true)
+    );
+    Ok(())
+}
