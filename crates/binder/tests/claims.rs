@@ -539,3 +539,60 @@ async fn a_shared_claim_keeps_the_users_of_the_job_that_bound_when_another_job_f
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn gate_mode_releases_without_writing_claims() -> TestResult {
+    // The gate's RBAC only watches claims: kube-scheduler allocates those of released pods.
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let gated: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0"},
+        "spec": {"schedulingGates": [{"name": caldera_binder::writes::GANG_GATE}],
+            "containers": [{"name": "main", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-0"}]}
+    }))?;
+    let pod_uid = pods
+        .create(&PostParams::default(), &gated)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    let claim_uid = claim(&claims, "gpu-0").await?;
+    let mut plan = Plan::default();
+    plan.claim_writes
+        .push(write("gpu-0", &claim_uid, "gpu-0", ("train-0", &pod_uid)));
+    plan.binds.push(bind("train-0", &pod_uid));
+    server.reset_request_counts();
+    let seen = Arc::new(Seen::default());
+    let gate = Binder::new(
+        server.kube_client()?,
+        Options {
+            follow: Follow {
+                report_quiet: Duration::ZERO,
+                ..Follow::default()
+            },
+            release: true,
+            ..Options::default()
+        },
+        seen.clone(),
+    );
+    gate.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 1).await;
+    assert_eq!(*seen.bound.lock().unwrap(), ["train-0"]);
+    let p = pods.get("train-0").await?;
+    assert_eq!(p.spec.and_then(|s| s.scheduling_gates), None, "released");
+    // Not a single claim request: the claim is left to kube-scheduler.
+    let counts = server.request_counts();
+    let touched: Vec<_> = counts
+        .iter()
+        .filter(|(k, n)| *n > 0 && k.resource == "resourceclaims")
+        .collect();
+    assert!(touched.is_empty(), "claim requests: {touched:?}");
+    assert_eq!(
+        claim_state(&claims, "gpu-0").await?,
+        (false, vec![], false)
+    );
+    Ok(())
+}
