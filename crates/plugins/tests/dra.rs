@@ -356,3 +356,104 @@ fn explain_names_the_claims_a_gang_cannot_get() {
         "{text}"
     );
 }
+
+/// Two DRA-only nodes publishing two GPUs each through a class naming `nvidia.com/gpu`, and a
+/// one-member gang asking `nvidia.com/gpu: 1` whose pod already names its bridge claim
+/// (`bridge`, allocated on `allocated_on` if given).
+fn bridged(allocated_on: Option<&str>) -> Snapshot {
+    let mut c = Cluster::new();
+    for n in ["n0", "n1"] {
+        c = c.node(node(n).cpu(64).label("kubernetes.io/hostname", n));
+    }
+    c = c.group(podgroup("ns", "g0").min_member(1));
+    c = c.members("ns", "g0", 1, |p| p.cpu_milli(100).gpus(1));
+    let mut s = c.snapshot();
+    s.dra.classes.push(DeviceClass {
+        name: CLASS.into(),
+        selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
+        config: Vec::new(),
+        extended_resource_name: Some("nvidia.com/gpu".into()),
+        created: Time::from_secs(0),
+    });
+    for n in ["n0", "n1"] {
+        for d in 0..2 {
+            s.dra.devices.push(Device {
+                driver: DRIVER.into(),
+                pool: n.into(),
+                name: Arc::from(format!("gpu-{d}")),
+                attributes: BTreeMap::new(),
+                capacity: BTreeMap::new(),
+                nodes: DeviceNodes::Node(n.into()),
+                unsupported: None,
+            });
+        }
+    }
+    let t = &mut s.tasks[0];
+    let mut bridge = claim("bridge", vec![request("container-0-request-0", 1, false)], false);
+    bridge.owner = Some(("Pod".into(), t.uid.clone()));
+    if let Some(n) = allocated_on {
+        bridge.allocation = Some(caldera_model::Allocation {
+            devices: vec![caldera_model::DeviceResult {
+                request: "container-0-request-0".into(),
+                driver: DRIVER.into(),
+                pool: n.into(),
+                device: "gpu-1".into(),
+                admin_access: false,
+            }],
+            config: Vec::new(),
+            node_selector: Some(vec![caldera_model::SelectorTerm {
+                expressions: Vec::new(),
+                fields: vec![caldera_model::Requirement {
+                    key: "metadata.name".into(),
+                    op: caldera_model::SelectorOp::In,
+                    values: vec![n.to_string()],
+                }],
+            }]),
+        });
+    }
+    s.dra.claims.push(bridge);
+    t.claims = Some(Arc::new(TaskClaims {
+        claims: Vec::new(),
+        waiting: None,
+        extended: vec![caldera_model::ExtendedRequest {
+            container: "main".into(),
+            resource: "nvidia.com/gpu".into(),
+            count: 1,
+        }],
+        extended_claim: Some("bridge".into()),
+    }));
+    s
+}
+
+#[test]
+fn a_pod_that_names_its_bridge_claim_gets_it_allocated_in_place_not_a_new_one() {
+    let s = bridged(None);
+    let out = run(&s);
+    assert_eq!(out.plan.binds.len(), 1, "{:?}", out.plan);
+    assert!(
+        out.plan.extended_claims.is_empty(),
+        "no second bridge claim: {:?}",
+        out.plan.extended_claims
+    );
+    let w: Vec<_> = out.plan.claim_writes.iter().collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(&*w[0].name, "bridge");
+    assert!(w[0].allocate);
+    assert_eq!(w[0].devices.len(), 1);
+    assert_eq!(&*w[0].devices[0].pool, &*out.plan.binds[0].node);
+    assert!(w[0].reserved_for.iter().any(|c| c.uid == s.tasks[0].uid));
+}
+
+#[test]
+fn a_pod_whose_bridge_claim_is_allocated_lands_where_it_is() {
+    let s = bridged(Some("n1"));
+    let out = run(&s);
+    assert_eq!(out.plan.binds.len(), 1, "{:?}", out.plan);
+    assert_eq!(&*out.plan.binds[0].node, "n1");
+    assert!(out.plan.extended_claims.is_empty());
+    assert!(out
+        .plan
+        .claim_writes
+        .iter()
+        .all(|w| !w.allocate && &*w.name == "bridge"));
+}

@@ -409,6 +409,19 @@ impl Devices {
                 out.push(i);
             }
         }
+        // The bridge's claim already made for it (`extendedResourceClaimStatus`) is used like
+        // any claim of its own: where it is allocated, or allocated in place; never made again.
+        if let Some(name) = &tc.extended_claim {
+            let Some(i) = self.inv.claim_index(&task.namespace, name) else {
+                return Err(format!(
+                    "resourceclaim \"{}/{}\" not found",
+                    task.namespace, name
+                ));
+            };
+            if !out.contains(&i) {
+                out.push(i);
+            }
+        }
         Ok(out)
     }
 
@@ -447,7 +460,11 @@ impl Devices {
                 None => pending.push(ci),
             }
         }
-        let bridge = match task.claims.as_ref().filter(|tc| !tc.extended.is_empty()) {
+        let bridge = match task
+            .claims
+            .as_ref()
+            .filter(|tc| !tc.extended.is_empty() && tc.extended_claim.is_none())
+        {
             Some(tc) => {
                 caldera_dra::extended_claim(&self.inv, &task.namespace, &tc.extended, |r| {
                     !self.backs(r, node)
