@@ -10,7 +10,7 @@
 use crate::{backoff, writes, Inner, WriteKind};
 use caldera_model::dra::{ClaimWrite, ExtendedResourceClaim};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 use tracing::warn;
@@ -31,6 +31,8 @@ pub(crate) enum Outcome {
 pub(crate) struct ClaimStep {
     writes: Vec<ClaimWrite>,
     extended: Vec<ExtendedResourceClaim>,
+    /// The bridge claims this step made: (index in `extended`, claim name).
+    made: Mutex<Vec<(usize, String)>>,
     outcome: OnceCell<Outcome>,
 }
 
@@ -39,6 +41,7 @@ impl ClaimStep {
         ClaimStep {
             writes,
             extended,
+            made: Mutex::new(Vec::new()),
             outcome: OnceCell::new(),
         }
     }
@@ -70,6 +73,17 @@ impl ClaimStep {
                 warn!(error = %e, "could not undo the claim write of a member that did not bind");
             }
         }
+        let bridges: Vec<(usize, String)> = {
+            let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+            let (mine, others) = made
+                .drain(..)
+                .partition(|(k, _)| self.extended.get(*k).is_some_and(|e| &*e.pod_uid == pod_uid));
+            *made = others;
+            mine
+        };
+        for (k, name) in bridges {
+            self.delete_bridge(inner, k, &name).await;
+        }
     }
 
     /// Runs the writes once (later callers wait for the first one's outcome).
@@ -89,10 +103,10 @@ impl ClaimStep {
                     writes::claim(&inner.client, &w, &inner.options.field_manager)
                 })
                 .await;
-                (i, done)
+                (i, done, None)
             });
         }
-        for e in &self.extended {
+        for (k, e) in self.extended.iter().enumerate() {
             let (inner, e) = (inner.clone(), e.clone());
             set.spawn(async move {
                 // Not repeated after a create that may have gone through (a second claim).
@@ -105,31 +119,33 @@ impl ClaimStep {
                 )
                 .await
                 {
-                    Ok(()) => Some(true),
+                    Ok(name) => (Some(true), Some((k, name))),
                     Err(err) => {
                         inner.observer.failed_attempt(WriteKind::ResourceClaim, &err);
                         warn!(error = %err, "extended-resource claim not made; the gang is placed again");
-                        Some(false)
+                        (Some(false), None)
                     }
                 };
-                (usize::MAX, done)
+                (usize::MAX, done.0, done.1)
             });
         }
         let mut written = vec![false; self.writes.len()];
         let mut outcome = Outcome::Written;
+        let mut made = Vec::new();
         while let Some(joined) = set.join_next().await {
             match joined {
-                Ok((i, Some(true))) => {
+                Ok((i, Some(true), bridge)) => {
                     if let Some(slot) = written.get_mut(i) {
                         *slot = true;
                     }
+                    made.extend(bridge);
                 }
-                Ok((_, Some(false))) | Err(_) => {
+                Ok((_, Some(false), _)) | Err(_) => {
                     if outcome == Outcome::Written {
                         outcome = Outcome::Failed;
                     }
                 }
-                Ok((_, None)) => outcome = Outcome::Cancelled,
+                Ok((_, None, _)) => outcome = Outcome::Cancelled,
             }
         }
         if outcome != Outcome::Written {
@@ -143,11 +159,28 @@ impl ClaimStep {
                 }
                 inner.observer.claim_write_dropped(w);
             }
+            // The bridge claims made go again: the next session decides afresh.
+            for (k, name) in made.drain(..) {
+                self.delete_bridge(&inner, k, &name).await;
+            }
             for e in &self.extended {
                 inner.observer.extended_claim_dropped(e);
             }
         }
+        *self.made.lock().unwrap_or_else(|p| p.into_inner()) = made;
         outcome
+    }
+
+    async fn delete_bridge(&self, inner: &Inner, k: usize, name: &str) {
+        let Some(e) = self.extended.get(k) else {
+            return;
+        };
+        if let Err(err) =
+            writes::delete_extended_claim(&inner.client, e, name, &inner.options.field_manager)
+                .await
+        {
+            warn!(error = %err, "could not delete the extended-resource claim of a pod that did not bind");
+        }
     }
 }
 

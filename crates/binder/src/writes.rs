@@ -879,7 +879,7 @@ pub async fn extended_claim(
     client: &Client,
     e: &caldera_model::dra::ExtendedResourceClaim,
     field_manager: &str,
-) -> Result<()> {
+) -> Result<String> {
     use k8s_openapi::api::resource::v1::ResourceClaim;
     let object = format!("{}/{}", e.namespace, e.pod);
     let failed = |source| Error::Claim {
@@ -918,6 +918,7 @@ pub async fn extended_claim(
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &e.namespace);
     let mut created = api.create(&pp, &body).await.map_err(failed)?;
     let name = created.metadata.name.clone().unwrap_or_default();
+    let rest = async {
     let status = json!({
         "allocation": allocation_json(&e.devices, &e.config, e.node_selector.as_deref()),
         "reservedFor": [{"resource": "pods", "name": &*e.pod, "uid": &*e.pod_uid}],
@@ -945,6 +946,98 @@ pub async fn extended_claim(
         .await
         .map(|_| ())
         .map_err(failed)
+    };
+    match rest.await {
+        Ok(()) => Ok(name),
+        Err(err) => {
+            // Half made: the claim goes again, so no pod is left naming a claim no one uses.
+            if let Err(undo) = delete_extended_claim(client, e, &name, field_manager).await {
+                tracing::warn!(error = %undo, "could not delete a half-made extended-resource claim");
+            }
+            Err(err)
+        }
+    }
+}
+
+/// Deletes a bridge claim this binder made for a pod that will not bind with it: the pod's
+/// `status.extendedResourceClaimStatus` is cleared if it names the claim (the pod's uid as
+/// precondition), the delete-protection finalizer removed and the claim deleted. A claim or pod
+/// gone already is fine.
+pub async fn delete_extended_claim(
+    client: &Client,
+    e: &caldera_model::dra::ExtendedResourceClaim,
+    name: &str,
+    field_manager: &str,
+) -> Result<()> {
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    let object = format!("{}/{}", e.namespace, name);
+    let failed = |source| Error::Claim {
+        object: object.clone(),
+        source,
+    };
+    let gone = |r: std::result::Result<(), kube::Error>| match r {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        other => other,
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &e.namespace);
+    let names_it = match pods.get_status(&e.pod).await {
+        Ok(p) => {
+            let named = serde_json::to_value(&p.status)
+                .ok()
+                .and_then(|v| {
+                    v.pointer("/extendedResourceClaimStatus/resourceClaimName")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                });
+            p.metadata.uid.as_deref() == Some(&*e.pod_uid) && named.as_deref() == Some(name)
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => false,
+        Err(err) => return Err(failed(err)),
+    };
+    if names_it {
+        let patch = json!({
+            "metadata": {"uid": &*e.pod_uid},
+            "status": {"extendedResourceClaimStatus": null}
+        });
+        gone(
+            pods.patch_status(&e.pod, &patch_params(field_manager), &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+        )
+        .map_err(failed)?;
+    }
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &e.namespace);
+    let protection = caldera_model::dra::DELETE_PROTECTION_FINALIZER;
+    match api.get(name).await {
+        Ok(c) if c
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|x| x == protection)) =>
+        {
+            let mut kept: Vec<String> = c.metadata.finalizers.clone().unwrap_or_default();
+            kept.retain(|x| x != protection);
+            let patch = json!({"metadata": {
+                "finalizers": kept,
+                "resourceVersion": c.metadata.resource_version,
+            }});
+            gone(
+                api.patch(name, &patch_params(field_manager), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ()),
+            )
+            .map_err(failed)?;
+        }
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(err) => return Err(failed(err)),
+    }
+    gone(
+        api.delete(name, &kube::api::DeleteParams::default())
+            .await
+            .map(|_| ()),
+    )
+    .map_err(failed)
 }
 
 /// Undoes a claim write of a gang that will not bind (kube-scheduler's Unreserve): the pods it

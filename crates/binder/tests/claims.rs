@@ -596,3 +596,72 @@ async fn gate_mode_releases_without_writing_claims() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_failed_step_deletes_the_bridge_claims_it_made() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let p: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy"},
+        "spec": {"schedulerName": "caldera", "containers": [{"name": "main", "image": "x",
+            "resources": {"limits": {"example.com/gpu": "1"}}}]}
+    }))?;
+    let legacy = pods
+        .create(&PostParams::default(), &p)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    // The other member's claim is taken meanwhile: the gang's step fails.
+    let other = pod(&pods, "train-1", "gpu-x").await?;
+    let other_claim = claim(&claims, "gpu-x").await?;
+    claims
+        .patch_status(
+            "gpu-x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": "node-a", "device": "gpu-7"}
+            ]}}}})),
+        )
+        .await?;
+    let mut plan = Plan::default();
+    plan.claim_writes
+        .push(write("gpu-x", &other_claim, "gpu-1", ("train-1", &other)));
+    plan.extended_claims.push(ExtendedResourceClaim {
+        namespace: "ns".into(),
+        pod: "legacy".into(),
+        pod_uid: legacy.clone().into(),
+        requests: vec![("container-0-request-0".into(), "gpu.example.com".into(), 1)],
+        devices: vec![device("container-0-request-0", "gpu-0")],
+        config: vec![],
+        node: Some("node-a".into()),
+        node_selector: Some(on_node("node-a")),
+        mappings: vec![RequestMapping {
+            container: "main".into(),
+            resource: "example.com/gpu".into(),
+            request: "container-0-request-0".into(),
+        }],
+    });
+    plan.binds.push(bind("legacy", &legacy));
+    plan.binds.push(bind("train-1", &other));
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 2).await;
+    assert!(seen.bound.lock().unwrap().is_empty());
+    // The bridge claim made for `legacy` is gone (finalizer removed, deleted) and the pod no
+    // longer names it: the next session makes a fresh decision.
+    let left: Vec<String> = claims
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .filter(|n| n.starts_with("legacy-extended-resources-"))
+        .collect();
+    assert!(left.is_empty(), "bridge claims left: {left:?}");
+    let status = pods.get("legacy").await?.status;
+    assert_eq!(status.and_then(|s| s.extended_resource_claim_status), None);
+    Ok(())
+}
