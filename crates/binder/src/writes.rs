@@ -765,7 +765,7 @@ fn allocated_devices(
 /// Writes one claim's allocation and users as kube-scheduler's DynamicResources PreBind does:
 /// reads the claim (it must still be the one decided on: same uid, not being deleted, not
 /// allocated otherwise — an allocation equal to the one decided is this write's own, repeated;
-/// for a reservation only, still allocated), adds the finalizer
+/// for a reservation only, still allocated as decided: same devices, same node selector), adds the finalizer
 /// `resource.kubernetes.io/delete-protection` (an update with the read resourceVersion), then
 /// writes `status.allocation` and the new `status.reservedFor` entries in one update of
 /// `resourceclaims/status` with the resourceVersion just returned. A claim changed meanwhile
@@ -824,6 +824,16 @@ async fn claim_once(
         }
         None if !w.allocate => {
             return Err(claim_changed(&object, "is no longer allocated"));
+        }
+        // A reservation only: the allocation must still be the one decided on (its devices
+        // and the nodes it admits), or the pod would land where its claim is not.
+        Some(a)
+            if !w.allocate
+                && (allocated_devices(a) != allocated_devices(&wanted)
+                    || serde_json::to_value(&a.node_selector).ok()
+                        != serde_json::to_value(&wanted.node_selector).ok()) =>
+        {
+            return Err(claim_changed(&object, "was allocated otherwise meanwhile"));
         }
         _ => {}
     }

@@ -665,3 +665,46 @@ async fn a_failed_step_deletes_the_bridge_claims_it_made() -> TestResult {
     assert_eq!(status.and_then(|s| s.extended_resource_claim_status), None);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_reservation_of_a_claim_reallocated_meanwhile_is_refused() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let uid = pod(&pods, "b", "shared").await?;
+    let claim_uid = claim(&claims, "shared").await?;
+    // Decided on while the claim held gpu-0 on node-a; meanwhile it was deallocated and
+    // allocated again, to gpu-7 on node-b.
+    claims
+        .patch_status(
+            "shared",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"allocation": {
+                "devices": {"results": [
+                    {"request": "gpu", "driver": "gpu.example.com", "pool": "node-b", "device": "gpu-7"}
+                ]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["node-b"]}
+                ]}]}
+            }}})),
+        )
+        .await?;
+    let mut reserve = write("shared", &claim_uid, "gpu-0", ("b", &uid));
+    reserve.allocate = false;
+    let mut plan = Plan::default();
+    plan.claim_writes.push(reserve);
+    plan.binds.push(bind("b", &uid));
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 1).await;
+    assert_eq!(
+        *seen.dropped.lock().unwrap(),
+        [("b".to_string(), Dropped::Rejected)]
+    );
+    let p = pods.get("b").await?;
+    assert_eq!(p.spec.and_then(|s| s.node_name), None);
+    let (_, users, _) = claim_state(&claims, "shared").await?;
+    assert!(users.is_empty(), "not reserved for b: {users:?}");
+    Ok(())
+}
