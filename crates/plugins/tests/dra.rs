@@ -9,7 +9,7 @@ use caldera_model::{
     DeviceRequest, ExactRequest, MatchAttribute, PodClaim, RequestKind, Snapshot, TaskClaims, Time,
 };
 use caldera_plugins::scheduler;
-use caldera_testkit::builders::{node, podgroup, Cluster};
+use caldera_testkit::builders::{node, podgroup, queue, Cluster};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -456,4 +456,62 @@ fn a_pod_whose_bridge_claim_is_allocated_lands_where_it_is() {
         .claim_writes
         .iter()
         .all(|w| !w.allocate && &*w.name == "bridge"));
+}
+
+/// One DRA-only node publishing four GPUs through a class naming `nvidia.com/gpu`, a queue
+/// capped at one `nvidia.com/gpu`, gang `a` (two pods sharing claim `s`, one device) and gang
+/// `b` (one pod with its own named claim `c`, one device), `a` first.
+fn named_claims_in_a_capped_queue() -> Snapshot {
+    let mut c = Cluster::new()
+        .node(node("n0").cpu(64).label("kubernetes.io/hostname", "n0"))
+        .queue(queue("q").capability_gpus(1))
+        .group(podgroup("ns", "a").min_member(2).queue("q").created(0))
+        .group(podgroup("ns", "b").min_member(1).queue("q").created(1));
+    c = c.members("ns", "a", 2, |p| p.cpu_milli(100).created(0));
+    c = c.members("ns", "b", 1, |p| p.cpu_milli(100).created(1));
+    let mut s = c.snapshot();
+    s.dra.classes.push(DeviceClass {
+        name: CLASS.into(),
+        selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
+        config: Vec::new(),
+        extended_resource_name: Some("nvidia.com/gpu".into()),
+        created: Time::from_secs(0),
+    });
+    for d in 0..4 {
+        s.dra.devices.push(Device {
+            driver: DRIVER.into(),
+            pool: "n0".into(),
+            name: Arc::from(format!("gpu-{d}")),
+            attributes: BTreeMap::new(),
+            capacity: BTreeMap::new(),
+            nodes: DeviceNodes::Node("n0".into()),
+            unsupported: None,
+        });
+    }
+    s.dra.claims.push(claim("c", vec![request("gpu", 1, false)], false));
+    s.dra.claims.push(claim("s", vec![request("gpu", 1, false)], false));
+    for t in s.tasks.iter_mut() {
+        let job = &s.jobs[t.job];
+        let name = if &*job.name == "a" { "s" } else { "c" };
+        t.claims = Some(Arc::new(TaskClaims {
+            claims: vec![PodClaim {
+                pod_claim: "gpu".into(),
+                claim: name.into(),
+                from_template: false,
+            }],
+            ..TaskClaims::default()
+        }));
+    }
+    s
+}
+
+#[test]
+fn named_claims_count_in_queue_accounting_a_shared_one_once() {
+    let s = named_claims_in_a_capped_queue();
+    let out = run(&s);
+    let mut bound: Vec<&str> = out.plan.binds.iter().map(|b| &*b.name).collect();
+    bound.sort();
+    // `a`'s shared claim is one GPU (charged once, to a-0): the queue's one GPU is used up,
+    // so `b`'s named claim must wait.
+    assert_eq!(bound, ["a-0", "a-1"], "{:?}", out.plan.binds);
 }
