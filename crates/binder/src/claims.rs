@@ -68,16 +68,17 @@ impl ClaimStep {
                 reserved_for: mine,
                 ..w.clone()
             };
-            if let Err(e) = writes::unclaim(&inner.client, &w, &inner.options.field_manager).await
-            {
+            if let Err(e) = writes::unclaim(&inner.client, &w, &inner.options.field_manager).await {
                 warn!(error = %e, "could not undo the claim write of a member that did not bind");
             }
         }
         let bridges: Vec<(usize, String)> = {
             let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
-            let (mine, others) = made
-                .drain(..)
-                .partition(|(k, _)| self.extended.get(*k).is_some_and(|e| &*e.pod_uid == pod_uid));
+            let (mine, others) = made.drain(..).partition(|(k, _)| {
+                self.extended
+                    .get(*k)
+                    .is_some_and(|e| &*e.pod_uid == pod_uid)
+            });
             *made = others;
             mine
         };

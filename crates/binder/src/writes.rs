@@ -929,33 +929,34 @@ pub async fn extended_claim(
     let mut created = api.create(&pp, &body).await.map_err(failed)?;
     let name = created.metadata.name.clone().unwrap_or_default();
     let rest = async {
-    let status = json!({
-        "allocation": allocation_json(&e.devices, &e.config, e.node_selector.as_deref()),
-        "reservedFor": [{"resource": "pods", "name": &*e.pod, "uid": &*e.pod_uid}],
-    });
-    created.status =
-        Some(serde_json::from_value(status).map_err(|err| failed(kube::Error::SerdeError(err)))?);
-    api.replace_status(&name, &pp, &created)
-        .await
-        .map_err(failed)?;
-    let mappings: Vec<Value> = e
+        let status = json!({
+            "allocation": allocation_json(&e.devices, &e.config, e.node_selector.as_deref()),
+            "reservedFor": [{"resource": "pods", "name": &*e.pod, "uid": &*e.pod_uid}],
+        });
+        created.status = Some(
+            serde_json::from_value(status).map_err(|err| failed(kube::Error::SerdeError(err)))?,
+        );
+        api.replace_status(&name, &pp, &created)
+            .await
+            .map_err(failed)?;
+        let mappings: Vec<Value> = e
         .mappings
         .iter()
         .map(|m| {
             json!({"containerName": &*m.container, "resourceName": &*m.resource, "requestName": &*m.request})
         })
         .collect();
-    let patch = json!({
-        "metadata": {"uid": &*e.pod_uid},
-        "status": {"extendedResourceClaimStatus": {
-            "resourceClaimName": name, "requestMappings": mappings
-        }}
-    });
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &e.namespace);
-    pods.patch_status(&e.pod, &patch_params(field_manager), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
-        .map_err(failed)
+        let patch = json!({
+            "metadata": {"uid": &*e.pod_uid},
+            "status": {"extendedResourceClaimStatus": {
+                "resourceClaimName": name, "requestMappings": mappings
+            }}
+        });
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &e.namespace);
+        pods.patch_status(&e.pod, &patch_params(field_manager), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(failed)
     };
     match rest.await {
         Ok(()) => Ok(name),
@@ -992,13 +993,11 @@ pub async fn delete_extended_claim(
     let pods: Api<Pod> = Api::namespaced(client.clone(), &e.namespace);
     let names_it = match pods.get_status(&e.pod).await {
         Ok(p) => {
-            let named = serde_json::to_value(&p.status)
-                .ok()
-                .and_then(|v| {
-                    v.pointer("/extendedResourceClaimStatus/resourceClaimName")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                });
+            let named = serde_json::to_value(&p.status).ok().and_then(|v| {
+                v.pointer("/extendedResourceClaimStatus/resourceClaimName")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
             p.metadata.uid.as_deref() == Some(&*e.pod_uid) && named.as_deref() == Some(name)
         }
         Err(kube::Error::Api(s)) if s.code == 404 => false,
@@ -1019,11 +1018,11 @@ pub async fn delete_extended_claim(
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &e.namespace);
     let protection = caldera_model::dra::DELETE_PROTECTION_FINALIZER;
     match api.get(name).await {
-        Ok(c) if c
-            .metadata
-            .finalizers
-            .as_ref()
-            .is_some_and(|f| f.iter().any(|x| x == protection)) =>
+        Ok(c)
+            if c.metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|x| x == protection)) =>
         {
             let mut kept: Vec<String> = c.metadata.finalizers.clone().unwrap_or_default();
             kept.retain(|x| x != protection);

@@ -590,10 +590,7 @@ async fn gate_mode_releases_without_writing_claims() -> TestResult {
         .filter(|(k, n)| *n > 0 && k.resource == "resourceclaims")
         .collect();
     assert!(touched.is_empty(), "claim requests: {touched:?}");
-    assert_eq!(
-        claim_state(&claims, "gpu-0").await?,
-        (false, vec![], false)
-    );
+    assert_eq!(claim_state(&claims, "gpu-0").await?, (false, vec![], false));
     Ok(())
 }
 

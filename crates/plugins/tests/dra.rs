@@ -389,7 +389,11 @@ fn bridged(allocated_on: Option<&str>) -> Snapshot {
         }
     }
     let t = &mut s.tasks[0];
-    let mut bridge = claim("bridge", vec![request("container-0-request-0", 1, false)], false);
+    let mut bridge = claim(
+        "bridge",
+        vec![request("container-0-request-0", 1, false)],
+        false,
+    );
     bridge.owner = Some(("Pod".into(), t.uid.clone()));
     if let Some(n) = allocated_on {
         bridge.allocation = Some(caldera_model::Allocation {
@@ -488,8 +492,12 @@ fn named_claims_in_a_capped_queue() -> Snapshot {
             unsupported: None,
         });
     }
-    s.dra.claims.push(claim("c", vec![request("gpu", 1, false)], false));
-    s.dra.claims.push(claim("s", vec![request("gpu", 1, false)], false));
+    s.dra
+        .claims
+        .push(claim("c", vec![request("gpu", 1, false)], false));
+    s.dra
+        .claims
+        .push(claim("s", vec![request("gpu", 1, false)], false));
     for t in s.tasks.iter_mut() {
         let job = &s.jobs[t.job];
         let name = if &*job.name == "a" { "s" } else { "c" };
