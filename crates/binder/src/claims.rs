@@ -71,6 +71,8 @@ impl ClaimStep {
             if let Err(e) = writes::unclaim(&inner.client, &w, &inner.options.field_manager).await {
                 warn!(error = %e, "could not undo the claim write of a member that did not bind");
             }
+            // The runtime's overlay no longer lays it over the next snapshots.
+            inner.observer.claim_write_dropped(&w);
         }
         let bridges: Vec<(usize, String)> = {
             let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
@@ -84,6 +86,9 @@ impl ClaimStep {
         };
         for (k, name) in bridges {
             self.delete_bridge(inner, k, &name).await;
+            if let Some(e) = self.extended.get(k) {
+                inner.observer.extended_claim_dropped(e);
+            }
         }
     }
 

@@ -466,6 +466,8 @@ async fn a_bind_refused_after_the_claims_were_written_undoes_that_members_claim(
         *seen.dropped.lock().unwrap(),
         [("train-0".to_string(), Dropped::Rejected)]
     );
+    // The runtime hears of it too (its overlay stops laying the write over snapshots).
+    assert_eq!(*seen.claims_dropped.lock().unwrap(), ["ns/gpu-0"]);
     let p = pods.get("train-0").await?;
     assert_eq!(p.spec.and_then(|s| s.node_name), None);
     // Unreserved, deallocated and unprotected: the next session decides afresh.
