@@ -312,11 +312,13 @@ async fn bind_task(
     let mut wait = std::time::Duration::ZERO;
     let outcome = loop {
         if !inner.current(epoch) {
+            undo_claims(&inner, &job).await;
             obs.bind_dropped(b, Dropped::Cancelled);
             return;
         }
         inner.limiter.acquire().await;
         if !inner.current(epoch) {
+            undo_claims(&inner, &job).await;
             obs.bind_dropped(b, Dropped::Cancelled);
             return;
         }
@@ -384,6 +386,7 @@ async fn bind_task(
         }
         Err(e) if !e.is_retryable() => {
             warn!(error = %e, "bind rejected; the member will be placed again");
+            undo_claims(&inner, &job).await;
             obs.bind_dropped(b, Dropped::Rejected);
         }
         Err(e) => {
@@ -391,6 +394,7 @@ async fn bind_task(
             if round > policy.rounds || !inner.current(epoch) {
                 warn!(error = %e, rounds = job.round, "bind keeps failing; giving up");
                 inner.outages.forget(WriteKind::Binding, &b.uid);
+                undo_claims(&inner, &job).await;
                 obs.bind_dropped(b, Dropped::Exhausted);
             } else {
                 // Logged once per outage (`outage.rs`), not per attempt.
@@ -404,4 +408,12 @@ async fn bind_task(
         }
     }
     drop(ticket);
+}
+
+/// A member whose bind will not go through gives back what its gang's claim step wrote for it
+/// (`ClaimStep::undo_member`), so the next session is not pinned to a node it never reached.
+async fn undo_claims(inner: &Arc<Inner>, job: &BindJob) {
+    if let Some(step) = &job.claims {
+        step.undo_member(inner, &job.bind.uid).await;
+    }
 }

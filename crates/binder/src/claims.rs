@@ -10,7 +10,7 @@
 use crate::{backoff, writes, Inner, WriteKind};
 use caldera_model::dra::{ClaimWrite, ExtendedResourceClaim};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 use tokio::task::JoinSet;
 use tracing::warn;
@@ -31,6 +31,8 @@ pub(crate) enum Outcome {
 pub(crate) struct ClaimStep {
     writes: Vec<ClaimWrite>,
     extended: Vec<ExtendedResourceClaim>,
+    /// The bridge claims this step made: (index in `extended`, claim name).
+    made: Mutex<Vec<(usize, String)>>,
     outcome: OnceCell<Outcome>,
 }
 
@@ -39,7 +41,54 @@ impl ClaimStep {
         ClaimStep {
             writes,
             extended,
+            made: Mutex::new(Vec::new()),
             outcome: OnceCell::new(),
+        }
+    }
+
+    /// Undoes the writes of this step for one member whose bind did not go through after the
+    /// step was written (kube-scheduler's Unreserve for that pod): its uid leaves `reservedFor`
+    /// of every claim the step wrote for it, and a claim the decision allocated is deallocated
+    /// (finalizer removed) once no user is left. Nothing happens unless the step was written.
+    pub async fn undo_member(&self, inner: &Arc<Inner>, pod_uid: &str) {
+        if self.outcome.get() != Some(&Outcome::Written) {
+            return;
+        }
+        for w in &self.writes {
+            let mine: Vec<_> = w
+                .reserved_for
+                .iter()
+                .filter(|c| &*c.uid == pod_uid)
+                .cloned()
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let w = ClaimWrite {
+                reserved_for: mine,
+                ..w.clone()
+            };
+            if let Err(e) = writes::unclaim(&inner.client, &w, &inner.options.field_manager).await {
+                warn!(error = %e, "could not undo the claim write of a member that did not bind");
+            }
+            // The runtime's overlay no longer lays it over the next snapshots.
+            inner.observer.claim_write_dropped(&w);
+        }
+        let bridges: Vec<(usize, String)> = {
+            let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+            let (mine, others) = made.drain(..).partition(|(k, _)| {
+                self.extended
+                    .get(*k)
+                    .is_some_and(|e| &*e.pod_uid == pod_uid)
+            });
+            *made = others;
+            mine
+        };
+        for (k, name) in bridges {
+            self.delete_bridge(inner, k, &name).await;
+            if let Some(e) = self.extended.get(k) {
+                inner.observer.extended_claim_dropped(e);
+            }
         }
     }
 
@@ -60,10 +109,10 @@ impl ClaimStep {
                     writes::claim(&inner.client, &w, &inner.options.field_manager)
                 })
                 .await;
-                (i, done)
+                (i, done, None)
             });
         }
-        for e in &self.extended {
+        for (k, e) in self.extended.iter().enumerate() {
             let (inner, e) = (inner.clone(), e.clone());
             set.spawn(async move {
                 // Not repeated after a create that may have gone through (a second claim).
@@ -76,31 +125,33 @@ impl ClaimStep {
                 )
                 .await
                 {
-                    Ok(()) => Some(true),
+                    Ok(name) => (Some(true), Some((k, name))),
                     Err(err) => {
                         inner.observer.failed_attempt(WriteKind::ResourceClaim, &err);
                         warn!(error = %err, "extended-resource claim not made; the gang is placed again");
-                        Some(false)
+                        (Some(false), None)
                     }
                 };
-                (usize::MAX, done)
+                (usize::MAX, done.0, done.1)
             });
         }
         let mut written = vec![false; self.writes.len()];
         let mut outcome = Outcome::Written;
+        let mut made = Vec::new();
         while let Some(joined) = set.join_next().await {
             match joined {
-                Ok((i, Some(true))) => {
+                Ok((i, Some(true), bridge)) => {
                     if let Some(slot) = written.get_mut(i) {
                         *slot = true;
                     }
+                    made.extend(bridge);
                 }
-                Ok((_, Some(false))) | Err(_) => {
+                Ok((_, Some(false), _)) | Err(_) => {
                     if outcome == Outcome::Written {
                         outcome = Outcome::Failed;
                     }
                 }
-                Ok((_, None)) => outcome = Outcome::Cancelled,
+                Ok((_, None, _)) => outcome = Outcome::Cancelled,
             }
         }
         if outcome != Outcome::Written {
@@ -114,11 +165,28 @@ impl ClaimStep {
                 }
                 inner.observer.claim_write_dropped(w);
             }
+            // The bridge claims made go again: the next session decides afresh.
+            for (k, name) in made.drain(..) {
+                self.delete_bridge(&inner, k, &name).await;
+            }
             for e in &self.extended {
                 inner.observer.extended_claim_dropped(e);
             }
         }
+        *self.made.lock().unwrap_or_else(|p| p.into_inner()) = made;
         outcome
+    }
+
+    async fn delete_bridge(&self, inner: &Inner, k: usize, name: &str) {
+        let Some(e) = self.extended.get(k) else {
+            return;
+        };
+        if let Err(err) =
+            writes::delete_extended_claim(&inner.client, e, name, &inner.options.field_manager)
+                .await
+        {
+            warn!(error = %err, "could not delete the extended-resource claim of a pod that did not bind");
+        }
     }
 }
 
@@ -175,21 +243,31 @@ pub(crate) fn steps(
         HashMap::new();
     let mut unbound = (Vec::new(), Vec::new());
     for w in writes {
-        // A claim shared by members of several jobs goes with each (written by the first,
-        // found already written by the others), so no member binds before it is written.
-        let mut jobs: Vec<&Arc<str>> = w
-            .reserved_for
-            .iter()
-            .filter_map(|c| job_of.get(&*c.uid).copied())
-            .collect();
-        jobs.sort();
-        jobs.dedup();
-        if jobs.is_empty() {
+        // A claim shared by members of several jobs goes with each, carrying only that job's
+        // users (the first writes the allocation, the others find it written and add theirs),
+        // so no member binds before it is written and a job that fails takes back only its own
+        // users. Users with no bind in the plan go on their own.
+        let mut parts: Vec<(Option<&Arc<str>>, Vec<caldera_model::dra::Consumer>)> = Vec::new();
+        for c in &w.reserved_for {
+            let job = job_of.get(&*c.uid).copied();
+            match parts.iter_mut().find(|(j, _)| *j == job) {
+                Some((_, users)) => users.push(c.clone()),
+                None => parts.push((job, vec![c.clone()])),
+            }
+        }
+        if parts.is_empty() {
             unbound.0.push(w);
             continue;
         }
-        for job in jobs {
-            by_job.entry(job.clone()).or_default().0.push(w.clone());
+        for (job, users) in parts {
+            let part = ClaimWrite {
+                reserved_for: users,
+                ..w.clone()
+            };
+            match job {
+                Some(job) => by_job.entry(job.clone()).or_default().0.push(part),
+                None => unbound.0.push(part),
+            }
         }
     }
     for e in extended {

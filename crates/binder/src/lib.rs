@@ -640,6 +640,13 @@ impl Binder {
             move_holds,
         } = plan;
         // DRA claim writes: one step per gang, shared by its members' binds (`claims.rs`).
+        // In gate mode kube-scheduler allocates the claims of the pods Caldera releases (and
+        // the gate's RBAC cannot write them): the release goes alone.
+        let (claim_writes, extended_claims) = if inner.options.release {
+            (Vec::new(), Vec::new())
+        } else {
+            (claim_writes, extended_claims)
+        };
         let claim_steps = claims::steps(&binds, claim_writes, extended_claims);
 
         // Acts first: their tickets are out before any report of this plan is queued.

@@ -765,7 +765,7 @@ fn allocated_devices(
 /// Writes one claim's allocation and users as kube-scheduler's DynamicResources PreBind does:
 /// reads the claim (it must still be the one decided on: same uid, not being deleted, not
 /// allocated otherwise — an allocation equal to the one decided is this write's own, repeated;
-/// for a reservation only, still allocated), adds the finalizer
+/// for a reservation only, still allocated as decided: same devices, same node selector), adds the finalizer
 /// `resource.kubernetes.io/delete-protection` (an update with the read resourceVersion), then
 /// writes `status.allocation` and the new `status.reservedFor` entries in one update of
 /// `resourceclaims/status` with the resourceVersion just returned. A claim changed meanwhile
@@ -825,6 +825,16 @@ async fn claim_once(
         None if !w.allocate => {
             return Err(claim_changed(&object, "is no longer allocated"));
         }
+        // A reservation only: the allocation must still be the one decided on (its devices
+        // and the nodes it admits), or the pod would land where its claim is not.
+        Some(a)
+            if !w.allocate
+                && (allocated_devices(a) != allocated_devices(&wanted)
+                    || serde_json::to_value(&a.node_selector).ok()
+                        != serde_json::to_value(&wanted.node_selector).ok()) =>
+        {
+            return Err(claim_changed(&object, "was allocated otherwise meanwhile"));
+        }
         _ => {}
     }
     let pp = PostParams {
@@ -879,7 +889,7 @@ pub async fn extended_claim(
     client: &Client,
     e: &caldera_model::dra::ExtendedResourceClaim,
     field_manager: &str,
-) -> Result<()> {
+) -> Result<String> {
     use k8s_openapi::api::resource::v1::ResourceClaim;
     let object = format!("{}/{}", e.namespace, e.pod);
     let failed = |source| Error::Claim {
@@ -918,33 +928,125 @@ pub async fn extended_claim(
     let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &e.namespace);
     let mut created = api.create(&pp, &body).await.map_err(failed)?;
     let name = created.metadata.name.clone().unwrap_or_default();
-    let status = json!({
-        "allocation": allocation_json(&e.devices, &e.config, e.node_selector.as_deref()),
-        "reservedFor": [{"resource": "pods", "name": &*e.pod, "uid": &*e.pod_uid}],
-    });
-    created.status =
-        Some(serde_json::from_value(status).map_err(|err| failed(kube::Error::SerdeError(err)))?);
-    api.replace_status(&name, &pp, &created)
-        .await
-        .map_err(failed)?;
-    let mappings: Vec<Value> = e
+    let rest = async {
+        let status = json!({
+            "allocation": allocation_json(&e.devices, &e.config, e.node_selector.as_deref()),
+            "reservedFor": [{"resource": "pods", "name": &*e.pod, "uid": &*e.pod_uid}],
+        });
+        created.status = Some(
+            serde_json::from_value(status).map_err(|err| failed(kube::Error::SerdeError(err)))?,
+        );
+        api.replace_status(&name, &pp, &created)
+            .await
+            .map_err(failed)?;
+        let mappings: Vec<Value> = e
         .mappings
         .iter()
         .map(|m| {
             json!({"containerName": &*m.container, "resourceName": &*m.resource, "requestName": &*m.request})
         })
         .collect();
-    let patch = json!({
-        "metadata": {"uid": &*e.pod_uid},
-        "status": {"extendedResourceClaimStatus": {
-            "resourceClaimName": name, "requestMappings": mappings
-        }}
-    });
+        let patch = json!({
+            "metadata": {"uid": &*e.pod_uid},
+            "status": {"extendedResourceClaimStatus": {
+                "resourceClaimName": name, "requestMappings": mappings
+            }}
+        });
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &e.namespace);
+        pods.patch_status(&e.pod, &patch_params(field_manager), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(failed)
+    };
+    match rest.await {
+        Ok(()) => Ok(name),
+        Err(err) => {
+            // Half made: the claim goes again, so no pod is left naming a claim no one uses.
+            if let Err(undo) = delete_extended_claim(client, e, &name, field_manager).await {
+                tracing::warn!(error = %undo, "could not delete a half-made extended-resource claim");
+            }
+            Err(err)
+        }
+    }
+}
+
+/// Deletes a bridge claim this binder made for a pod that will not bind with it: the pod's
+/// `status.extendedResourceClaimStatus` is cleared if it names the claim (the pod's uid as
+/// precondition), the delete-protection finalizer removed and the claim deleted. A claim or pod
+/// gone already is fine.
+pub async fn delete_extended_claim(
+    client: &Client,
+    e: &caldera_model::dra::ExtendedResourceClaim,
+    name: &str,
+    field_manager: &str,
+) -> Result<()> {
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    let object = format!("{}/{}", e.namespace, name);
+    let failed = |source| Error::Claim {
+        object: object.clone(),
+        source,
+    };
+    let gone = |r: std::result::Result<(), kube::Error>| match r {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        other => other,
+    };
     let pods: Api<Pod> = Api::namespaced(client.clone(), &e.namespace);
-    pods.patch_status(&e.pod, &patch_params(field_manager), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
-        .map_err(failed)
+    let names_it = match pods.get_status(&e.pod).await {
+        Ok(p) => {
+            let named = serde_json::to_value(&p.status).ok().and_then(|v| {
+                v.pointer("/extendedResourceClaimStatus/resourceClaimName")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
+            p.metadata.uid.as_deref() == Some(&*e.pod_uid) && named.as_deref() == Some(name)
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => false,
+        Err(err) => return Err(failed(err)),
+    };
+    if names_it {
+        let patch = json!({
+            "metadata": {"uid": &*e.pod_uid},
+            "status": {"extendedResourceClaimStatus": null}
+        });
+        gone(
+            pods.patch_status(&e.pod, &patch_params(field_manager), &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+        )
+        .map_err(failed)?;
+    }
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), &e.namespace);
+    let protection = caldera_model::dra::DELETE_PROTECTION_FINALIZER;
+    match api.get(name).await {
+        Ok(c)
+            if c.metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|x| x == protection)) =>
+        {
+            let mut kept: Vec<String> = c.metadata.finalizers.clone().unwrap_or_default();
+            kept.retain(|x| x != protection);
+            let patch = json!({"metadata": {
+                "finalizers": kept,
+                "resourceVersion": c.metadata.resource_version,
+            }});
+            gone(
+                api.patch(name, &patch_params(field_manager), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ()),
+            )
+            .map_err(failed)?;
+        }
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(err) => return Err(failed(err)),
+    }
+    gone(
+        api.delete(name, &kube::api::DeleteParams::default())
+            .await
+            .map(|_| ()),
+    )
+    .map_err(failed)
 }
 
 /// Undoes a claim write of a gang that will not bind (kube-scheduler's Unreserve): the pods it
@@ -952,6 +1054,24 @@ pub async fn extended_claim(
 /// allocation is cleared and the delete-protection finalizer removed. A claim gone, or
 /// changed by others meanwhile, is left alone.
 pub async fn unclaim(
+    client: &Client,
+    w: &caldera_model::dra::ClaimWrite,
+    field_manager: &str,
+) -> Result<()> {
+    // Members of one gang sharing a claim undo concurrently: a 409 is read again.
+    let mut conflicts = 0;
+    loop {
+        match unclaim_once(client, w, field_manager).await {
+            Err(Error::Claim {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 409 && conflicts < 5 => conflicts += 1,
+            other => return other,
+        }
+    }
+}
+
+async fn unclaim_once(
     client: &Client,
     w: &caldera_model::dra::ClaimWrite,
     field_manager: &str,

@@ -422,3 +422,288 @@ async fn the_bridge_makes_an_allocated_claim_owned_by_the_pod_and_names_it() -> 
     assert_eq!(claim_status.reserved_for.map(|r| r.len()), Some(1));
     Ok(())
 }
+
+/// The claim as the test sees it: (allocated, reservedFor uids, has the finalizer).
+async fn claim_state(
+    claims: &Api<ResourceClaim>,
+    name: &str,
+) -> Result<(bool, Vec<String>, bool), Box<dyn std::error::Error>> {
+    let c = claims.get(name).await?;
+    let finalizer = c
+        .metadata
+        .finalizers
+        .unwrap_or_default()
+        .contains(&PROTECTION.to_string());
+    let status = c.status.unwrap_or_default();
+    let mut users: Vec<String> = status
+        .reserved_for
+        .unwrap_or_default()
+        .into_iter()
+        .map(|u| u.uid)
+        .collect();
+    users.sort();
+    Ok((status.allocation.is_some(), users, finalizer))
+}
+
+#[tokio::test]
+async fn a_bind_refused_after_the_claims_were_written_undoes_that_members_claim() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let pod_uid = pod(&pods, "train-0", "gpu-0").await?;
+    let claim_uid = claim(&claims, "gpu-0").await?;
+    let mut plan = Plan::default();
+    plan.claim_writes
+        .push(write("gpu-0", &claim_uid, "gpu-0", ("train-0", &pod_uid)));
+    plan.binds.push(bind("train-0", &pod_uid));
+    // The claim write goes through; the bind is refused for good.
+    server.fail_next(Verb::Create, "pods", "binding", 422, 1);
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 1).await;
+    assert_eq!(
+        *seen.dropped.lock().unwrap(),
+        [("train-0".to_string(), Dropped::Rejected)]
+    );
+    // The runtime hears of it too (its overlay stops laying the write over snapshots).
+    assert_eq!(*seen.claims_dropped.lock().unwrap(), ["ns/gpu-0"]);
+    let p = pods.get("train-0").await?;
+    assert_eq!(p.spec.and_then(|s| s.node_name), None);
+    // Unreserved, deallocated and unprotected: the next session decides afresh.
+    let undone = async {
+        loop {
+            if claim_state(&claims, "gpu-0").await.ok() == Some((false, vec![], false)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let result = tokio::time::timeout(Duration::from_secs(5), undone).await;
+    assert!(
+        result.is_ok(),
+        "claim left as {:?}",
+        claim_state(&claims, "gpu-0").await?
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_shared_claim_keeps_the_users_of_the_job_that_bound_when_another_job_fails() -> TestResult
+{
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let a = pod(&pods, "a", "shared").await?;
+    let b = pod(&pods, "b", "shared").await?;
+    let shared_uid = claim(&claims, "shared").await?;
+    let other_uid = claim(&claims, "gpu-x").await?;
+    let mut plan = Plan::default();
+    // One write of the shared claim for both jobs' pods, as the session makes it.
+    let mut shared = write("shared", &shared_uid, "gpu-0", ("a", &a));
+    shared.reserved_for.push(Consumer {
+        resource: "pods".into(),
+        name: "b".into(),
+        uid: b.as_str().into(),
+    });
+    plan.claim_writes.push(shared);
+    // Job x also needs gpu-x, which someone else allocates meanwhile: x's step fails.
+    plan.claim_writes
+        .push(write("gpu-x", &other_uid, "gpu-1", ("a", &a)));
+    claims
+        .patch_status(
+            "gpu-x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": "node-a", "device": "gpu-7"}
+            ]}}}})),
+        )
+        .await?;
+    let mut bind_a = bind("a", &a);
+    bind_a.job = "ns/x".into();
+    let mut bind_b = bind("b", &b);
+    bind_b.job = "ns/y".into();
+    plan.binds.push(bind_a);
+    plan.binds.push(bind_b);
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 2).await;
+    assert_eq!(*seen.bound.lock().unwrap(), ["b"]);
+    assert_eq!(
+        *seen.dropped.lock().unwrap(),
+        [("a".to_string(), Dropped::Rejected)]
+    );
+    // b is bound: the claim stays allocated, protected and reserved for b alone.
+    assert_eq!(
+        claim_state(&claims, "shared").await?,
+        (true, vec![b.clone()], true)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn gate_mode_releases_without_writing_claims() -> TestResult {
+    // The gate's RBAC only watches claims: kube-scheduler allocates those of released pods.
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let gated: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-0"},
+        "spec": {"schedulingGates": [{"name": caldera_binder::writes::GANG_GATE}],
+            "containers": [{"name": "main", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-0"}]}
+    }))?;
+    let pod_uid = pods
+        .create(&PostParams::default(), &gated)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    let claim_uid = claim(&claims, "gpu-0").await?;
+    let mut plan = Plan::default();
+    plan.claim_writes
+        .push(write("gpu-0", &claim_uid, "gpu-0", ("train-0", &pod_uid)));
+    plan.binds.push(bind("train-0", &pod_uid));
+    server.reset_request_counts();
+    let seen = Arc::new(Seen::default());
+    let gate = Binder::new(
+        server.kube_client()?,
+        Options {
+            follow: Follow {
+                report_quiet: Duration::ZERO,
+                ..Follow::default()
+            },
+            release: true,
+            ..Options::default()
+        },
+        seen.clone(),
+    );
+    gate.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 1).await;
+    assert_eq!(*seen.bound.lock().unwrap(), ["train-0"]);
+    let p = pods.get("train-0").await?;
+    assert_eq!(p.spec.and_then(|s| s.scheduling_gates), None, "released");
+    // Not a single claim request: the claim is left to kube-scheduler.
+    let counts = server.request_counts();
+    let touched: Vec<_> = counts
+        .iter()
+        .filter(|(k, n)| *n > 0 && k.resource == "resourceclaims")
+        .collect();
+    assert!(touched.is_empty(), "claim requests: {touched:?}");
+    assert_eq!(claim_state(&claims, "gpu-0").await?, (false, vec![], false));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failed_step_deletes_the_bridge_claims_it_made() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let p: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy"},
+        "spec": {"schedulerName": "caldera", "containers": [{"name": "main", "image": "x",
+            "resources": {"limits": {"example.com/gpu": "1"}}}]}
+    }))?;
+    let legacy = pods
+        .create(&PostParams::default(), &p)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default();
+    // The other member's claim is taken meanwhile: the gang's step fails.
+    let other = pod(&pods, "train-1", "gpu-x").await?;
+    let other_claim = claim(&claims, "gpu-x").await?;
+    claims
+        .patch_status(
+            "gpu-x",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.example.com", "pool": "node-a", "device": "gpu-7"}
+            ]}}}})),
+        )
+        .await?;
+    let mut plan = Plan::default();
+    plan.claim_writes
+        .push(write("gpu-x", &other_claim, "gpu-1", ("train-1", &other)));
+    plan.extended_claims.push(ExtendedResourceClaim {
+        namespace: "ns".into(),
+        pod: "legacy".into(),
+        pod_uid: legacy.clone().into(),
+        requests: vec![("container-0-request-0".into(), "gpu.example.com".into(), 1)],
+        devices: vec![device("container-0-request-0", "gpu-0")],
+        config: vec![],
+        node: Some("node-a".into()),
+        node_selector: Some(on_node("node-a")),
+        mappings: vec![RequestMapping {
+            container: "main".into(),
+            resource: "example.com/gpu".into(),
+            request: "container-0-request-0".into(),
+        }],
+    });
+    plan.binds.push(bind("legacy", &legacy));
+    plan.binds.push(bind("train-1", &other));
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 2).await;
+    assert!(seen.bound.lock().unwrap().is_empty());
+    // The bridge claim made for `legacy` is gone (finalizer removed, deleted) and the pod no
+    // longer names it: the next session makes a fresh decision.
+    let left: Vec<String> = claims
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .filter(|n| n.starts_with("legacy-extended-resources-"))
+        .collect();
+    assert!(left.is_empty(), "bridge claims left: {left:?}");
+    let status = pods.get("legacy").await?.status;
+    assert_eq!(status.and_then(|s| s.extended_resource_claim_status), None);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_reservation_of_a_claim_reallocated_meanwhile_is_refused() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let uid = pod(&pods, "b", "shared").await?;
+    let claim_uid = claim(&claims, "shared").await?;
+    // Decided on while the claim held gpu-0 on node-a; meanwhile it was deallocated and
+    // allocated again, to gpu-7 on node-b.
+    claims
+        .patch_status(
+            "shared",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"allocation": {
+                "devices": {"results": [
+                    {"request": "gpu", "driver": "gpu.example.com", "pool": "node-b", "device": "gpu-7"}
+                ]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["node-b"]}
+                ]}]}
+            }}})),
+        )
+        .await?;
+    let mut reserve = write("shared", &claim_uid, "gpu-0", ("b", &uid));
+    reserve.allocate = false;
+    let mut plan = Plan::default();
+    plan.claim_writes.push(reserve);
+    plan.binds.push(bind("b", &uid));
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 1).await;
+    assert_eq!(
+        *seen.dropped.lock().unwrap(),
+        [("b".to_string(), Dropped::Rejected)]
+    );
+    let p = pods.get("b").await?;
+    assert_eq!(p.spec.and_then(|s| s.node_name), None);
+    let (_, users, _) = claim_state(&claims, "shared").await?;
+    assert!(users.is_empty(), "not reserved for b: {users:?}");
+    Ok(())
+}

@@ -9,7 +9,7 @@ use caldera_model::{
     DeviceRequest, ExactRequest, MatchAttribute, PodClaim, RequestKind, Snapshot, TaskClaims, Time,
 };
 use caldera_plugins::scheduler;
-use caldera_testkit::builders::{node, podgroup, Cluster};
+use caldera_testkit::builders::{node, podgroup, queue, Cluster};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -355,4 +355,171 @@ fn explain_names_the_claims_a_gang_cannot_get() {
             .is_some_and(|h| h.contains("cannot allocate all claims")),
         "{text}"
     );
+}
+
+/// Two DRA-only nodes publishing two GPUs each through a class naming `nvidia.com/gpu`, and a
+/// one-member gang asking `nvidia.com/gpu: 1` whose pod already names its bridge claim
+/// (`bridge`, allocated on `allocated_on` if given).
+fn bridged(allocated_on: Option<&str>) -> Snapshot {
+    let mut c = Cluster::new();
+    for n in ["n0", "n1"] {
+        c = c.node(node(n).cpu(64).label("kubernetes.io/hostname", n));
+    }
+    c = c.group(podgroup("ns", "g0").min_member(1));
+    c = c.members("ns", "g0", 1, |p| p.cpu_milli(100).gpus(1));
+    let mut s = c.snapshot();
+    s.dra.classes.push(DeviceClass {
+        name: CLASS.into(),
+        selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
+        config: Vec::new(),
+        extended_resource_name: Some("nvidia.com/gpu".into()),
+        created: Time::from_secs(0),
+    });
+    for n in ["n0", "n1"] {
+        for d in 0..2 {
+            s.dra.devices.push(Device {
+                driver: DRIVER.into(),
+                pool: n.into(),
+                name: Arc::from(format!("gpu-{d}")),
+                attributes: BTreeMap::new(),
+                capacity: BTreeMap::new(),
+                nodes: DeviceNodes::Node(n.into()),
+                unsupported: None,
+            });
+        }
+    }
+    let t = &mut s.tasks[0];
+    let mut bridge = claim(
+        "bridge",
+        vec![request("container-0-request-0", 1, false)],
+        false,
+    );
+    bridge.owner = Some(("Pod".into(), t.uid.clone()));
+    if let Some(n) = allocated_on {
+        bridge.allocation = Some(caldera_model::Allocation {
+            devices: vec![caldera_model::DeviceResult {
+                request: "container-0-request-0".into(),
+                driver: DRIVER.into(),
+                pool: n.into(),
+                device: "gpu-1".into(),
+                admin_access: false,
+            }],
+            config: Vec::new(),
+            node_selector: Some(vec![caldera_model::SelectorTerm {
+                expressions: Vec::new(),
+                fields: vec![caldera_model::Requirement {
+                    key: "metadata.name".into(),
+                    op: caldera_model::SelectorOp::In,
+                    values: vec![n.to_string()],
+                }],
+            }]),
+        });
+    }
+    s.dra.claims.push(bridge);
+    t.claims = Some(Arc::new(TaskClaims {
+        claims: Vec::new(),
+        waiting: None,
+        extended: vec![caldera_model::ExtendedRequest {
+            container: "main".into(),
+            resource: "nvidia.com/gpu".into(),
+            count: 1,
+        }],
+        extended_claim: Some("bridge".into()),
+    }));
+    s
+}
+
+#[test]
+fn a_pod_that_names_its_bridge_claim_gets_it_allocated_in_place_not_a_new_one() {
+    let s = bridged(None);
+    let out = run(&s);
+    assert_eq!(out.plan.binds.len(), 1, "{:?}", out.plan);
+    assert!(
+        out.plan.extended_claims.is_empty(),
+        "no second bridge claim: {:?}",
+        out.plan.extended_claims
+    );
+    let w: Vec<_> = out.plan.claim_writes.iter().collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(&*w[0].name, "bridge");
+    assert!(w[0].allocate);
+    assert_eq!(w[0].devices.len(), 1);
+    assert_eq!(&*w[0].devices[0].pool, &*out.plan.binds[0].node);
+    assert!(w[0].reserved_for.iter().any(|c| c.uid == s.tasks[0].uid));
+}
+
+#[test]
+fn a_pod_whose_bridge_claim_is_allocated_lands_where_it_is() {
+    let s = bridged(Some("n1"));
+    let out = run(&s);
+    assert_eq!(out.plan.binds.len(), 1, "{:?}", out.plan);
+    assert_eq!(&*out.plan.binds[0].node, "n1");
+    assert!(out.plan.extended_claims.is_empty());
+    assert!(out
+        .plan
+        .claim_writes
+        .iter()
+        .all(|w| !w.allocate && &*w.name == "bridge"));
+}
+
+/// One DRA-only node publishing four GPUs through a class naming `nvidia.com/gpu`, a queue
+/// capped at one `nvidia.com/gpu`, gang `a` (two pods sharing claim `s`, one device) and gang
+/// `b` (one pod with its own named claim `c`, one device), `a` first.
+fn named_claims_in_a_capped_queue() -> Snapshot {
+    let mut c = Cluster::new()
+        .node(node("n0").cpu(64).label("kubernetes.io/hostname", "n0"))
+        .queue(queue("q").capability_gpus(1))
+        .group(podgroup("ns", "a").min_member(2).queue("q").created(0))
+        .group(podgroup("ns", "b").min_member(1).queue("q").created(1));
+    c = c.members("ns", "a", 2, |p| p.cpu_milli(100).created(0));
+    c = c.members("ns", "b", 1, |p| p.cpu_milli(100).created(1));
+    let mut s = c.snapshot();
+    s.dra.classes.push(DeviceClass {
+        name: CLASS.into(),
+        selectors: vec![Arc::from(format!("device.driver == \"{DRIVER}\""))],
+        config: Vec::new(),
+        extended_resource_name: Some("nvidia.com/gpu".into()),
+        created: Time::from_secs(0),
+    });
+    for d in 0..4 {
+        s.dra.devices.push(Device {
+            driver: DRIVER.into(),
+            pool: "n0".into(),
+            name: Arc::from(format!("gpu-{d}")),
+            attributes: BTreeMap::new(),
+            capacity: BTreeMap::new(),
+            nodes: DeviceNodes::Node("n0".into()),
+            unsupported: None,
+        });
+    }
+    s.dra
+        .claims
+        .push(claim("c", vec![request("gpu", 1, false)], false));
+    s.dra
+        .claims
+        .push(claim("s", vec![request("gpu", 1, false)], false));
+    for t in s.tasks.iter_mut() {
+        let job = &s.jobs[t.job];
+        let name = if &*job.name == "a" { "s" } else { "c" };
+        t.claims = Some(Arc::new(TaskClaims {
+            claims: vec![PodClaim {
+                pod_claim: "gpu".into(),
+                claim: name.into(),
+                from_template: false,
+            }],
+            ..TaskClaims::default()
+        }));
+    }
+    s
+}
+
+#[test]
+fn named_claims_count_in_queue_accounting_a_shared_one_once() {
+    let s = named_claims_in_a_capped_queue();
+    let out = run(&s);
+    let mut bound: Vec<&str> = out.plan.binds.iter().map(|b| &*b.name).collect();
+    bound.sort();
+    // `a`'s shared claim is one GPU (charged once, to a-0): the queue's one GPU is used up,
+    // so `b`'s named claim must wait.
+    assert_eq!(bound, ["a-0", "a-1"], "{:?}", out.plan.binds);
 }

@@ -250,16 +250,46 @@ pub fn fold(snapshot: &mut Snapshot, allocator: &mut Allocator) -> BTreeMap<Arc<
     if backed.is_empty() {
         return backed;
     }
-    // A member's claims from templates count as the resource their class names.
+    // A member's claims count as the resource their class names: a claim from a template,
+    // or named by one pod only, to that pod; a named claim several pods share, once, to the
+    // first of them by name.
     let ext_of = |class: &str| -> Option<Arc<str>> {
         let r = inv.class(class)?.extended_resource_name.clone()?;
         backed.contains_key(&r).then_some(r)
     };
+    let mut first_user: HashMap<(Arc<str>, Arc<str>), Arc<str>> = HashMap::new();
+    for t in &snapshot.tasks {
+        for pc in t.claims.iter().flat_map(|tc| &tc.claims) {
+            if pc.from_template {
+                continue;
+            }
+            first_user
+                .entry((t.namespace.clone(), pc.claim.clone()))
+                .and_modify(|u| {
+                    if t.name < *u {
+                        *u = t.name.clone();
+                    }
+                })
+                .or_insert_with(|| t.name.clone());
+        }
+    }
     for t in snapshot.tasks.iter_mut() {
         let Some(tc) = t.claims.clone() else {
             continue;
         };
-        for pc in tc.claims.iter().filter(|pc| pc.from_template) {
+        let charged = |pc: &&caldera_model::PodClaim| {
+            pc.from_template
+                || first_user
+                    .get(&(t.namespace.clone(), pc.claim.clone()))
+                    .is_some_and(|u| *u == t.name)
+        };
+        let mut seen: Vec<&Arc<str>> = Vec::new();
+        for pc in tc.claims.iter().filter(charged) {
+            // A claim listed twice in one pod counts once.
+            if seen.contains(&&pc.claim) {
+                continue;
+            }
+            seen.push(&pc.claim);
             let Some(c) = inv
                 .claim_index(&t.namespace, &pc.claim)
                 .map(|i| &inv.claims[i])
@@ -409,6 +439,19 @@ impl Devices {
                 out.push(i);
             }
         }
+        // The bridge's claim already made for it (`extendedResourceClaimStatus`) is used like
+        // any claim of its own: where it is allocated, or allocated in place; never made again.
+        if let Some(name) = &tc.extended_claim {
+            let Some(i) = self.inv.claim_index(&task.namespace, name) else {
+                return Err(format!(
+                    "resourceclaim \"{}/{}\" not found",
+                    task.namespace, name
+                ));
+            };
+            if !out.contains(&i) {
+                out.push(i);
+            }
+        }
         Ok(out)
     }
 
@@ -447,7 +490,11 @@ impl Devices {
                 None => pending.push(ci),
             }
         }
-        let bridge = match task.claims.as_ref().filter(|tc| !tc.extended.is_empty()) {
+        let bridge = match task
+            .claims
+            .as_ref()
+            .filter(|tc| !tc.extended.is_empty() && tc.extended_claim.is_none())
+        {
             Some(tc) => {
                 caldera_dra::extended_claim(&self.inv, &task.namespace, &tc.extended, |r| {
                     !self.backs(r, node)
