@@ -59,6 +59,9 @@ struct Hold {
     owner: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     slot: Option<String>,
+    /// Absent in annotations written before it was recorded: the PodGroup's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
     pod: String,
     node: String,
     since: String,
@@ -73,6 +76,7 @@ pub fn encode(holds: &[MoveHold]) -> String {
             .map(|h| Hold {
                 owner: h.owner.to_string(),
                 slot: h.slot.as_deref().map(str::to_string),
+                namespace: Some(h.namespace.to_string()),
                 pod: h.pod.to_string(),
                 node: h.node.to_string(),
                 since: h.since.to_rfc3339(),
@@ -84,8 +88,10 @@ pub fn encode(holds: &[MoveHold]) -> String {
     serde_json::to_string(&holds).unwrap_or_default()
 }
 
-/// Reads the annotation's value; the error says what is wrong.
-pub fn decode(text: &str) -> Result<Vec<MoveHold>, String> {
+/// Reads the annotation's value (of a PodGroup in `namespace`: a hold that does not name the
+/// moved pod's namespace, as written before it was recorded, means that one); the error says
+/// what is wrong.
+pub fn decode(text: &str, namespace: &str) -> Result<Vec<MoveHold>, String> {
     let holds: Holds = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(holds.holds.len());
     for (i, h) in holds.holds.into_iter().enumerate() {
@@ -98,9 +104,13 @@ pub fn decode(text: &str) -> Result<Vec<MoveHold>, String> {
         if h.owner.is_empty() || h.pod.is_empty() || h.node.is_empty() {
             return Err(format!("holds[{i}]: owner, pod and node must not be empty"));
         }
+        if h.namespace.as_deref() == Some("") {
+            return Err(format!("holds[{i}].namespace: must not be empty"));
+        }
         out.push(MoveHold {
             owner: h.owner.into(),
             slot: h.slot.map(Arc::from),
+            namespace: h.namespace.as_deref().unwrap_or(namespace).into(),
             pod: h.pod.into(),
             node: h.node.into(),
             since,
@@ -120,20 +130,30 @@ mod tests {
         let holds = vec![MoveHold {
             owner: "uid-rs".into(),
             slot: Some("abc12".into()),
+            namespace: "serving".into(),
             pod: "web-x".into(),
             node: "gpu-1".into(),
             since: Time::from_secs(1_799_999_000),
             until: Time::from_secs(1_800_000_000),
         }];
-        assert_eq!(decode(&encode(&holds)), Ok(holds));
+        assert_eq!(decode(&encode(&holds), "training"), Ok(holds));
+    }
+
+    #[test]
+    fn a_hold_written_without_namespace_is_in_the_podgroups() {
+        let old = r#"{"holds":[{"owner":"u","pod":"p","node":"n","since":"2026-01-01T00:00:00Z","until":"2026-01-01T00:05:00Z"}]}"#;
+        let holds = decode(old, "training").unwrap();
+        assert_eq!(&*holds[0].namespace, "training");
+        let empty = r#"{"holds":[{"owner":"u","namespace":"","pod":"p","node":"n","since":"2026-01-01T00:00:00Z","until":"2026-01-01T00:05:00Z"}]}"#;
+        assert!(decode(empty, "training").unwrap_err().contains("holds[0].namespace"));
     }
 
     #[test]
     fn a_malformed_annotation_names_the_field() {
         let bad = r#"{"holds":[{"owner":"u","pod":"p","node":"n","since":"2026-01-01T00:00:00Z","until":"soon"}]}"#;
-        assert!(decode(bad).unwrap_err().contains("holds[0].until"));
-        assert!(decode(r#"{"holds":[{"owner":"u"}]}"#).is_err());
-        assert!(decode("[]").is_err());
+        assert!(decode(bad, "ns").unwrap_err().contains("holds[0].until"));
+        assert!(decode(r#"{"holds":[{"owner":"u"}]}"#, "ns").is_err());
+        assert!(decode("[]", "ns").is_err());
     }
 
     #[test]

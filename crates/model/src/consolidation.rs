@@ -37,8 +37,10 @@ pub struct MoveHold {
     pub owner: Arc<str>,
     /// The controller's slot of the moved pod ([`Controller::slot`]).
     pub slot: Option<Arc<str>>,
-    /// The moved pod's name (same namespace as the job): while it terminates, the hold counts
-    /// through it.
+    /// The moved pod's namespace (its replacement is created there too; may differ from the
+    /// job's).
+    pub namespace: Arc<str>,
+    /// The moved pod's name: while it terminates, the hold counts through it.
     pub pod: Arc<str>,
     /// The node held.
     pub node: Arc<str>,

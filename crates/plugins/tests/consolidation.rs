@@ -367,6 +367,32 @@ fn the_replacement_lands_on_its_held_node_and_the_gang_binds_where_it_was_nomina
 }
 
 #[test]
+fn a_pod_moved_from_another_namespace_has_its_replacement_held() {
+    // The moved pod runs in namespace `serving`, the gang waits in `ns`.
+    let other = pod("serving", "web-a")
+        .gpus(1)
+        .on("n0")
+        .running()
+        .controlled_by("ReplicaSet", "web-7d9", Some("7d9"));
+    let snap = fragmented(vec![other]).snapshot();
+    let first = run(&snap);
+    assert_eq!(evicted(&first), vec![("web-a", "consolidate")]);
+    let h = &first.move_holds[0].holds[0];
+    assert_eq!((&*h.namespace, &*h.pod, &*h.node), ("serving", "web-a", "n1"));
+    // Its replacement (in `serving`) takes the held room, not a newcomer of the same size.
+    let newcomer = Cluster::new()
+        .queue(queue("default"))
+        .pod(pod("ns", "zz-other").gpus(1));
+    let next = merge(&after(&snap, &first), newcomer, now());
+    let plan = run(&next);
+    let binds: BTreeMap<&str, &str> = plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect();
+    assert_eq!(binds.get("web-a-new"), Some(&"n1"), "{binds:?}");
+    assert_eq!(binds.get("zz-other"), None, "{binds:?}");
+    assert_eq!(plan.move_holds.len(), 1, "the used hold is dropped");
+    assert!(plan.move_holds[0].holds.is_empty());
+}
+
+#[test]
 fn explain_names_the_moves() {
     let snap = fragmented(vec![web("web-a", 1, "n0")]).snapshot();
     let config = caldera_config::parse(CONFIG, None).expect("test config parses");

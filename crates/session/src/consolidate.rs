@@ -670,6 +670,7 @@ fn commit(
             let hold = MoveHold {
                 owner: c.uid.clone(),
                 slot: c.slot.clone(),
+                namespace: task.namespace.clone(),
                 pod: task.name.clone(),
                 node: ssn.state.nodes[n].name.clone(),
                 since: ssn.state.now,
@@ -739,7 +740,6 @@ pub fn open(ssn: &mut Session) {
             continue;
         }
         let holds = ssn.state.jobs[job].moves.clone();
-        let ns = ssn.state.jobs[job].namespace.clone();
         for hold in holds {
             if hold.until <= now {
                 continue;
@@ -753,7 +753,7 @@ pub fn open(ssn: &mut Session) {
             };
             let st = &ssn.state;
             let of_slot = |t: &caldera_model::Task| {
-                *t.namespace == *ns && t.controller.as_deref().is_some_and(|c| hold.matches(c))
+                *t.namespace == *hold.namespace && t.controller.as_deref().is_some_and(|c| hold.matches(c))
             };
             let used = st.tasks.iter().any(|t| {
                 of_slot(t)
@@ -774,7 +774,7 @@ pub fn open(ssn: &mut Session) {
             let moved = (0..st.tasks.len()).find(|&t| {
                 let task = &st.tasks[t];
                 task.status == TaskStatus::Releasing
-                    && *task.namespace == *ns
+                    && *task.namespace == *hold.namespace
                     && *task.name == *hold.pod
             });
             let task = replacement.or(moved);
