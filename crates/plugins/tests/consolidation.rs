@@ -393,6 +393,71 @@ fn a_pod_moved_from_another_namespace_has_its_replacement_held() {
 }
 
 #[test]
+fn a_try_that_fails_keeps_the_room_held_before_it() {
+    // svc (a gang, priority as tp4's) runs two pods on n0, started last, and its third member
+    // waits for a preempted pod on n3, room held there. big (two pods of 40 CPUs, started
+    // first) also runs on n0. tp4 needs both moved off n0; svc's pods find room on n1 and n2,
+    // big's do not (the GPUs free there have too few CPUs beside them).
+    let rs = |name: &str, group: &str, started: i64| {
+        pod("ns", name)
+            .group(group)
+            .gpus(1)
+            .on("n0")
+            .running()
+            .started(Time::from_secs(started))
+            .controlled_by("ReplicaSet", group, Some(name))
+    };
+    let gpu_node = |name: &str| {
+        node(name)
+            .gpus(8)
+            .cpu(64)
+            .label("kubernetes.io/hostname", name)
+    };
+    let mut c = Cluster::new()
+        .queue(queue("default"))
+        .node(gpu_node("n0"))
+        .node(gpu_node("n1"))
+        .node(gpu_node("n2"))
+        .node(gpu_node("n3"))
+        .pod(busy("busy-0", 4, "n0"))
+        .pod(busy("busy-1", 6, "n1").cpu_milli(40_000))
+        .pod(busy("busy-2", 6, "n2").cpu_milli(40_000))
+        .pod(busy("busy-3", 5, "n3"))
+        .pod(pod("ns", "victim").gpus(3).on("n3").terminating())
+        .group(
+            podgroup("ns", "tp4")
+                .min_member(4)
+                .topology(true, "kubernetes.io/hostname"),
+        )
+        .group(podgroup("ns", "svc").min_member(2))
+        .group(podgroup("ns", "big").min_member(2))
+        .pod(rs("svc-0", "svc", 100))
+        .pod(rs("svc-1", "svc", 100))
+        .pod(pod("ns", "svc-2").group("svc").gpus(3))
+        .pod(rs("big-0", "big", 0).cpu_milli(40_000))
+        .pod(rs("big-1", "big", 0).cpu_milli(40_000));
+    for i in 0..4 {
+        c = c.pod(pod("ns", &format!("tp4-{i}")).group("tp4").gpus(1));
+    }
+    let mut snap = c.snapshot();
+    task_mut(&mut snap, "svc-2").nominated = Some("n3".into());
+    let plan = run(&snap);
+    assert!(plan.evictions.is_empty(), "{:?}", evicted(&plan));
+    let config = caldera_config::parse(CONFIG, None).expect("test config parses");
+    let text = scheduler(&config)
+        .expect("scheduler builds")
+        .explain(&snap, now(), "ns/svc")
+        .expect("the job exists")
+        .to_string();
+    assert!(text.contains("room held while victims terminate on: n3"), "{text}");
+    assert!(
+        plan.nominations.iter().all(|n| &*n.name != "svc-2"),
+        "svc-2 keeps its nomination: {:?}",
+        plan.nominations
+    );
+}
+
+#[test]
 fn explain_names_the_moves() {
     let snap = fragmented(vec![web("web-a", 1, "n0")]).snapshot();
     let config = caldera_config::parse(CONFIG, None).expect("test config parses");

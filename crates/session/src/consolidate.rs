@@ -512,7 +512,16 @@ fn try_plan(
             }
         }
     }
-    // Hold the job's room, then every moved pod must fit in what is left.
+    // Hold the job's room, then every moved pod must fit in what is left. What each job held
+    // before (earlier holds, nominations) stays if this try fails: only what it adds goes.
+    let mut marks: BTreeMap<usize, usize> = BTreeMap::new();
+    marks.insert(job, reserve::mark(ssn, job));
+    for (i, _) in &taken {
+        for &t in &all[*i].tasks {
+            let j = ssn.state.tasks[t].job;
+            marks.entry(j).or_insert_with(|| reserve::mark(ssn, j));
+        }
+    }
     for &(t, n) in &placement {
         reserve::hold(ssn, t, n);
     }
@@ -539,11 +548,9 @@ fn try_plan(
         }
     }
     if !fits {
-        for &(t, _) in &moved {
-            let j = ssn.state.tasks[t].job;
-            reserve::drop_job(ssn, j);
+        for (j, len) in marks {
+            reserve::drop_since(ssn, j, len);
         }
-        reserve::drop_job(ssn, job);
         give_back_all(ssn, at, taken);
         return Tried::NoRoomForMoved;
     }
