@@ -457,6 +457,62 @@ fn a_try_that_fails_keeps_the_room_held_before_it() {
     );
 }
 
+fn explain(snap: &Snapshot, job: &str) -> String {
+    let config = caldera_config::parse(CONFIG, None).expect("test config parses");
+    scheduler(&config)
+        .expect("scheduler builds")
+        .explain(snap, now(), job)
+        .expect("the job exists")
+        .to_string()
+}
+
+#[test]
+fn gangs_bound_by_topology_or_sub_groups_are_not_moved() {
+    // web-a alone would move (see the first test), but its gang has a rule over all its members.
+    let hard = fragmented(vec![web("web-a", 1, "n0").group("svc")])
+        .group(podgroup("ns", "svc").topology(true, "kubernetes.io/hostname"))
+        .snapshot();
+    let plan = run(&hard);
+    assert!(plan.evictions.is_empty(), "{:?}", evicted(&plan));
+    let text = explain(&hard, "ns/svc");
+    assert!(
+        text.contains("consolidate never moves its pods: its hard topology rule"),
+        "{text}"
+    );
+    let sub = fragmented(vec![web("web-a", 1, "n0").group("svc")])
+        .group(podgroup("ns", "svc").sub_groups("rank", "rank", 1, 1, Some((true, 1))))
+        .snapshot();
+    let plan = run(&sub);
+    assert!(plan.evictions.is_empty(), "{:?}", evicted(&plan));
+    let text = explain(&sub, "ns/svc");
+    assert!(text.contains("its sub-groups (subGroupPolicy)"), "{text}");
+    // A soft rule binds nothing: the gang moves.
+    let soft = fragmented(vec![web("web-a", 1, "n0").group("svc")])
+        .group(podgroup("ns", "svc").topology(false, "kubernetes.io/hostname"))
+        .snapshot();
+    assert_eq!(evicted(&run(&soft)), vec![("web-a", "consolidate")]);
+}
+
+#[test]
+fn pods_with_claims_made_for_them_are_not_moved() {
+    let mut snap = fragmented(vec![web("web-a", 1, "n0")]).snapshot();
+    task_mut(&mut snap, "web-a").claims = Some(std::sync::Arc::new(caldera_model::dra::TaskClaims {
+        claims: vec![caldera_model::dra::PodClaim {
+            pod_claim: "gpu".into(),
+            claim: "web-a-gpu-x7k2p".into(),
+            from_template: true,
+        }],
+        ..Default::default()
+    }));
+    let plan = run(&snap);
+    assert!(plan.evictions.is_empty(), "{:?}", evicted(&plan));
+    let text = explain(&snap, "ns/pod:web-a");
+    assert!(
+        text.contains("consolidate never moves its pods: pod ns/web-a has DRA claim web-a-gpu-x7k2p made for it"),
+        "{text}"
+    );
+}
+
 #[test]
 fn explain_names_the_moves() {
     let snap = fragmented(vec![web("web-a", 1, "n0")]).snapshot();
