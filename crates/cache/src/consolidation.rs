@@ -21,7 +21,12 @@ pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index
 /// index for an indexed Job's.
 pub fn controller(meta: &ObjectMeta) -> Option<Controller> {
     let owner = crate::workload::Owner::of(meta)?;
-    if !RECREATING_KINDS.contains(&&*owner.kind) {
+    // `apps/v1` → `apps`; `v1` → the core group.
+    let group = owner
+        .api_version
+        .rsplit_once('/')
+        .map_or("", |(group, _)| group);
+    if !RECREATING_KINDS.contains(&(group, &*owner.kind)) {
         return None;
     }
     let labels = meta.labels.as_ref();
@@ -38,6 +43,34 @@ pub fn controller(meta: &ObjectMeta) -> Option<Controller> {
         uid: owner.uid,
         slot: slot.map(Arc::from),
     })
+}
+
+/// Whether the `batch/v1` Job re-creates an evicted pod without counting the eviction as a
+/// failure (against `backoffLimit`): its `podFailurePolicy` has a rule `action: Ignore` on a
+/// pod condition of type `DisruptionTarget` (status `True`, the default). Otherwise moving its
+/// pod could fail the Job, so `consolidate` does not.
+pub fn job_ignores_disruption(job: &k8s_openapi::api::batch::v1::Job) -> bool {
+    let Some(policy) = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.pod_failure_policy.as_ref())
+    else {
+        return false;
+    };
+    // Rules are evaluated in order: the first that matches decides. An eviction only sets
+    // the DisruptionTarget condition, so an earlier `onExitCodes` rule may match first only
+    // by exit code; a rule on DisruptionTarget before it with another action decides.
+    for rule in &policy.rules {
+        let on_disruption = rule.on_pod_conditions.as_ref().is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "DisruptionTarget" && c.status.as_deref().is_none_or(|s| s == "True")
+            })
+        });
+        if on_disruption {
+            return rule.action == "Ignore";
+        }
+    }
+    false
 }
 
 /// Whether `caldera.sh/no-consolidate` is set to anything but `"false"`.
@@ -157,6 +190,36 @@ mod tests {
     }
 
     #[test]
+    fn a_job_recreates_an_evicted_pod_only_if_its_failure_policy_ignores_disruption() {
+        let job = |policy: serde_json::Value| -> k8s_openapi::api::batch::v1::Job {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "train", "namespace": "ns"},
+                "spec": {"template": {}, "podFailurePolicy": policy}
+            }))
+            .unwrap()
+        };
+        let ignore = job(serde_json::json!({"rules": [
+            {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}},
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+        ]}));
+        assert!(job_ignores_disruption(&ignore));
+        let counts = job(serde_json::json!({"rules": [
+            {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+        ]}));
+        assert!(!job_ignores_disruption(&counts));
+        let other = job(serde_json::json!({"rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "ConfigIssue"}]}
+        ]}));
+        assert!(!job_ignores_disruption(&other));
+        let none: k8s_openapi::api::batch::v1::Job = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "t"}, "spec": {"template": {}}}),
+        )
+        .unwrap();
+        assert!(!job_ignores_disruption(&none));
+    }
+
+    #[test]
     fn only_recreating_controllers_count() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
         let meta = |kind: &str| ObjectMeta {
@@ -177,6 +240,14 @@ mod tests {
         let sts = controller(&meta("StatefulSet")).unwrap();
         assert_eq!(sts.slot.as_deref(), Some("web-abc"));
         assert!(controller(&meta("DaemonSet")).is_none());
+        // The kind must be of its API group: a Job of apps/v1 is no batch Job.
+        assert!(controller(&meta("Job")).is_none());
+        let mut job = meta("Job");
+        job.owner_references.as_mut().unwrap()[0].api_version = "batch/v1".into();
+        assert!(controller(&job).is_some());
+        let mut rs = meta("ReplicaSet");
+        rs.owner_references.as_mut().unwrap()[0].api_version = "example.com/v1".into();
+        assert!(controller(&rs).is_none());
         assert!(controller(&meta("Node")).is_none());
     }
 }
