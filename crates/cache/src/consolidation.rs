@@ -178,7 +178,9 @@ mod tests {
         let holds = decode(old, "training").unwrap();
         assert_eq!(&*holds[0].namespace, "training");
         let empty = r#"{"holds":[{"owner":"u","namespace":"","pod":"p","node":"n","since":"2026-01-01T00:00:00Z","until":"2026-01-01T00:05:00Z"}]}"#;
-        assert!(decode(empty, "training").unwrap_err().contains("holds[0].namespace"));
+        assert!(decode(empty, "training")
+            .unwrap_err()
+            .contains("holds[0].namespace"));
     }
 
     #[test]

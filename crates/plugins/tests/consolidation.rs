@@ -378,7 +378,10 @@ fn a_pod_moved_from_another_namespace_has_its_replacement_held() {
     let first = run(&snap);
     assert_eq!(evicted(&first), vec![("web-a", "consolidate")]);
     let h = &first.move_holds[0].holds[0];
-    assert_eq!((&*h.namespace, &*h.pod, &*h.node), ("serving", "web-a", "n1"));
+    assert_eq!(
+        (&*h.namespace, &*h.pod, &*h.node),
+        ("serving", "web-a", "n1")
+    );
     // Its replacement (in `serving`) takes the held room, not a newcomer of the same size.
     let newcomer = Cluster::new()
         .queue(queue("default"))
@@ -449,7 +452,10 @@ fn a_try_that_fails_keeps_the_room_held_before_it() {
         .explain(&snap, now(), "ns/svc")
         .expect("the job exists")
         .to_string();
-    assert!(text.contains("room held while victims terminate on: n3"), "{text}");
+    assert!(
+        text.contains("room held while victims terminate on: n3"),
+        "{text}"
+    );
     assert!(
         plan.nominations.iter().all(|n| &*n.name != "svc-2"),
         "svc-2 keeps its nomination: {:?}",
@@ -496,14 +502,15 @@ fn gangs_bound_by_topology_or_sub_groups_are_not_moved() {
 #[test]
 fn pods_with_claims_made_for_them_are_not_moved() {
     let mut snap = fragmented(vec![web("web-a", 1, "n0")]).snapshot();
-    task_mut(&mut snap, "web-a").claims = Some(std::sync::Arc::new(caldera_model::dra::TaskClaims {
-        claims: vec![caldera_model::dra::PodClaim {
-            pod_claim: "gpu".into(),
-            claim: "web-a-gpu-x7k2p".into(),
-            from_template: true,
-        }],
-        ..Default::default()
-    }));
+    task_mut(&mut snap, "web-a").claims =
+        Some(std::sync::Arc::new(caldera_model::dra::TaskClaims {
+            claims: vec![caldera_model::dra::PodClaim {
+                pod_claim: "gpu".into(),
+                claim: "web-a-gpu-x7k2p".into(),
+                from_template: true,
+            }],
+            ..Default::default()
+        }));
     let plan = run(&snap);
     assert!(plan.evictions.is_empty(), "{:?}", evicted(&plan));
     let text = explain(&snap, "ns/pod:web-a");

@@ -237,8 +237,7 @@ fn units(ssn: &Session, cfg: &ConsolidateConfig) -> Vec<Unit> {
     let st = &ssn.state;
     let mut out = Vec::new();
     for (v, job) in st.jobs.iter().enumerate() {
-        if job.topology.as_ref().is_some_and(|t| t.required) || !job.sub_group_policies.is_empty()
-        {
+        if job.topology.as_ref().is_some_and(|t| t.required) || !job.sub_group_policies.is_empty() {
             // See [`never_moved`].
             continue;
         }
@@ -812,7 +811,8 @@ pub fn open(ssn: &mut Session) {
             };
             let st = &ssn.state;
             let of_slot = |t: &caldera_model::Task| {
-                *t.namespace == *hold.namespace && t.controller.as_deref().is_some_and(|c| hold.matches(c))
+                *t.namespace == *hold.namespace
+                    && t.controller.as_deref().is_some_and(|c| hold.matches(c))
             };
             let used = st.tasks.iter().any(|t| {
                 of_slot(t)
