@@ -21,7 +21,12 @@ pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index
 /// index for an indexed Job's.
 pub fn controller(meta: &ObjectMeta) -> Option<Controller> {
     let owner = crate::workload::Owner::of(meta)?;
-    if !RECREATING_KINDS.contains(&&*owner.kind) {
+    // `apps/v1` → `apps`; `v1` → the core group.
+    let group = owner
+        .api_version
+        .rsplit_once('/')
+        .map_or("", |(group, _)| group);
+    if !RECREATING_KINDS.contains(&(group, &*owner.kind)) {
         return None;
     }
     let labels = meta.labels.as_ref();
@@ -38,6 +43,34 @@ pub fn controller(meta: &ObjectMeta) -> Option<Controller> {
         uid: owner.uid,
         slot: slot.map(Arc::from),
     })
+}
+
+/// Whether the `batch/v1` Job re-creates an evicted pod without counting the eviction as a
+/// failure (against `backoffLimit`): its `podFailurePolicy` has a rule `action: Ignore` on a
+/// pod condition of type `DisruptionTarget` (status `True`, the default). Otherwise moving its
+/// pod could fail the Job, so `consolidate` does not.
+pub fn job_ignores_disruption(job: &k8s_openapi::api::batch::v1::Job) -> bool {
+    let Some(policy) = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.pod_failure_policy.as_ref())
+    else {
+        return false;
+    };
+    // Rules are evaluated in order: the first that matches decides. An eviction only sets
+    // the DisruptionTarget condition, so an earlier `onExitCodes` rule may match first only
+    // by exit code; a rule on DisruptionTarget before it with another action decides.
+    for rule in &policy.rules {
+        let on_disruption = rule.on_pod_conditions.as_ref().is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "DisruptionTarget" && c.status.as_deref().is_none_or(|s| s == "True")
+            })
+        });
+        if on_disruption {
+            return rule.action == "Ignore";
+        }
+    }
+    false
 }
 
 /// Whether `caldera.sh/no-consolidate` is set to anything but `"false"`.
@@ -59,6 +92,9 @@ struct Hold {
     owner: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     slot: Option<String>,
+    /// Absent in annotations written before it was recorded: the PodGroup's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
     pod: String,
     node: String,
     since: String,
@@ -73,6 +109,7 @@ pub fn encode(holds: &[MoveHold]) -> String {
             .map(|h| Hold {
                 owner: h.owner.to_string(),
                 slot: h.slot.as_deref().map(str::to_string),
+                namespace: Some(h.namespace.to_string()),
                 pod: h.pod.to_string(),
                 node: h.node.to_string(),
                 since: h.since.to_rfc3339(),
@@ -84,8 +121,10 @@ pub fn encode(holds: &[MoveHold]) -> String {
     serde_json::to_string(&holds).unwrap_or_default()
 }
 
-/// Reads the annotation's value; the error says what is wrong.
-pub fn decode(text: &str) -> Result<Vec<MoveHold>, String> {
+/// Reads the annotation's value (of a PodGroup in `namespace`: a hold that does not name the
+/// moved pod's namespace, as written before it was recorded, means that one); the error says
+/// what is wrong.
+pub fn decode(text: &str, namespace: &str) -> Result<Vec<MoveHold>, String> {
     let holds: Holds = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(holds.holds.len());
     for (i, h) in holds.holds.into_iter().enumerate() {
@@ -98,9 +137,13 @@ pub fn decode(text: &str) -> Result<Vec<MoveHold>, String> {
         if h.owner.is_empty() || h.pod.is_empty() || h.node.is_empty() {
             return Err(format!("holds[{i}]: owner, pod and node must not be empty"));
         }
+        if h.namespace.as_deref() == Some("") {
+            return Err(format!("holds[{i}].namespace: must not be empty"));
+        }
         out.push(MoveHold {
             owner: h.owner.into(),
             slot: h.slot.map(Arc::from),
+            namespace: h.namespace.as_deref().unwrap_or(namespace).into(),
             pod: h.pod.into(),
             node: h.node.into(),
             since,
@@ -120,20 +163,62 @@ mod tests {
         let holds = vec![MoveHold {
             owner: "uid-rs".into(),
             slot: Some("abc12".into()),
+            namespace: "serving".into(),
             pod: "web-x".into(),
             node: "gpu-1".into(),
             since: Time::from_secs(1_799_999_000),
             until: Time::from_secs(1_800_000_000),
         }];
-        assert_eq!(decode(&encode(&holds)), Ok(holds));
+        assert_eq!(decode(&encode(&holds), "training"), Ok(holds));
+    }
+
+    #[test]
+    fn a_hold_written_without_namespace_is_in_the_podgroups() {
+        let old = r#"{"holds":[{"owner":"u","pod":"p","node":"n","since":"2026-01-01T00:00:00Z","until":"2026-01-01T00:05:00Z"}]}"#;
+        let holds = decode(old, "training").unwrap();
+        assert_eq!(&*holds[0].namespace, "training");
+        let empty = r#"{"holds":[{"owner":"u","namespace":"","pod":"p","node":"n","since":"2026-01-01T00:00:00Z","until":"2026-01-01T00:05:00Z"}]}"#;
+        assert!(decode(empty, "training")
+            .unwrap_err()
+            .contains("holds[0].namespace"));
     }
 
     #[test]
     fn a_malformed_annotation_names_the_field() {
         let bad = r#"{"holds":[{"owner":"u","pod":"p","node":"n","since":"2026-01-01T00:00:00Z","until":"soon"}]}"#;
-        assert!(decode(bad).unwrap_err().contains("holds[0].until"));
-        assert!(decode(r#"{"holds":[{"owner":"u"}]}"#).is_err());
-        assert!(decode("[]").is_err());
+        assert!(decode(bad, "ns").unwrap_err().contains("holds[0].until"));
+        assert!(decode(r#"{"holds":[{"owner":"u"}]}"#, "ns").is_err());
+        assert!(decode("[]", "ns").is_err());
+    }
+
+    #[test]
+    fn a_job_recreates_an_evicted_pod_only_if_its_failure_policy_ignores_disruption() {
+        let job = |policy: serde_json::Value| -> k8s_openapi::api::batch::v1::Job {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "train", "namespace": "ns"},
+                "spec": {"template": {}, "podFailurePolicy": policy}
+            }))
+            .unwrap()
+        };
+        let ignore = job(serde_json::json!({"rules": [
+            {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}},
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+        ]}));
+        assert!(job_ignores_disruption(&ignore));
+        let counts = job(serde_json::json!({"rules": [
+            {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+        ]}));
+        assert!(!job_ignores_disruption(&counts));
+        let other = job(serde_json::json!({"rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "ConfigIssue"}]}
+        ]}));
+        assert!(!job_ignores_disruption(&other));
+        let none: k8s_openapi::api::batch::v1::Job = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "t"}, "spec": {"template": {}}}),
+        )
+        .unwrap();
+        assert!(!job_ignores_disruption(&none));
     }
 
     #[test]
@@ -157,6 +242,14 @@ mod tests {
         let sts = controller(&meta("StatefulSet")).unwrap();
         assert_eq!(sts.slot.as_deref(), Some("web-abc"));
         assert!(controller(&meta("DaemonSet")).is_none());
+        // The kind must be of its API group: a Job of apps/v1 is no batch Job.
+        assert!(controller(&meta("Job")).is_none());
+        let mut job = meta("Job");
+        job.owner_references.as_mut().unwrap()[0].api_version = "batch/v1".into();
+        assert!(controller(&job).is_some());
+        let mut rs = meta("ReplicaSet");
+        rs.owner_references.as_mut().unwrap()[0].api_version = "example.com/v1".into();
+        assert!(controller(&rs).is_none());
         assert!(controller(&meta("Node")).is_none());
     }
 }

@@ -810,7 +810,7 @@ impl TryFrom<&PodGroup> for GroupInfo {
             .as_ref()
             .and_then(|a| a.get(caldera_model::HOLDS_ANNOTATION))
         {
-            Some(text) => crate::consolidation::decode(text).map_err(|e| {
+            Some(text) => crate::consolidation::decode(text, namespace).map_err(|e| {
                 ctx.err(
                     "metadata.annotations[caldera.sh/consolidation]",
                     Problem::Invalid(e),

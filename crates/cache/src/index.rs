@@ -2109,9 +2109,25 @@ impl ClusterIndex {
             consumes: p.consumes.clone(),
             volumes: None,
             claims: None,
-            controller: p.controller.clone(),
+            controller: self.recreating(p),
             no_consolidate: p.no_consolidate,
         }
+    }
+
+    /// The pod's re-creating controller; a `batch` Job's only when the Job is known and its
+    /// `podFailurePolicy` ignores the eviction ([`crate::consolidation::job_ignores_disruption`]):
+    /// otherwise the eviction counts against its `backoffLimit`.
+    fn recreating(&self, p: &PodInfo) -> Option<Arc<caldera_model::Controller>> {
+        let c = p.controller.as_ref()?;
+        if &*c.kind == "Job" {
+            let job = self.job(&p.namespace, &c.name)?;
+            if job.metadata.uid.as_deref() != Some(&*c.uid)
+                || !crate::consolidation::job_ignores_disruption(job)
+            {
+                return None;
+            }
+        }
+        Some(c.clone())
     }
 
     fn group_job(&self, g: &GroupInfo, opts: &SnapshotOptions) -> Job {

@@ -596,6 +596,45 @@ mod tests {
         assert!(matches!(job_gang(&cron, &names()), JobGang::Gang(_)));
     }
 
+    /// `consolidate` moves a Job's pod only when the Job re-creates it without counting the
+    /// eviction against `backoffLimit`.
+    #[test]
+    fn a_job_pod_counts_as_recreated_only_when_its_failure_policy_ignores_disruption() {
+        let job = mk_job("train", json!({}));
+        let mut index = ClusterIndex::new();
+        index.reset_jobs([&job]);
+        for i in 0..4 {
+            index
+                .apply_pod(&job_pod(&job, &format!("train-{i}")))
+                .unwrap();
+        }
+        let opts = SnapshotOptions::default();
+        let mut pg = match &index.derived_podgroups(&opts)[..] {
+            [DerivedWrite::Create(pg)] => pg.clone(),
+            other => panic!("{other:?}"),
+        };
+        pg.metadata.uid = Some("uid-pg".into());
+        index.apply_podgroup(&pg).unwrap();
+        let snap = index.snapshot(&opts);
+        assert_eq!(snap.tasks.len(), 4);
+        assert!(snap.tasks.iter().all(|t| t.controller.is_none()));
+        let ignoring = mk_job(
+            "train",
+            json!({"spec": {"podFailurePolicy": {"rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}}}),
+        );
+        index.apply_job(&ignoring);
+        let snap = index.snapshot(&opts);
+        assert!(snap
+            .tasks
+            .iter()
+            .all(|t| t.controller.as_ref().is_some_and(|c| &*c.kind == "Job")));
+        // Without the Job object nothing tells: not moved.
+        index.delete_job("ml", "train");
+        let snap = index.snapshot(&opts);
+        assert!(snap.tasks.iter().all(|t| t.controller.is_none()));
+    }
+
     /// The index puts a Job's pods in its derived gang once the PodGroup exists; before that
     /// they wait; a PodGroup of that name the Job does not own is a clash, never adopted.
     #[test]

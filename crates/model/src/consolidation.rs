@@ -37,8 +37,10 @@ pub struct MoveHold {
     pub owner: Arc<str>,
     /// The controller's slot of the moved pod ([`Controller::slot`]).
     pub slot: Option<Arc<str>>,
-    /// The moved pod's name (same namespace as the job): while it terminates, the hold counts
-    /// through it.
+    /// The moved pod's namespace (its replacement is created there too; may differ from the
+    /// job's).
+    pub namespace: Arc<str>,
+    /// The moved pod's name: while it terminates, the hold counts through it.
     pub pod: Arc<str>,
     /// The node held.
     pub node: Arc<str>,
@@ -69,12 +71,15 @@ pub struct MoveHoldWrite {
     pub holds: Vec<MoveHold>,
 }
 
-/// Kinds of controller owner that re-create a deleted pod.
-/// (A DaemonSet re-creates its pod on the same node, so moving one frees nothing.)
-pub const RECREATING_KINDS: [&str; 5] = [
-    "ReplicaSet",
-    "StatefulSet",
-    "Job",
-    "ReplicationController",
-    "LeaderWorkerSet",
+/// Controller owners that re-create a deleted pod: (API group, kind); the owner reference's
+/// `apiVersion` must be of that group (a `Job` of another group is not a `batch` Job).
+/// (A DaemonSet re-creates its pod on the same node, so moving one frees nothing.) A `batch`
+/// Job re-creates an evicted pod without counting it against `backoffLimit` only when its
+/// `podFailurePolicy` ignores `DisruptionTarget` (`caldera_cache::consolidation`).
+pub const RECREATING_KINDS: [(&str, &str); 5] = [
+    ("apps", "ReplicaSet"),
+    ("apps", "StatefulSet"),
+    ("batch", "Job"),
+    ("", "ReplicationController"),
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
 ];

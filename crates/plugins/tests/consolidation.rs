@@ -367,6 +367,160 @@ fn the_replacement_lands_on_its_held_node_and_the_gang_binds_where_it_was_nomina
 }
 
 #[test]
+fn a_pod_moved_from_another_namespace_has_its_replacement_held() {
+    // The moved pod runs in namespace `serving`, the gang waits in `ns`.
+    let other = pod("serving", "web-a")
+        .gpus(1)
+        .on("n0")
+        .running()
+        .controlled_by("ReplicaSet", "web-7d9", Some("7d9"));
+    let snap = fragmented(vec![other]).snapshot();
+    let first = run(&snap);
+    assert_eq!(evicted(&first), vec![("web-a", "consolidate")]);
+    let h = &first.move_holds[0].holds[0];
+    assert_eq!(
+        (&*h.namespace, &*h.pod, &*h.node),
+        ("serving", "web-a", "n1")
+    );
+    // Its replacement (in `serving`) takes the held room, not a newcomer of the same size.
+    let newcomer = Cluster::new()
+        .queue(queue("default"))
+        .pod(pod("ns", "zz-other").gpus(1));
+    let next = merge(&after(&snap, &first), newcomer, now());
+    let plan = run(&next);
+    let binds: BTreeMap<&str, &str> = plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect();
+    assert_eq!(binds.get("web-a-new"), Some(&"n1"), "{binds:?}");
+    assert_eq!(binds.get("zz-other"), None, "{binds:?}");
+    assert_eq!(plan.move_holds.len(), 1, "the used hold is dropped");
+    assert!(plan.move_holds[0].holds.is_empty());
+}
+
+#[test]
+fn a_try_that_fails_keeps_the_room_held_before_it() {
+    // svc (a gang, priority as tp4's) runs two pods on n0, started last, and its third member
+    // waits for a preempted pod on n3, room held there. big (two pods of 40 CPUs, started
+    // first) also runs on n0. tp4 needs both moved off n0; svc's pods find room on n1 and n2,
+    // big's do not (the GPUs free there have too few CPUs beside them).
+    let rs = |name: &str, group: &str, started: i64| {
+        pod("ns", name)
+            .group(group)
+            .gpus(1)
+            .on("n0")
+            .running()
+            .started(Time::from_secs(started))
+            .controlled_by("ReplicaSet", group, Some(name))
+    };
+    let gpu_node = |name: &str| {
+        node(name)
+            .gpus(8)
+            .cpu(64)
+            .label("kubernetes.io/hostname", name)
+    };
+    let mut c = Cluster::new()
+        .queue(queue("default"))
+        .node(gpu_node("n0"))
+        .node(gpu_node("n1"))
+        .node(gpu_node("n2"))
+        .node(gpu_node("n3"))
+        .pod(busy("busy-0", 4, "n0"))
+        .pod(busy("busy-1", 6, "n1").cpu_milli(40_000))
+        .pod(busy("busy-2", 6, "n2").cpu_milli(40_000))
+        .pod(busy("busy-3", 5, "n3"))
+        .pod(pod("ns", "victim").gpus(3).on("n3").terminating())
+        .group(
+            podgroup("ns", "tp4")
+                .min_member(4)
+                .topology(true, "kubernetes.io/hostname"),
+        )
+        .group(podgroup("ns", "svc").min_member(2))
+        .group(podgroup("ns", "big").min_member(2))
+        .pod(rs("svc-0", "svc", 100))
+        .pod(rs("svc-1", "svc", 100))
+        .pod(pod("ns", "svc-2").group("svc").gpus(3))
+        .pod(rs("big-0", "big", 0).cpu_milli(40_000))
+        .pod(rs("big-1", "big", 0).cpu_milli(40_000));
+    for i in 0..4 {
+        c = c.pod(pod("ns", &format!("tp4-{i}")).group("tp4").gpus(1));
+    }
+    let mut snap = c.snapshot();
+    task_mut(&mut snap, "svc-2").nominated = Some("n3".into());
+    let plan = run(&snap);
+    assert!(plan.evictions.is_empty(), "{:?}", evicted(&plan));
+    let config = caldera_config::parse(CONFIG, None).expect("test config parses");
+    let text = scheduler(&config)
+        .expect("scheduler builds")
+        .explain(&snap, now(), "ns/svc")
+        .expect("the job exists")
+        .to_string();
+    assert!(
+        text.contains("room held while victims terminate on: n3"),
+        "{text}"
+    );
+    assert!(
+        plan.nominations.iter().all(|n| &*n.name != "svc-2"),
+        "svc-2 keeps its nomination: {:?}",
+        plan.nominations
+    );
+}
+
+fn explain(snap: &Snapshot, job: &str) -> String {
+    let config = caldera_config::parse(CONFIG, None).expect("test config parses");
+    scheduler(&config)
+        .expect("scheduler builds")
+        .explain(snap, now(), job)
+        .expect("the job exists")
+        .to_string()
+}
+
+#[test]
+fn gangs_bound_by_topology_or_sub_groups_are_not_moved() {
+    // web-a alone would move (see the first test), but its gang has a rule over all its members.
+    let hard = fragmented(vec![web("web-a", 1, "n0").group("svc")])
+        .group(podgroup("ns", "svc").topology(true, "kubernetes.io/hostname"))
+        .snapshot();
+    let plan = run(&hard);
+    assert!(plan.evictions.is_empty(), "{:?}", evicted(&plan));
+    let text = explain(&hard, "ns/svc");
+    assert!(
+        text.contains("consolidate never moves its pods: its hard topology rule"),
+        "{text}"
+    );
+    let sub = fragmented(vec![web("web-a", 1, "n0").group("svc")])
+        .group(podgroup("ns", "svc").sub_groups("rank", "rank", 1, 1, Some((true, 1))))
+        .snapshot();
+    let plan = run(&sub);
+    assert!(plan.evictions.is_empty(), "{:?}", evicted(&plan));
+    let text = explain(&sub, "ns/svc");
+    assert!(text.contains("its sub-groups (subGroupPolicy)"), "{text}");
+    // A soft rule binds nothing: the gang moves.
+    let soft = fragmented(vec![web("web-a", 1, "n0").group("svc")])
+        .group(podgroup("ns", "svc").topology(false, "kubernetes.io/hostname"))
+        .snapshot();
+    assert_eq!(evicted(&run(&soft)), vec![("web-a", "consolidate")]);
+}
+
+#[test]
+fn pods_with_claims_made_for_them_are_not_moved() {
+    let mut snap = fragmented(vec![web("web-a", 1, "n0")]).snapshot();
+    task_mut(&mut snap, "web-a").claims =
+        Some(std::sync::Arc::new(caldera_model::dra::TaskClaims {
+            claims: vec![caldera_model::dra::PodClaim {
+                pod_claim: "gpu".into(),
+                claim: "web-a-gpu-x7k2p".into(),
+                from_template: true,
+            }],
+            ..Default::default()
+        }));
+    let plan = run(&snap);
+    assert!(plan.evictions.is_empty(), "{:?}", evicted(&plan));
+    let text = explain(&snap, "ns/pod:web-a");
+    assert!(
+        text.contains("consolidate never moves its pods: pod ns/web-a has DRA claim web-a-gpu-x7k2p made for it"),
+        "{text}"
+    );
+}
+
+#[test]
 fn explain_names_the_moves() {
     let snap = fragmented(vec![web("web-a", 1, "n0")]).snapshot();
     let config = caldera_config::parse(CONFIG, None).expect("test config parses");

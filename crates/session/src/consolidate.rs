@@ -103,7 +103,54 @@ fn movable(ssn: &Session, t: usize, min_runtime_ms: i64) -> bool {
         && !task.critical
         && !task.no_consolidate
         && task.controller.is_some()
+        && pinned_claims(task).is_none()
         && ssn.state.now.millis_since(task.started) >= min_runtime_ms
+}
+
+/// Why `consolidate` never moves job `job`'s pods whatever their state, if it does not: the
+/// proof places each moved pod on its own, so a job whose placement obeys rules over the
+/// whole gang (a hard topology rule, sub-groups) is not moved: a replacement placed pod by
+/// pod could break them. Pods whose DRA claims are made for them (from a template, or the
+/// extended-resource bridge's) are not moved either: their allocation pins them to their
+/// node, and what the replacement's new claims need is not judged.
+pub fn never_moved(ssn: &Session, job: usize) -> Option<String> {
+    let j = &ssn.state.jobs[job];
+    if j.topology.as_ref().is_some_and(|t| t.required) {
+        return Some(
+            "its hard topology rule binds the whole gang, which a move proven pod by pod could break"
+                .to_string(),
+        );
+    }
+    if !j.sub_group_policies.is_empty() {
+        return Some(
+            "its sub-groups (subGroupPolicy) bind the gang's members together, which a move proven pod by pod could break"
+                .to_string(),
+        );
+    }
+    j.tasks
+        .iter()
+        .map(|&t| &ssn.state.tasks[t])
+        .filter(|t| matches!(t.status, TaskStatus::Bound | TaskStatus::Running))
+        .find_map(|t| {
+            pinned_claims(t).map(|c| {
+                format!(
+                    "pod {} has DRA claim {c} made for it, allocated on its node (its replacement's new claim is not judged)",
+                    t.key()
+                )
+            })
+        })
+}
+
+/// The first claim made for the pod (from a template, or the extended-resource bridge's):
+/// allocated for this pod on its node.
+fn pinned_claims(task: &caldera_model::Task) -> Option<String> {
+    let claims = task.claims.as_deref()?;
+    claims
+        .claims
+        .iter()
+        .find(|c| c.from_template)
+        .map(|c| c.claim.to_string())
+        .or_else(|| claims.extended_claim.as_deref().map(str::to_string))
 }
 
 /// The movable units of a session, listed once per action: cheapest first, and per node the
@@ -190,6 +237,10 @@ fn units(ssn: &Session, cfg: &ConsolidateConfig) -> Vec<Unit> {
     let st = &ssn.state;
     let mut out = Vec::new();
     for (v, job) in st.jobs.iter().enumerate() {
+        if job.topology.as_ref().is_some_and(|t| t.required) || !job.sub_group_policies.is_empty() {
+            // See [`never_moved`].
+            continue;
+        }
         let mut tasks = Vec::new();
         let mut whole = true;
         for &t in &job.tasks {
@@ -512,7 +563,16 @@ fn try_plan(
             }
         }
     }
-    // Hold the job's room, then every moved pod must fit in what is left.
+    // Hold the job's room, then every moved pod must fit in what is left. What each job held
+    // before (earlier holds, nominations) stays if this try fails: only what it adds goes.
+    let mut marks: BTreeMap<usize, usize> = BTreeMap::new();
+    marks.insert(job, reserve::mark(ssn, job));
+    for (i, _) in &taken {
+        for &t in &all[*i].tasks {
+            let j = ssn.state.tasks[t].job;
+            marks.entry(j).or_insert_with(|| reserve::mark(ssn, j));
+        }
+    }
     for &(t, n) in &placement {
         reserve::hold(ssn, t, n);
     }
@@ -539,11 +599,9 @@ fn try_plan(
         }
     }
     if !fits {
-        for &(t, _) in &moved {
-            let j = ssn.state.tasks[t].job;
-            reserve::drop_job(ssn, j);
+        for (j, len) in marks {
+            reserve::drop_since(ssn, j, len);
         }
-        reserve::drop_job(ssn, job);
         give_back_all(ssn, at, taken);
         return Tried::NoRoomForMoved;
     }
@@ -670,6 +728,7 @@ fn commit(
             let hold = MoveHold {
                 owner: c.uid.clone(),
                 slot: c.slot.clone(),
+                namespace: task.namespace.clone(),
                 pod: task.name.clone(),
                 node: ssn.state.nodes[n].name.clone(),
                 since: ssn.state.now,
@@ -739,7 +798,6 @@ pub fn open(ssn: &mut Session) {
             continue;
         }
         let holds = ssn.state.jobs[job].moves.clone();
-        let ns = ssn.state.jobs[job].namespace.clone();
         for hold in holds {
             if hold.until <= now {
                 continue;
@@ -753,7 +811,8 @@ pub fn open(ssn: &mut Session) {
             };
             let st = &ssn.state;
             let of_slot = |t: &caldera_model::Task| {
-                *t.namespace == *ns && t.controller.as_deref().is_some_and(|c| hold.matches(c))
+                *t.namespace == *hold.namespace
+                    && t.controller.as_deref().is_some_and(|c| hold.matches(c))
             };
             let used = st.tasks.iter().any(|t| {
                 of_slot(t)
@@ -774,7 +833,7 @@ pub fn open(ssn: &mut Session) {
             let moved = (0..st.tasks.len()).find(|&t| {
                 let task = &st.tasks[t];
                 task.status == TaskStatus::Releasing
-                    && *task.namespace == *ns
+                    && *task.namespace == *hold.namespace
                     && *task.name == *hold.pod
             });
             let task = replacement.or(moved);

@@ -61,6 +61,8 @@ pub struct Explanation {
     /// Pods `consolidate` moves for the job this session: why these, then each moved pod, its
     /// node and the node held for its replacement; and the holds it keeps from earlier moves.
     pub consolidation: Option<(String, Vec<String>)>,
+    /// Why `consolidate` never moves the job's running pods (shown while it has some).
+    pub never_moved: Option<String>,
     /// Nodes where room is held for the job while its victims terminate.
     pub held_on: Vec<String>,
     /// Its topology rule, and the domain this session placed it in.
@@ -147,6 +149,17 @@ impl Scheduler {
             )),
             (None, true) => None,
         };
+        let never_moved = ssn.state.jobs[ji]
+            .tasks
+            .iter()
+            .any(|&t| {
+                matches!(
+                    ssn.state.tasks[t].status,
+                    caldera_model::TaskStatus::Bound | caldera_model::TaskStatus::Running
+                )
+            })
+            .then(|| crate::consolidate::never_moved(&ssn, ji))
+            .flatten();
         let mut held_on: Vec<String> = ssn
             .reservations
             .of_job(ji)
@@ -221,6 +234,7 @@ impl Scheduler {
             kinds,
             victims,
             consolidation,
+            never_moved,
             held_on,
             volumes,
             claims,
@@ -429,6 +443,9 @@ impl fmt::Display for Explanation {
             for m in moves {
                 writeln!(f, "    {m}")?;
             }
+        }
+        if let Some(why) = &self.never_moved {
+            writeln!(f, "  consolidate never moves its pods: {why}")?;
         }
         if !self.volumes.is_empty() {
             writeln!(

@@ -320,3 +320,34 @@ pub fn drop_job(ssn: &mut Session, job: usize) {
     let priority = ssn.state.jobs[job].priority;
     ssn.reservations.clear(job, priority);
 }
+
+/// How many reservations `job` has now: [`drop_since`] with it takes back those added after.
+pub fn mark(ssn: &Session, job: usize) -> usize {
+    ssn.reservations.of_job(job).len()
+}
+
+/// Drops the reservations of `job` added since [`mark`] returned `len` (a plan that did not
+/// stick), leaving those it had before as they were.
+pub fn drop_since(ssn: &mut Session, job: usize, len: usize) {
+    let now = ssn.reservations.of_job(job).len();
+    if now <= len {
+        return;
+    }
+    for i in len..now {
+        set_held(ssn, job, i, false);
+    }
+    let r = &mut ssn.reservations;
+    r.by_job[job].truncate(len);
+    r.count -= now - len;
+    let priority = ssn.state.jobs[job].priority;
+    let st = &ssn.state;
+    let r = &mut ssn.reservations;
+    r.kept[job] = r.by_job[job]
+        .iter()
+        .any(|x| st.tasks[x.task].volumes.is_some());
+    if r.by_job[job].is_empty() || r.kept[job] {
+        r.unlist(job, priority);
+    } else {
+        r.lendable.entry(priority).or_default().insert(job);
+    }
+}
