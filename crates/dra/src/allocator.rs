@@ -65,7 +65,8 @@ pub struct Usage {
 /// caches. Placements take devices ([`Allocator::take`]) and undoing them gives them back
 /// ([`Allocator::release`]).
 pub struct Allocator {
-    inventory: DeviceInventory,
+    /// Shared with the session's device state: never copied.
+    inventory: Arc<DeviceInventory>,
     /// Devices local to one node, by node name (sorted indices).
     local: HashMap<Arc<str>, Vec<u32>>,
     /// Devices reachable from more than one node (node selector or all nodes).
@@ -79,6 +80,11 @@ pub struct Allocator {
 impl Allocator {
     /// Builds the allocator; devices of already allocated claims are in use.
     pub fn new(inventory: DeviceInventory) -> Self {
+        Self::shared(Arc::new(inventory))
+    }
+
+    /// [`Allocator::new`] over an inventory shared with the caller (no copy).
+    pub fn shared(inventory: Arc<DeviceInventory>) -> Self {
         let mut local: HashMap<Arc<str>, Vec<u32>> = HashMap::new();
         let mut shared = Vec::new();
         for (i, d) in inventory.devices.iter().enumerate() {
@@ -121,6 +127,11 @@ impl Allocator {
 
     /// The inventory it was built from.
     pub fn inventory(&self) -> &DeviceInventory {
+        &self.inventory
+    }
+
+    /// The inventory it was built from, shared.
+    pub fn inventory_arc(&self) -> &Arc<DeviceInventory> {
         &self.inventory
     }
 
@@ -174,15 +185,19 @@ impl Allocator {
             return false;
         };
         device.unsupported.is_none()
-            && class
-                .selectors
-                .iter()
-                .all(|e| self.selectors.matches(e, index, device) == Ok(true))
+            && class.selectors.iter().all(|e| {
+                let id = self.selectors.id(e);
+                self.selectors.matches_id(id, index, device) == Ok(true)
+            })
     }
 
     /// Devices the node reaches, in inventory order.
     pub fn reachable(&self, node: NodeView) -> Vec<u32> {
         let local = self.local.get(node.name).map(Vec::as_slice).unwrap_or(&[]);
+        if self.shared.is_empty() {
+            // Indices of one node's devices are pushed in inventory order: sorted already.
+            return local.to_vec();
+        }
         let shared = self.shared.iter().copied().filter(|&i| {
             self.inventory.devices[i as usize]
                 .nodes
@@ -226,6 +241,23 @@ impl Allocator {
         claims: &[&Claim],
         node: NodeView,
     ) -> Result<Option<Vec<Found>>, String> {
+        self.search(claims, node, true)
+    }
+
+    /// Whether [`Allocator::allocate`] would find a solution (`Ok(true)`), find none
+    /// (`Ok(false)`) or refuse (`Err`, the same message), without building the allocations.
+    pub fn fits(&mut self, claims: &[&Claim], node: NodeView) -> Result<bool, String> {
+        self.search(claims, node, false).map(|f| f.is_some())
+    }
+
+    /// The search behind [`Allocator::allocate`]; `finish`: build the allocations (else a
+    /// solution is `Some` of nothing).
+    fn search(
+        &mut self,
+        claims: &[&Claim],
+        node: NodeView,
+        finish: bool,
+    ) -> Result<Option<Vec<Found>>, String> {
         if claims.is_empty() {
             return Ok(Some(Vec::new()));
         }
@@ -238,7 +270,7 @@ impl Allocator {
             claims,
             requests: Vec::with_capacity(claims.len()),
             constraints: Vec::with_capacity(claims.len()),
-            allocating: HashMap::new(),
+            allocating: Vec::new(),
             results: vec![Vec::new(); claims.len()],
             chosen: Vec::with_capacity(claims.len()),
             steps: 0,
@@ -256,6 +288,9 @@ impl Allocator {
                 ));
             }
             return Ok(None);
+        }
+        if !finish {
+            return Ok(Some(Vec::new()));
         }
         Ok(Some(search.finish()))
     }
@@ -276,6 +311,10 @@ struct Alt<'a> {
     count: usize,
     /// `All`: exactly these devices.
     all: Option<Vec<u32>>,
+    /// Selector ids ([`Selectors::id`]) of the class's selectors, then the request's:
+    /// resolved once per search, not per device.
+    class_ids: Vec<u32>,
+    spec_ids: Vec<u32>,
 }
 
 struct Constraint<'a> {
@@ -310,8 +349,8 @@ struct Search<'a> {
     /// it is `firstAvailable`.
     requests: Vec<Vec<(Vec<Alt<'a>>, bool)>>,
     constraints: Vec<Vec<Constraint<'a>>>,
-    /// Devices taken in this search: by which claims.
-    allocating: HashMap<u32, Vec<usize>>,
+    /// Devices taken in this search, with the claim taking each (a few: scanned).
+    allocating: Vec<(u32, usize)>,
     /// Per claim: (device, request index, alternative index).
     results: Vec<Vec<(u32, usize, usize)>>,
     /// Per claim, per request: the alternative chosen.
@@ -412,6 +451,16 @@ impl<'a> Search<'a> {
             class,
             count: 0,
             all: None,
+            class_ids: class
+                .selectors
+                .iter()
+                .map(|e| self.selectors.id(e))
+                .collect(),
+            spec_ids: spec
+                .selectors
+                .iter()
+                .map(|e| self.selectors.id(e))
+                .collect(),
         };
         match spec.mode {
             AllocationMode::ExactCount(n) => alt.count = n as usize,
@@ -455,8 +504,8 @@ impl<'a> Search<'a> {
         if device.unsupported.is_some() {
             return Ok(false);
         }
-        for (i, s) in alt.class.selectors.iter().enumerate() {
-            match self.selectors.matches(s, index, device) {
+        for (i, &s) in alt.class_ids.iter().enumerate() {
+            match self.selectors.matches_id(s, index, device) {
                 Ok(true) => {}
                 Ok(false) => return Ok(false),
                 Err(e) => {
@@ -468,8 +517,8 @@ impl<'a> Search<'a> {
                 }
             }
         }
-        for (i, s) in alt.spec.selectors.iter().enumerate() {
-            match self.selectors.matches(s, index, device) {
+        for (i, &s) in alt.spec_ids.iter().enumerate() {
+            match self.selectors.matches_id(s, index, device) {
                 Ok(true) => {}
                 Ok(false) => return Ok(false),
                 Err(e) => {
@@ -485,11 +534,10 @@ impl<'a> Search<'a> {
     }
 
     fn in_use(&self, device: u32, claim: usize, admin: bool) -> bool {
-        let allocating = self.allocating.get(&device);
         if admin {
-            allocating.is_some_and(|cs| cs.contains(&claim))
+            self.allocating.contains(&(device, claim))
         } else {
-            self.held[device as usize] > 0 || allocating.is_some_and(|cs| !cs.is_empty())
+            self.held[device as usize] > 0 || self.allocating.iter().any(|&(d, _)| d == device)
         }
     }
 
@@ -547,7 +595,7 @@ impl<'a> Search<'a> {
             }
             return Ok(false);
         }
-        self.allocating.entry(device).or_default().push(c);
+        self.allocating.push((device, c));
         self.results[c].push((device, r, a));
         Ok(true)
     }
@@ -564,13 +612,8 @@ impl<'a> Search<'a> {
                 con.unadd();
             }
         }
-        if let Some(cs) = self.allocating.get_mut(&device) {
-            if let Some(p) = cs.iter().rposition(|&x| x == c) {
-                cs.remove(p);
-            }
-            if cs.is_empty() {
-                self.allocating.remove(&device);
-            }
+        if let Some(p) = self.allocating.iter().rposition(|&x| x == (device, c)) {
+            self.allocating.remove(p);
         }
     }
 

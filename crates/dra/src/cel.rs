@@ -468,6 +468,13 @@ fn depth(root: &cel::IdedExpr) -> usize {
     deepest
 }
 
+/// A selector's answer for one device content, as kept: not asked yet, no, yes, or an error
+/// (its text in [`Selectors::errors`]).
+const UNKNOWN: u8 = 0;
+const NO: u8 = 1;
+const YES: u8 = 2;
+const ERROR: u8 = 3;
+
 /// Compiled selectors and their answers per device, kept for a session.
 pub struct Selectors {
     root: Context<'static, 'static>,
@@ -478,7 +485,11 @@ pub struct Selectors {
     /// Empty: the index is the key.
     shapes: Vec<u32>,
     values: Vec<Option<Value>>,
-    answers: HashMap<(u32, u32), Result<bool, Arc<str>>>,
+    /// Per selector id, per content id: the answer ([`UNKNOWN`], [`NO`], [`YES`], [`ERROR`]),
+    /// so a lookup is two indexings, no hashing and no allocation.
+    answers: Vec<Vec<u8>>,
+    /// The text of every [`ERROR`] answer, by (selector id, content id).
+    errors: HashMap<(u32, u32), Arc<str>>,
 }
 
 impl Default for Selectors {
@@ -496,7 +507,8 @@ impl Selectors {
             programs: Vec::new(),
             shapes: Vec::new(),
             values: vec![None; devices],
-            answers: HashMap::new(),
+            answers: Vec::new(),
+            errors: HashMap::new(),
         }
     }
 
@@ -543,6 +555,7 @@ impl Selectors {
         for (e, program) in fresh.iter().zip(compile_all(fresh.clone())) {
             let id = self.programs.len() as u32;
             self.programs.push(program);
+            self.answers.push(vec![UNKNOWN; self.values.len()]);
             self.ids.insert(e.clone(), id);
         }
     }
@@ -562,14 +575,49 @@ impl Selectors {
         index: u32,
         device: &Device,
     ) -> Result<bool, Arc<str>> {
-        let index = self.shapes.get(index as usize).copied().unwrap_or(index);
         let id = self.id(expression);
-        if let Some(answer) = self.answers.get(&(id, index)) {
-            return answer.clone();
+        self.matches_id(id, index, device)
+    }
+
+    /// [`Selectors::matches`] for the expression of id `id` (from [`Selectors::id`]): callers
+    /// asking about many devices resolve the id once.
+    pub fn matches_id(&mut self, id: u32, index: u32, device: &Device) -> Result<bool, Arc<str>> {
+        let content = self.shapes.get(index as usize).copied().unwrap_or(index);
+        let (i, c) = (id as usize, content as usize);
+        match self.answers[i].get(c).copied().unwrap_or(UNKNOWN) {
+            YES => return Ok(true),
+            NO => return Ok(false),
+            ERROR => {
+                if let Some(e) = self.errors.get(&(id, content)) {
+                    return Err(e.clone());
+                }
+            }
+            _ => {}
         }
-        let answer = self.evaluate(id, index, device);
-        self.answers.insert((id, index), answer.clone());
+        let answer = self.evaluate(id, content, device);
+        let row = &mut self.answers[i];
+        if row.len() <= c {
+            row.resize(c + 1, UNKNOWN);
+        }
+        row[c] = match &answer {
+            Ok(true) => YES,
+            Ok(false) => NO,
+            Err(e) => {
+                self.errors.insert((id, content), e.clone());
+                ERROR
+            }
+        };
         answer
+    }
+
+    /// How many (selector, device content) answers are kept.
+    #[cfg(test)]
+    fn answered(&self) -> usize {
+        self.answers
+            .iter()
+            .flatten()
+            .filter(|&&a| a != UNKNOWN)
+            .count()
     }
 
     fn evaluate(&mut self, id: u32, index: u32, device: &Device) -> Result<bool, Arc<str>> {
@@ -719,7 +767,7 @@ mod tests {
             "not the answer of another content"
         );
         assert_eq!(s.matches(&e, 1, &a), Ok(true));
-        assert_eq!(s.answers.len(), 2, "one evaluation per content");
+        assert_eq!(s.answered(), 2, "one evaluation per content");
     }
 
     #[test]

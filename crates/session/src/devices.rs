@@ -131,7 +131,7 @@ impl Default for Devices {
 impl Clone for Devices {
     /// A copy with its own allocator, holding the same devices (tests compare sessions).
     fn clone(&self) -> Self {
-        let mut allocator = Allocator::new((*self.inv).clone());
+        let mut allocator = Allocator::shared(self.inv.clone());
         for st in &self.claims {
             if st.by_session {
                 allocator.take(&st.held);
@@ -164,11 +164,13 @@ impl PartialEq for Devices {
 }
 
 /// Counts devices as resources (see the module doc), in `snapshot` before a session opens it,
-/// asking `allocator` (built from `snapshot.dra`) which devices are of which class; returns,
+/// asking `allocator` (built from the snapshot's inventory, which it holds: `snapshot.dra`
+/// itself is not read) which devices are of which class; returns,
 /// per resource devices serve, the nodes (by index) where they serve it. The simulator's
 /// checks call it too ([`fold_snapshot`]), to see what the session sees.
 pub fn fold(snapshot: &mut Snapshot, allocator: &mut Allocator) -> BTreeMap<Arc<str>, Vec<bool>> {
-    let inv = &snapshot.dra;
+    let inv = allocator.inventory_arc().clone();
+    let inv = &*inv;
     let mut backed: BTreeMap<Arc<str>, Vec<bool>> = BTreeMap::new();
     if inv.devices.is_empty() {
         return backed;
@@ -359,7 +361,7 @@ impl Devices {
     /// Builds the state from the snapshot's inventory over `nodes`; `allocator` was built
     /// from it and `backed` is what [`fold`] returned.
     pub fn new(
-        inv: DeviceInventory,
+        inv: Arc<DeviceInventory>,
         nodes: &[Node],
         backed: BTreeMap<Arc<str>, Vec<bool>>,
         allocator: Allocator,
@@ -403,7 +405,7 @@ impl Devices {
             backed,
             allocator: RefCell::new(allocator),
             node_count: nodes.len() as u32,
-            inv: Arc::new(inv),
+            inv,
         }
     }
 
@@ -457,7 +459,14 @@ impl Devices {
 
     /// What placing `task` on node `node` would take: its claims not yet allocated (with
     /// their allocations, in order), the bridge's devices, or kube-scheduler's reason why not.
-    fn decide(&self, task: &Task, node: usize, nodes: &[Node]) -> Result<Decision, String> {
+    /// `full`: with the allocations (else `found` is left empty: a fit check only).
+    fn decide(
+        &self,
+        task: &Task,
+        node: usize,
+        nodes: &[Node],
+        full: bool,
+    ) -> Result<Decision, String> {
         let used = self.resolve(task)?;
         let n = &nodes[node];
         let mut pending = Vec::new();
@@ -518,7 +527,14 @@ impl Devices {
             name: &n.name,
             labels: &n.labels,
         };
-        let found = self.allocator.borrow_mut().allocate(&claims, view)?;
+        let found = if full {
+            self.allocator.borrow_mut().allocate(&claims, view)?
+        } else {
+            self.allocator
+                .borrow_mut()
+                .fits(&claims, view)?
+                .then(Vec::new)
+        };
         let Some(mut found) = found else {
             return Err(CANNOT_ALLOCATE.into());
         };
@@ -551,7 +567,7 @@ impl Devices {
         if task.claims.is_none() {
             return Ok(());
         }
-        self.decide(task, node, nodes).map(|_| ())
+        self.decide(task, node, nodes, false).map(|_| ())
     }
 
     /// Whether claim `ci` belongs to one pod (made from a template): no other pod uses it.
@@ -578,7 +594,7 @@ impl Devices {
         if task.claims.is_none() {
             return Vec::new();
         }
-        let Ok(d) = self.decide(task, node, nodes) else {
+        let Ok(d) = self.decide(task, node, nodes, true) else {
             // The session checked the fit first; were the allocation refused now, the claims
             // stay unallocated and close writes nothing for them.
             return Vec::new();

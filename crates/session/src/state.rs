@@ -110,18 +110,11 @@ impl State {
     /// Builds the working state from a snapshot, taking it over (no copy).
     pub fn new(mut snapshot: Snapshot, now: Time) -> Self {
         // Devices count as the resources their classes name, before anything sums requests.
-        let mut allocator = caldera_dra::Allocator::new(if snapshot.dra.is_empty() {
-            caldera_model::DeviceInventory::default()
-        } else {
-            snapshot.dra.clone()
-        });
+        // One inventory, shared by the allocator and the device state (never copied).
+        let inv = std::sync::Arc::new(std::mem::take(&mut snapshot.dra));
+        let mut allocator = caldera_dra::Allocator::shared(inv.clone());
         let backed = crate::devices::fold(&mut snapshot, &mut allocator);
-        let devices = crate::devices::Devices::new(
-            std::mem::take(&mut snapshot.dra),
-            &snapshot.nodes,
-            backed,
-            allocator,
-        );
+        let devices = crate::devices::Devices::new(inv, &snapshot.nodes, backed, allocator);
         let job_queue: Vec<usize> = snapshot
             .jobs
             .iter()
