@@ -5,7 +5,7 @@
 //!
 //! Follows kube-scheduler's `DynamicResources` plugin: a claim already allocated pins its users
 //! to the nodes its allocation allows; the others of a pod are allocated together on the node
-//! by the structured allocator ([`crate::dra`]), from devices no claim holds (admin access
+//! by the structured allocator ([`caldera_dra`]), from devices no claim holds (admin access
 //! aside); a pod asking for an extended resource that a node does not list is served by
 //! devices of the DeviceClass naming it (KEP-5004). A device is never given twice.
 //!
