@@ -415,6 +415,34 @@ pub fn consolidate_figure(nodes: usize, seed: u64) -> (f64, u64, u64) {
     (seconds, outcome.stats.consolidation_moves, served)
 }
 
+/// The DRA figure on its own (`caldera bench session --only dra`): the `dra_*` fields of
+/// [`SessionResult`].
+#[derive(Debug, Clone, Serialize)]
+pub struct DraResult {
+    /// Nodes.
+    pub nodes: usize,
+    /// Members placed with their devices.
+    pub dra_placements: u64,
+    /// Session time.
+    pub dra_session_seconds: f64,
+    /// dra_placements / dra_session_seconds.
+    pub dra_placements_per_second: f64,
+    /// Peak resident set size so far.
+    pub peak_rss_bytes: u64,
+}
+
+/// Runs only the DRA figure at `nodes` nodes.
+pub fn dra(nodes: usize, seed: u64) -> DraResult {
+    let (placements, seconds) = dra_figure(nodes, seed);
+    DraResult {
+        nodes,
+        dra_placements: placements,
+        dra_session_seconds: seconds,
+        dra_placements_per_second: placements as f64 / seconds.max(1e-9),
+        peak_rss_bytes: crate::peak_rss_bytes(),
+    }
+}
+
 /// The DRA bench's driver.
 const DRA_DRIVER: &str = "gpu.nvidia.com";
 

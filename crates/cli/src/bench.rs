@@ -40,6 +40,8 @@ pub enum Figure {
     /// The first session (10 queues) and the hierarchical-queue figure (1,000 queues, flat
     /// and as a tree) on the same cluster and workload.
     Queues,
+    /// The DRA figure (`dra_placements_per_second`).
+    Dra,
 }
 
 /// `caldera bench` arguments.
@@ -183,6 +185,11 @@ pub fn run(args: BenchArgs) -> CommandResult {
                 .collect();
             print_queues(&results, args.output)
         }
+        Kind::Session if args.only == Some(Figure::Dra) => {
+            let results: Vec<session::DraResult> =
+                nodes.iter().map(|&n| session::dra(n, args.seed)).collect();
+            print_dra(&results, args.output)
+        }
         Kind::Session => {
             let mut results: Vec<SessionResult> = Vec::new();
             for &n in &nodes {
@@ -248,14 +255,12 @@ pub fn run(args: BenchArgs) -> CommandResult {
                         )?;
                     }
                     for r in &results {
-                        writeln!(
-                            out,
-                            "{} nodes × 8 DRA GPUs, {} members with one-GPU claims (CEL): {} placed in {:.3}s, dra_placements_per_second {:.0}",
+                        write_dra_line(
+                            &mut out,
                             r.nodes,
-                            r.nodes * 4,
                             r.dra_placements,
                             r.dra_session_seconds,
-                            r.dra_placements_per_second
+                            r.dra_placements_per_second,
                         )?;
                     }
                     for r in &results {
@@ -459,6 +464,38 @@ fn print_topology(results: &[session::TopologyResult], format: Format) -> Comman
             r.topology_unconstrained_session_seconds,
             r.topology_unconstrained_placements_per_second,
             r.peak_rss_bytes >> 20
+        )?;
+    }
+    Ok(())
+}
+
+fn write_dra_line(
+    out: &mut impl Write,
+    nodes: usize,
+    placements: u64,
+    seconds: f64,
+    per_second: f64,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{nodes} nodes × 8 DRA GPUs, {} members with one-GPU claims (CEL): {placements} placed in {seconds:.3}s, dra_placements_per_second {per_second:.0}",
+        nodes * 4,
+    )
+}
+
+fn print_dra(results: &[session::DraResult], format: Format) -> CommandResult {
+    let mut out = std::io::stdout().lock();
+    if format == Format::Json {
+        writeln!(out, "{}", serde_json::to_string_pretty(results)?)?;
+        return Ok(());
+    }
+    for r in results {
+        write_dra_line(
+            &mut out,
+            r.nodes,
+            r.dra_placements,
+            r.dra_session_seconds,
+            r.dra_placements_per_second,
         )?;
     }
     Ok(())

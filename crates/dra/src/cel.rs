@@ -7,6 +7,7 @@
 //! life of the [`Selectors`] (a session): a selector's answer for a device never changes while
 //! the snapshot does not.
 
+use crate::lazy::Lazy;
 use caldera_model::dra::{AttributeValue, Device};
 use caldera_model::{parse_quantity, Scale};
 use cel::extractors::This;
@@ -18,7 +19,7 @@ use std::sync::Arc;
 
 /// A Kubernetes quantity in CEL (`quantity("40Gi")`, `device.capacity[...]`): thousandths.
 #[derive(Debug, PartialEq, Eq)]
-struct Quantity(i64);
+pub(crate) struct Quantity(pub(crate) i64);
 
 impl Opaque for Quantity {
     fn runtime_type_name(&self) -> &str {
@@ -259,55 +260,12 @@ fn root() -> Context<'static, 'static> {
     ctx
 }
 
-/// The CEL value of `device`.
-fn device_value(d: &Device) -> Value {
-    let mut attributes: HashMap<String, HashMap<String, Value>> = HashMap::new();
-    let mut capacity: HashMap<String, HashMap<String, Value>> = HashMap::new();
-    // The driver's own domain always exists, so `device.attributes["<driver>"].x` on a device
-    // without attributes is "no such key x", as upstream.
-    attributes.entry(d.driver.to_string()).or_default();
-    capacity.entry(d.driver.to_string()).or_default();
-    for (name, v) in &d.attributes {
-        let (domain, id) = split(name);
-        let v = match v {
-            AttributeValue::Int(i) => Value::Int(*i),
-            AttributeValue::Bool(b) => Value::Bool(*b),
-            AttributeValue::String(s) => Value::String(Arc::new(s.to_string())),
-            AttributeValue::Version(s) => match Semver::parse(s) {
-                Some(v) => Value::Opaque(Arc::new(v)),
-                None => Value::String(Arc::new(s.to_string())),
-            },
-        };
-        attributes
-            .entry(domain.to_string())
-            .or_default()
-            .insert(id.to_string(), v);
+/// A `version` attribute's CEL value: a semantic version, or its text when it is not one.
+pub(crate) fn semver_or_string(s: &str) -> Value {
+    match Semver::parse(s) {
+        Some(v) => Value::Opaque(Arc::new(v)),
+        None => Value::String(Arc::new(s.to_string())),
     }
-    for (name, c) in &d.capacity {
-        let (domain, id) = split(name);
-        capacity
-            .entry(domain.to_string())
-            .or_default()
-            .insert(id.to_string(), Value::Opaque(Arc::new(Quantity(c.milli))));
-    }
-    let nested = |m: HashMap<String, HashMap<String, Value>>| -> Value {
-        let m: HashMap<String, Value> = m.into_iter().map(|(k, v)| (k, v.into())).collect();
-        m.into()
-    };
-    let mut device: HashMap<String, Value> = HashMap::new();
-    device.insert(
-        "driver".into(),
-        Value::String(Arc::new(d.driver.to_string())),
-    );
-    device.insert("attributes".into(), nested(attributes));
-    device.insert("capacity".into(), nested(capacity));
-    device.insert("allowMultipleAllocations".into(), Value::Bool(false));
-    device.into()
-}
-
-/// `domain/name` → (domain, name).
-fn split(qualified: &str) -> (&str, &str) {
-    qualified.rsplit_once('/').unwrap_or(("", qualified))
 }
 
 /// What a selector can see of a device: driver, attributes, capacity.
@@ -484,7 +442,8 @@ pub struct Selectors {
     /// which values and answers are kept, since devices alike answer every selector alike.
     /// Empty: the index is the key.
     shapes: Vec<u32>,
-    values: Vec<Option<Value>>,
+    /// How many contents there are (answers rows grow past it when asked about more).
+    contents: usize,
     /// Per selector id, per content id: the answer ([`UNKNOWN`], [`NO`], [`YES`], [`ERROR`]),
     /// so a lookup is two indexings, no hashing and no allocation.
     answers: Vec<Vec<u8>>,
@@ -506,7 +465,7 @@ impl Selectors {
             ids: HashMap::new(),
             programs: Vec::new(),
             shapes: Vec::new(),
-            values: vec![None; devices],
+            contents: devices,
             answers: Vec::new(),
             errors: HashMap::new(),
         }
@@ -555,7 +514,7 @@ impl Selectors {
         for (e, program) in fresh.iter().zip(compile_all(fresh.clone())) {
             let id = self.programs.len() as u32;
             self.programs.push(program);
-            self.answers.push(vec![UNKNOWN; self.values.len()]);
+            self.answers.push(vec![UNKNOWN; self.contents]);
             self.ids.insert(e.clone(), id);
         }
     }
@@ -594,7 +553,7 @@ impl Selectors {
             }
             _ => {}
         }
-        let answer = self.evaluate(id, content, device);
+        let answer = self.evaluate(id, device);
         let row = &mut self.answers[i];
         if row.len() <= c {
             row.resize(c + 1, UNKNOWN);
@@ -620,20 +579,13 @@ impl Selectors {
             .count()
     }
 
-    fn evaluate(&mut self, id: u32, index: u32, device: &Device) -> Result<bool, Arc<str>> {
+    fn evaluate(&mut self, id: u32, device: &Device) -> Result<bool, Arc<str>> {
         let program = match &self.programs[id as usize] {
             Ok(p) => p,
             Err(e) => return Err(e.clone()),
         };
-        let i = index as usize;
-        if self.values.len() <= i {
-            self.values.resize(i + 1, None);
-        }
-        let value = self.values[i]
-            .get_or_insert_with(|| device_value(device))
-            .clone();
         let mut ctx = self.root.new_inner_scope();
-        ctx.add_variable_from_value("device", value);
+        ctx.add_variable_as_val("device", Box::new(Lazy::device(device)));
         match program.execute(&ctx) {
             Ok(Value::Bool(b)) => Ok(b),
             Ok(other) => Err(Arc::from(format!(

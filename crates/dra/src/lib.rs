@@ -10,6 +10,7 @@
 
 pub mod allocator;
 pub mod cel;
+mod lazy;
 
 pub use allocator::{
     extended_claim, node_selector, node_term, Allocator, Found, NodeView, Usage, CANNOT_ALLOCATE,
