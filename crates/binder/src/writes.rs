@@ -777,13 +777,25 @@ pub async fn claim(
 ) -> Result<()> {
     // A 409 from the server (another writer between the read and the update) is read again:
     // the checks then say whether the decision still holds.
+    retry_conflicts(3, || claim_once(client, w, field_manager)).await
+}
+
+/// Runs a claim write again on a 409 from the server, at most `retries` more times; a 409
+/// synthesized by the write itself (`CLAIM_CHANGED`: the decision no longer holds) is final.
+async fn retry_conflicts<F, Fut>(retries: usize, mut write: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
     let mut conflicts = 0;
     loop {
-        match claim_once(client, w, field_manager).await {
+        match write().await {
             Err(Error::Claim {
                 source: kube::Error::Api(s),
                 ..
-            }) if s.code == 409 && s.reason != CLAIM_CHANGED && conflicts < 3 => conflicts += 1,
+            }) if s.code == 409 && s.reason != CLAIM_CHANGED && conflicts < retries => {
+                conflicts += 1
+            }
             other => return other,
         }
     }
@@ -1059,16 +1071,7 @@ pub async fn unclaim(
     field_manager: &str,
 ) -> Result<()> {
     // Members of one gang sharing a claim undo concurrently: a 409 is read again.
-    let mut conflicts = 0;
-    loop {
-        match unclaim_once(client, w, field_manager).await {
-            Err(Error::Claim {
-                source: kube::Error::Api(s),
-                ..
-            }) if s.code == 409 && conflicts < 5 => conflicts += 1,
-            other => return other,
-        }
-    }
+    retry_conflicts(5, || unclaim_once(client, w, field_manager)).await
 }
 
 async fn unclaim_once(
