@@ -175,6 +175,15 @@ pub enum EvictError {
 
 type Key = (String, String);
 
+/// The objects of namespace `ns` in a map keyed by (namespace, name), by name.
+fn in_namespace<'a, T>(objects: &'a BTreeMap<Key, T>, ns: &str) -> Vec<&'a T> {
+    objects
+        .range((ns.to_string(), String::new())..)
+        .take_while(|((n, _), _)| n == ns)
+        .map(|(_, o)| o)
+        .collect()
+}
+
 /// The objects of a simulated cluster.
 #[derive(Debug, Default)]
 pub struct Store {
@@ -1171,12 +1180,7 @@ impl Store {
             return Ok(Vec::new());
         };
         let ns = key.0.clone();
-        let pods: Vec<&Pod> = self
-            .pods
-            .range((ns.clone(), String::new())..)
-            .take_while(|((n, _), _)| *n == ns)
-            .map(|(_, p)| p)
-            .collect();
+        let pods: Vec<&Pod> = in_namespace(&self.pods, &ns);
         let out = caldera_actors::job::sync(job, &pods, &|name| {
             self.pods.contains_key(&(ns.clone(), name.to_string()))
         });
@@ -1274,12 +1278,7 @@ impl Store {
             return Ok(Vec::new());
         };
         let ns = key.0.clone();
-        let pods: Vec<&Pod> = self
-            .pods
-            .range((ns.clone(), String::new())..)
-            .take_while(|((n, _), _)| *n == ns)
-            .map(|(_, p)| p)
-            .collect();
+        let pods: Vec<&Pod> = in_namespace(&self.pods, &ns);
         let out = caldera_actors::replicaset::sync(rs, &pods, now, &|name| {
             self.pods.contains_key(&(ns.clone(), name.to_string()))
         });
@@ -1334,18 +1333,8 @@ impl Store {
             return Ok(Vec::new());
         };
         let ns = key.0.clone();
-        let sets: Vec<&ReplicaSet> = self
-            .replicasets
-            .range((ns.clone(), String::new())..)
-            .take_while(|((n, _), _)| *n == ns)
-            .map(|(_, r)| r)
-            .collect();
-        let pods: Vec<&Pod> = self
-            .pods
-            .range((ns.clone(), String::new())..)
-            .take_while(|((n, _), _)| *n == ns)
-            .map(|(_, p)| p)
-            .collect();
+        let sets: Vec<&ReplicaSet> = in_namespace(&self.replicasets, &ns);
+        let pods: Vec<&Pod> = in_namespace(&self.pods, &ns);
         let out = caldera_actors::replicaset::sync_deployment(deploy, &sets, &pods);
         let mut made = Vec::new();
         for (name, replicas) in &out.scale {
