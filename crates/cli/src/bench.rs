@@ -120,7 +120,7 @@ pub fn run(args: BenchArgs) -> CommandResult {
                 .enable_all()
                 .build()?;
             let results = rt.block_on(run_e2e(&args, &nodes))?;
-            print_e2e(&results, args.output)
+            print_figure(&results, args.output, e2e_table)
         }
         Kind::ColdStart => {
             if args.kubeconfig.is_some() {
@@ -139,56 +139,30 @@ pub fn run(args: BenchArgs) -> CommandResult {
                 };
                 results.push(rt.block_on(cold_start::run(&opts))?);
             }
-            print_cold_start(&results, args.output)
+            print_figure(&results, args.output, cold_start_table)
         }
         Kind::Cache => {
             let r = caldera_bench::cache::run(args.pod_events, args.node_events, args.seed);
-            let mut out = std::io::stdout().lock();
-            match args.output {
-                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&[&r])?)?,
-                Format::Table => {
-                    writeln!(
-                        out,
-                        "{:>10} {:>10} {:>14} {:>14} {:>12} {:>10}",
-                        "pod-events",
-                        "node-events",
-                        "pod-events/s",
-                        "node-events/s",
-                        "bytes/pod",
-                        "snapshot"
-                    )?;
-                    writeln!(
-                        out,
-                        "{:>10} {:>10} {:>14.0} {:>14.0} {:>12.0} {:>9.3}s",
-                        r.pod_events,
-                        r.node_events,
-                        r.pod_events_per_second,
-                        r.node_events_per_second,
-                        r.bytes_per_pod,
-                        r.snapshot_seconds
-                    )?;
-                }
-            }
-            Ok(())
+            print_figure(&[r], args.output, cache_table)
         }
         Kind::Session if args.only == Some(Figure::Topology) => {
             let results: Vec<session::TopologyResult> = nodes
                 .iter()
                 .map(|&n| session::topology(n, args.seed))
                 .collect();
-            print_topology(&results, args.output)
+            print_figure(&results, args.output, topology_table)
         }
         Kind::Session if args.only == Some(Figure::Queues) => {
             let results: Vec<session::QueuesResult> = nodes
                 .iter()
                 .map(|&n| session::queues(n, args.running_pods, args.pending_pods, args.seed))
                 .collect();
-            print_queues(&results, args.output)
+            print_figure(&results, args.output, queues_table)
         }
         Kind::Session if args.only == Some(Figure::Dra) => {
             let results: Vec<session::DraResult> =
                 nodes.iter().map(|&n| session::dra(n, args.seed)).collect();
-            print_dra(&results, args.output)
+            print_figure(&results, args.output, dra_table)
         }
         Kind::Session => {
             let mut results: Vec<SessionResult> = Vec::new();
@@ -201,105 +175,7 @@ pub fn run(args: BenchArgs) -> CommandResult {
                     args.seed,
                 ));
             }
-            let mut out = std::io::stdout().lock();
-            match args.output {
-                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&results)?)?,
-                Format::Table => {
-                    writeln!(
-                        out,
-                        "{:>7} {:>8} {:>8} {:>10} {:>10} {:>10} {:>12} {:>14} {:>12} {:>12} {:>8} {:>12} {:>12} {:>9}",
-                        "nodes",
-                        "running",
-                        "pending",
-                        "snapshot",
-                        "session",
-                        "placed",
-                        "placed/s",
-                        "constrained/s",
-                        "backlog",
-                        "preempt",
-                        "victims",
-                        "topology/s",
-                        "untopo/s",
-                        "peakRSS"
-                    )?;
-                    for r in &results {
-                        writeln!(
-                            out,
-                            "{:>7} {:>8} {:>8} {:>9.3}s {:>9.3}s {:>10} {:>12.0} {:>14.0} {:>11.3}s {:>11.3}s {:>8} {:>12.0} {:>12.0} {:>8}M",
-                            r.nodes,
-                            r.running_pods,
-                            r.pending_pods,
-                            r.snapshot_seconds,
-                            r.session_seconds,
-                            r.placements,
-                            r.placements_per_second,
-                            r.constrained_placements_per_second,
-                            r.backlog_session_seconds,
-                            r.preempt_session_seconds,
-                            r.preempt_victims,
-                            r.topology_placements_per_second,
-                            r.topology_unconstrained_placements_per_second,
-                            r.peak_rss_bytes >> 20
-                        )?;
-                    }
-                    for r in &results {
-                        writeln!(
-                            out,
-                            "{} nodes, {} fragmented one-node gangs: consolidate_session_seconds {:.3}s ({} pods moved, {} gangs served)",
-                            r.nodes,
-                            session::CONSOLIDATORS.min(r.nodes / 2),
-                            r.consolidate_session_seconds,
-                            r.consolidate_moves,
-                            r.consolidate_served
-                        )?;
-                    }
-                    for r in &results {
-                        write_dra_line(
-                            &mut out,
-                            r.nodes,
-                            r.dra_placements,
-                            r.dra_session_seconds,
-                            r.dra_placements_per_second,
-                        )?;
-                    }
-                    for r in &results {
-                        writeln!(
-                            out,
-                            "{} nodes, {} leaf queues: flat {:.3}s ({} placed), 3-level tree {:.3}s ({} placed): ×{:.2}",
-                            r.nodes,
-                            session::TREE_LEAVES,
-                            r.flat_queues_session_seconds,
-                            r.flat_queues_placements,
-                            r.hierarchical_session_seconds,
-                            r.hierarchical_placements,
-                            r.hierarchical_ratio
-                        )?;
-                    }
-                    if results.len() > 1 {
-                        let first = &results[0];
-                        for r in &results[1..] {
-                            writeln!(
-                                out,
-                                "session time {}→{} nodes: ×{:.2} for ×{:.1} nodes",
-                                first.nodes,
-                                r.nodes,
-                                r.session_seconds / first.session_seconds.max(1e-9),
-                                r.nodes as f64 / first.nodes.max(1) as f64
-                            )?;
-                            writeln!(
-                                out,
-                                "preempt_session_seconds {}→{} nodes: ×{:.2} for ×{:.1} nodes",
-                                first.nodes,
-                                r.nodes,
-                                r.preempt_session_seconds / first.preempt_session_seconds.max(1e-9),
-                                r.nodes as f64 / first.nodes.max(1) as f64
-                            )?;
-                        }
-                    }
-                }
-            }
-            Ok(())
+            print_figure(&results, args.output, session_table)
         }
     }
 }
@@ -347,12 +223,147 @@ async fn kube_config(path: &PathBuf) -> Result<kube::Config, Box<dyn std::error:
     )
 }
 
-fn print_e2e(results: &[E2eResult], format: Format) -> CommandResult {
+/// Prints a figure's results to stdout: a JSON array, or the table `table` writes.
+fn print_figure<T: serde::Serialize>(
+    results: &[T],
+    format: Format,
+    table: fn(&mut dyn Write, &[T]) -> CommandResult,
+) -> CommandResult {
     let mut out = std::io::stdout().lock();
-    if format == Format::Json {
-        writeln!(out, "{}", serde_json::to_string_pretty(results)?)?;
-        return Ok(());
+    match format {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(results)?)?,
+        Format::Table => table(&mut out, results)?,
     }
+    Ok(())
+}
+
+fn cache_table(
+    out: &mut dyn Write,
+    results: &[caldera_bench::cache::CacheResult],
+) -> CommandResult {
+    writeln!(
+        out,
+        "{:>10} {:>10} {:>14} {:>14} {:>12} {:>10}",
+        "pod-events", "node-events", "pod-events/s", "node-events/s", "bytes/pod", "snapshot"
+    )?;
+    for r in results {
+        writeln!(
+            out,
+            "{:>10} {:>10} {:>14.0} {:>14.0} {:>12.0} {:>9.3}s",
+            r.pod_events,
+            r.node_events,
+            r.pod_events_per_second,
+            r.node_events_per_second,
+            r.bytes_per_pod,
+            r.snapshot_seconds
+        )?;
+    }
+    Ok(())
+}
+
+fn session_table(out: &mut dyn Write, results: &[SessionResult]) -> CommandResult {
+    writeln!(
+        out,
+        "{:>7} {:>8} {:>8} {:>10} {:>10} {:>10} {:>12} {:>14} {:>12} {:>12} {:>8} {:>12} {:>12} {:>9}",
+        "nodes",
+        "running",
+        "pending",
+        "snapshot",
+        "session",
+        "placed",
+        "placed/s",
+        "constrained/s",
+        "backlog",
+        "preempt",
+        "victims",
+        "topology/s",
+        "untopo/s",
+        "peakRSS"
+    )?;
+    for r in results {
+        writeln!(
+            out,
+            "{:>7} {:>8} {:>8} {:>9.3}s {:>9.3}s {:>10} {:>12.0} {:>14.0} {:>11.3}s {:>11.3}s {:>8} {:>12.0} {:>12.0} {:>8}M",
+            r.nodes,
+            r.running_pods,
+            r.pending_pods,
+            r.snapshot_seconds,
+            r.session_seconds,
+            r.placements,
+            r.placements_per_second,
+            r.constrained_placements_per_second,
+            r.backlog_session_seconds,
+            r.preempt_session_seconds,
+            r.preempt_victims,
+            r.topology_placements_per_second,
+            r.topology_unconstrained_placements_per_second,
+            r.peak_rss_bytes >> 20
+        )?;
+    }
+    for r in results {
+        writeln!(
+            out,
+            "{} nodes, {} fragmented one-node gangs: consolidate_session_seconds {:.3}s ({} pods moved, {} gangs served)",
+            r.nodes,
+            session::CONSOLIDATORS.min(r.nodes / 2),
+            r.consolidate_session_seconds,
+            r.consolidate_moves,
+            r.consolidate_served
+        )?;
+    }
+    for r in results {
+        write_dra_line(
+            out,
+            r.nodes,
+            r.dra_placements,
+            r.dra_session_seconds,
+            r.dra_placements_per_second,
+        )?;
+    }
+    for r in results {
+        writeln!(
+            out,
+            "{} nodes, {} leaf queues: flat {:.3}s ({} placed), 3-level tree {:.3}s ({} placed): ×{:.2}",
+            r.nodes,
+            session::TREE_LEAVES,
+            r.flat_queues_session_seconds,
+            r.flat_queues_placements,
+            r.hierarchical_session_seconds,
+            r.hierarchical_placements,
+            r.hierarchical_ratio
+        )?;
+    }
+    if results.len() > 1 {
+        let first = &results[0];
+        for r in &results[1..] {
+            write_growth(out, "session time", first, r, |r| r.session_seconds)?;
+            write_growth(out, "preempt_session_seconds", first, r, |r| {
+                r.preempt_session_seconds
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// How a time grew from the first run to a larger one: `what a→b nodes: ×t for ×n nodes`.
+fn write_growth(
+    out: &mut dyn Write,
+    what: &str,
+    first: &SessionResult,
+    r: &SessionResult,
+    seconds: fn(&SessionResult) -> f64,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{what} {}→{} nodes: ×{:.2} for ×{:.1} nodes",
+        first.nodes,
+        r.nodes,
+        seconds(r) / seconds(first).max(1e-9),
+        r.nodes as f64 / first.nodes.max(1) as f64
+    )
+}
+
+fn e2e_table(out: &mut dyn Write, results: &[E2eResult]) -> CommandResult {
     writeln!(
         out,
         "{:>8} {:>6} {:>7} {:>10} {:>10} {:>10} {:>6} {:>11} {:>11} {:>9}",
@@ -441,12 +452,7 @@ fn print_e2e(results: &[E2eResult], format: Format) -> CommandResult {
     Ok(())
 }
 
-fn print_topology(results: &[session::TopologyResult], format: Format) -> CommandResult {
-    let mut out = std::io::stdout().lock();
-    if format == Format::Json {
-        writeln!(out, "{}", serde_json::to_string_pretty(results)?)?;
-        return Ok(());
-    }
+fn topology_table(out: &mut dyn Write, results: &[session::TopologyResult]) -> CommandResult {
     writeln!(
         out,
         "{:>7} {:>10} {:>10} {:>12} {:>10} {:>10} {:>12} {:>9}",
@@ -470,7 +476,7 @@ fn print_topology(results: &[session::TopologyResult], format: Format) -> Comman
 }
 
 fn write_dra_line(
-    out: &mut impl Write,
+    out: &mut dyn Write,
     nodes: usize,
     placements: u64,
     seconds: f64,
@@ -483,15 +489,10 @@ fn write_dra_line(
     )
 }
 
-fn print_dra(results: &[session::DraResult], format: Format) -> CommandResult {
-    let mut out = std::io::stdout().lock();
-    if format == Format::Json {
-        writeln!(out, "{}", serde_json::to_string_pretty(results)?)?;
-        return Ok(());
-    }
+fn dra_table(out: &mut dyn Write, results: &[session::DraResult]) -> CommandResult {
     for r in results {
         write_dra_line(
-            &mut out,
+            out,
             r.nodes,
             r.dra_placements,
             r.dra_session_seconds,
@@ -501,12 +502,7 @@ fn print_dra(results: &[session::DraResult], format: Format) -> CommandResult {
     Ok(())
 }
 
-fn print_queues(results: &[session::QueuesResult], format: Format) -> CommandResult {
-    let mut out = std::io::stdout().lock();
-    if format == Format::Json {
-        writeln!(out, "{}", serde_json::to_string_pretty(results)?)?;
-        return Ok(());
-    }
+fn queues_table(out: &mut dyn Write, results: &[session::QueuesResult]) -> CommandResult {
     writeln!(
         out,
         "{:>7} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8} {:>8}",
@@ -537,12 +533,7 @@ fn met(ok: bool) -> &'static str {
     }
 }
 
-fn print_cold_start(results: &[ColdStartResult], format: Format) -> CommandResult {
-    let mut out = std::io::stdout().lock();
-    if format == Format::Json {
-        writeln!(out, "{}", serde_json::to_string_pretty(results)?)?;
-        return Ok(());
-    }
+fn cold_start_table(out: &mut dyn Write, results: &[ColdStartResult]) -> CommandResult {
     writeln!(
         out,
         "{:>7} {:>8} {:>10} {:>10} {:>14} {:>11} {:>9}",
