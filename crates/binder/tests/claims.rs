@@ -110,6 +110,46 @@ async fn claim(
         .unwrap_or_default())
 }
 
+/// The pending pod `legacy` asking for `gpus` of the extended resource `example.com/gpu`
+/// (served by devices through the bridge); returns its uid.
+async fn legacy_pod(pods: &Api<Pod>, gpus: u32) -> Result<String, Box<dyn std::error::Error>> {
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy"},
+        "spec": {"schedulerName": "caldera", "containers": [{"name": "main", "image": "x",
+            "resources": {"limits": {"example.com/gpu": gpus.to_string()}}}]}
+    }))?;
+    Ok(pods
+        .create(&PostParams::default(), &pod)
+        .await?
+        .metadata
+        .uid
+        .unwrap_or_default())
+}
+
+/// The bridge's claim for `legacy_pod` (uid `pod_uid`) on `node-a`, one device per name.
+fn bridge_claim(pod_uid: &str, devices: &[&str]) -> ExtendedResourceClaim {
+    let request = "container-0-request-0";
+    ExtendedResourceClaim {
+        namespace: "ns".into(),
+        pod: "legacy".into(),
+        pod_uid: pod_uid.into(),
+        requests: vec![(
+            request.into(),
+            "gpu.example.com".into(),
+            devices.len() as u32,
+        )],
+        devices: devices.iter().map(|d| device(request, d)).collect(),
+        config: vec![],
+        node: Some("node-a".into()),
+        node_selector: Some(on_node("node-a")),
+        mappings: vec![RequestMapping {
+            container: "main".into(),
+            resource: "example.com/gpu".into(),
+            request: request.into(),
+        }],
+    }
+}
+
 fn on_node(node: &str) -> Vec<SelectorTerm> {
     vec![SelectorTerm {
         expressions: vec![],
@@ -353,36 +393,10 @@ async fn the_bridge_makes_an_allocated_claim_owned_by_the_pod_and_names_it() -> 
     let admin = server.kube_client()?;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
     let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
-    let p: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy"},
-        "spec": {"schedulerName": "caldera", "containers": [{"name": "main", "image": "x",
-            "resources": {"limits": {"example.com/gpu": "2"}}}]}
-    }))?;
-    let uid = pods
-        .create(&PostParams::default(), &p)
-        .await?
-        .metadata
-        .uid
-        .unwrap_or_default();
+    let uid = legacy_pod(&pods, 2).await?;
     let mut plan = Plan::default();
-    plan.extended_claims.push(ExtendedResourceClaim {
-        namespace: "ns".into(),
-        pod: "legacy".into(),
-        pod_uid: uid.clone().into(),
-        requests: vec![("container-0-request-0".into(), "gpu.example.com".into(), 2)],
-        devices: vec![
-            device("container-0-request-0", "gpu-0"),
-            device("container-0-request-0", "gpu-1"),
-        ],
-        config: vec![],
-        node: Some("node-a".into()),
-        node_selector: Some(on_node("node-a")),
-        mappings: vec![RequestMapping {
-            container: "main".into(),
-            resource: "example.com/gpu".into(),
-            request: "container-0-request-0".into(),
-        }],
-    });
+    plan.extended_claims
+        .push(bridge_claim(&uid, &["gpu-0", "gpu-1"]));
     plan.binds.push(bind("legacy", &uid));
     let seen = Arc::new(Seen::default());
     binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
@@ -602,17 +616,7 @@ async fn a_failed_step_deletes_the_bridge_claims_it_made() -> TestResult {
     let admin = server.kube_client()?;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
     let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
-    let p: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy"},
-        "spec": {"schedulerName": "caldera", "containers": [{"name": "main", "image": "x",
-            "resources": {"limits": {"example.com/gpu": "1"}}}]}
-    }))?;
-    let legacy = pods
-        .create(&PostParams::default(), &p)
-        .await?
-        .metadata
-        .uid
-        .unwrap_or_default();
+    let legacy = legacy_pod(&pods, 1).await?;
     // The other member's claim is taken meanwhile: the gang's step fails.
     let other = pod(&pods, "train-1", "gpu-x").await?;
     let other_claim = claim(&claims, "gpu-x").await?;
@@ -628,21 +632,7 @@ async fn a_failed_step_deletes_the_bridge_claims_it_made() -> TestResult {
     let mut plan = Plan::default();
     plan.claim_writes
         .push(write("gpu-x", &other_claim, "gpu-1", ("train-1", &other)));
-    plan.extended_claims.push(ExtendedResourceClaim {
-        namespace: "ns".into(),
-        pod: "legacy".into(),
-        pod_uid: legacy.clone().into(),
-        requests: vec![("container-0-request-0".into(), "gpu.example.com".into(), 1)],
-        devices: vec![device("container-0-request-0", "gpu-0")],
-        config: vec![],
-        node: Some("node-a".into()),
-        node_selector: Some(on_node("node-a")),
-        mappings: vec![RequestMapping {
-            container: "main".into(),
-            resource: "example.com/gpu".into(),
-            request: "container-0-request-0".into(),
-        }],
-    });
+    plan.extended_claims.push(bridge_claim(&legacy, &["gpu-0"]));
     plan.binds.push(bind("legacy", &legacy));
     plan.binds.push(bind("train-1", &other));
     let seen = Arc::new(Seen::default());

@@ -348,22 +348,32 @@ fn small_and_large_devices() -> Vec<Device> {
     ]
 }
 
+/// The large device first: a search taking the first fit must undo its choice.
+fn large_and_small_devices() -> Vec<Device> {
+    vec![
+        memory(device(DRIVER_A, "pool-1", "device-1"), "2Gi"),
+        memory(device(DRIVER_A, "pool-1", "device-2"), "1Gi"),
+    ]
+}
+
+/// A request for a device of at least 1Gi, then one of at least 2Gi.
+fn small_and_large_requests() -> Vec<DeviceRequest> {
+    vec![
+        with_selector(
+            request("req-0", CLASS_A, 1),
+            &memory_at_least(DRIVER_A, "1Gi"),
+        ),
+        with_selector(
+            request("req-1", CLASS_A, 1),
+            &memory_at_least(DRIVER_A, "2Gi"),
+        ),
+    ]
+}
+
 #[test]
 fn small_and_large() {
     let inv = inventory(vec![class(CLASS_A, DRIVER_A)], small_and_large_devices());
-    let c = claim(
-        "claim-0",
-        vec![
-            with_selector(
-                request("req-0", CLASS_A, 1),
-                &memory_at_least(DRIVER_A, "1Gi"),
-            ),
-            with_selector(
-                request("req-1", CLASS_A, 1),
-                &memory_at_least(DRIVER_A, "2Gi"),
-            ),
-        ],
-    );
+    let c = claim("claim-0", small_and_large_requests());
     assert_eq!(
         run(inv, &[c]),
         Ok(Some(vec![vec![
@@ -377,26 +387,8 @@ fn small_and_large() {
 fn small_and_large_backtrack_requests() {
     // The large device comes first: the small request takes it, the large one fails, and the
     // search must undo the first choice.
-    let inv = inventory(
-        vec![class(CLASS_A, DRIVER_A)],
-        vec![
-            memory(device(DRIVER_A, "pool-1", "device-1"), "2Gi"),
-            memory(device(DRIVER_A, "pool-1", "device-2"), "1Gi"),
-        ],
-    );
-    let c = claim(
-        "claim-0",
-        vec![
-            with_selector(
-                request("req-0", CLASS_A, 1),
-                &memory_at_least(DRIVER_A, "1Gi"),
-            ),
-            with_selector(
-                request("req-1", CLASS_A, 1),
-                &memory_at_least(DRIVER_A, "2Gi"),
-            ),
-        ],
-    );
+    let inv = inventory(vec![class(CLASS_A, DRIVER_A)], large_and_small_devices());
+    let c = claim("claim-0", small_and_large_requests());
     assert_eq!(
         run(inv, &[c]),
         Ok(Some(vec![vec![
@@ -408,13 +400,7 @@ fn small_and_large_backtrack_requests() {
 
 #[test]
 fn small_and_large_backtrack_claims() {
-    let inv = inventory(
-        vec![class(CLASS_A, DRIVER_A)],
-        vec![
-            memory(device(DRIVER_A, "pool-1", "device-1"), "2Gi"),
-            memory(device(DRIVER_A, "pool-1", "device-2"), "1Gi"),
-        ],
-    );
+    let inv = inventory(vec![class(CLASS_A, DRIVER_A)], large_and_small_devices());
     let claims = [
         claim(
             "claim-0",
