@@ -328,18 +328,30 @@ fn after(snap: &Snapshot, plan: &Plan) -> Snapshot {
     next
 }
 
+/// The next session after `first`, with a newcomer `zz-other` of one GPU (the moved pod's
+/// size) arrived meanwhile: its snapshot and plan.
+fn with_newcomer(snap: &Snapshot, first: &Plan) -> (Snapshot, Plan) {
+    let newcomer = Cluster::new()
+        .queue(queue("default"))
+        .pod(pod("ns", "zz-other").gpus(1));
+    let next = merge(&after(snap, first), newcomer, now());
+    let plan = run(&next);
+    (next, plan)
+}
+
+/// A plan's binds: node by pod name.
+fn bound(plan: &Plan) -> BTreeMap<&str, &str> {
+    plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect()
+}
+
 #[test]
 fn the_replacement_lands_on_its_held_node_and_the_gang_binds_where_it_was_nominated() {
     let snap = fragmented(vec![web("web-a", 1, "n0")]).snapshot();
     let first = run(&snap);
     assert_eq!(evicted(&first), vec![("web-a", "consolidate")]);
     // Another pod of the same size arrives meanwhile: the held room on n1 is not its.
-    let newcomer = Cluster::new()
-        .queue(queue("default"))
-        .pod(pod("ns", "zz-other").gpus(1));
-    let next = merge(&after(&snap, &first), newcomer, now());
-    let plan = run(&next);
-    let binds: BTreeMap<&str, &str> = plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect();
+    let (next, plan) = with_newcomer(&snap, &first);
+    let binds = bound(&plan);
     assert_eq!(binds.get("web-a-new"), Some(&"n1"), "{binds:?}");
     for i in 0..4 {
         assert_eq!(
@@ -383,12 +395,8 @@ fn a_pod_moved_from_another_namespace_has_its_replacement_held() {
         ("serving", "web-a", "n1")
     );
     // Its replacement (in `serving`) takes the held room, not a newcomer of the same size.
-    let newcomer = Cluster::new()
-        .queue(queue("default"))
-        .pod(pod("ns", "zz-other").gpus(1));
-    let next = merge(&after(&snap, &first), newcomer, now());
-    let plan = run(&next);
-    let binds: BTreeMap<&str, &str> = plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect();
+    let (_, plan) = with_newcomer(&snap, &first);
+    let binds = bound(&plan);
     assert_eq!(binds.get("web-a-new"), Some(&"n1"), "{binds:?}");
     assert_eq!(binds.get("zz-other"), None, "{binds:?}");
     assert_eq!(plan.move_holds.len(), 1, "the used hold is dropped");

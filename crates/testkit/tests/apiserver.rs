@@ -1,5 +1,8 @@
 //! The API server stand-in, driven through the real `kube` client and kube-runtime watcher.
 
+mod common;
+
+use common::{api_error, from_json, TestResult};
 use std::time::Duration;
 
 use caldera_testkit::apiserver::{ApiServer, Options, Verb};
@@ -13,16 +16,9 @@ use kube::api::{
 };
 use kube::core::Status;
 use kube::runtime::watcher;
-use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-type TestResult = Result<(), Box<dyn std::error::Error>>;
-
 const WAIT: Duration = Duration::from_secs(20);
-
-fn from_json<T: DeserializeOwned>(value: Value) -> T {
-    serde_json::from_value(value).expect("test fixture deserialises")
-}
 
 fn pod(name: &str) -> Pod {
     from_json(json!({
@@ -54,13 +50,6 @@ async fn bind(pods: &Api<Pod>, name: &str, node: &str) -> Result<Status, kube::E
         &binding(name, node),
     )
     .await
-}
-
-fn api_error(result: Result<impl std::fmt::Debug, kube::Error>) -> Box<Status> {
-    match result {
-        Err(kube::Error::Api(status)) => status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
 }
 
 fn podgroups() -> ApiResource {

@@ -2,29 +2,17 @@
 //! their status, ResourceClaimTemplates) and its resource-claim controller, through the real
 //! `kube` client.
 
+mod common;
+
 use caldera_testkit::apiserver::{ApiServer, Options};
+use common::{api_error, from_json, TestResult};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::core::Status;
 use kube::Discovery;
-use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
-
-type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-fn from_json<T: DeserializeOwned>(value: Value) -> T {
-    serde_json::from_value(value).expect("test fixture deserialises")
-}
-
-fn api_error(result: Result<impl std::fmt::Debug, kube::Error>) -> Box<Status> {
-    match result {
-        Err(kube::Error::Api(status)) => status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
-}
 
 fn claim(name: &str) -> ResourceClaim {
     from_json(json!({

@@ -1,26 +1,14 @@
 //! The stand-in's PersistentVolumes, claims, StorageClasses and CSINodes, and its PV
 //! controller, through the real `kube` client.
 
+mod common;
+
 use caldera_testkit::apiserver::{ApiServer, Options};
+use common::{api_error, from_json, TestResult};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::core::Status;
-use serde::de::DeserializeOwned;
-use serde_json::{json, Value};
-
-type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-fn from_json<T: DeserializeOwned>(value: Value) -> T {
-    serde_json::from_value(value).expect("test fixture deserialises")
-}
-
-fn api_error(result: Result<impl std::fmt::Debug, kube::Error>) -> Box<Status> {
-    match result {
-        Err(kube::Error::Api(status)) => status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
-}
+use serde_json::json;
 
 fn class(name: &str, provisioner: &str, mode: Option<&str>) -> StorageClass {
     let mut c = json!({
