@@ -2,10 +2,11 @@
 //! ResourceSlices, DeviceClasses, ResourceClaims, the claims a pod uses, and the writes that
 //! allocate them.
 //!
-//! The cache converts the API objects into these values (`caldera_cache::dra`); the session's
-//! structured allocator (`caldera_session::dra`) decides allocations with the semantics of
-//! `k8s.io/dynamic-resource-allocation/structured`; the binder writes [`ClaimWrite`]s before the
-//! binds that need them, as kube-scheduler's `DynamicResources` PreBind does.
+//! The cache converts the API objects into these values (`caldera_cache::dra`); the structured
+//! allocator (`caldera_dra`, driven by the session's `devices` module) decides allocations with
+//! the semantics of `k8s.io/dynamic-resource-allocation/structured`; the binder writes
+//! [`ClaimWrite`]s before the binds that need them, as kube-scheduler's `DynamicResources`
+//! PreBind does.
 //!
 //! Attribute and capacity names are always fully qualified here (`<domain>/<name>`): a slice's
 //! unqualified `productName` of driver `gpu.nvidia.com` is `gpu.nvidia.com/productName`, as
