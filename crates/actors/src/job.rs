@@ -78,6 +78,8 @@ fn index_of(pod: &Pod) -> Option<i32> {
 /// The controller's 5-character suffix alphabet (`k8s.io/apimachinery/pkg/util/rand`).
 pub(crate) const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
+/// The `n`th 5-character `generateName` suffix seeded by `uid` (the Job, ReplicaSet and
+/// resource-claim controllers' names).
 pub(crate) fn suffix(uid: &str, n: u64) -> String {
     // FNV-1a over the uid and the counter: deterministic, spread over the alphabet.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;

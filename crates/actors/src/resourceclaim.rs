@@ -158,24 +158,6 @@ pub fn claim_name<'a>(pod: &'a Pod, entry: &str) -> Option<&'a str> {
         .as_deref()
 }
 
-/// The 5-character suffix alphabet of `generateName` (`k8s.io/apimachinery/pkg/util/rand`).
-const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-
-fn suffix(seed: &str, n: u64) -> String {
-    // FNV-1a over the seed and the counter: deterministic, spread over the alphabet.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in seed.bytes().chain(n.to_le_bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    (0..5)
-        .map(|i| {
-            let k = ((h >> (i * 12)) % ALPHABET.len() as u64) as usize;
-            char::from(ALPHABET[k])
-        })
-        .collect()
-}
-
 /// The `generateName` prefix the controller gives the claim of `entry` in `pod`: `<pod>-<entry>-`,
 /// or both names cut in proportion to fit 57 characters (then no trailing `-`, as upstream).
 pub fn generate_name(pod: &str, entry: &str) -> String {
@@ -318,7 +300,7 @@ pub fn sync(
                     let seed = format!("{}/{}", uid(&pod.metadata), entry.name);
                     let mut n = 0u64;
                     let claim_name = loop {
-                        let candidate = format!("{prefix}{}", suffix(&seed, n));
+                        let candidate = format!("{prefix}{}", crate::job::suffix(&seed, n));
                         let k = (pod_ns.clone(), candidate.clone());
                         if !claim_by_key.contains_key(&k)
                             && !made.contains(&k)
