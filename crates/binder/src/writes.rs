@@ -211,20 +211,27 @@ pub async fn pod_condition(
     now: Time,
     keep_transition: bool,
 ) -> Result<Option<String>> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &c.namespace);
     let patch = pod_condition_patch(c, now, keep_transition);
-    api.patch_status(
-        &c.name,
-        &patch_params(field_manager),
-        &Patch::Strategic(patch),
-    )
-    .await
-    .map(|p| resource_version(&p.metadata))
-    .map_err(|source| Error::Status {
-        kind: WriteKind::PodStatus,
-        object: format!("{}/{}", c.namespace, c.name),
-        source,
-    })
+    pod_status(client, field_manager, &c.namespace, &c.name, patch).await
+}
+
+/// `PATCH pods/{name}/status` with a strategic merge `patch`. Returns the new resourceVersion.
+async fn pod_status(
+    client: &Client,
+    field_manager: &str,
+    namespace: &str,
+    name: &str,
+    patch: Value,
+) -> Result<Option<String>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    api.patch_status(name, &patch_params(field_manager), &Patch::Strategic(patch))
+        .await
+        .map(|p| resource_version(&p.metadata))
+        .map_err(|source| Error::Status {
+            kind: WriteKind::PodStatus,
+            object: format!("{namespace}/{name}"),
+            source,
+        })
 }
 
 /// `POST pods/{name}/eviction` (`policy/v1`), with the pod's uid as precondition so a pod
@@ -308,20 +315,8 @@ pub async fn pod_failure(
     f: &PodFailure,
     now: Time,
 ) -> Result<Option<String>> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &f.namespace);
     let patch = pod_failure_patch(f, now);
-    api.patch_status(
-        &f.name,
-        &patch_params(field_manager),
-        &Patch::Strategic(patch),
-    )
-    .await
-    .map(|p| resource_version(&p.metadata))
-    .map_err(|source| Error::Status {
-        kind: WriteKind::PodStatus,
-        object: format!("{}/{}", f.namespace, f.name),
-        source,
-    })
+    pod_status(client, field_manager, &f.namespace, &f.name, patch).await
 }
 
 /// Conditions as the API writes them (PodGroup and Queue status alike).
