@@ -21,6 +21,7 @@ pub mod jobset;
 pub mod kube_scheduler;
 pub mod kubelet;
 pub mod lws;
+mod meta;
 pub mod pv_controller;
 pub mod replicaset;
 pub mod resourceclaim;

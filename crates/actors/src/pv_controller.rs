@@ -43,6 +43,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::meta::{name, namespace};
 use crate::time::to_kube;
 
 /// Claim annotation: binding has been completed once (`pv.kubernetes.io/bind-completed`).
@@ -102,17 +103,6 @@ fn remove_annotation(meta: &mut ObjectMeta, key: &str) {
             meta.annotations = None;
         }
     }
-}
-
-fn namespace(meta: &ObjectMeta) -> &str {
-    meta.namespace
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .unwrap_or("default")
-}
-
-fn name(meta: &ObjectMeta) -> &str {
-    meta.name.as_deref().unwrap_or("")
 }
 
 /// The class a claim asks for (`GetPersistentVolumeClaimClass`): the beta annotation, else

@@ -36,6 +36,8 @@ use k8s_openapi::api::resource::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use crate::meta::{name, namespace as ns};
+
 /// Annotation of a generated claim naming the `pod.spec.resourceClaims[]` entry it was made for.
 pub const POD_CLAIM_NAME: &str = "resource.kubernetes.io/pod-claim-name";
 /// Finalizer an allocator (kube-scheduler, Caldera) puts on a claim it allocates.
@@ -89,17 +91,6 @@ impl Sync {
     pub fn is_empty(&self) -> bool {
         self.create.is_empty() && self.pods.is_empty() && self.claims.is_empty()
     }
-}
-
-fn ns(meta: &ObjectMeta) -> &str {
-    meta.namespace
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .unwrap_or("default")
-}
-
-fn name(meta: &ObjectMeta) -> &str {
-    meta.name.as_deref().unwrap_or("")
 }
 
 fn uid(meta: &ObjectMeta) -> &str {

@@ -29,6 +29,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::kubelet::is_ready;
+use crate::meta::name;
 
 /// Pod label naming the pod (the StatefulSet controller's).
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
@@ -45,14 +46,7 @@ pub struct Created {
 }
 
 fn namespace(meta: &ObjectMeta) -> String {
-    meta.namespace
-        .clone()
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "default".into())
-}
-
-fn name(meta: &ObjectMeta) -> &str {
-    meta.name.as_deref().unwrap_or("")
+    crate::meta::namespace(meta).to_string()
 }
 
 fn owner(api_version: &str, kind: &str, meta: &ObjectMeta) -> Option<OwnerReference> {
