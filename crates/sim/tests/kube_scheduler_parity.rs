@@ -23,7 +23,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Case {
     /// kube-scheduler's test name.
     name: String,
@@ -39,6 +39,18 @@ struct Case {
     /// node for a preemptor (kube-scheduler's nominated pods).
     #[serde(default)]
     nominated: Vec<PodCase>,
+    /// PersistentVolumes, as manifests without `apiVersion` and `kind`.
+    #[serde(default)]
+    persistent_volumes: Vec<Value>,
+    /// PersistentVolumeClaims, likewise (namespace `default` unless they say).
+    #[serde(default)]
+    persistent_volume_claims: Vec<Value>,
+    /// StorageClasses, likewise.
+    #[serde(default)]
+    storage_classes: Vec<Value>,
+    /// CSINodes, likewise.
+    #[serde(default)]
+    csi_nodes: Vec<Value>,
     /// The pod to place.
     pod: PodCase,
     /// The nodes kube-scheduler's filter passes.
@@ -75,6 +87,9 @@ struct PodCase {
     name: Option<String>,
     #[serde(default)]
     namespace: Option<String>,
+    /// `metadata.uid` (a generic ephemeral volume's claim names its pod's uid as owner).
+    #[serde(default)]
+    uid: Option<String>,
     #[serde(default)]
     node: Option<String>,
     #[serde(default)]
@@ -85,6 +100,13 @@ struct PodCase {
     /// The container's ports.
     #[serde(default)]
     ports: Vec<Value>,
+    /// Claims it mounts (`persistentVolumeClaim` volumes named `pvc-<i>`).
+    #[serde(default)]
+    pvcs: Vec<String>,
+    /// Further volumes, as in a pod spec (generic `ephemeral`, `configMap`, ...), after the
+    /// claims of `pvcs`.
+    #[serde(default)]
+    volumes: Vec<Value>,
     #[serde(default)]
     terminating: bool,
     /// Its PriorityClass's value (a class `priority-<value>` is made for it; its PodGroup, for
@@ -121,10 +143,23 @@ fn pod_manifest(p: &PodCase, name: &str, incoming: bool, nominated: bool) -> Val
     if let Some(priority) = p.priority {
         spec.insert("priorityClassName".into(), json!(priority_class(priority)));
     }
+    let mut volumes: Vec<Value> = p
+        .pvcs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| json!({"name": format!("pvc-{i}"), "persistentVolumeClaim": {"claimName": c}}))
+        .collect();
+    volumes.extend(p.volumes.iter().cloned());
+    if !volumes.is_empty() {
+        spec.insert("volumes".into(), Value::Array(volumes));
+    }
     for (k, v) in &p.spec {
         spec.insert(k.clone(), v.clone());
     }
     let mut metadata = json!({"name": name, "namespace": ns, "labels": p.labels});
+    if let Some(uid) = &p.uid {
+        metadata["uid"] = json!(uid);
+    }
     if incoming {
         metadata["annotations"] = json!({"scheduling.k8s.io/group-name": "incoming"});
     }
@@ -138,6 +173,11 @@ fn pod_manifest(p: &PodCase, name: &str, incoming: bool, nominated: bool) -> Val
         pod["status"] = json!({"phase": "Running"});
     }
     pod
+}
+
+/// The incoming pod's name: its `name`, else `incoming` (its PodGroup is `incoming` either way).
+fn incoming_name(case: &Case) -> &str {
+    case.pod.name.as_deref().unwrap_or("incoming")
 }
 
 fn manifests(case: &Case) -> Vec<Value> {
@@ -156,6 +196,23 @@ fn manifests(case: &Case) -> Vec<Value> {
                 "conditions": [{"type": "Ready", "status": "True"}],
             },
         }));
+    }
+    let storage = [
+        ("storage.k8s.io/v1", "StorageClass", &case.storage_classes),
+        ("storage.k8s.io/v1", "CSINode", &case.csi_nodes),
+        ("v1", "PersistentVolume", &case.persistent_volumes),
+        ("v1", "PersistentVolumeClaim", &case.persistent_volume_claims),
+    ];
+    for (api, kind, list) in storage {
+        for o in list {
+            let mut o = o.clone();
+            o["apiVersion"] = json!(api);
+            o["kind"] = json!(kind);
+            if kind == "PersistentVolumeClaim" && o["metadata"]["namespace"].is_null() {
+                o["metadata"]["namespace"] = json!("default");
+            }
+            out.push(o);
+        }
     }
     let mut priorities: Vec<i32> = case
         .pods
@@ -190,7 +247,7 @@ fn manifests(case: &Case) -> Vec<Value> {
         "metadata": {"name": "incoming", "namespace": ns},
         "spec": group_spec,
     }));
-    out.push(pod_manifest(&case.pod, "incoming", true, false));
+    out.push(pod_manifest(&case.pod, incoming_name(case), true, false));
     out
 }
 
@@ -282,4 +339,9 @@ fn podtopologyspread() {
 #[test]
 fn nominated_pods() {
     run_table("nominated.yaml");
+}
+
+#[test]
+fn volumebinding() {
+    run_table("volumebinding.yaml");
 }
