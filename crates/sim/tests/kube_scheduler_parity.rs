@@ -345,3 +345,13 @@ fn nominated_pods() {
 fn volumebinding() {
     run_table("volumebinding.yaml");
 }
+
+#[test]
+fn volumerestrictions() {
+    run_table("volumerestrictions.yaml");
+}
+
+#[test]
+fn nodevolumelimits() {
+    run_table("nodevolumelimits.yaml");
+}
