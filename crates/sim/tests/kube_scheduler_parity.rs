@@ -251,8 +251,8 @@ fn manifests(case: &Case) -> Vec<Value> {
     out
 }
 
-/// The nodes Caldera finds feasible for the case's pod.
-fn caldera_feasible(case: &Case) -> Result<Vec<String>, String> {
+/// The nodes Caldera finds feasible for the case's pod, and why each other node is not.
+fn caldera_feasible(case: &Case) -> Result<(Vec<String>, Vec<String>), String> {
     let config = SchedulerConfig::default();
     let mut sim = Simulation::new(&config).map_err(|e| e.to_string())?;
     let mut parsed = Manifests::default();
@@ -275,7 +275,13 @@ fn caldera_feasible(case: &Case) -> Result<Vec<String>, String> {
         .map(|n| n.node.clone())
         .collect();
     feasible.sort();
-    Ok(feasible)
+    let why: Vec<String> = kind
+        .nodes
+        .iter()
+        .filter(|n| n.fit == 0)
+        .map(|n| format!("{}: {}", n.node, n.reason.as_deref().unwrap_or("?")))
+        .collect();
+    Ok((feasible, why))
 }
 
 fn run_table(file: &str) {
@@ -289,10 +295,12 @@ fn run_table(file: &str) {
         want.sort();
         match caldera_feasible(case) {
             Err(e) => failures.push(format!("{} ({}): {e}", case.name, case.source)),
-            Ok(got) => match &case.differs {
+            Ok((got, why)) => match &case.differs {
                 None if got != want => failures.push(format!(
-                    "{} ({}): kube-scheduler finds {want:?} feasible, Caldera {got:?}",
-                    case.name, case.source
+                    "{} ({}): kube-scheduler finds {want:?} feasible, Caldera {got:?} ({})",
+                    case.name,
+                    case.source,
+                    why.join("; ")
                 )),
                 Some(why) if got == want => failures.push(format!(
                     "{} ({}): listed as a deliberate difference ({why}) but Caldera agrees now",
