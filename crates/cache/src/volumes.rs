@@ -854,9 +854,13 @@ mod tests {
         index
             .apply_storage_class(&class("csi-sc", "ebs.csi", "WaitForFirstConsumer"))
             .unwrap();
-        index.apply_claim(&pvc("pending", "csi-sc", json!({}))).unwrap();
+        index
+            .apply_claim(&pvc("pending", "csi-sc", json!({})))
+            .unwrap();
         let missing = json!({"spec": {"volumeName": "missing-in-action"}});
-        index.apply_claim(&pvc("lost-pv", "csi-sc", missing)).unwrap();
+        index
+            .apply_claim(&pvc("lost-pv", "csi-sc", missing))
+            .unwrap();
         index.apply_claim(&pvc("no-class", "", json!({}))).unwrap();
         for (pod_name, claim) in [
             ("p1", "pending"),

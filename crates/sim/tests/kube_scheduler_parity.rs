@@ -1,9 +1,20 @@
 //! kube-scheduler's own filter tests, ported: the table cases of kube-scheduler 1.36's
 //! `pkg/scheduler/framework/plugins/{interpodaffinity,tainttoleration,nodeaffinity,nodeports,
-//! podtopologyspread}/*_test.go` for the filters Caldera implements, as data in
-//! `tests/parity/*.yaml`, run through Caldera's own evaluation: the manifests go through the
-//! simulator's API-server model and the cache into a snapshot, and `explain` says, node by
-//! node, whether the pod fits (the session's filters, as allocate uses them).
+//! podtopologyspread,volumebinding,volumerestrictions,nodevolumelimits}/*_test.go` for the
+//! filters Caldera implements, as data in `tests/parity/*.yaml`, run through Caldera's own
+//! evaluation: the manifests go through the simulator's API-server model (its PV controller
+//! included) and the cache into a snapshot, and `explain` says, node by node, whether the pod
+//! fits (the session's filters, as allocate uses them; a pod whose claims keep it off every
+//! node, kube-scheduler's PreFilter failures, fits nowhere).
+//!
+//! The volume tables (`volumebinding.yaml`: `TestVolumeBinding` and the binder's
+//! `TestFindPodVolumes*`; `volumerestrictions.yaml`: `TestAccessModeConflicts`;
+//! `nodevolumelimits.yaml`: `TestCSILimits`) give StorageClasses, CSINodes, PersistentVolumes
+//! and PersistentVolumeClaims as manifests, and pods' claims (`pvcs`) and other volumes. Each
+//! file's header says what is adapted (Caldera runs every volume filter together, as
+//! kube-scheduler does, where upstream tests one plugin alone) and which upstream cases are not
+//! ported (VolumeZone, in-tree volumes, VolumeAttachments, CSIStorageCapacity: not evaluated,
+//! docs/volumes.md).
 //!
 //! `nominated.yaml` ports `TestFilterPluginsWithNominatedPods` (framework runtime) with the
 //! inter-pod filters in place of its injected plugins, plus the rule its
@@ -147,7 +158,9 @@ fn pod_manifest(p: &PodCase, name: &str, incoming: bool, nominated: bool) -> Val
         .pvcs
         .iter()
         .enumerate()
-        .map(|(i, c)| json!({"name": format!("pvc-{i}"), "persistentVolumeClaim": {"claimName": c}}))
+        .map(
+            |(i, c)| json!({"name": format!("pvc-{i}"), "persistentVolumeClaim": {"claimName": c}}),
+        )
         .collect();
     volumes.extend(p.volumes.iter().cloned());
     if !volumes.is_empty() {
@@ -201,7 +214,11 @@ fn manifests(case: &Case) -> Vec<Value> {
         ("storage.k8s.io/v1", "StorageClass", &case.storage_classes),
         ("storage.k8s.io/v1", "CSINode", &case.csi_nodes),
         ("v1", "PersistentVolume", &case.persistent_volumes),
-        ("v1", "PersistentVolumeClaim", &case.persistent_volume_claims),
+        (
+            "v1",
+            "PersistentVolumeClaim",
+            &case.persistent_volume_claims,
+        ),
     ];
     for (api, kind, list) in storage {
         for o in list {
