@@ -507,6 +507,27 @@ impl VolumeIndex {
         Some((needs, tv))
     }
 
+    /// What claim `ns/name` of a pod on a node counts as against CSI attach limits (driver,
+    /// volume handle), as kube-scheduler's NodeVolumeLimits counts it: its volume's CSI driver
+    /// and handle; or, when it names no volume or its volume does not exist, its class's
+    /// provisioner with a handle of its own (a volume still to be provisioned or bound counts
+    /// once, however many pods use the claim); nothing for a claim without a class or a
+    /// non-CSI volume.
+    fn attached_as(&self, ns: &str, name: &str, c: &ClaimInfo) -> Option<(Arc<str>, Arc<str>)> {
+        match c.volume.as_ref().and_then(|v| self.volumes.get(v)) {
+            Some(v) => v.csi.clone(),
+            None => {
+                let class = self.classes.get(&c.class)?;
+                (!class.provisioner.is_empty()).then(|| {
+                    (
+                        class.provisioner.clone(),
+                        Arc::from(format!("pending claim {ns}/{name}")),
+                    )
+                })
+            }
+        }
+    }
+
     /// The volumes `WaitForFirstConsumer` claims may take, the `ReadWriteOncePod` claims in use
     /// and the attach limits with what is attached per node.
     pub(crate) fn catalog(&self) -> VolumeCatalog {
@@ -538,19 +559,10 @@ impl VolumeIndex {
                 if !self.csinodes.contains_key(node) {
                     continue;
                 }
-                let csi = c
-                    .volume
-                    .as_ref()
-                    .and_then(|v| self.volumes.get(v))
-                    .and_then(|v| v.csi.as_ref());
-                if let Some((driver, handle)) = csi {
-                    let list = attached
-                        .entry(node)
-                        .or_default()
-                        .entry(driver.clone())
-                        .or_default();
-                    if !list.contains(handle) {
-                        list.push(handle.clone());
+                if let Some((driver, handle)) = self.attached_as(ns, name, c) {
+                    let list = attached.entry(node).or_default().entry(driver).or_default();
+                    if !list.contains(&handle) {
+                        list.push(handle);
                     }
                 }
             }
@@ -830,5 +842,47 @@ mod tests {
         // The user goes: the claim is free again.
         index.delete_pod("default", "user");
         assert!(snap(&index).volumes.rwop_in_use.is_empty());
+    }
+
+    #[test]
+    fn claims_without_a_volume_count_against_attach_limits_by_their_class() {
+        // kube-scheduler's NodeVolumeLimits: a pod's claim that names no volume, or one that
+        // does not exist, counts under its class's provisioner, once however many pods use it;
+        // a claim without a class does not count.
+        let mut index = ClusterIndex::new();
+        index.apply_node(&node("a")).unwrap();
+        index
+            .apply_storage_class(&class("csi-sc", "ebs.csi", "WaitForFirstConsumer"))
+            .unwrap();
+        index
+            .apply_claim(&pvc("pending", "csi-sc", json!({})))
+            .unwrap();
+        let missing = json!({"spec": {"volumeName": "missing-in-action"}});
+        index
+            .apply_claim(&pvc("lost-pv", "csi-sc", missing))
+            .unwrap();
+        index.apply_claim(&pvc("no-class", "", json!({}))).unwrap();
+        for (pod_name, claim) in [
+            ("p1", "pending"),
+            ("p2", "pending"),
+            ("p3", "lost-pv"),
+            ("p4", "no-class"),
+        ] {
+            index
+                .apply_pod(&pod(pod_name, claim_vol(claim), Some("a")))
+                .unwrap();
+        }
+        // A pending pod with a claim: the snapshot carries the volume catalog.
+        index
+            .apply_pod(&pod("next", claim_vol("pending"), None))
+            .unwrap();
+        let limits: CSINode = obj(json!({"metadata": {"name": "a"}, "spec": {"drivers": [
+            {"name": "ebs.csi", "nodeID": "a", "allocatable": {"count": 2}}]}}));
+        index.apply_csinode(&limits);
+        let s = snap(&index);
+        let attached = &s.volumes.attach["a"].attached["ebs.csi"];
+        assert_eq!(attached.len(), 2, "{attached:?}");
+        assert!(attached.iter().any(|h| h.contains("default/pending")));
+        assert!(attached.iter().any(|h| h.contains("default/lost-pv")));
     }
 }

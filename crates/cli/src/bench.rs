@@ -505,13 +505,21 @@ fn dra_table(out: &mut dyn Write, results: &[session::DraResult]) -> CommandResu
 fn queues_table(out: &mut dyn Write, results: &[session::QueuesResult]) -> CommandResult {
     writeln!(
         out,
-        "{:>7} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8} {:>8}",
-        "nodes", "10 queues", "placed", "1000 flat", "placed", "1000 tree", "placed", "ratio"
+        "{:>7} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8} {:>10} {:>10}",
+        "nodes",
+        "10 queues",
+        "placed",
+        "1000 flat",
+        "placed",
+        "1000 tree",
+        "placed",
+        "flat/10q",
+        "tree/flat"
     )?;
     for r in results {
         writeln!(
             out,
-            "{:>7} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>8.2}",
+            "{:>7} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>9.2}× {:>9.2}×",
             r.nodes,
             r.session_seconds,
             r.placements,
@@ -519,7 +527,8 @@ fn queues_table(out: &mut dyn Write, results: &[session::QueuesResult]) -> Comma
             r.flat_queues_placements,
             r.hierarchical_session_seconds,
             r.hierarchical_placements,
-            r.queues_ratio
+            r.queues_ratio,
+            r.hierarchical_session_seconds / r.flat_queues_session_seconds.max(1e-9)
         )?;
     }
     Ok(())

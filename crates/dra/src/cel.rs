@@ -435,7 +435,9 @@ const ERROR: u8 = 3;
 
 /// Compiled selectors and their answers per device, kept for a session.
 pub struct Selectors {
-    root: Context<'static, 'static>,
+    /// Built on the first evaluation: a session without selectors pays nothing for CEL's
+    /// standard library.
+    root: Option<Context<'static, 'static>>,
     ids: HashMap<Arc<str>, u32>,
     programs: Vec<Result<Program, Arc<str>>>,
     /// Per inventory device index: the id of its content (driver, attributes, capacity), under
@@ -461,7 +463,7 @@ impl Selectors {
     /// Keyed by the index given to [`Selectors::matches`]; `devices` is a capacity hint.
     pub fn new(devices: usize) -> Self {
         Selectors {
-            root: root(),
+            root: None,
             ids: HashMap::new(),
             programs: Vec::new(),
             shapes: Vec::new(),
@@ -584,7 +586,7 @@ impl Selectors {
             Ok(p) => p,
             Err(e) => return Err(e.clone()),
         };
-        let mut ctx = self.root.new_inner_scope();
+        let mut ctx = self.root.get_or_insert_with(root).new_inner_scope();
         ctx.add_variable_as_val("device", Box::new(Lazy::device(device)));
         match program.execute(&ctx) {
             Ok(Value::Bool(b)) => Ok(b),

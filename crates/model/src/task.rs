@@ -144,6 +144,17 @@ impl Task {
         self.volumes.as_ref().is_none_or(|v| v.all_bound)
     }
 
+    /// Why it can go to no node at all, whatever the node (kube-scheduler's PreFilter
+    /// message): a claim it mounts is missing, an unbound `Immediate` one, lost or being
+    /// deleted, or a DRA claim it needs is not there yet or not its own. `None` otherwise.
+    pub fn blocked(&self) -> Option<&str> {
+        self.spec
+            .volumes
+            .blocked
+            .as_deref()
+            .or_else(|| self.claims.as_ref().and_then(|c| c.waiting.as_deref()))
+    }
+
     /// Waiting for a node and allowed to get one.
     pub fn schedulable_pending(&self) -> bool {
         self.status == TaskStatus::Pending && !self.gated

@@ -306,6 +306,24 @@ fn a_missing_claim_holds_the_whole_gang_with_kube_schedulers_message() {
         msg.contains("0/1 nodes are available: persistentvolumeclaim \"data\" not found."),
         "{msg}"
     );
+    // `explain` says the same node by node: the member fits nowhere, for that reason.
+    let explanation = scheduler(&SchedulerConfig::default())
+        .expect("scheduler builds")
+        .explain(&snap, Time::from_secs(1), "default/g")
+        .expect("the job is explained");
+    let why = Some("persistentvolumeclaim \"data\" not found");
+    let (blocked, free): (Vec<_>, Vec<_>) = explanation.kinds.iter().partition(|k| {
+        k.nodes
+            .iter()
+            .all(|n| n.fit == 0 && n.reason.as_deref() == why)
+    });
+    assert_eq!(
+        (blocked.len(), free.len()),
+        (1, 1),
+        "the member with the claim fits nowhere, the other on a: {:?}",
+        explanation.kinds
+    );
+    assert!(free[0].nodes.iter().all(|n| n.fit > 0), "{:?}", free[0]);
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! placed in the tree at all: it carries a problem (reported on its jobs) and is treated as
 //! closed, never guessed into some other place. So are the queues below it.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -320,14 +321,20 @@ impl QueueTree {
 
     /// The deepest common ancestor of `a` and `b` (a node counts as its own ancestor here).
     pub fn common_ancestor(&self, a: usize, b: usize) -> usize {
-        let pa = self.path(a);
-        let pb = self.path(b);
+        // The paths root → a and root → b, walked side by side without building them (the
+        // queue order asks this for every comparison).
+        let step = |p: &[usize], own: usize, i: usize| match i.cmp(&p.len()) {
+            Ordering::Less => Some(p[i]),
+            Ordering::Equal => Some(own),
+            Ordering::Greater => None,
+        };
+        let (pa, pb) = (&self.ancestors[a], &self.ancestors[b]);
         let mut common = self.root;
-        for (x, y) in pa.iter().zip(&pb) {
-            if x != y {
-                break;
+        for i in 0.. {
+            match (step(pa, a, i), step(pb, b, i)) {
+                (Some(x), Some(y)) if x == y => common = x,
+                _ => break,
             }
-            common = *x;
         }
         common
     }
@@ -342,10 +349,11 @@ impl QueueTree {
     /// The node on `i`'s path just below `above` (`i` itself when `above` is its parent or
     /// `i == above`).
     pub fn child_towards(&self, above: usize, i: usize) -> usize {
-        let path = self.path(i);
-        path.iter()
+        let ancestors = &self.ancestors[i];
+        ancestors
+            .iter()
             .position(|&x| x == above)
-            .and_then(|at| path.get(at + 1).copied())
+            .and_then(|at| ancestors.get(at + 1).copied())
             .unwrap_or(i)
     }
 }
@@ -377,6 +385,41 @@ mod tests {
         assert_eq!(t.common_ancestor(1, 3), 4);
         assert_eq!(t.child_towards(4, 2), 0);
         assert_eq!(t.top_down(), vec![4, 0, 3, 1, 2]);
+    }
+
+    #[test]
+    fn common_ancestor_and_child_towards_follow_the_paths() {
+        // Every pair of a 3-level tree with a root object, against the paths' definitions.
+        let t = build(&[
+            ("root", None),
+            ("d1", None),
+            ("d2", Some("root")),
+            ("g1", Some("d1")),
+            ("g2", Some("d1")),
+            ("g3", Some("d2")),
+            ("l1", Some("g1")),
+            ("l2", Some("g1")),
+            ("l3", Some("g2")),
+            ("l4", Some("g3")),
+        ]);
+        for a in 0..t.len() {
+            for b in 0..t.len() {
+                let (pa, pb) = (t.path(a), t.path(b));
+                let common = pa
+                    .iter()
+                    .zip(&pb)
+                    .take_while(|(x, y)| x == y)
+                    .last()
+                    .map_or(t.root(), |(x, _)| *x);
+                assert_eq!(t.common_ancestor(a, b), common, "{a} {b}");
+                let below = pa
+                    .iter()
+                    .position(|&x| x == b)
+                    .and_then(|at| pa.get(at + 1).copied())
+                    .unwrap_or(a);
+                assert_eq!(t.child_towards(b, a), below, "{b} towards {a}");
+            }
+        }
     }
 
     #[test]

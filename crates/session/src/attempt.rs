@@ -105,18 +105,10 @@ fn attempt_inner(
     // A member whose claims keep it off every node (a missing claim, an unbound `Immediate`
     // one, a DRA claim not created yet or missing) is not tried; the gang waits with
     // kube-scheduler's message unless the others satisfy it.
-    let blocked_by = |t: &caldera_model::Task| -> Option<Arc<str>> {
-        t.spec
-            .volumes
-            .blocked
-            .as_deref()
-            .map(Arc::from)
-            .or_else(|| t.claims.as_ref().and_then(|c| c.waiting.clone()))
-    };
     let blocked: Vec<usize> = tasks
         .iter()
         .copied()
-        .filter(|&t| blocked_by(&ssn.state.tasks[t]).is_some())
+        .filter(|&t| ssn.state.tasks[t].blocked().is_some())
         .collect();
     let tasks: Vec<usize> = if blocked.is_empty() {
         tasks
@@ -126,7 +118,7 @@ fn attempt_inner(
             "pod {}: 0/{} nodes are available: {}.",
             t.key(),
             ssn.state.nodes.len(),
-            blocked_by(t).as_deref().unwrap_or_default()
+            t.blocked().unwrap_or_default()
         );
         ssn.hold(job, Holdup::Fit(msg));
         let rest: Vec<usize> = tasks.into_iter().filter(|t| !blocked.contains(t)).collect();

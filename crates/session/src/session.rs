@@ -828,6 +828,10 @@ impl Session {
         if !n.ready {
             return (0, Some("node is not ready".into()));
         }
+        // A member allocate never tries (its claims keep it off every node).
+        if let Some(why) = t.blocked() {
+            return (0, Some(why.to_string()));
+        }
         for s in self.slots.iter().filter(|s| s.hooks.predicate) {
             if let Err(r) = s.plugin.filter_static(t, n) {
                 return (0, Some(r));

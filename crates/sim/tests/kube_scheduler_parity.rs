@@ -1,9 +1,20 @@
 //! kube-scheduler's own filter tests, ported: the table cases of kube-scheduler 1.36's
 //! `pkg/scheduler/framework/plugins/{interpodaffinity,tainttoleration,nodeaffinity,nodeports,
-//! podtopologyspread}/*_test.go` for the filters Caldera implements, as data in
-//! `tests/parity/*.yaml`, run through Caldera's own evaluation: the manifests go through the
-//! simulator's API-server model and the cache into a snapshot, and `explain` says, node by
-//! node, whether the pod fits (the session's filters, as allocate uses them).
+//! podtopologyspread,volumebinding,volumerestrictions,nodevolumelimits}/*_test.go` for the
+//! filters Caldera implements, as data in `tests/parity/*.yaml`, run through Caldera's own
+//! evaluation: the manifests go through the simulator's API-server model (its PV controller
+//! included) and the cache into a snapshot, and `explain` says, node by node, whether the pod
+//! fits (the session's filters, as allocate uses them; a pod whose claims keep it off every
+//! node, kube-scheduler's PreFilter failures, fits nowhere).
+//!
+//! The volume tables (`volumebinding.yaml`: `TestVolumeBinding` and the binder's
+//! `TestFindPodVolumes*`; `volumerestrictions.yaml`: `TestAccessModeConflicts`;
+//! `nodevolumelimits.yaml`: `TestCSILimits`) give StorageClasses, CSINodes, PersistentVolumes
+//! and PersistentVolumeClaims as manifests, and pods' claims (`pvcs`) and other volumes. Each
+//! file's header says what is adapted (Caldera runs every volume filter together, as
+//! kube-scheduler does, where upstream tests one plugin alone) and which upstream cases are not
+//! ported (VolumeZone, in-tree volumes, VolumeAttachments, CSIStorageCapacity: not evaluated,
+//! docs/volumes.md).
 //!
 //! `nominated.yaml` ports `TestFilterPluginsWithNominatedPods` (framework runtime) with the
 //! inter-pod filters in place of its injected plugins, plus the rule its
@@ -23,7 +34,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Case {
     /// kube-scheduler's test name.
     name: String,
@@ -39,6 +50,18 @@ struct Case {
     /// node for a preemptor (kube-scheduler's nominated pods).
     #[serde(default)]
     nominated: Vec<PodCase>,
+    /// PersistentVolumes, as manifests without `apiVersion` and `kind`.
+    #[serde(default)]
+    persistent_volumes: Vec<Value>,
+    /// PersistentVolumeClaims, likewise (namespace `default` unless they say).
+    #[serde(default)]
+    persistent_volume_claims: Vec<Value>,
+    /// StorageClasses, likewise.
+    #[serde(default)]
+    storage_classes: Vec<Value>,
+    /// CSINodes, likewise.
+    #[serde(default)]
+    csi_nodes: Vec<Value>,
     /// The pod to place.
     pod: PodCase,
     /// The nodes kube-scheduler's filter passes.
@@ -75,6 +98,9 @@ struct PodCase {
     name: Option<String>,
     #[serde(default)]
     namespace: Option<String>,
+    /// `metadata.uid` (a generic ephemeral volume's claim names its pod's uid as owner).
+    #[serde(default)]
+    uid: Option<String>,
     #[serde(default)]
     node: Option<String>,
     #[serde(default)]
@@ -85,6 +111,13 @@ struct PodCase {
     /// The container's ports.
     #[serde(default)]
     ports: Vec<Value>,
+    /// Claims it mounts (`persistentVolumeClaim` volumes named `pvc-<i>`).
+    #[serde(default)]
+    pvcs: Vec<String>,
+    /// Further volumes, as in a pod spec (generic `ephemeral`, `configMap`, ...), after the
+    /// claims of `pvcs`.
+    #[serde(default)]
+    volumes: Vec<Value>,
     #[serde(default)]
     terminating: bool,
     /// Its PriorityClass's value (a class `priority-<value>` is made for it; its PodGroup, for
@@ -121,10 +154,25 @@ fn pod_manifest(p: &PodCase, name: &str, incoming: bool, nominated: bool) -> Val
     if let Some(priority) = p.priority {
         spec.insert("priorityClassName".into(), json!(priority_class(priority)));
     }
+    let mut volumes: Vec<Value> = p
+        .pvcs
+        .iter()
+        .enumerate()
+        .map(
+            |(i, c)| json!({"name": format!("pvc-{i}"), "persistentVolumeClaim": {"claimName": c}}),
+        )
+        .collect();
+    volumes.extend(p.volumes.iter().cloned());
+    if !volumes.is_empty() {
+        spec.insert("volumes".into(), Value::Array(volumes));
+    }
     for (k, v) in &p.spec {
         spec.insert(k.clone(), v.clone());
     }
     let mut metadata = json!({"name": name, "namespace": ns, "labels": p.labels});
+    if let Some(uid) = &p.uid {
+        metadata["uid"] = json!(uid);
+    }
     if incoming {
         metadata["annotations"] = json!({"scheduling.k8s.io/group-name": "incoming"});
     }
@@ -138,6 +186,11 @@ fn pod_manifest(p: &PodCase, name: &str, incoming: bool, nominated: bool) -> Val
         pod["status"] = json!({"phase": "Running"});
     }
     pod
+}
+
+/// The incoming pod's name: its `name`, else `incoming` (its PodGroup is `incoming` either way).
+fn incoming_name(case: &Case) -> &str {
+    case.pod.name.as_deref().unwrap_or("incoming")
 }
 
 fn manifests(case: &Case) -> Vec<Value> {
@@ -156,6 +209,27 @@ fn manifests(case: &Case) -> Vec<Value> {
                 "conditions": [{"type": "Ready", "status": "True"}],
             },
         }));
+    }
+    let storage = [
+        ("storage.k8s.io/v1", "StorageClass", &case.storage_classes),
+        ("storage.k8s.io/v1", "CSINode", &case.csi_nodes),
+        ("v1", "PersistentVolume", &case.persistent_volumes),
+        (
+            "v1",
+            "PersistentVolumeClaim",
+            &case.persistent_volume_claims,
+        ),
+    ];
+    for (api, kind, list) in storage {
+        for o in list {
+            let mut o = o.clone();
+            o["apiVersion"] = json!(api);
+            o["kind"] = json!(kind);
+            if kind == "PersistentVolumeClaim" && o["metadata"]["namespace"].is_null() {
+                o["metadata"]["namespace"] = json!("default");
+            }
+            out.push(o);
+        }
     }
     let mut priorities: Vec<i32> = case
         .pods
@@ -190,12 +264,12 @@ fn manifests(case: &Case) -> Vec<Value> {
         "metadata": {"name": "incoming", "namespace": ns},
         "spec": group_spec,
     }));
-    out.push(pod_manifest(&case.pod, "incoming", true, false));
+    out.push(pod_manifest(&case.pod, incoming_name(case), true, false));
     out
 }
 
-/// The nodes Caldera finds feasible for the case's pod.
-fn caldera_feasible(case: &Case) -> Result<Vec<String>, String> {
+/// The nodes Caldera finds feasible for the case's pod, and why each other node is not.
+fn caldera_feasible(case: &Case) -> Result<(Vec<String>, Vec<String>), String> {
     let config = SchedulerConfig::default();
     let mut sim = Simulation::new(&config).map_err(|e| e.to_string())?;
     let mut parsed = Manifests::default();
@@ -218,7 +292,13 @@ fn caldera_feasible(case: &Case) -> Result<Vec<String>, String> {
         .map(|n| n.node.clone())
         .collect();
     feasible.sort();
-    Ok(feasible)
+    let why: Vec<String> = kind
+        .nodes
+        .iter()
+        .filter(|n| n.fit == 0)
+        .map(|n| format!("{}: {}", n.node, n.reason.as_deref().unwrap_or("?")))
+        .collect();
+    Ok((feasible, why))
 }
 
 fn run_table(file: &str) {
@@ -232,10 +312,12 @@ fn run_table(file: &str) {
         want.sort();
         match caldera_feasible(case) {
             Err(e) => failures.push(format!("{} ({}): {e}", case.name, case.source)),
-            Ok(got) => match &case.differs {
+            Ok((got, why)) => match &case.differs {
                 None if got != want => failures.push(format!(
-                    "{} ({}): kube-scheduler finds {want:?} feasible, Caldera {got:?}",
-                    case.name, case.source
+                    "{} ({}): kube-scheduler finds {want:?} feasible, Caldera {got:?} ({})",
+                    case.name,
+                    case.source,
+                    why.join("; ")
                 )),
                 Some(why) if got == want => failures.push(format!(
                     "{} ({}): listed as a deliberate difference ({why}) but Caldera agrees now",
@@ -282,4 +364,19 @@ fn podtopologyspread() {
 #[test]
 fn nominated_pods() {
     run_table("nominated.yaml");
+}
+
+#[test]
+fn volumebinding() {
+    run_table("volumebinding.yaml");
+}
+
+#[test]
+fn volumerestrictions() {
+    run_table("volumerestrictions.yaml");
+}
+
+#[test]
+fn nodevolumelimits() {
+    run_table("nodevolumelimits.yaml");
 }
