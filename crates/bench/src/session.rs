@@ -431,6 +431,19 @@ pub struct DraResult {
     pub peak_rss_bytes: u64,
 }
 
+impl SessionResult {
+    /// Its DRA figure, as `--only dra` reports it.
+    pub fn dra(&self) -> DraResult {
+        DraResult {
+            nodes: self.nodes,
+            dra_placements: self.dra_placements,
+            dra_session_seconds: self.dra_session_seconds,
+            dra_placements_per_second: self.dra_placements_per_second,
+            peak_rss_bytes: self.peak_rss_bytes,
+        }
+    }
+}
+
 /// Runs only the DRA figure at `nodes` nodes.
 pub fn dra(nodes: usize, seed: u64) -> DraResult {
     let (placements, seconds) = dra_figure(nodes, seed);

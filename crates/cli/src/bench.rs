@@ -311,15 +311,8 @@ fn session_table(out: &mut dyn Write, results: &[SessionResult]) -> CommandResul
             r.consolidate_served
         )?;
     }
-    for r in results {
-        write_dra_line(
-            out,
-            r.nodes,
-            r.dra_placements,
-            r.dra_session_seconds,
-            r.dra_placements_per_second,
-        )?;
-    }
+    let dra: Vec<session::DraResult> = results.iter().map(SessionResult::dra).collect();
+    dra_table(out, &dra)?;
     for r in results {
         writeln!(
             out,
@@ -475,25 +468,13 @@ fn topology_table(out: &mut dyn Write, results: &[session::TopologyResult]) -> C
     Ok(())
 }
 
-fn write_dra_line(
-    out: &mut dyn Write,
-    nodes: usize,
-    placements: u64,
-    seconds: f64,
-    per_second: f64,
-) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{nodes} nodes × 8 DRA GPUs, {} members with one-GPU claims (CEL): {placements} placed in {seconds:.3}s, dra_placements_per_second {per_second:.0}",
-        nodes * 4,
-    )
-}
-
 fn dra_table(out: &mut dyn Write, results: &[session::DraResult]) -> CommandResult {
     for r in results {
-        write_dra_line(
+        writeln!(
             out,
+            "{} nodes × 8 DRA GPUs, {} members with one-GPU claims (CEL): {} placed in {:.3}s, dra_placements_per_second {:.0}",
             r.nodes,
+            r.nodes * 4,
             r.dra_placements,
             r.dra_session_seconds,
             r.dra_placements_per_second,

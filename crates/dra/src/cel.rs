@@ -599,12 +599,13 @@ impl Selectors {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use caldera_model::dra::{Capacity, DeviceNodes};
     use std::collections::BTreeMap;
 
-    fn gpu() -> Device {
+    /// An H100 with a product name, a driver version, an index, a PCIe root and 80Gi.
+    pub(crate) fn gpu() -> Device {
         let mut attributes = BTreeMap::new();
         attributes.insert(
             Arc::from("gpu.nvidia.com/productName"),

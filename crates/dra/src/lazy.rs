@@ -330,48 +330,22 @@ impl<'b, 'w> Iterator<'b, 'w> for Empty {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use caldera_model::dra::{Capacity, DeviceNodes};
     use cel::{Context, Program};
-    use std::collections::BTreeMap;
 
+    /// `cel`'s test GPU, plus a version that is not one, a bool and an unqualified name.
     fn gpu() -> Device {
-        let attributes = BTreeMap::from([
+        let mut d = crate::cel::tests::gpu();
+        for (name, v) in [
             (
-                Arc::from("gpu.nvidia.com/productName"),
-                AttributeValue::String("NVIDIA H100 80GB HBM3".into()),
-            ),
-            (
-                Arc::from("gpu.nvidia.com/driverVersion"),
-                AttributeValue::Version("550.54.15".into()),
-            ),
-            (
-                Arc::from("gpu.nvidia.com/brokenVersion"),
+                "gpu.nvidia.com/brokenVersion",
                 AttributeValue::Version("not-a-version".into()),
             ),
-            (Arc::from("gpu.nvidia.com/index"), AttributeValue::Int(3)),
-            (Arc::from("gpu.nvidia.com/mig"), AttributeValue::Bool(false)),
-            (
-                Arc::from("resource.kubernetes.io/pcieRoot"),
-                AttributeValue::String("pci0000:00".into()),
-            ),
-            (Arc::from("bare"), AttributeValue::Int(1)),
-        ]);
-        let capacity = BTreeMap::from([(
-            Arc::from("gpu.nvidia.com/memory"),
-            Capacity {
-                milli: 80 * (1 << 30) * 1000,
-                text: "80Gi".into(),
-            },
-        )]);
-        Device {
-            driver: "gpu.nvidia.com".into(),
-            pool: "node-a".into(),
-            name: "gpu-3".into(),
-            attributes,
-            capacity,
-            nodes: DeviceNodes::Node("node-a".into()),
-            unsupported: None,
+            ("gpu.nvidia.com/mig", AttributeValue::Bool(false)),
+            ("bare", AttributeValue::Int(1)),
+        ] {
+            d.attributes.insert(Arc::from(name), v);
         }
+        d
     }
 
     /// The answer (or error text) with `device` bound lazily and bound eagerly.
