@@ -162,6 +162,9 @@ async fn evict_task(
         }
         while set.join_next().await.is_some() {}
     }
+    inner
+        .gate
+        .hold_for(inner.options.follow.hold_after_evictions);
     drop(permit);
     drop(ticket);
 }

@@ -4,6 +4,12 @@
 //! goes only when it gets a token from the share bucket (`report_share` of the QPS), so they
 //! are never starved by an endless stream of binds. Reports go before events; both take their
 //! usual tokens too (reports from the main bucket, events from the events' own).
+//!
+//! After a victim gang's evictions the gate stays shut for `hold_after_evictions` more, so
+//! the victims' kubelets and the preemptors' binds have the API server to themselves while the
+//! victims terminate; a preemptor's nomination is the one report that does not wait for the
+//! hold (it says where the preemptor is going, and kube-scheduler writes it with the
+//! preemption), only for the acts, so a plan's evictions go out first.
 
 use crate::events::QueuedEvent;
 use crate::reports::{ReportKey, StatusWrite, Waiting};
@@ -20,6 +26,8 @@ use tracing::{debug, warn};
 pub(crate) struct Gate {
     acts: AtomicUsize,
     idle_since: Mutex<Instant>,
+    /// Shut until then whatever the acts (`hold_for`).
+    hold_until: Mutex<Option<Instant>>,
     wake: Arc<Notify>,
 }
 
@@ -28,6 +36,7 @@ impl Gate {
         Gate {
             acts: AtomicUsize::new(0),
             idle_since: Mutex::new(Instant::now()),
+            hold_until: Mutex::new(None),
             wake,
         }
     }
@@ -48,13 +57,25 @@ impl Gate {
         self.acts.load(Ordering::SeqCst)
     }
 
+    /// Keeps the gate shut for `d` from now (or longer, if held longer already).
+    pub fn hold_for(&self, d: Duration) {
+        let until = Instant::now() + d;
+        let mut held = lock(&self.hold_until);
+        if held.is_none_or(|h| h < until) {
+            *held = Some(until);
+        }
+    }
+
     /// `None` while acts are out; otherwise how long until the gate opens (zero: open).
     fn opens_in(&self, quiet: Duration) -> Option<Duration> {
         if self.acts() > 0 {
             return None;
         }
         let since = *lock(&self.idle_since);
-        Some(quiet.saturating_sub(since.elapsed()))
+        let held = lock(&self.hold_until).map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(Instant::now())
+        });
+        Some(quiet.saturating_sub(since.elapsed()).max(held))
     }
 }
 
@@ -104,6 +125,12 @@ impl Inner {
         let mut events = lock(&self.events);
         if !reports.has_ready() && events.is_empty() {
             return Step::Wait(None);
+        }
+        // Nominations wait for the acts (a plan's evictions go first) but not for a hold.
+        if self.gate.acts() == 0 {
+            if let Some((key, w)) = reports.take_nomination() {
+                return Step::Send(Next::Report(key, Box::new(w)), epoch);
+            }
         }
         let wait = match self.gate.opens_in(self.options.follow.report_quiet) {
             Some(d) if d.is_zero() => None,
@@ -341,5 +368,34 @@ async fn send_event(inner: &Inner, e: QueuedEvent, epoch: u64) {
                 tokio::time::sleep(backoff(policy, failures)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hold_keeps_the_gate_shut_after_the_acts() {
+        let gate = Gate::new(Arc::new(Notify::new()));
+        assert_eq!(gate.opens_in(Duration::ZERO), Some(Duration::ZERO));
+        gate.act_started();
+        assert_eq!(
+            gate.opens_in(Duration::ZERO),
+            None,
+            "shut while acts are out"
+        );
+        gate.hold_for(Duration::from_secs(2));
+        gate.act_done();
+        let left = gate.opens_in(Duration::from_millis(100)).unwrap();
+        assert!(
+            left > Duration::from_millis(1500) && left <= Duration::from_secs(2),
+            "{left:?}"
+        );
+        gate.hold_for(Duration::from_millis(10));
+        assert!(
+            gate.opens_in(Duration::ZERO).unwrap() > Duration::from_millis(1500),
+            "a shorter hold does not shorten a longer one"
+        );
     }
 }

@@ -293,6 +293,11 @@ pub struct Follow {
     pub report_share: f64,
     /// Status writes and events wait until no bind has been queued for this long.
     pub report_quiet: Duration,
+    /// After a victim gang's evictions, status writes and events wait this long too (the
+    /// preemptors' nominations do not): while victims terminate and their preemptors bind, the
+    /// API server's writes go to the victims' kubelets and the binds. Statuses and events are
+    /// late by as much after a preemption, never lost.
+    pub hold_after_evictions: Duration,
     /// Queued events beyond which events of one reason on one PodGroup are folded into one
     /// (client-go's broadcaster queues 1000).
     pub event_queue: usize,
@@ -307,6 +312,7 @@ impl Default for Follow {
         Follow {
             report_share: 0.02,
             report_quiet: Duration::from_millis(100),
+            hold_after_evictions: Duration::from_secs(3),
             event_queue: 1000,
             event_queue_bytes: 128 << 20,
         }

@@ -219,6 +219,18 @@ impl ReportQueue {
         Some((key, w))
     }
 
+    /// The oldest nomination waiting and not in flight, taken as [`ReportQueue::take`] would.
+    pub fn take_nomination(&mut self) -> Option<(ReportKey, Waiting)> {
+        let i = self
+            .order
+            .iter()
+            .position(|k| k.0 == WriteKind::Nomination && !self.in_flight.contains(k))?;
+        let key = self.order.remove(i)?;
+        let w = self.waiting.remove(&key)?;
+        self.in_flight.insert(key.clone());
+        Some((key, w))
+    }
+
     /// Whether a write could be taken now.
     pub fn has_ready(&self) -> bool {
         self.order.iter().any(|k| !self.in_flight.contains(k))
@@ -287,6 +299,42 @@ mod tests {
         );
         assert_eq!(q.take().map(|(k, _)| k.1), Some("ns/b".to_string()));
         assert!(q.take().is_none());
+    }
+
+    fn nomination(name: &str) -> Waiting {
+        Waiting {
+            write: StatusWrite::Nomination(caldera_model::Nomination {
+                namespace: "ns".into(),
+                name: name.into(),
+                uid: "u".into(),
+                node: Some("n1".into()),
+            }),
+            now: Time(0),
+            _pending: None,
+        }
+    }
+
+    #[test]
+    fn a_nomination_is_taken_ahead_of_older_writes_and_only_once() {
+        let mut q = ReportQueue::default();
+        q.push(pg("a", PodGroupPhase::Pending));
+        q.push(nomination("p1"));
+        q.push(nomination("p2"));
+        let (key, _) = q.take_nomination().unwrap();
+        assert_eq!(key, (WriteKind::Nomination, "ns/p1".to_string()));
+        q.push(nomination("p1"));
+        assert_eq!(
+            q.take_nomination().map(|(k, _)| k.1),
+            Some("ns/p2".to_string()),
+            "p1's newer nomination waits for the one in flight"
+        );
+        assert!(q.take_nomination().is_none());
+        assert_eq!(q.take().map(|(k, _)| k.1), Some("ns/a".to_string()));
+        q.done(&key);
+        assert_eq!(
+            q.take_nomination().map(|(k, _)| k.1),
+            Some("ns/p1".to_string())
+        );
     }
 
     #[test]
