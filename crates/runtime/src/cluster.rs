@@ -288,8 +288,12 @@ impl Cluster {
         }
         let new = self.index.pod(&ns, &name);
         if let Some(p) = new {
-            // Bound, or released and held at its node (gate mode): the watch shows it now.
-            if p.status() != TaskStatus::Pending || p.held.is_some() {
+            // The watch shows the bind now: the pod is bound, or (gate mode) this update is its
+            // release from Caldera's gate, held at its node. Any other update of an unbound pod
+            // (its own PodScheduled condition, a nomination, a label) leaves the bind assumed:
+            // forgetting it would let the next session place the pod a second time.
+            let released = p.held.is_some() && old.as_ref().is_some_and(|o| o.gang_gate);
+            if p.status() != TaskStatus::Pending || released {
                 self.overlay.forget_bind(&p.uid);
             }
         }
@@ -745,5 +749,72 @@ impl Cluster {
     /// Whether a Queue object of that name is in the cache.
     pub fn has_queue(&self, name: &str) -> bool {
         self.queues.contains_key(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(status: serde_json::Value, gated: bool) -> Pod {
+        let gates = if gated {
+            serde_json::json!([{"name": caldera_api::GANG_GATE}])
+        } else {
+            serde_json::Value::Null
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "ns", "name": "p", "uid": "p-uid", "resourceVersion": "1"},
+            "spec": {
+                "schedulerName": "caldera",
+                "schedulingGates": gates,
+                "containers": [{"name": "c", "image": "i"}],
+            },
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn names() -> Vec<String> {
+        vec!["caldera".to_string()]
+    }
+
+    #[test]
+    fn an_update_of_a_nominated_pod_keeps_its_bind_assumed() {
+        let mut cluster = Cluster::default();
+        let nominated = serde_json::json!({"phase": "Pending", "nominatedNodeName": "n1"});
+        cluster.apply_pod(&pod(nominated.clone(), false), &names());
+        cluster.overlay.assume("p-uid".into(), "n1".into());
+        // Its own PodScheduled condition lands while the bind is in flight.
+        let mut status = nominated;
+        status["conditions"] = serde_json::json!([{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"
+        }]);
+        cluster.apply_pod(&pod(status, false), &names());
+        assert!(
+            cluster.overlay.is_assumed("p-uid"),
+            "the bind is still in flight"
+        );
+        // The watch shows it bound: the assumption ends.
+        let mut bound = pod(serde_json::json!({"phase": "Pending"}), false);
+        bound.spec.as_mut().unwrap().node_name = Some("n1".into());
+        cluster.apply_pod(&bound, &names());
+        assert!(!cluster.overlay.is_assumed("p-uid"));
+    }
+
+    #[test]
+    fn a_release_from_the_gate_ends_the_assumption() {
+        let mut cluster = Cluster::default();
+        cluster.apply_pod(
+            &pod(serde_json::json!({"phase": "Pending"}), true),
+            &names(),
+        );
+        cluster.overlay.assume("p-uid".into(), "n1".into());
+        // The nomination lands while the pod is still gated: the release is still in flight.
+        let nominated = serde_json::json!({"phase": "Pending", "nominatedNodeName": "n1"});
+        cluster.apply_pod(&pod(nominated.clone(), true), &names());
+        assert!(cluster.overlay.is_assumed("p-uid"));
+        // The release lands: ungated and held at n1, kube-scheduler's to bind.
+        cluster.apply_pod(&pod(nominated, false), &names());
+        assert!(!cluster.overlay.is_assumed("p-uid"));
     }
 }
