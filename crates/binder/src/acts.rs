@@ -311,6 +311,10 @@ async fn bind_task(
             }
         }
     }
+    if job.release.is_none() {
+        let key = (WriteKind::PodStatus, format!("{}/{}", b.namespace, b.name));
+        inner.status_landed(&key).await;
+    }
     let mut failures = 0u32;
     let mut wait = std::time::Duration::ZERO;
     let outcome = loop {

@@ -214,6 +214,7 @@ async fn send_report(inner: &Inner, key: ReportKey, w: Waiting, epoch: u64) {
         reports.done(&key);
         !reports.is_waiting(&key)
     };
+    inner.written.notify_waiters();
     match outcome {
         Some(rv) => {
             debug!(kind = %kind, object = %key.1, resource_version = ?rv, "status written");

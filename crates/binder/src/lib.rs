@@ -405,6 +405,9 @@ struct Inner {
     /// Writes the server refused as invalid (422), by what they write, with their content:
     /// the same content is not sent again (a changed one is).
     refused: Mutex<HashMap<reports::ReportKey, String>>,
+    /// Notified whenever a status write is answered (or given up): see
+    /// [`Inner::status_landed`].
+    written: Notify,
 }
 
 impl Drop for Inner {
@@ -493,6 +496,7 @@ impl Binder {
                 stats: Counters::default(),
                 outages: outage::Outages::default(),
                 refused: Mutex::new(HashMap::new()),
+                written: Notify::new(),
             }),
         }
     }
@@ -894,6 +898,21 @@ impl Groups {
 impl Inner {
     fn current(&self, epoch: u64) -> bool {
         self.active.load(Ordering::SeqCst) && self.epoch.load(Ordering::SeqCst) == epoch
+    }
+
+    /// Waits until no write to `key` is in flight. A bind waits so for its pod's
+    /// `PodScheduled=False` already sent: answered after the bind, that write would undo the
+    /// `PodScheduled=True` the server sets when it binds (a waiting one is cancelled instead).
+    async fn status_landed(&self, key: &reports::ReportKey) {
+        loop {
+            let written = self.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            if !lock(&self.reports).in_flight(key) {
+                return;
+            }
+            written.await;
+        }
     }
 
     /// Queues an event behind the acts (folded or dropped when the queue is over its caps).

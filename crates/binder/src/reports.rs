@@ -231,6 +231,11 @@ impl ReportQueue {
         Some((key, w))
     }
 
+    /// Whether a write to `key` is in flight.
+    pub fn in_flight(&self, key: &ReportKey) -> bool {
+        self.in_flight.contains(key)
+    }
+
     /// Whether a write could be taken now.
     pub fn has_ready(&self) -> bool {
         self.order.iter().any(|k| !self.in_flight.contains(k))

@@ -409,3 +409,69 @@ async fn nothing_is_lost_across_a_leader_change_in_the_middle_of_a_backlog() {
     assert_eq!(pg["status"]["phase"], "Running", "{pg}");
     b.shutdown().await;
 }
+
+/// A pod's `PodScheduled=False` already on its way when the pod becomes placeable: its bind
+/// waits for that write's answer, so the `PodScheduled=True` the server sets when it binds is
+/// the last word (a bind that overtook the write had the pod bound and reading unschedulable).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_waits_for_its_pods_condition_already_sent() {
+    let server = ApiServer::start().await.unwrap();
+    create_nodes(&server, 1, 8);
+    // Two members of 8 GPUs, one node of 8: unschedulable, and each member is told so slowly.
+    create_gang(&server, "ml", "g", 2, 8);
+    server.delay_next(Verb::Patch, "pods", "status", Duration::from_secs(2), 2);
+    let handle = start(options(), server.kube_client().unwrap()).await;
+    eventually(10, "the PodGroup reads unschedulable", || {
+        server
+            .store()
+            .get("podgroups", "ml", "g")
+            .is_some_and(|pg| {
+                pg["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Unschedulable" && c["status"] == "True")
+                })
+            })
+    })
+    .await;
+    // The members' conditions are in flight (held 2 s); the gang fits now.
+    server
+        .store()
+        .create("nodes", node("n1", 8))
+        .expect("create node");
+    eventually(10, "both members bound", || {
+        bound(&server, "ml", "g", 2) == 2
+    })
+    .await;
+    assert!(handle.binder().drain(Duration::from_secs(10)).await);
+    // Each bind waited for its own pod's condition: both conditions came first.
+    let log = server.write_log();
+    let is_condition =
+        |k: &RequestKey| k.verb == Verb::Patch && k.resource == "pods" && k.subresource == "status";
+    let shown = || log.iter().map(describe).collect::<Vec<_>>();
+    let first_bind = log.iter().position(is_bind).unwrap();
+    let last_bind = log.iter().rposition(is_bind).unwrap();
+    assert!(
+        log.iter().position(is_condition).unwrap() < first_bind,
+        "{:?}",
+        shown()
+    );
+    assert_eq!(
+        log[..last_bind].iter().filter(|k| is_condition(k)).count(),
+        2,
+        "{:?}",
+        shown()
+    );
+    for i in 0..2 {
+        let pod = server.store().get("pods", "ml", &format!("g-{i}")).unwrap();
+        let scheduled = pod["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"))
+            .cloned();
+        assert_eq!(
+            scheduled.as_ref().map(|c| c["status"].clone()),
+            Some(Value::from("True")),
+            "g-{i}: {scheduled:?}"
+        );
+    }
+    handle.shutdown().await;
+}

@@ -148,13 +148,22 @@ impl RequestCounts {
     }
 }
 
-/// An injected failure waiting for matching requests.
+/// What an injected fault does to a matching request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// Answers with this HTTP code before touching the store.
+    Fail(u16),
+    /// Holds the request this long, then serves it.
+    Delay(std::time::Duration),
+}
+
+/// An injected fault waiting for matching requests.
 #[derive(Debug, Clone)]
 pub(crate) struct Fault {
     pub verb: Verb,
     pub resource: String,
     pub subresource: String,
-    pub code: u16,
+    pub effect: Effect,
     pub remaining: u32,
 }
 
@@ -169,13 +178,16 @@ impl Fault {
     }
 }
 
-/// Takes one use of the first fault matching `key`, returning its HTTP code.
-pub(crate) fn take_fault(faults: &mut Vec<Fault>, key: &RequestKey) -> Option<u16> {
-    let fault = faults.iter_mut().find(|f| f.matches(key))?;
+/// Takes one use of the first fault matching `key` whose effect is a delay (`delay`) or a
+/// failure (`!delay`), returning its effect.
+pub(crate) fn take_fault(faults: &mut Vec<Fault>, key: &RequestKey, delay: bool) -> Option<Effect> {
+    let fault = faults
+        .iter_mut()
+        .find(|f| f.matches(key) && matches!(f.effect, Effect::Delay(_)) == delay)?;
     fault.remaining -= 1;
-    let code = fault.code;
+    let effect = fault.effect;
     faults.retain(|f| f.remaining > 0);
-    Some(code)
+    Some(effect)
 }
 
 #[cfg(test)]
@@ -213,16 +225,54 @@ mod tests {
             verb: Verb::Create,
             resource: "pods".into(),
             subresource: "binding".into(),
-            code: 500,
+            effect: Effect::Fail(500),
             remaining: 2,
         }];
         let bind = key(Verb::Create, "", "pods", "binding");
         assert_eq!(
-            take_fault(&mut faults, &key(Verb::Create, "", "pods", "")),
+            take_fault(&mut faults, &key(Verb::Create, "", "pods", ""), false),
             None
         );
-        assert_eq!(take_fault(&mut faults, &bind), Some(500));
-        assert_eq!(take_fault(&mut faults, &bind), Some(500));
-        assert_eq!(take_fault(&mut faults, &bind), None);
+        assert_eq!(take_fault(&mut faults, &bind, true), None, "not a delay");
+        assert_eq!(
+            take_fault(&mut faults, &bind, false),
+            Some(Effect::Fail(500))
+        );
+        assert_eq!(
+            take_fault(&mut faults, &bind, false),
+            Some(Effect::Fail(500))
+        );
+        assert_eq!(take_fault(&mut faults, &bind, false), None);
+    }
+
+    #[test]
+    fn a_delay_and_a_failure_on_one_request_are_taken_apart() {
+        let second = std::time::Duration::from_secs(1);
+        let mut faults = vec![
+            Fault {
+                verb: Verb::Patch,
+                resource: "pods".into(),
+                subresource: "status".into(),
+                effect: Effect::Delay(second),
+                remaining: 1,
+            },
+            Fault {
+                verb: Verb::Patch,
+                resource: "*".into(),
+                subresource: "*".into(),
+                effect: Effect::Fail(429),
+                remaining: 1,
+            },
+        ];
+        let patch = key(Verb::Patch, "", "pods", "status");
+        assert_eq!(
+            take_fault(&mut faults, &patch, false),
+            Some(Effect::Fail(429))
+        );
+        assert_eq!(
+            take_fault(&mut faults, &patch, true),
+            Some(Effect::Delay(second))
+        );
+        assert!(faults.is_empty());
     }
 }

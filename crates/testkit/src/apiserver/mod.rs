@@ -299,7 +299,7 @@ pub use counters::{RequestCounts, RequestKey, Verb};
 pub use status::ApiError;
 pub use store::Store;
 
-use counters::Fault;
+use counters::{Effect, Fault};
 use server::{lock, App};
 use store::StoreConfig;
 
@@ -508,7 +508,27 @@ impl ApiServer {
             verb,
             resource: resource.to_string(),
             subresource: subresource.to_string(),
-            code,
+            effect: Effect::Fail(code),
+            remaining: times,
+        });
+    }
+
+    /// Holds the next `times` requests matching as in [`ApiServer::fail_next`] for `delay`
+    /// before serving them (a slow write: a later request can overtake it). A request that
+    /// both a delay and a failure match is held, then failed.
+    pub fn delay_next(
+        &self,
+        verb: Verb,
+        resource: &str,
+        subresource: &str,
+        delay: std::time::Duration,
+        times: u32,
+    ) {
+        lock(&self.app.faults).push(Fault {
+            verb,
+            resource: resource.to_string(),
+            subresource: subresource.to_string(),
+            effect: Effect::Delay(delay),
             remaining: times,
         });
     }

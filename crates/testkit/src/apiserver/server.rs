@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
-use super::counters::{take_fault, Fault, RequestCounts, RequestKey, Verb};
+use super::counters::{take_fault, Effect, Fault, RequestCounts, RequestKey, Verb};
 use super::resources::{self, def, Flavor, ResourceDef, ResourceId};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
@@ -212,6 +212,11 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             return non_resource(&app, other, &parts.headers);
         }
     };
+    let delay = request_key(&target, &parts.method, &query)
+        .and_then(|key| take_fault(&mut lock(&app.faults), &key, true));
+    if let Some(Effect::Delay(d)) = delay {
+        tokio::time::sleep(d).await;
+    }
     match serve_resource(&app, &parts.method, &parts.headers, &query, target, &body) {
         Ok(response) => response,
         Err(err) => error_response(&err),
@@ -297,6 +302,17 @@ fn non_resource(app: &App, route: Route, headers: &HeaderMap) -> Response {
         Route::Group(doc) | Route::ResourceList(doc) => json_response(200, &doc),
         Route::Resource(_) | Route::NotFound => error_response(&ApiError::path_not_found()),
     }
+}
+
+/// What a request is, as counted and as faults match it (`None`: no verb for this method).
+fn request_key(target: &Target, method: &Method, query: &Query) -> Option<RequestKey> {
+    let d = def(target.id);
+    Some(RequestKey {
+        verb: verb_for(method, target, query)?,
+        group: d.group.to_string(),
+        resource: d.plural.to_string(),
+        subresource: target.sub.clone().unwrap_or_default(),
+    })
 }
 
 fn verb_for(method: &Method, target: &Target, query: &Query) -> Option<Verb> {
@@ -411,18 +427,13 @@ fn serve_resource(
     body: &Bytes,
 ) -> Result<Response, ApiError> {
     let d = def(target.id);
-    let verb = verb_for(method, &target, query).ok_or_else(ApiError::method_not_allowed)?;
-    let key = RequestKey {
-        verb,
-        group: d.group.to_string(),
-        resource: d.plural.to_string(),
-        subresource: target.sub.clone().unwrap_or_default(),
-    };
+    let key = request_key(&target, method, query).ok_or_else(ApiError::method_not_allowed)?;
+    let verb = key.verb;
     lock(&app.counts).record(key.clone());
     if verb.is_write() {
         lock(&app.write_log).push(key.clone());
     }
-    if let Some(code) = take_fault(&mut lock(&app.faults), &key) {
+    if let Some(Effect::Fail(code)) = take_fault(&mut lock(&app.faults), &key, false) {
         return Err(ApiError::new(
             code,
             ApiError::reason_for(code),
