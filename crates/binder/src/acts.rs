@@ -312,7 +312,7 @@ async fn bind_task(
         }
     }
     if job.release.is_none() {
-        let key = (WriteKind::PodStatus, format!("{}/{}", b.namespace, b.name));
+        let key = crate::reports::pod_status_key(&b.namespace, &b.name);
         inner.status_landed(&key).await;
     }
     let mut failures = 0u32;

@@ -749,8 +749,7 @@ impl Binder {
                 .filter_map(|(act, _)| match act {
                     Act::Bind(job) => {
                         let b = &job.bind;
-                        reports
-                            .cancel(&(WriteKind::PodStatus, format!("{}/{}", b.namespace, b.name)))
+                        reports.cancel(&reports::pod_status_key(&b.namespace, &b.name))
                     }
                     Act::Volume(..) | Act::Evictions(..) | Act::Claims(..) => None,
                 })

@@ -43,6 +43,11 @@ pub(crate) enum StatusWrite {
 /// `(kind, key)`: what coalesces.
 pub(crate) type ReportKey = (WriteKind, String);
 
+/// The key of a pod's `PodScheduled=False` (or Failed) status write.
+pub(crate) fn pod_status_key(namespace: &str, name: &str) -> ReportKey {
+    (WriteKind::PodStatus, format!("{namespace}/{name}"))
+}
+
 impl StatusWrite {
     /// The object written, and the kind of write.
     pub fn target(&self) -> (Target, WriteKind) {

@@ -504,13 +504,7 @@ impl ApiServer {
     /// any) fail with `code` and a matching `Status` (500 `InternalError`, 409 `Conflict`,
     /// 429 `TooManyRequests`, …) before touching the store. Failed requests are still counted.
     pub fn fail_next(&self, verb: Verb, resource: &str, subresource: &str, code: u16, times: u32) {
-        lock(&self.app.faults).push(Fault {
-            verb,
-            resource: resource.to_string(),
-            subresource: subresource.to_string(),
-            effect: Effect::Fail(code),
-            remaining: times,
-        });
+        self.inject(verb, resource, subresource, Effect::Fail(code), times);
     }
 
     /// Holds the next `times` requests matching as in [`ApiServer::fail_next`] for `delay`
@@ -524,16 +518,20 @@ impl ApiServer {
         delay: std::time::Duration,
         times: u32,
     ) {
+        self.inject(verb, resource, subresource, Effect::Delay(delay), times);
+    }
+
+    fn inject(&self, verb: Verb, resource: &str, subresource: &str, effect: Effect, times: u32) {
         lock(&self.app.faults).push(Fault {
             verb,
             resource: resource.to_string(),
             subresource: subresource.to_string(),
-            effect: Effect::Delay(delay),
+            effect,
             remaining: times,
         });
     }
 
-    /// Forgets every pending injected failure.
+    /// Forgets every pending injected failure and delay.
     pub fn clear_failures(&self) {
         lock(&self.app.faults).clear();
     }

@@ -212,12 +212,15 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             return non_resource(&app, other, &parts.headers);
         }
     };
-    let delay = request_key(&target, &parts.method, &query)
-        .and_then(|key| take_fault(&mut lock(&app.faults), &key, true));
+    let Some(key) = request_key(&target, &parts.method, &query) else {
+        return error_response(&ApiError::method_not_allowed());
+    };
+    // Taken in a statement of its own: the lock is not held across the sleep.
+    let delay = take_fault(&mut lock(&app.faults), &key, true);
     if let Some(Effect::Delay(d)) = delay {
         tokio::time::sleep(d).await;
     }
-    match serve_resource(&app, &parts.method, &parts.headers, &query, target, &body) {
+    match serve_resource(&app, key, &parts.headers, &query, target, &body) {
         Ok(response) => response,
         Err(err) => error_response(&err),
     }
@@ -420,14 +423,13 @@ fn list_query(d: &ResourceDef, target: &Target, query: &Query) -> Result<ListQue
 
 fn serve_resource(
     app: &App,
-    method: &Method,
+    key: RequestKey,
     headers: &HeaderMap,
     query: &Query,
     target: Target,
     body: &Bytes,
 ) -> Result<Response, ApiError> {
     let d = def(target.id);
-    let key = request_key(&target, method, query).ok_or_else(ApiError::method_not_allowed)?;
     let verb = key.verb;
     lock(&app.counts).record(key.clone());
     if verb.is_write() {
