@@ -14,9 +14,15 @@
 //! # Leader election
 //!
 //! Off on the stand-in: each scenario has its own API server and one scheduler, and election
-//! would only delay the first session by a round. On a real cluster it is on, with a Lease
-//! `caldera-e2e-<run id>` in namespace `default`, deleted after the run: the Lease shows who
-//! schedules, and the election code meets a real server's Lease validation. (A Caldera
+//! would only delay the first session by a round. On a real cluster it is on, with the Lease
+//! `deploy/`'s Role lets the shipped ServiceAccount use (`caldera`, gate mode `caldera-gate`,
+//! in `caldera-system`), deleted after the run: the Lease shows who schedules, and the election
+//! code meets a real server's Lease validation.
+//!
+//! # RBAC
+//!
+//! The scheduler never runs as the kubeconfig's identity: [`crate::rbac`] gives it the
+//! ServiceAccount and RBAC `deploy/` ships, enforced by the stand-in or by the real server. (A Caldera
 //! deployed in that cluster uses another Lease and would schedule the same pods: the target
 //! cluster must not run one.)
 
