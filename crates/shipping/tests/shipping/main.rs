@@ -5,6 +5,7 @@
 //! (`crds.yaml`, the config in `configmap.yaml`) from crds/ and config/.
 
 mod architecture;
+mod chart;
 mod deploy;
 mod dockerfile;
 mod docs;
