@@ -8,9 +8,12 @@
 //! `CALDERA_REQUIRE_HELM=1` makes that a failure instead. `CALDERA_BLESS=1` rewrites the copies
 //! and the golden files.
 
-use crate::deploy::{deploy_objects, GATE_DIR};
+use crate::deploy::{blessing, deploy_objects, BLESS, GATE_DIR};
 use crate::gate::gate_objects;
-use crate::manifests::{check_typed, documents_in, parse_documents, read, root, Document};
+use crate::manifests::{
+    check_typed, documents_in, first_different_line, parse_documents, read, root, Document,
+    CLUSTER_SCOPED,
+};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -22,7 +25,6 @@ const CHART: &str = "charts/caldera";
 /// The release and namespace whose names are deploy/'s.
 const RELEASE: &str = "caldera";
 const NAMESPACE: &str = crate::deploy::NAMESPACE;
-const BLESS: &str = "CALDERA_BLESS=1 cargo test -p caldera-shipping";
 const GOLDEN_DEFAULT: &str = "crates/shipping/tests/golden/chart-default.yaml";
 const GOLDEN_ALL: &str = "crates/shipping/tests/golden/chart-all.yaml";
 const VALUES_ALL: &str = "crates/shipping/tests/golden/chart-values-all.yaml";
@@ -45,10 +47,6 @@ const WHOLE_VALUES: [&str; 5] = [
     "podSecurityContext",
     "securityContext",
 ];
-
-fn blessing() -> bool {
-    std::env::var_os("CALDERA_BLESS").is_some_and(|v| v == "1")
-}
 
 // ---------------------------------------------------------------------------------------------
 // Copies kept byte for byte (no helm needed).
@@ -229,11 +227,7 @@ fn chart_copies_of_rbac_admission_policy_config_and_crds_are_exact() {
     for (what, original, copy) in copies() {
         let (want, have) = (original.contents(), copy.contents());
         if want.trim_end() != have.trim_end() {
-            let line = want
-                .lines()
-                .zip(have.lines())
-                .position(|(a, b)| a != b)
-                .unwrap_or_else(|| want.lines().count().min(have.lines().count()));
+            let line = first_different_line(&want, &have);
             stale.push(format!(
                 "{what}: {} differs from {} (first at line {} of the block)",
                 copy.file,
@@ -780,16 +774,8 @@ fn chart_in_another_release_and_namespace_grants_its_own_service_account() {
         );
         the(&chart, "ServiceAccount", fullname);
 
-        let cluster_scoped = [
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "CustomResourceDefinition",
-            "Queue",
-            "MutatingAdmissionPolicy",
-            "MutatingAdmissionPolicyBinding",
-        ];
         for document in &chart {
-            if cluster_scoped.contains(&document.kind()) {
+            if CLUSTER_SCOPED.contains(&document.kind()) {
                 assert_eq!(document.namespace(), None, "{}", document.describe());
             } else {
                 assert_eq!(
@@ -874,11 +860,7 @@ fn assert_golden(rendered: &str, golden: &str) {
     }
     let expected = read(golden);
     if rendered != expected {
-        let line = rendered
-            .lines()
-            .zip(expected.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| rendered.lines().count().min(expected.lines().count()));
+        let line = first_different_line(rendered, &expected);
         panic!(
             "helm template differs from {golden} at line {}:\n  rendered: {:?}\n  golden:   {:?}\n\
              If the change is meant, regenerate it with:\n  {BLESS}",

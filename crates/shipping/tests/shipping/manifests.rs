@@ -147,6 +147,27 @@ pub fn find<'d>(documents: &'d [Document], kind: &str, name: &str) -> &'d Docume
     }
 }
 
+/// The 0-based index of the first line where two texts differ (the shorter one's length when
+/// one is a prefix of the other), for messages about stale copies.
+pub fn first_different_line(a: &str, b: &str) -> usize {
+    a.lines()
+        .zip(b.lines())
+        .position(|(x, y)| x != y)
+        .unwrap_or_else(|| a.lines().count().min(b.lines().count()))
+}
+
+/// Kinds without a namespace among those Caldera ships.
+pub const CLUSTER_SCOPED: [&str; 8] = [
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "Queue",
+    "HyperNode",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+];
+
 /// The objects of `kind` among `documents`.
 pub fn all_of<'d>(documents: &'d [Document], kind: &str) -> Vec<&'d Document> {
     documents.iter().filter(|d| d.is(kind)).collect()
