@@ -485,7 +485,9 @@ fn template(
 fn render(helm: &Path, what: &str, release: &str, namespace: &str, values: &str) -> Vec<Document> {
     let text = template(helm, release, namespace, values, &["--include-crds"])
         .unwrap_or_else(|e| panic!("helm template ({what}) failed:\n{e}"));
-    parse_documents(&format!("helm template ({what})"), &text)
+    let documents = parse_documents(&format!("helm template ({what})"), &text);
+    assert_typed(&documents);
+    documents
 }
 
 fn key(document: &Document) -> (String, String, String) {
