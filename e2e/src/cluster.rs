@@ -37,8 +37,9 @@ use tokio::time::Instant;
 /// The environment variable naming a kubeconfig to run against instead of the stand-in.
 pub const KUBECONFIG_ENV: &str = "CALDERA_E2E_KUBECONFIG";
 
-/// The namespace of the scheduler's Lease on a real cluster.
-pub const LEASE_NAMESPACE: &str = "default";
+/// The namespace of the scheduler's Lease on a real cluster: `deploy/`'s, where its Role lets
+/// the shipped ServiceAccount elect.
+pub const LEASE_NAMESPACE: &str = crate::rbac::NAMESPACE;
 
 /// Where the suite runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +80,26 @@ pub struct Cluster {
     client: Client,
     scheduler_client: Client,
     server: Option<Arc<ApiServer>>,
+    /// A real cluster's config (the administrator's), to build ServiceAccount clients from.
+    config: Option<kube::Config>,
+}
+
+/// On a real cluster: the shipped ServiceAccount and RBAC of a mode installed
+/// ([`crate::rbac::install`]), and a client acting as that account, built as `caldera run`
+/// builds its own.
+async fn service_account_client(
+    admin: &Client,
+    config: &kube::Config,
+    gate: bool,
+) -> Result<Client> {
+    let token = crate::rbac::install(admin, gate).await?;
+    let mut config = config.clone();
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..kube::config::AuthInfo::default()
+    };
+    caldera_runtime::client(config)
+        .map_err(|e| Error::Input(format!("a client for the ServiceAccount: {e}")))
 }
 
 impl std::fmt::Debug for Cluster {
@@ -98,20 +119,39 @@ impl Cluster {
         }
     }
 
-    /// A fresh in-process stand-in with [`stand_in_options`].
+    /// A fresh in-process stand-in with [`stand_in_options`], enforcing run mode's shipped
+    /// RBAC ([`crate::rbac`]) for the scheduler's token.
     pub async fn stand_in() -> Result<Cluster> {
-        let server = ApiServer::start_with(stand_in_options()).await?;
+        let options = apiserver::Options {
+            rbac: Some(crate::rbac::stand_in(false)?),
+            ..stand_in_options()
+        };
+        let server = ApiServer::start_with(options).await?;
         let client = server.kube_client()?;
+        // As `kubectl apply -k deploy/` leaves it: the namespace of the Lease.
+        let namespace: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": crate::rbac::NAMESPACE}}),
+        )
+        .map_err(|e| Error::Input(e.to_string()))?;
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .create(&kube::api::PostParams::default(), &namespace)
+            .await
+            .map_err(|e| {
+                Error::api("create", format!("Namespace {}", crate::rbac::NAMESPACE), e)
+            })?;
         let url = server.url();
         let uri = url
             .parse()
             .map_err(|_| Error::Input(format!("stand-in url {url}")))?;
-        let scheduler_client = caldera_runtime::client(kube::Config::new(uri))
+        let mut config = kube::Config::new(uri);
+        config.auth_info.token = Some(crate::rbac::STAND_IN_TOKEN.to_string().into());
+        let scheduler_client = caldera_runtime::client(config)
             .map_err(|source| apiserver::Error::Client { url, source })?;
         Ok(Cluster {
             client,
             scheduler_client,
             server: Some(Arc::new(server)),
+            config: None,
         })
     }
 
@@ -130,12 +170,26 @@ impl Cluster {
         .await
         .map_err(|e| fail(e.to_string()))?;
         let client = Client::try_from(config.clone()).map_err(|e| fail(e.to_string()))?;
-        let scheduler_client = caldera_runtime::client(config).map_err(|e| fail(e.to_string()))?;
+        let scheduler_client = service_account_client(&client, &config, false).await?;
         Ok(Cluster {
             client,
             scheduler_client,
             server: None,
+            config: Some(config),
         })
+    }
+
+    /// Makes the scheduler run under gate mode's shipped RBAC from now on (its own
+    /// ServiceAccount on a real cluster, its ClusterRole on the stand-in).
+    pub async fn use_gate_rbac(&mut self) -> Result<()> {
+        match (&self.server, &self.config) {
+            (Some(server), _) => server.set_rbac(Some(crate::rbac::stand_in(true)?)),
+            (None, Some(config)) => {
+                self.scheduler_client = service_account_client(&self.client, config, true).await?;
+            }
+            (None, None) => {}
+        }
+        Ok(())
     }
 
     /// A client for the cluster, for the test driver (kube's default retries).
@@ -185,9 +239,10 @@ pub fn scenario_scheduler(
     cluster: &Cluster,
     config: SchedulerConfig,
     run_id: &str,
+    gate: bool,
 ) -> (Options, Option<LeaderElection>) {
     let lease = cluster.is_real().then(|| LeaderElection {
-        name: format!("caldera-e2e-{run_id}"),
+        name: crate::rbac::lease_name(gate).to_string(),
         ..LeaderElection::new(LEASE_NAMESPACE)
     });
     let options = scheduler_options(config, lease.clone(), &format!("e2e-{run_id}"));
@@ -231,13 +286,17 @@ pub async fn delete_lease(client: &Client, namespace: &str, name: &str) -> Resul
 
 /// Runs a whole scenario on `cluster` with an in-process scheduler started after the first
 /// `apply` step, then stops the scheduler and cleans up (also when a step failed).
-pub async fn run_scenario(cluster: &Cluster, scenario: Scenario) -> Result<Outcome> {
+pub async fn run_scenario(cluster: &mut Cluster, scenario: Scenario) -> Result<Outcome> {
     let run_id = new_run_id(&scenario.name);
     let config = scenario.config.clone();
     let gate = scenario.mode == caldera_sim::Mode::Gate;
     let client = cluster.client();
     let mut run = LiveRun::prepare(client.clone(), scenario, DriverOptions::new(&run_id)).await?;
-    let (mut options, lease) = scenario_scheduler(cluster, config, &run_id);
+    if gate {
+        cluster.use_gate_rbac().await?;
+    }
+    let cluster = &*cluster;
+    let (mut options, lease) = scenario_scheduler(cluster, config, &run_id, gate);
     if gate {
         // `caldera gate` beside kube-scheduler: the stand-in's model of it, or the real one
         // of the cluster the suite points at (e2e/README.md).

@@ -10,6 +10,8 @@
 //! - [`cluster`]: where to run ([`Target`]: stand-in or `CALDERA_E2E_KUBECONFIG`), starting
 //!   the in-process scheduler, and [`run_scenario`] for a whole scenario.
 //! - [`namespaces`]: the namespaces a run makes or relabels, and putting them back.
+//! - [`rbac`]: the scheduler runs under the ServiceAccount and RBAC `deploy/` ships, on the
+//!   stand-in (which enforces it) and on a real cluster.
 //! - [`objects`]: the scenario kinds as API resources, and manifest JSON helpers.
 //! - [`roles`]: the cluster components the driver plays against a bare control plane (node
 //!   lifecycle controller, kubelets), over the shared rules of `caldera_actors`.
@@ -21,6 +23,7 @@ pub mod driver;
 pub mod error;
 pub mod namespaces;
 pub mod objects;
+pub mod rbac;
 pub mod roles;
 pub mod view;
 pub mod workloads;

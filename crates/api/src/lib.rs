@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod calls;
 mod crd;
 mod hypernode;
 mod podgroup;

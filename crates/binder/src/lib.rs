@@ -889,7 +889,7 @@ impl Groups {
             EventObject::PodGroup | EventObject::NativePodGroup => {
                 self.by_podgroup.get(&key).cloned()
             }
-            EventObject::Queue => None,
+            EventObject::Queue | EventObject::Lease => None,
         }
     }
 }

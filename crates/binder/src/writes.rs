@@ -612,6 +612,7 @@ fn event_kind(object: EventObject) -> (&'static str, &'static str) {
         EventObject::PodGroup => ("scheduling.volcano.sh/v1beta1", "PodGroup"),
         EventObject::Queue => ("scheduling.volcano.sh/v1beta1", "Queue"),
         EventObject::NativePodGroup => ("scheduling.k8s.io/v1alpha2", "PodGroup"),
+        EventObject::Lease => ("coordination.k8s.io/v1", "Lease"),
     }
 }
 

@@ -110,6 +110,23 @@ impl WorkloadKind {
         }
     }
 
+    /// Its entry in the list of what `caldera run` watches ([`caldera_api::calls`]).
+    pub fn watch(self) -> &'static caldera_api::calls::Watch {
+        use caldera_api::calls;
+        match self {
+            WorkloadKind::JobSet => &calls::JOBSETS,
+            WorkloadKind::LeaderWorkerSet => &calls::LEADER_WORKER_SETS,
+            WorkloadKind::PyTorchJob => &calls::PYTORCH_JOBS,
+            WorkloadKind::MpiJob => &calls::MPI_JOBS,
+            WorkloadKind::RayCluster => &calls::RAY_CLUSTERS,
+            WorkloadKind::StatefulSet => &calls::STATEFUL_SETS,
+            WorkloadKind::Deployment => &calls::DEPLOYMENTS,
+            // Top owners only: never watched; their gangs are their JobSet's or RayCluster's.
+            WorkloadKind::TrainJob => &calls::JOBSETS,
+            WorkloadKind::RayJob => &calls::RAY_CLUSTERS,
+        }
+    }
+
     /// `group/version` of the version read.
     pub fn api_version(self) -> String {
         let (g, v, _, _) = self.gvk();

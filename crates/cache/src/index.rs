@@ -190,6 +190,9 @@ pub struct ClusterIndex {
     /// The kinds of [`Self::workloads`] watched (served by the API server): a pod of a kind not
     /// watched is scheduled as before.
     workload_kinds: BTreeSet<WorkloadKind>,
+    /// Optional kinds the API server refuses to list (403), with what their dependants' pods
+    /// say while they wait ([`ClusterIndex::set_refused`]).
+    refused: BTreeMap<caldera_api::calls::Resource, Arc<str>>,
 }
 
 /// A gang of a workload of a kind in [`crate::derive`]: kind, namespace, name, part.
@@ -559,6 +562,60 @@ impl ClusterIndex {
             .remove(&(kind, Arc::from(namespace), Arc::from(name)));
     }
 
+    /// The API server refuses to list the optional kind `resource` (`Some`, with the message
+    /// naming the missing permission) or lists it again (`None`). While refused, the pods that
+    /// depend on it wait with that message ([`caldera_api::calls::Watch::dependants`]) and
+    /// every other pod is scheduled as usual.
+    pub fn set_refused(
+        &mut self,
+        resource: caldera_api::calls::Resource,
+        message: Option<Arc<str>>,
+    ) {
+        match message {
+            Some(m) => {
+                self.refused.insert(resource, m);
+            }
+            None => {
+                self.refused.remove(&resource);
+            }
+        }
+    }
+
+    /// Why `watch` cannot be read, while the API server refuses it.
+    pub fn refused(&self, watch: &caldera_api::calls::Watch) -> Option<&Arc<str>> {
+        self.refused.get(&watch.resource)
+    }
+
+    /// While the API server refuses HyperNodes, why a gang placed over them waits.
+    fn hypernodes_refused(&self, g: &GroupInfo) -> Option<Arc<str>> {
+        let m = self.refused(&caldera_api::calls::HYPERNODES)?;
+        let over_hypernodes = |t: &Option<caldera_model::Topology>| {
+            t.as_ref()
+                .is_some_and(|t| t.source == caldera_model::TopologySource::HyperNodes)
+        };
+        (over_hypernodes(&g.topology)
+            || g.sub_group_policies
+                .iter()
+                .any(|p| over_hypernodes(&p.topology)))
+        .then(|| {
+            format!("its networkTopology is placed over HyperNodes, which cannot be read: {m}")
+                .into()
+        })
+    }
+
+    /// Why DRA's kinds cannot be read, while the API server refuses one of them.
+    fn dra_refused(&self) -> Option<&Arc<str>> {
+        use caldera_api::calls;
+        [
+            &calls::DEVICE_CLASSES,
+            &calls::RESOURCE_SLICES,
+            &calls::RESOURCE_CLAIMS,
+            &calls::RESOURCE_CLAIM_TEMPLATES,
+        ]
+        .into_iter()
+        .find_map(|w| self.refused(w))
+    }
+
     /// Replaces every workload of `kind`; from now on the kind is watched.
     pub fn reset_workloads<'a>(
         &mut self,
@@ -883,8 +940,12 @@ impl ClusterIndex {
                 p.namespace,
                 gang_podgroup_name(c.kind, &c.name, part)
             );
+            let refused = self
+                .refused(c.kind.watch())
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
             let why = format!(
-                "waiting for {kind} {}/{} (its gang is derived from it)",
+                "waiting for {kind} {}/{} (its gang is derived from it){refused}",
                 p.namespace, c.name
             );
             return Resolved::Wait(id.into(), why.into());
@@ -1839,10 +1900,18 @@ impl ClusterIndex {
             let why = why.or(why_native.as_ref());
             let native_missing = native && !self.native_podgroups.contains_key(&id);
             let why_missing: Option<Option<Arc<str>>> = (native_missing && why.is_none()).then(|| {
+                let refused = self
+                    .refused(&caldera_api::calls::NATIVE_PODGROUPS)
+                    .or_else(|| self.refused(&caldera_api::calls::NATIVE_WORKLOADS));
                 Some(
-                    format!(
-                        "PodGroup {id} (scheduling.k8s.io/v1alpha2, named by spec.schedulingGroup) does not exist yet"
-                    )
+                    match refused {
+                        Some(m) => format!(
+                            "PodGroup {id} (scheduling.k8s.io/v1alpha2, named by spec.schedulingGroup) cannot be read: {m}"
+                        ),
+                        None => format!(
+                            "PodGroup {id} (scheduling.k8s.io/v1alpha2, named by spec.schedulingGroup) does not exist yet"
+                        ),
+                    }
                     .into(),
                 )
             });
@@ -1918,7 +1987,16 @@ impl ClusterIndex {
                 {
                     let none = crate::dra::PodClaims::default();
                     let refs = p.resource_claims.as_deref().unwrap_or(&none);
-                    task.claims = self.dra.task_claims(refs, &p.extended).map(Arc::new);
+                    let mut claims = self.dra.task_claims(refs, &p.extended);
+                    if let Some(c) = claims
+                        .as_mut()
+                        .filter(|_| task.status == TaskStatus::Pending && !refs.refs.is_empty())
+                    {
+                        if let Some(m) = self.dra_refused() {
+                            c.waiting = Some(m.clone());
+                        }
+                    }
+                    task.claims = claims.map(Arc::new);
                 }
                 if !self.budgets.is_empty() {
                     task.budget = self.budget_of(p, &mut snap.budgets);
@@ -2147,7 +2225,7 @@ impl ClusterIndex {
             timeout_seconds: g.timeout_seconds.or(default_timeout),
             topology: g.topology.clone(),
             sub_group_policies: g.sub_group_policies.clone(),
-            unsupported: g.unsupported.clone(),
+            unsupported: g.unsupported.clone().or_else(|| self.hypernodes_refused(g)),
             created: g.created,
             pending_since: g.pending_since,
             status: Some(g.status.clone()),

@@ -168,24 +168,44 @@ fn serve(args: RunArgs, gate: Option<caldera_runtime::GateOptions>) -> CommandRe
         let client =
             caldera_runtime::client(config).map_err(|e| format!("building the API client: {e}"))?;
         let handle = Runtime::start(options, client).await?;
-        wait_for_signal().await?;
-        tracing::info!("signal received; shutting down");
+        let outcome = tokio::select! {
+            signal = wait_for_signal(&handle) => {
+                signal?;
+                tracing::info!("signal received; shutting down");
+                Ok(())
+            }
+            why = handle.failure() => {
+                tracing::error!("{why}");
+                Err(why.to_string().into())
+            }
+        };
         handle.shutdown().await;
-        Ok(())
+        outcome
     })
 }
 
-async fn wait_for_signal() -> std::io::Result<()> {
+/// Waits for SIGTERM or SIGINT. On SIGHUP, asks every watch the API server refused (403)
+/// again at once (after an operator fixed the RBAC), and goes on waiting.
+async fn wait_for_signal(handle: &caldera_runtime::RunningHandle) -> std::io::Result<()> {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r,
-            _ = term.recv() => Ok(()),
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        loop {
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => return r,
+                _ = term.recv() => return Ok(()),
+                _ = hup.recv() => {
+                    tracing::info!("SIGHUP: asking the API server again for every refused kind");
+                    handle.retry_refused();
+                }
+            }
         }
     }
     #[cfg(not(unix))]
     {
+        let _ = handle;
         tokio::signal::ctrl_c().await
     }
 }

@@ -273,3 +273,64 @@ async fn caldera_snapshot_feeds_explain() {
     assert!(String::from_utf8_lossy(&live.stdout).contains("PodGroup ml/train"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Under the shipped ServiceAccount with the `list pods` rule removed from its ClusterRole,
+/// `caldera run` does not wait silently: it exits non-zero naming the missing rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caldera_run_exits_naming_the_rule_when_pods_are_refused() {
+    use caldera_testkit::apiserver::{yaml_documents, Options, Rbac};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    let mut docs = Vec::new();
+    for file in ["serviceaccount.yaml", "rbac.yaml"] {
+        docs.extend(yaml_documents(&std::fs::read_to_string(root.join(file)).unwrap()).unwrap());
+    }
+    let rbac = Rbac::service_account(&docs, "caldera-system", "caldera", "sa-token")
+        .unwrap()
+        .without("", "pods", "list");
+    let server = ApiServer::start_with(Options {
+        rbac: Some(rbac),
+        ..Options::default()
+    })
+    .await
+    .unwrap();
+    let dir = temp_dir("refused");
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: {}\nusers:\n- name: u\n  user: {{token: sa-token}}\ncontexts:\n- name: c\n  context:\n    cluster: s\n    user: u\ncurrent-context: c\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    let mut child = Spawned(
+        caldera()
+            .args(["run", "--kubeconfig"])
+            .arg(&path)
+            .args(["--metrics-addr", "127.0.0.1:0", "--leader-elect=false"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut status = None;
+    wait(30, "caldera run to exit", || {
+        status = child.0.try_wait().unwrap();
+        status.is_some()
+    })
+    .await;
+    let mut logs = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logs)
+        .unwrap();
+    assert!(!status.unwrap().success(), "{logs}");
+    assert!(
+        logs.contains("cannot schedule without pods")
+            && logs.contains("`list` and `watch` on `pods` in API group \"\""),
+        "{logs}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -118,6 +118,9 @@ pub enum EventObject {
     Queue,
     /// A native `scheduling.k8s.io/v1alpha2` PodGroup.
     NativePodGroup,
+    /// The leader-election Lease: what is wrong with the scheduler itself (a kind the API
+    /// server refuses to list to it).
+    Lease,
 }
 
 /// An event to record.

@@ -4,10 +4,9 @@
 //! go through the binder like every other write (`caldera_binder`'s `capacity.rs`: behind the
 //! binds, in order per PodGroup, idempotent).
 
-use crate::optional::OptionalWatch;
-use caldera_api::{
-    ProvisioningRequest, PROVISIONING_GROUP, PROVISIONING_PLURAL, PROVISIONING_VERSION,
-};
+use crate::watch::{changed, gone, KindWatch};
+use caldera_api::calls;
+use caldera_api::ProvisioningRequest;
 use caldera_cache::provisioning::SELECTOR;
 use kube::api::Api;
 use kube::runtime::watcher;
@@ -16,27 +15,21 @@ use kube::Client;
 /// The watch of Caldera's ProvisioningRequests ([`crate::optional`]), by label: marks them
 /// synced after the first list, so sessions ask for requests only once the ones that exist are
 /// known.
-pub(crate) fn optional(
-    client: Client,
-) -> (String, &'static str, OptionalWatch<ProvisioningRequest>) {
-    let w = OptionalWatch {
-        what: "ProvisioningRequest".into(),
+pub(crate) fn optional(client: Client) -> KindWatch<ProvisioningRequest> {
+    KindWatch {
+        watch: &calls::PROVISIONING_REQUESTS,
         api: Api::all(client),
         config: watcher::Config::default().labels(SELECTOR),
         reset: Box::new(|cluster, requests| {
             cluster.index.reset_provisioning_requests(&requests);
-            cluster.provisioning_synced = true;
         }),
-        apply: Box::new(|cluster, pr| cluster.index.apply_provisioning_request(&pr)),
-        delete: Box::new(|cluster, pr| {
+        apply: changed(|cluster, pr: ProvisioningRequest| {
+            cluster.index.apply_provisioning_request(&pr)
+        }),
+        delete: gone(|cluster, pr: ProvisioningRequest| {
             let ns = pr.metadata.namespace.as_deref().unwrap_or("default");
             let name = pr.metadata.name.as_deref().unwrap_or_default();
             cluster.index.delete_provisioning_request(ns, name);
         }),
-    };
-    (
-        format!("{PROVISIONING_GROUP}/{PROVISIONING_VERSION}"),
-        PROVISIONING_PLURAL,
-        w,
-    )
+    }
 }

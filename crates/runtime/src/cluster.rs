@@ -8,6 +8,7 @@
 //! period. Status-only changes (most of them Caldera's own writes) do not trigger.
 
 use crate::overlay::{Kind, ObjKey, Overlay};
+use caldera_api::calls::{self, Resource, Watch};
 use caldera_api::{PodGroup, Queue as ApiQueue};
 use caldera_cache::{ClusterIndex, PodInfo};
 use caldera_model::{Node, TaskStatus};
@@ -22,6 +23,7 @@ use kube::api::{DynamicObject, TypeMeta};
 use kube::ResourceExt;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::Arc;
 
 /// The kinds the runtime watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -69,22 +71,27 @@ impl Watched {
         Watched::Jobs,
     ];
 
+    /// Its entry in the list of what `caldera run` watches ([`caldera_api::calls`]).
+    pub fn watch(self) -> &'static Watch {
+        match self {
+            Watched::Pods => &calls::PODS,
+            Watched::Nodes => &calls::NODES,
+            Watched::PodGroups => &calls::PODGROUPS,
+            Watched::Queues => &calls::QUEUES,
+            Watched::PriorityClasses => &calls::PRIORITY_CLASSES,
+            Watched::Budgets => &calls::BUDGETS,
+            Watched::Namespaces => &calls::NAMESPACES,
+            Watched::Claims => &calls::CLAIMS,
+            Watched::Volumes => &calls::VOLUMES,
+            Watched::StorageClasses => &calls::STORAGE_CLASSES,
+            Watched::CsiNodes => &calls::CSI_NODES,
+            Watched::Jobs => &calls::JOBS,
+        }
+    }
+
     /// Plural resource name.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Watched::Pods => "pods",
-            Watched::Nodes => "nodes",
-            Watched::PodGroups => "podgroups",
-            Watched::Queues => "queues",
-            Watched::PriorityClasses => "priorityclasses",
-            Watched::Budgets => "poddisruptionbudgets",
-            Watched::Namespaces => "namespaces",
-            Watched::Claims => "persistentvolumeclaims",
-            Watched::Volumes => "persistentvolumes",
-            Watched::StorageClasses => "storageclasses",
-            Watched::CsiNodes => "csinodes",
-            Watched::Jobs => "jobs",
-        }
+        self.watch().resource.plural
     }
 }
 
@@ -125,26 +132,27 @@ pub(crate) struct Cluster {
     /// Queue `(uid, generation, state)`.
     queues: HashMap<String, (String, Option<i64>, Option<String>)>,
     invalid: BTreeMap<(Watched, String), Invalid>,
-    /// The API server serves ProvisioningRequests (checked once at start).
-    pub provisioning_served: bool,
-    /// Whether the API server serves HyperNodes (Volcano's CRD is installed).
-    pub hypernodes_served: bool,
-    /// Whether the HyperNodes have been listed once (when served).
-    pub hypernodes_synced: bool,
-    /// Caldera's ProvisioningRequests have been listed.
-    pub provisioning_synced: bool,
-    /// Whether the API server serves native `scheduling.k8s.io/v1alpha2` PodGroups and
-    /// Workloads (checked once at start).
-    pub native_served: bool,
-    /// Native PodGroups have been listed once (when served).
-    pub native_podgroups_synced: bool,
-    /// Native Workloads have been listed once (when served).
-    pub native_workloads_synced: bool,
-    /// Whether the API server serves `resource.k8s.io/v1` (DRA; checked once at start).
-    pub dra_served: bool,
-    /// DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates have each been
-    /// listed once (when served).
-    pub dra_synced: [bool; 4],
+    /// The optional kinds the API server serves ([`caldera_api::calls::Need::Optional`]:
+    /// HyperNodes, the native gang API, DRA, the owners gangs are derived from,
+    /// ProvisioningRequests), and where each stands. A kind not served is not here.
+    optional: BTreeMap<Resource, Optional>,
+}
+
+/// Where a served optional kind stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Optional {
+    /// Served; not listed yet (a session waits for it).
+    Listing,
+    /// Listed at least once.
+    Synced,
+    /// The API server refuses to list it (403): its dependants wait with `message`, every
+    /// other pod is scheduled. `reported`: the Warning event is out.
+    Refused {
+        /// What is missing, as the dependants' pods and the event say it.
+        message: Arc<str>,
+        /// Whether the event has been planned.
+        reported: bool,
+    },
 }
 
 fn pod_key(namespace: &str, name: &str) -> String {
@@ -173,12 +181,76 @@ impl Cluster {
         self.synced.get(&kind).copied().unwrap_or(false)
     }
 
+    /// Every required kind listed, and every served optional kind listed or refused (a
+    /// refused one holds only its dependants, not the session).
     pub fn all_synced(&self) -> bool {
         Watched::ALL.iter().all(|k| self.is_synced(*k))
-            && (!self.hypernodes_served || self.hypernodes_synced)
-            && (!self.native_served
-                || (self.native_podgroups_synced && self.native_workloads_synced))
-            && (!self.dra_served || self.dra_synced.iter().all(|s| *s))
+            && self.optional.values().all(|o| *o != Optional::Listing)
+    }
+
+    /// The optional kind `w` is served: it is watched, and sessions wait for its first list.
+    pub fn serve(&mut self, w: &Watch) {
+        self.optional.entry(w.resource).or_insert(Optional::Listing);
+    }
+
+    /// Whether the optional kind `w` is served.
+    pub fn is_served(&self, w: &Watch) -> bool {
+        self.optional.contains_key(&w.resource)
+    }
+
+    /// Whether the optional kind `w` has been listed (and is not refused now).
+    pub fn is_listed(&self, w: &Watch) -> bool {
+        self.optional.get(&w.resource) == Some(&Optional::Synced)
+    }
+
+    /// The optional kind `w` was listed; a refusal of it is over. Whether it had been refused.
+    pub fn listed(&mut self, w: &Watch) -> bool {
+        let before = self.optional.insert(w.resource, Optional::Synced);
+        self.index.set_refused(w.resource, None);
+        matches!(before, Some(Optional::Refused { .. }))
+    }
+
+    /// The API server refuses the optional kind `w` (403): its dependants wait with
+    /// `message`. Whether this is news (it was not refused already).
+    pub fn refused(&mut self, w: &Watch, message: Arc<str>) -> bool {
+        if matches!(
+            self.optional.get(&w.resource),
+            Some(Optional::Refused { .. })
+        ) {
+            return false;
+        }
+        self.optional.insert(
+            w.resource,
+            Optional::Refused {
+                message: message.clone(),
+                reported: false,
+            },
+        );
+        self.index.set_refused(w.resource, Some(message));
+        true
+    }
+
+    /// The optional kinds refused now.
+    pub fn refused_kinds(&self) -> Vec<Resource> {
+        self.optional
+            .iter()
+            .filter(|(_, o)| matches!(o, Optional::Refused { .. }))
+            .map(|(r, _)| *r)
+            .collect()
+    }
+
+    /// Refusals no event has been planned for yet, each marked reported.
+    pub fn unreported_refusals(&mut self) -> Vec<(Resource, Arc<str>)> {
+        let mut out = Vec::new();
+        for (resource, state) in &mut self.optional {
+            if let Optional::Refused { message, reported } = state {
+                if !*reported {
+                    *reported = true;
+                    out.push((*resource, message.clone()));
+                }
+            }
+        }
+        out
     }
 
     pub fn resource_version(&self, key: &ObjKey) -> Option<&str> {

@@ -46,7 +46,9 @@ pub(crate) async fn run(shared: Arc<Shared>, client: Client, stop: CancellationT
         let active = shared.active();
         let discovery = active.config.network_topology_discovery.as_ref();
         // Read each round: the API may be found served only after a failed discovery request.
-        let served = shared.lock_cluster().hypernodes_served;
+        let served = shared
+            .lock_cluster()
+            .is_served(&caldera_api::calls::HYPERNODES);
         if !served {
             if discovery.is_some() && !told_unserved {
                 warn!("networkTopologyDiscovery is set, but the API server does not serve topology.volcano.sh/v1alpha1 hypernodes (apply the CRDs `caldera crd` prints); no HyperNodes are made");

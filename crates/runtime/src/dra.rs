@@ -5,7 +5,8 @@
 //! claims waits, saying its claim is not found, as kube-scheduler's would. The claim
 //! allocations Caldera decides go through the binder (`caldera_binder`'s `claims.rs`).
 
-use crate::optional::OptionalWatch;
+use crate::watch::{changed, gone, KindWatch};
+use caldera_api::calls;
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
@@ -13,9 +14,6 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use kube::Client;
 use tracing::warn;
-
-/// The group version of the four kinds.
-pub(crate) const GROUP_VERSION: &str = "resource.k8s.io/v1";
 
 fn ns_name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (&str, &str) {
     (
@@ -27,100 +25,116 @@ fn ns_name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
 /// The four watches, with their plurals (for discovery); each marks its kind synced after the
 /// first list, so a pod's claim is not said to be missing before the claims are in.
 pub(crate) struct Watches {
-    pub classes: OptionalWatch<DeviceClass>,
-    pub slices: OptionalWatch<ResourceSlice>,
-    pub claims: OptionalWatch<ResourceClaim>,
-    pub templates: OptionalWatch<ResourceClaimTemplate>,
+    pub classes: KindWatch<DeviceClass>,
+    pub slices: KindWatch<ResourceSlice>,
+    pub claims: KindWatch<ResourceClaim>,
+    pub templates: KindWatch<ResourceClaimTemplate>,
 }
 
-/// The plurals the four watches need served.
-pub(crate) const PLURALS: [&str; 4] = [
-    "deviceclasses",
-    "resourceslices",
-    "resourceclaims",
-    "resourceclaimtemplates",
+/// The four kinds, all served or none.
+pub(crate) const KINDS: [&calls::Watch; 4] = [
+    &calls::DEVICE_CLASSES,
+    &calls::RESOURCE_SLICES,
+    &calls::RESOURCE_CLAIMS,
+    &calls::RESOURCE_CLAIM_TEMPLATES,
 ];
 
-pub(crate) fn watches(client: Client) -> Watches {
+/// Spawns the four watches ([`crate::watch::spawn`]).
+pub(crate) fn spawn(
+    shared: &std::sync::Arc<crate::Shared>,
+    client: Client,
+    stop: &tokio_util::sync::CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let Watches {
+        classes,
+        slices,
+        claims,
+        templates,
+    } = watches(client);
+    vec![
+        crate::watch::spawn(shared, classes, stop),
+        crate::watch::spawn(shared, slices, stop),
+        crate::watch::spawn(shared, claims, stop),
+        crate::watch::spawn(shared, templates, stop),
+    ]
+}
+
+fn watches(client: Client) -> Watches {
     Watches {
-        classes: OptionalWatch {
-            what: "DeviceClass".into(),
+        classes: KindWatch {
+            watch: &calls::DEVICE_CLASSES,
             api: Api::all(client.clone()),
             config: watcher::Config::default(),
             reset: Box::new(|cluster, classes| {
                 for e in cluster.index.reset_device_classes(&classes) {
                     warn!(error = %e, "DeviceClass left out");
                 }
-                cluster.dra_synced[0] = true;
             }),
-            apply: Box::new(|cluster, c| {
+            apply: changed(|cluster, c: DeviceClass| {
                 if let Err(e) = cluster.index.apply_device_class(&c) {
                     warn!(error = %e, "DeviceClass left out");
                 }
             }),
-            delete: Box::new(|cluster, c| {
+            delete: gone(|cluster, c: DeviceClass| {
                 cluster
                     .index
                     .delete_device_class(c.metadata.name.as_deref().unwrap_or_default());
             }),
         },
-        slices: OptionalWatch {
-            what: "ResourceSlice".into(),
+        slices: KindWatch {
+            watch: &calls::RESOURCE_SLICES,
             api: Api::all(client.clone()),
             config: watcher::Config::default(),
             reset: Box::new(|cluster, slices| {
                 for e in cluster.index.reset_resource_slices(&slices) {
                     warn!(error = %e, "ResourceSlice left out");
                 }
-                cluster.dra_synced[1] = true;
             }),
-            apply: Box::new(|cluster, s| {
+            apply: changed(|cluster, s: ResourceSlice| {
                 if let Err(e) = cluster.index.apply_resource_slice(&s) {
                     warn!(error = %e, "ResourceSlice left out");
                 }
             }),
-            delete: Box::new(|cluster, s| {
+            delete: gone(|cluster, s: ResourceSlice| {
                 cluster
                     .index
                     .delete_resource_slice(s.metadata.name.as_deref().unwrap_or_default());
             }),
         },
-        claims: OptionalWatch {
-            what: "ResourceClaim".into(),
+        claims: KindWatch {
+            watch: &calls::RESOURCE_CLAIMS,
             api: Api::all(client.clone()),
             config: watcher::Config::default(),
             reset: Box::new(|cluster, claims| {
                 for e in cluster.index.reset_resource_claims(&claims) {
                     warn!(error = %e, "ResourceClaim left out");
                 }
-                cluster.dra_synced[2] = true;
             }),
-            apply: Box::new(|cluster, c| {
+            apply: changed(|cluster, c: ResourceClaim| {
                 if let Err(e) = cluster.index.apply_resource_claim(&c) {
                     warn!(error = %e, "ResourceClaim left out");
                 }
             }),
-            delete: Box::new(|cluster, c| {
+            delete: gone(|cluster, c: ResourceClaim| {
                 let (ns, name) = ns_name(&c.metadata);
                 cluster.index.delete_resource_claim(ns, name);
             }),
         },
-        templates: OptionalWatch {
-            what: "ResourceClaimTemplate".into(),
+        templates: KindWatch {
+            watch: &calls::RESOURCE_CLAIM_TEMPLATES,
             api: Api::all(client),
             config: watcher::Config::default(),
             reset: Box::new(|cluster, templates| {
                 for e in cluster.index.reset_resource_claim_templates(&templates) {
                     warn!(error = %e, "ResourceClaimTemplate left out");
                 }
-                cluster.dra_synced[3] = true;
             }),
-            apply: Box::new(|cluster, t| {
+            apply: changed(|cluster, t: ResourceClaimTemplate| {
                 if let Err(e) = cluster.index.apply_resource_claim_template(&t) {
                     warn!(error = %e, "ResourceClaimTemplate left out");
                 }
             }),
-            delete: Box::new(|cluster, t| {
+            delete: gone(|cluster, t: ResourceClaimTemplate| {
                 let (ns, name) = ns_name(&t.metadata);
                 cluster.index.delete_resource_claim_template(ns, name);
             }),

@@ -3,15 +3,13 @@
 //! index. Without the CRD there are no HyperNodes: gangs with a hard `networkTopology` wait
 //! with a message saying so, and soft ones place as without topology.
 
-use crate::optional::OptionalWatch;
+use crate::watch::{changed, gone, KindWatch};
+use caldera_api::calls;
 use caldera_api::HyperNode;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::DynamicObject;
 use kube::runtime::watcher;
 use kube::Client;
 use tracing::warn;
-
-const GROUP_VERSION: &str = "topology.volcano.sh/v1alpha1";
-const PLURAL: &str = "hypernodes";
 
 /// Decodes one HyperNode, or says why it cannot be used (logged; the object is left out).
 fn decode(obj: DynamicObject) -> Option<HyperNode> {
@@ -23,7 +21,7 @@ fn decode(obj: DynamicObject) -> Option<HyperNode> {
             return None;
         }
     };
-    value["apiVersion"] = GROUP_VERSION.into();
+    value["apiVersion"] = calls::HYPERNODES.resource.api_version().into();
     value["kind"] = "HyperNode".into();
     match serde_json::from_value(value) {
         Ok(h) => Some(h),
@@ -37,25 +35,18 @@ fn decode(obj: DynamicObject) -> Option<HyperNode> {
 /// The HyperNode watch ([`crate::optional`]): marks them synced after the first list, so
 /// sessions place topology-constrained gangs only once the tree is known. A malformed HyperNode
 /// is left out of the tree with a warning; it cannot stop the watch.
-pub(crate) fn optional(
-    client: Client,
-) -> (&'static str, &'static str, OptionalWatch<DynamicObject>) {
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("topology.volcano.sh", "v1alpha1", "HyperNode"),
-        PLURAL,
-    );
-    let w = OptionalWatch {
-        what: "HyperNode".into(),
-        api: Api::all_with(client, &resource),
+pub(crate) fn optional(client: Client) -> KindWatch<DynamicObject> {
+    KindWatch {
+        watch: &calls::HYPERNODES,
+        api: crate::watch::dynamic(client, &calls::HYPERNODES),
         config: watcher::Config::default(),
         reset: Box::new(|cluster, objects| {
             let hypernodes: Vec<HyperNode> = objects.into_iter().filter_map(decode).collect();
             for e in cluster.index.reset_hypernodes(&hypernodes) {
                 warn!(error = %e, "HyperNode left out of the topology");
             }
-            cluster.hypernodes_synced = true;
         }),
-        apply: Box::new(|cluster, obj| {
+        apply: changed(|cluster, obj: DynamicObject| {
             let name = obj.metadata.name.clone().unwrap_or_default();
             match decode(obj) {
                 Some(h) => {
@@ -66,10 +57,9 @@ pub(crate) fn optional(
                 None => cluster.index.delete_hypernode(&name),
             }
         }),
-        delete: Box::new(|cluster, obj| {
+        delete: gone(|cluster, obj: DynamicObject| {
             let name = obj.metadata.name.clone().unwrap_or_default();
             cluster.index.delete_hypernode(&name);
         }),
-    };
-    (GROUP_VERSION, PLURAL, w)
+    }
 }

@@ -45,6 +45,7 @@ mod metrics;
 mod native;
 mod optional;
 mod overlay;
+mod rbac;
 mod schedule;
 mod watch;
 mod workloads;
@@ -55,6 +56,7 @@ pub use config::ConfigSource;
 pub use leader::LeaderElection;
 pub use metrics::Metrics;
 
+use caldera_api::calls;
 use caldera_binder::{Binder, Dropped, Observer, Target, WriteKind};
 use caldera_model::{Bind, Time};
 use cluster::Cluster;
@@ -221,6 +223,13 @@ pub(crate) struct Shared {
     sessions: AtomicU64,
     /// `caldera gate`.
     pub(crate) gate: Option<GateOptions>,
+    /// Wakes the watches waiting after a refusal (403): SIGHUP, or the RBAC probe saw the
+    /// permission granted ([`rbac`]).
+    pub(crate) retry_refused: Notify,
+    /// Why the runtime cannot go on (a required kind refused): `caldera run` exits with it.
+    failure: channel::Sender<Option<Arc<str>>>,
+    /// The leader Lease (namespace, name), where the scheduler reports on itself.
+    pub(crate) lease: Option<(String, String)>,
 }
 
 impl Shared {
@@ -252,6 +261,11 @@ impl Shared {
     pub(crate) fn session_done(&self) {
         *lock(&self.last_session) = Some(Instant::now());
         self.sessions.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The runtime cannot go on: [`RunningHandle::failure`] answers with `why`.
+    pub(crate) fn fail(&self, why: String) {
+        self.failure.send_replace(Some(why.into()));
     }
 
     /// A new leadership term starts from the caches alone.
@@ -456,6 +470,12 @@ impl Runtime {
             last_session: Mutex::new(None),
             sessions: AtomicU64::new(0),
             gate: options.gate.clone(),
+            retry_refused: Notify::new(),
+            failure: channel::channel(None).0,
+            lease: options
+                .leader_election
+                .as_ref()
+                .map(|le| (le.namespace.clone(), le.name.clone())),
         });
         let binder = Binder::new(
             client.clone(),
@@ -486,68 +506,41 @@ impl Runtime {
         // Optional APIs (crate::optional): watched only when served. A discovery request that
         // fails (not a 404) is asked again in the background; the watch starts once served.
         // HyperNodes belong to Volcano's CRD (`caldera crd` ships it).
-        let (gv, plural, w) = hypernodes::optional(client.clone());
-        let run = {
-            let (shared, stop) = (shared.clone(), stop_rest.clone());
-            async move {
-                shared.lock_cluster().hypernodes_served = true;
-                optional::watch(shared, w, stop).await;
-            }
+        let start = {
+            let (shared, client, stop) = (shared.clone(), client.clone(), stop_rest.clone());
+            move || vec![watch::spawn(&shared, hypernodes::optional(client), &stop)]
         };
+        let kinds = vec![&calls::HYPERNODES];
         tasks.extend(
-            optional::start_when_served(&client, vec![(gv.to_string(), plural)], &stop_rest, run)
+            optional::start_when_served(&shared, &client, kinds, &stop_rest, start)
                 .await
-                .task(),
+                .tasks(),
         );
         // Kubernetes' own gang API (1.36 with GenericWorkload): gang gates of its own.
-        let (gv, plural, podgroups) = native::podgroups(client.clone());
-        let (_, workloads_plural, workloads) = native::workloads(client.clone());
-        let run = {
-            let (shared, stop) = (shared.clone(), stop_rest.clone());
-            async move {
-                shared.lock_cluster().native_served = true;
-                futures::future::join(
-                    optional::watch(shared.clone(), podgroups, stop.clone()),
-                    optional::watch(shared, workloads, stop),
-                )
-                .await;
+        let start = {
+            let (shared, client, stop) = (shared.clone(), client.clone(), stop_rest.clone());
+            move || {
+                vec![
+                    watch::spawn(&shared, native::podgroups(client.clone()), &stop),
+                    watch::spawn(&shared, native::workloads(client), &stop),
+                ]
             }
         };
-        let apis = vec![(gv.to_string(), plural), (gv.to_string(), workloads_plural)];
+        let kinds = vec![&calls::NATIVE_PODGROUPS, &calls::NATIVE_WORKLOADS];
         tasks.extend(
-            optional::start_when_served(&client, apis, &stop_rest, run)
+            optional::start_when_served(&shared, &client, kinds, &stop_rest, start)
                 .await
-                .task(),
+                .tasks(),
         );
         // Dynamic Resource Allocation (resource.k8s.io/v1): the four kinds, when served.
-        let dra_watches = dra::watches(client.clone());
-        let run = {
-            let (shared, stop) = (shared.clone(), stop_rest.clone());
-            async move {
-                shared.lock_cluster().dra_served = true;
-                let dra::Watches {
-                    classes,
-                    slices,
-                    claims,
-                    templates,
-                } = dra_watches;
-                futures::future::join4(
-                    optional::watch(shared.clone(), classes, stop.clone()),
-                    optional::watch(shared.clone(), slices, stop.clone()),
-                    optional::watch(shared.clone(), claims, stop.clone()),
-                    optional::watch(shared, templates, stop),
-                )
-                .await;
-            }
+        let start = {
+            let (shared, client, stop) = (shared.clone(), client.clone(), stop_rest.clone());
+            move || dra::spawn(&shared, client, &stop)
         };
-        let apis = dra::PLURALS
-            .iter()
-            .map(|p| (dra::GROUP_VERSION.to_string(), *p))
-            .collect();
         tasks.extend(
-            optional::start_when_served(&client, apis, &stop_rest, run)
+            optional::start_when_served(&shared, &client, dra::KINDS.to_vec(), &stop_rest, start)
                 .await
-                .task(),
+                .tasks(),
         );
         // Discovery from node labels: idle unless the config (as reloaded) asks for it.
         tasks.push(tokio::spawn(discovery::run(
@@ -563,20 +556,24 @@ impl Runtime {
             );
         }
         // ProvisioningRequests belong to cluster-autoscaler's CRD.
-        let (gv, plural, w) = capacity::optional(client.clone());
-        let run = {
-            let (shared, stop) = (shared.clone(), stop_rest.clone());
-            async move {
-                shared.lock_cluster().provisioning_served = true;
-                optional::watch(shared, w, stop).await;
-            }
+        let start = {
+            let (shared, client, stop) = (shared.clone(), client.clone(), stop_rest.clone());
+            move || vec![watch::spawn(&shared, capacity::optional(client), &stop)]
         };
-        match optional::start_when_served(&client, vec![(gv, plural)], &stop_rest, run).await {
+        let kinds = vec![&calls::PROVISIONING_REQUESTS];
+        match optional::start_when_served(&shared, &client, kinds, &stop_rest, start).await {
             optional::Start::NotServed if shared.active().config.autoscaler.is_some() => {
                 warn!("autoscaler.provisioningRequest is set, but the API server does not serve autoscaling.x-k8s.io/v1 provisioningrequests (is cluster-autoscaler's CRD installed?); gangs wait for nodes as without it");
             }
-            start => tasks.extend(start.task()),
+            start => tasks.extend(start.tasks()),
         }
+        // While a kind is refused: SIGHUP-free retry when a SelfSubjectAccessReview says the
+        // permission is there now.
+        tasks.push(tokio::spawn(rbac::probe(
+            shared.clone(),
+            client.clone(),
+            stop_rest.clone(),
+        )));
         if let (ConfigSource::File(path), Some(text)) = (&options.config, text) {
             tasks.push(tokio::spawn(config::watch_file(
                 shared.clone(),
@@ -711,6 +708,28 @@ impl RunningHandle {
     /// Whether every watched kind has been listed.
     pub fn is_synced(&self) -> bool {
         self.shared.lock_cluster().all_synced()
+    }
+
+    /// Waits until the runtime cannot go on, and says why: the API server refuses to list a
+    /// kind Caldera cannot schedule without (`caldera_api::calls::Need::Required`); the
+    /// message names the rule to add. `caldera run` then exits non-zero.
+    pub async fn failure(&self) -> Arc<str> {
+        let mut rx = self.shared.failure.subscribe();
+        loop {
+            if let Some(why) = rx.borrow_and_update().clone() {
+                return why;
+            }
+            if rx.changed().await.is_err() {
+                // The sender lives in `shared`, which this handle keeps alive.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Asks every watch the API server refused (403) again at once (`caldera run` does on
+    /// SIGHUP, after an operator fixed the RBAC).
+    pub fn retry_refused(&self) {
+        self.shared.retry_refused.notify_waiters();
     }
 
     /// Sessions run so far.

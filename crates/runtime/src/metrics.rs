@@ -71,6 +71,7 @@ pub struct Metrics {
     pub(crate) topology_placements: Family<Labels, Counter>,
     pub(crate) consolidation_moves: Counter,
     pub(crate) consolidation_attempts: Family<Labels, Counter>,
+    pub(crate) watch_forbidden: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -114,6 +115,7 @@ impl Metrics {
         let topology_placements = Family::<Labels, Counter>::default();
         let consolidation_moves = Counter::default();
         let consolidation_attempts = Family::<Labels, Counter>::default();
+        let watch_forbidden = Family::<Labels, Gauge>::default();
         registry.register(
             "caldera_consolidation_moves",
             "Pods moved by consolidate so that a fragmented gang fits",
@@ -210,6 +212,11 @@ impl Metrics {
             "Events dropped because the event queue was full and nothing could be folded",
             events_dropped.clone(),
         );
+        registry.register(
+            "caldera_watch_forbidden",
+            "1 while the API server refuses (403) to list this optional kind (`plural.group`) to Caldera's ServiceAccount: the pods that depend on it wait",
+            watch_forbidden.clone(),
+        );
         Metrics {
             registry,
             session_duration,
@@ -232,7 +239,15 @@ impl Metrics {
             topology_placements,
             consolidation_moves,
             consolidation_attempts,
+            watch_forbidden,
         }
+    }
+
+    /// Whether the API server refuses the optional kind `resource` (`plural.group`) now.
+    pub(crate) fn forbidden(&self, resource: String, refused: bool) {
+        self.watch_forbidden
+            .get_or_create(&vec![("kind", resource)])
+            .set(i64::from(refused));
     }
 
     /// Counts a session's preemption decisions.

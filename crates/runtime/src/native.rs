@@ -4,8 +4,8 @@
 //! and a pod naming a native PodGroup (which such a server would not accept either) waits with
 //! a message. The `PodGroupScheduled` condition Caldera writes goes through the binder.
 
-use crate::optional::OptionalWatch;
-use caldera_cache::native::GROUP_VERSION;
+use crate::watch::{changed, gone, KindWatch};
+use caldera_api::calls;
 use k8s_openapi::api::scheduling::v1alpha2::{PodGroup, Workload};
 use kube::api::Api;
 use kube::runtime::watcher;
@@ -21,45 +21,41 @@ fn ns_name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
 
 /// The native PodGroup watch: marks them synced after the first list, so pods naming one are
 /// not told it is missing before the list is in.
-pub(crate) fn podgroups(client: Client) -> (&'static str, &'static str, OptionalWatch<PodGroup>) {
-    let w = OptionalWatch {
-        what: "native PodGroup".into(),
+pub(crate) fn podgroups(client: Client) -> KindWatch<PodGroup> {
+    KindWatch {
+        watch: &calls::NATIVE_PODGROUPS,
         api: Api::all(client),
         config: watcher::Config::default(),
         reset: Box::new(|cluster, podgroups| {
             for e in cluster.index.reset_native_podgroups(&podgroups) {
                 warn!(error = %e, "native PodGroup left out");
             }
-            cluster.native_podgroups_synced = true;
         }),
-        apply: Box::new(|cluster, pg| {
+        apply: changed(|cluster, pg: PodGroup| {
             if let Err(e) = cluster.index.apply_native_podgroup(&pg) {
                 warn!(error = %e, "native PodGroup left out");
             }
         }),
-        delete: Box::new(|cluster, pg| {
+        delete: gone(|cluster, pg: PodGroup| {
             let (ns, name) = ns_name(&pg.metadata);
             cluster.index.delete_native_podgroup(ns, name);
         }),
-    };
-    (GROUP_VERSION, "podgroups", w)
+    }
 }
 
 /// The native Workload watch (read for the queue a Workload names).
-pub(crate) fn workloads(client: Client) -> (&'static str, &'static str, OptionalWatch<Workload>) {
-    let w = OptionalWatch {
-        what: "native Workload".into(),
+pub(crate) fn workloads(client: Client) -> KindWatch<Workload> {
+    KindWatch {
+        watch: &calls::NATIVE_WORKLOADS,
         api: Api::all(client),
         config: watcher::Config::default(),
         reset: Box::new(|cluster, workloads| {
             cluster.index.reset_native_workloads(&workloads);
-            cluster.native_workloads_synced = true;
         }),
-        apply: Box::new(|cluster, w| cluster.index.apply_native_workload(&w)),
-        delete: Box::new(|cluster, w| {
+        apply: changed(|cluster, w: Workload| cluster.index.apply_native_workload(&w)),
+        delete: gone(|cluster, w: Workload| {
             let (ns, name) = ns_name(&w.metadata);
             cluster.index.delete_native_workload(ns, name);
         }),
-    };
-    (GROUP_VERSION, "workloads", w)
+    }
 }

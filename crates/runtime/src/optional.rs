@@ -1,21 +1,16 @@
-//! Watches of APIs a cluster may not serve: a CRD that may not be installed (Volcano's
-//! HyperNodes, cluster-autoscaler's ProvisioningRequests) or a built-in alpha API behind a
-//! feature gate (Kubernetes' own `scheduling.k8s.io/v1alpha2` Workloads and PodGroups). One
-//! helper for all of them: asked at start whether the API is served; not served (a 404, or a
-//! group version without the resource) means nothing to watch (and nothing logged per
-//! session); served means a watch that lists, marks the kind synced and follows changes,
-//! retrying with backoff, until stopped. A discovery request that fails otherwise (a timeout,
+//! Watches of APIs a cluster may not serve ([`caldera_api::calls::Need::Optional`]): a CRD
+//! that may not be installed (Volcano's HyperNodes, cluster-autoscaler's ProvisioningRequests)
+//! or a built-in alpha API behind a feature gate (Kubernetes' own `scheduling.k8s.io/v1alpha2`
+//! Workloads and PodGroups). One helper for all of them: asked at start whether the API is
+//! served; not served (a 404, or a group version without the resource) means nothing to watch
+//! (and nothing logged per session); served means the kinds are marked served (sessions wait
+//! for their first list, or their refusal) and their watches run ([`crate::watch::follow`]). A discovery request that fails otherwise (a timeout,
 //! a 5xx, a 429) is no answer: it is asked again with backoff (1 s doubling to 30 s) in a task
 //! of its own, so the other watches start meanwhile, and the watch starts once it is served.
 
-use crate::cluster::Cluster;
 use crate::Shared;
-use futures::StreamExt;
-use kube::api::Api;
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
+use caldera_api::calls::Watch;
 use kube::Client;
-use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,39 +89,56 @@ async fn all_served(
     Some(true)
 }
 
-/// Whether `apis` are served, as far as known at once.
+/// Whether `kinds` are served, as far as known at once.
 pub(crate) enum Start {
-    /// Served: `run` is started.
-    Served(tokio::task::JoinHandle<()>),
+    /// Served: their watches are started.
+    Served(Vec<tokio::task::JoinHandle<()>>),
     /// Not served: nothing to watch.
     NotServed,
     /// No answer yet (a discovery request failed otherwise than with a 404): a task asks again
-    /// with backoff and starts `run` once they are served.
+    /// with backoff and starts the watches once they are served.
     Later(tokio::task::JoinHandle<()>),
 }
 
 impl Start {
-    /// The task started, if any.
-    pub(crate) fn task(self) -> Option<tokio::task::JoinHandle<()>> {
+    /// The tasks started, if any.
+    pub(crate) fn tasks(self) -> Vec<tokio::task::JoinHandle<()>> {
         match self {
-            Start::Served(t) | Start::Later(t) => Some(t),
-            Start::NotServed => None,
+            Start::Served(t) => t,
+            Start::Later(t) => vec![t],
+            Start::NotServed => Vec::new(),
         }
     }
 }
 
-/// Asks once whether every one of `apis` is served; when they are, spawns `run` (which marks
-/// the kind served and runs its watches). Without an answer, spawns a task that asks again with
-/// backoff and then does the same, so the caller goes on starting the other watches.
-pub(crate) async fn start_when_served<R>(
+/// Asks once whether every one of `kinds` is served; when they are, marks them served and
+/// calls `start` (which spawns their watches, [`crate::watch::spawn`]). Without an answer,
+/// spawns a task that asks again with backoff and then does the same, so the caller goes on
+/// starting the other watches. `start` builds the watches only when they are wanted (a
+/// closure, so no watch future is built, and none sits in the caller's frame, before then).
+pub(crate) async fn start_when_served<S>(
+    shared: &Arc<Shared>,
     client: &Client,
-    apis: Vec<(String, &'static str)>,
+    kinds: Vec<&'static Watch>,
     stop: &CancellationToken,
-    run: R,
+    start: S,
 ) -> Start
 where
-    R: Future<Output = ()> + Send + 'static,
+    S: FnOnce() -> Vec<tokio::task::JoinHandle<()>> + Send + 'static,
 {
+    let apis: Vec<(String, &'static str)> = kinds
+        .iter()
+        .map(|w| (w.resource.api_version(), w.resource.plural))
+        .collect();
+    let serve = {
+        let shared = shared.clone();
+        move || {
+            let mut cluster = shared.lock_cluster();
+            for w in &kinds {
+                cluster.serve(w);
+            }
+        }
+    };
     let mut first_try = Vec::new();
     for (gv, plural) in &apis {
         let result = ask(client, gv, plural).await;
@@ -142,7 +154,8 @@ where
         }
     }
     if first_try.len() == apis.len() {
-        return Start::Served(tokio::spawn(run));
+        serve();
+        return Start::Served(start());
     }
     let client = client.clone();
     let stop = stop.clone();
@@ -155,79 +168,15 @@ where
         match all_served(&client, &apis, next_delay(FIRST_RETRY), &stop).await {
             Some(true) => {
                 info!(apis = ?apis, "served after all: starting the watch");
-                run.await;
+                serve();
+                for task in start() {
+                    let _ = task.await;
+                }
             }
             Some(false) => info!(apis = ?apis, "not served: nothing to watch"),
             None => {}
         }
     }))
-}
-
-/// How an event of an optional kind lands in the cluster state (run under the cluster lock). A
-/// closure, so it can carry data such as the kind it is for.
-pub(crate) type Handler<T> = Box<dyn Fn(&mut Cluster, T) + Send + Sync>;
-
-/// One optional kind: what the watch lists and how each event lands in the cluster state.
-/// The functions run under the cluster lock.
-pub(crate) struct OptionalWatch<K> {
-    /// The kind, for logs (`HyperNode`).
-    pub what: String,
-    /// The objects to list and watch.
-    pub api: Api<K>,
-    /// Watch options (a label selector).
-    pub config: watcher::Config,
-    /// The first list, and every relist: replaces every object of the kind and marks it
-    /// synced.
-    pub reset: Handler<Vec<K>>,
-    /// An object added or changed.
-    pub apply: Handler<K>,
-    /// An object deleted.
-    pub delete: Handler<K>,
-}
-
-/// Follows `w` into the cluster state until `stop`, waking the scheduler after each change.
-/// A failing watch is retried with backoff; it never ends the task early.
-pub(crate) async fn watch<K>(shared: Arc<Shared>, w: OptionalWatch<K>, stop: CancellationToken)
-where
-    K: kube::Resource + Clone + Debug + serde::de::DeserializeOwned + Send + 'static,
-{
-    let stream = watcher::watcher(w.api.clone(), w.config.clone()).default_backoff();
-    futures::pin_mut!(stream);
-    let mut buffer = Vec::new();
-    let mut synced_once = false;
-    loop {
-        let next = tokio::select! {
-            _ = stop.cancelled() => return,
-            next = stream.next() => next,
-        };
-        let Some(event) = next else {
-            warn!("{} watch ended", w.what);
-            return;
-        };
-        match event {
-            Ok(Event::Init) => buffer.clear(),
-            Ok(Event::InitApply(obj)) => buffer.push(obj),
-            Ok(Event::InitDone) => {
-                let objects = std::mem::take(&mut buffer);
-                let count = objects.len();
-                (w.reset)(&mut shared.lock_cluster(), objects);
-                if !synced_once {
-                    info!(objects = count, "{}s synced", w.what);
-                    synced_once = true;
-                }
-                shared.trigger();
-            }
-            Ok(Event::Apply(obj)) => {
-                (w.apply)(&mut shared.lock_cluster(), obj);
-                shared.trigger();
-            }
-            Ok(Event::Delete(obj)) => {
-                (w.delete)(&mut shared.lock_cluster(), obj);
-                shared.trigger();
-            }
-            Err(e) => warn!(error = %e, "{} watch failed; retrying with backoff", w.what),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -291,7 +291,7 @@ async fn session(
     let (snapshot, invalid) = {
         let mut cluster = shared.lock_cluster();
         // Autoscaler requests only once the API serves them and the existing ones are known.
-        let provisioning = cluster.provisioning_served && cluster.provisioning_synced;
+        let provisioning = cluster.is_listed(&caldera_api::calls::PROVISIONING_REQUESTS);
         let mut snap = if provisioning || active.snapshot_options.provisioning.is_none() {
             cluster.index.snapshot(&active.snapshot_options)
         } else {
@@ -375,6 +375,9 @@ async fn session(
             "session placed pods"
         );
     }
+    if *leader.borrow() {
+        report_refusals(shared, &mut plan);
+    }
     if !*leader.borrow() || (plan.is_empty() && binder.retry_len() == 0) {
         return;
     }
@@ -383,6 +386,26 @@ async fn session(
         .lock_cluster()
         .assume_volume_writes(&plan.volume_writes, now);
     binder.dispatch(plan, &snapshot, now);
+}
+
+/// A Warning event `WatchForbidden` on the leader Lease for each refused kind not reported
+/// yet (once per refusal; without leader election there is no Lease, and the error log and
+/// `caldera_watch_forbidden` say it alone).
+fn report_refusals(shared: &Shared, plan: &mut caldera_model::Plan) {
+    let Some((namespace, name)) = &shared.lease else {
+        return;
+    };
+    for (_, message) in shared.lock_cluster().unreported_refusals() {
+        plan.events.push(caldera_model::Event {
+            object: caldera_model::EventObject::Lease,
+            namespace: namespace.as_str().into(),
+            name: name.as_str().into(),
+            uid: "".into(),
+            warning: true,
+            reason: "WatchForbidden".into(),
+            message: message.to_string(),
+        });
+    }
 }
 
 /// What [`follow_releases`] found.

@@ -1,48 +1,135 @@
-//! The watches: one kube-runtime watcher per kind (default list+watch config, backoff on
-//! errors), feeding the runtime's cluster view. `Init`…`InitDone` (the first list, and every
-//! relist after a `410 Gone`) is buffered and replaces the kind's contents at once; `Apply`
-//! and `Delete` apply one object.
+//! The watches: one kube-runtime watcher per kind, each built from its entry in
+//! [`caldera_api::calls::WATCHES`], feeding the runtime's cluster view through one loop
+//! ([`follow`]). `Init`…`InitDone` (the first list, and every relist after a `410 Gone`) is
+//! buffered and replaces the kind's contents at once; `Apply` and `Delete` apply one object.
+//!
+//! A failed request is retried after a back-off of our own, not kube-runtime's: a failure
+//! (timeout, 5xx, 429) waits 1 s doubling to 30 s; a refusal (403) is no outage but missing
+//! RBAC, which no retry fixes, so it waits 10 s doubling to 5 minutes, and is asked again at
+//! once when [`crate::Shared::retry_refused`] is notified (SIGHUP, or a SelfSubjectAccessReview
+//! saying the permission is there now: [`crate::rbac`]). A refused kind Caldera cannot live
+//! without ([`Need::Required`]) stops `caldera run` with the rule to add; a refused optional
+//! kind is reported once (error log, `caldera_watch_forbidden{kind}`, a Warning event on the
+//! leader Lease) and only its dependants wait (`ClusterIndex::set_refused`).
 
 use crate::cluster::{Cluster, Watched};
 use crate::Shared;
+use caldera_api::calls::{Need, Watch};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::Client;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
-/// How one kind is fed into the cluster view.
-struct Handler<K> {
-    kind: Watched,
-    apply: fn(&mut Cluster, &K, &[String]) -> bool,
-    delete: fn(&mut Cluster, &K) -> bool,
-    reset: fn(&mut Cluster, &[K]),
+/// How events of one kind land in the cluster state (each runs under the cluster lock).
+type Reset<K> = Box<dyn Fn(&mut Cluster, Vec<K>) + Send + Sync>;
+/// An object added or changed; whether a session should follow.
+type Apply<K> = Box<dyn Fn(&mut Cluster, K, &[String]) -> bool + Send + Sync>;
+/// An object deleted; whether a session should follow.
+type Delete<K> = Box<dyn Fn(&mut Cluster, K) -> bool + Send + Sync>;
+
+/// One watched kind: what is listed and watched, and how each event lands.
+pub(crate) struct KindWatch<K> {
+    /// Its entry in the list of what `caldera run` calls.
+    pub watch: &'static Watch,
+    /// The objects to list and watch.
+    pub api: Api<K>,
+    /// Watch options (a label selector).
+    pub config: watcher::Config,
+    /// The first list, and every relist: replaces every object of the kind.
+    pub reset: Reset<K>,
+    /// An object added or changed.
+    pub apply: Apply<K>,
+    /// An object deleted.
+    pub delete: Delete<K>,
 }
 
-async fn run<K>(shared: Arc<Shared>, api: Api<K>, handler: Handler<K>, stop: CancellationToken)
+/// An optional kind's `apply`: every change may let a session place something.
+pub(crate) fn changed<K>(f: impl Fn(&mut Cluster, K) + Send + Sync + 'static) -> Apply<K> {
+    Box::new(move |c, o, _| {
+        f(c, o);
+        true
+    })
+}
+
+/// An optional kind's `delete`: every change may let a session place something.
+pub(crate) fn gone<K>(f: impl Fn(&mut Cluster, K) + Send + Sync + 'static) -> Delete<K> {
+    Box::new(move |c, o| {
+        f(c, o);
+        true
+    })
+}
+
+/// The untyped API of `w` (custom resources, and kinds read without their types).
+pub(crate) fn dynamic(client: Client, w: &Watch) -> Api<DynamicObject> {
+    let r = &w.resource;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(r.group, r.version, r.kind),
+        r.plural,
+    );
+    Api::all_with(client, &resource)
+}
+
+/// The first wait after a failed request, and the longest.
+const FAILED: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
+/// The first wait after a refusal (403), and the longest.
+const REFUSED: (Duration, Duration) = (Duration::from_secs(10), Duration::from_secs(300));
+
+/// The next wait: `(first, max)`, doubled from `last`.
+fn next(last: Option<Duration>, (first, max): (Duration, Duration)) -> Duration {
+    last.map_or(first, |d| (d * 2).clamp(first, max))
+}
+
+/// The server's message when `e` is a refusal (403 Forbidden).
+fn refusal(e: &watcher::Error) -> Option<&str> {
+    let status = match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s,
+        watcher::Error::WatchError(s) => s,
+        _ => return None,
+    };
+    (status.code == 403).then_some(status.message.as_str())
+}
+
+/// What a refusal of `w` means, for the log, the event and the dependants' pods.
+pub(crate) fn refused_message(w: &Watch, server: &str) -> String {
+    format!(
+        "the API server refuses to list {} to Caldera (403 Forbidden: {server}); {}",
+        w.resource,
+        w.missing_rule()
+    )
+}
+
+/// Follows `w` into the cluster state until `stop`, waking the scheduler after each change
+/// that may let a session place something. Never ends early but for a refused required kind.
+pub(crate) async fn follow<K>(shared: Arc<Shared>, w: KindWatch<K>, stop: CancellationToken)
 where
-    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + 'static,
 {
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let kind = w.watch.resource;
+    let stream = watcher::watcher(w.api.clone(), w.config.clone());
     futures::pin_mut!(stream);
-    let mut buffer: Vec<K> = Vec::new();
+    let mut buffer = Vec::new();
+    let mut synced_once = false;
+    let mut wait: (Option<Duration>, Option<Duration>) = (None, None);
     loop {
-        let next = tokio::select! {
+        let next_event = tokio::select! {
             _ = stop.cancelled() => return,
-            next = stream.next() => next,
+            next_event = stream.next() => next_event,
         };
-        let Some(event) = next else {
-            warn!(kind = %handler.kind, "watch stream ended");
+        let Some(event) = next_event else {
+            warn!(%kind, "watch stream ended");
             return;
         };
         let trigger = match event {
@@ -55,28 +142,64 @@ where
                 false
             }
             Ok(Event::InitDone) => {
+                wait = (None, None);
                 let objects = std::mem::take(&mut buffer);
-                let first = {
+                let count = objects.len();
+                let was_refused = {
                     let mut cluster = shared.lock_cluster();
-                    let first = !cluster.is_synced(handler.kind);
-                    (handler.reset)(&mut cluster, &objects);
-                    first
+                    (w.reset)(&mut cluster, objects);
+                    w.watch.need == Need::Optional && cluster.listed(w.watch)
                 };
-                if first {
-                    info!(kind = %handler.kind, objects = objects.len(), "cache synced");
+                if was_refused {
+                    shared.metrics.forbidden(kind.qualified(), false);
+                    info!(%kind, objects = count, "the API server lists it again: its dependants are scheduled");
+                } else if !synced_once {
+                    info!(%kind, objects = count, "cache synced");
                 } else {
-                    debug!(kind = %handler.kind, objects = objects.len(), "relisted");
+                    debug!(%kind, objects = count, "relisted");
                 }
+                synced_once = true;
                 true
             }
             Ok(Event::Apply(o)) => {
                 let active = shared.active();
                 let names = &active.snapshot_options.scheduler_names;
-                (handler.apply)(&mut shared.lock_cluster(), &o, names)
+                (w.apply)(&mut shared.lock_cluster(), o, names)
             }
-            Ok(Event::Delete(o)) => (handler.delete)(&mut shared.lock_cluster(), &o),
+            Ok(Event::Delete(o)) => (w.delete)(&mut shared.lock_cluster(), o),
             Err(e) => {
-                warn!(kind = %handler.kind, error = %e, "watch failed; retrying with backoff");
+                let delay = match refusal(&e) {
+                    Some(server) => {
+                        let message = refused_message(w.watch, server);
+                        if w.watch.need == Need::Required {
+                            error!(%kind, "{message}; Caldera cannot schedule without it");
+                            shared
+                                .fail(format!("Caldera cannot schedule without {kind}: {message}"));
+                            return;
+                        }
+                        if shared
+                            .lock_cluster()
+                            .refused(w.watch, message.clone().into())
+                        {
+                            error!(%kind, waiting = w.watch.dependants, "{message}; only its dependants wait");
+                            shared.metrics.forbidden(kind.qualified(), true);
+                            shared.trigger();
+                        }
+                        wait.1 = Some(next(wait.1, REFUSED));
+                        wait.1
+                    }
+                    None => {
+                        warn!(%kind, error = %e, "watch failed; retrying with backoff");
+                        wait.0 = Some(next(wait.0, FAILED));
+                        wait.0
+                    }
+                };
+                let delay = delay.unwrap_or(FAILED.0);
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shared.retry_refused.notified() => {}
+                }
                 false
             }
         };
@@ -86,156 +209,310 @@ where
     }
 }
 
-fn volcano(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("scheduling.volcano.sh", "v1beta1", kind),
-        plural,
-    )
+/// Spawns the watch `w` ([`follow`]); a plain function, so the watch's future is built in its
+/// frame and moved to the heap at once, never into a caller's async frame.
+pub(crate) fn spawn<K>(
+    shared: &Arc<Shared>,
+    w: KindWatch<K>,
+    stop: &CancellationToken,
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+{
+    tokio::spawn(follow(shared.clone(), w, stop.clone()))
 }
 
-/// Spawns the twelve watches.
+/// A required kind read with its own type; `apply` and `delete` take the object by reference.
+fn typed<K>(
+    client: &Client,
+    kind: Watched,
+    apply: fn(&mut Cluster, &K, &[String]) -> bool,
+    delete: fn(&mut Cluster, &K) -> bool,
+    reset: fn(&mut Cluster, &[K]),
+) -> KindWatch<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + 'static,
+{
+    KindWatch {
+        watch: kind.watch(),
+        api: Api::all(client.clone()),
+        config: watcher::Config::default(),
+        reset: Box::new(move |c, objects| reset(c, &objects)),
+        apply: Box::new(move |c, o, names| apply(c, &o, names)),
+        delete: Box::new(move |c, o| delete(c, &o)),
+    }
+}
+
+/// A required kind read untyped (Volcano's PodGroups and Queues: one malformed object must
+/// not stop the watch).
+fn untyped(
+    client: &Client,
+    kind: Watched,
+    apply: fn(&mut Cluster, &DynamicObject) -> bool,
+    delete: fn(&mut Cluster, &DynamicObject) -> bool,
+    reset: fn(&mut Cluster, &[DynamicObject]),
+) -> KindWatch<DynamicObject> {
+    KindWatch {
+        watch: kind.watch(),
+        api: dynamic(client.clone(), kind.watch()),
+        config: watcher::Config::default(),
+        reset: Box::new(move |c, objects| reset(c, &objects)),
+        apply: Box::new(move |c, o, _| apply(c, &o)),
+        delete: Box::new(move |c, o| delete(c, &o)),
+    }
+}
+
+/// Spawns the watches of the required kinds ([`Watched::ALL`]).
 pub(crate) fn spawn_all(
     shared: Arc<Shared>,
     client: Client,
     stop: CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
+    let (s, c, t) = (&shared, &client, &stop);
     vec![
-        tokio::spawn(run(
-            shared.clone(),
-            Api::<Pod>::all(client.clone()),
-            Handler {
-                kind: Watched::Pods,
-                apply: Cluster::apply_pod,
-                delete: Cluster::delete_pod,
-                reset: Cluster::reset_pods,
-            },
-            stop.clone(),
+        tokio::spawn(follow(
+            s.clone(),
+            typed::<Pod>(
+                c,
+                Watched::Pods,
+                Cluster::apply_pod,
+                Cluster::delete_pod,
+                Cluster::reset_pods,
+            ),
+            t.clone(),
         )),
-        tokio::spawn(run(
-            shared.clone(),
-            Api::<Node>::all(client.clone()),
-            Handler {
-                kind: Watched::Nodes,
-                apply: |c, n, _| c.apply_node(n),
-                delete: Cluster::delete_node,
-                reset: Cluster::reset_nodes,
-            },
-            stop.clone(),
+        tokio::spawn(follow(
+            s.clone(),
+            typed::<Node>(
+                c,
+                Watched::Nodes,
+                |c, n, _| c.apply_node(n),
+                Cluster::delete_node,
+                Cluster::reset_nodes,
+            ),
+            t.clone(),
         )),
-        tokio::spawn(run(
-            shared.clone(),
-            Api::<DynamicObject>::all_with(client.clone(), &volcano("PodGroup", "podgroups")),
-            Handler {
-                kind: Watched::PodGroups,
-                apply: |c, o, _| c.apply_podgroup(o),
-                delete: Cluster::delete_podgroup,
-                reset: Cluster::reset_podgroups,
-            },
-            stop.clone(),
+        tokio::spawn(follow(
+            s.clone(),
+            untyped(
+                c,
+                Watched::PodGroups,
+                Cluster::apply_podgroup,
+                Cluster::delete_podgroup,
+                Cluster::reset_podgroups,
+            ),
+            t.clone(),
         )),
-        tokio::spawn(run(
-            shared.clone(),
-            Api::<DynamicObject>::all_with(client.clone(), &volcano("Queue", "queues")),
-            Handler {
-                kind: Watched::Queues,
-                apply: |c, o, _| c.apply_queue(o),
-                delete: Cluster::delete_queue,
-                reset: Cluster::reset_queues,
-            },
-            stop.clone(),
+        tokio::spawn(follow(
+            s.clone(),
+            untyped(
+                c,
+                Watched::Queues,
+                Cluster::apply_queue,
+                Cluster::delete_queue,
+                Cluster::reset_queues,
+            ),
+            t.clone(),
         )),
-        tokio::spawn(run(
-            shared.clone(),
-            Api::<PriorityClass>::all(client.clone()),
-            Handler {
-                kind: Watched::PriorityClasses,
-                apply: |c, p, _| c.apply_priority_class(p),
-                delete: Cluster::delete_priority_class,
-                reset: Cluster::reset_priority_classes,
-            },
-            stop.clone(),
+        tokio::spawn(follow(
+            s.clone(),
+            typed::<PriorityClass>(
+                c,
+                Watched::PriorityClasses,
+                |c, p, _| c.apply_priority_class(p),
+                Cluster::delete_priority_class,
+                Cluster::reset_priority_classes,
+            ),
+            t.clone(),
         )),
-        tokio::spawn(run(
-            shared.clone(),
-            Api::<PodDisruptionBudget>::all(client.clone()),
-            Handler {
-                kind: Watched::Budgets,
-                apply: |c, p, _| c.apply_budget(p),
-                delete: Cluster::delete_budget,
-                reset: Cluster::reset_budgets,
-            },
-            stop.clone(),
+        tokio::spawn(follow(
+            s.clone(),
+            typed::<PodDisruptionBudget>(
+                c,
+                Watched::Budgets,
+                |c, p, _| c.apply_budget(p),
+                Cluster::delete_budget,
+                Cluster::reset_budgets,
+            ),
+            t.clone(),
         )),
-        tokio::spawn(run(
-            shared.clone(),
-            Api::<Namespace>::all(client.clone()),
-            Handler {
-                kind: Watched::Namespaces,
-                apply: |c, n, _| c.apply_namespace(n),
-                delete: Cluster::delete_namespace,
-                reset: Cluster::reset_namespaces,
-            },
-            stop.clone(),
+        tokio::spawn(follow(
+            s.clone(),
+            typed::<Namespace>(
+                c,
+                Watched::Namespaces,
+                |c, n, _| c.apply_namespace(n),
+                Cluster::delete_namespace,
+                Cluster::reset_namespaces,
+            ),
+            t.clone(),
         )),
-        tokio::spawn(run(
-            shared.clone(),
-            Api::<PersistentVolumeClaim>::all(client.clone()),
-            Handler {
-                kind: Watched::Claims,
-                apply: |c, o, _| c.apply_claim(o),
-                delete: Cluster::delete_claim,
-                reset: Cluster::reset_claims,
-            },
-            stop.clone(),
+        tokio::spawn(follow(
+            s.clone(),
+            typed::<PersistentVolumeClaim>(
+                c,
+                Watched::Claims,
+                |c, o, _| c.apply_claim(o),
+                Cluster::delete_claim,
+                Cluster::reset_claims,
+            ),
+            t.clone(),
         )),
-        tokio::spawn(run(
-            shared.clone(),
-            Api::<PersistentVolume>::all(client.clone()),
-            Handler {
-                kind: Watched::Volumes,
-                apply: |c, o, _| c.apply_volume(o),
-                delete: Cluster::delete_volume,
-                reset: Cluster::reset_volumes,
-            },
-            stop.clone(),
+        tokio::spawn(follow(
+            s.clone(),
+            typed::<PersistentVolume>(
+                c,
+                Watched::Volumes,
+                |c, o, _| c.apply_volume(o),
+                Cluster::delete_volume,
+                Cluster::reset_volumes,
+            ),
+            t.clone(),
         )),
-        tokio::spawn(run(
-            shared.clone(),
-            Api::<StorageClass>::all(client.clone()),
-            Handler {
-                kind: Watched::StorageClasses,
-                apply: |c, o, _| c.apply_storage_class(o),
-                delete: Cluster::delete_storage_class,
-                reset: Cluster::reset_storage_classes,
-            },
-            stop.clone(),
+        tokio::spawn(follow(
+            s.clone(),
+            typed::<StorageClass>(
+                c,
+                Watched::StorageClasses,
+                |c, o, _| c.apply_storage_class(o),
+                Cluster::delete_storage_class,
+                Cluster::reset_storage_classes,
+            ),
+            t.clone(),
         )),
-        tokio::spawn(run(
-            shared.clone(),
-            Api::<CSINode>::all(client.clone()),
-            Handler {
-                kind: Watched::CsiNodes,
-                apply: |c, o, _| c.apply_csinode(o),
-                delete: Cluster::delete_csinode,
-                reset: Cluster::reset_csinodes,
-            },
-            stop.clone(),
+        tokio::spawn(follow(
+            s.clone(),
+            typed::<CSINode>(
+                c,
+                Watched::CsiNodes,
+                |c, o, _| c.apply_csinode(o),
+                Cluster::delete_csinode,
+                Cluster::reset_csinodes,
+            ),
+            t.clone(),
         )),
-        tokio::spawn(run(
-            shared,
-            Api::<Job>::all(client),
-            Handler {
-                kind: Watched::Jobs,
-                apply: |c, o, _| c.apply_job(o),
-                delete: Cluster::delete_job,
-                reset: Cluster::reset_jobs,
-            },
-            stop,
+        tokio::spawn(follow(
+            shared.clone(),
+            typed::<Job>(
+                c,
+                Watched::Jobs,
+                |c, o, _| c.apply_job(o),
+                Cluster::delete_job,
+                Cluster::reset_jobs,
+            ),
+            stop.clone(),
         )),
     ]
 }
 
 /// The resource of Volcano's Queue, for creating the `default` queue.
 pub(crate) fn queue_resource() -> ApiResource {
-    volcano("Queue", "queues")
+    let r = &caldera_api::calls::QUEUES.resource;
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(r.group, r.version, r.kind), r.plural)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caldera_api::calls::WATCHES;
+    use kube::Resource;
+
+    /// Each typed watch reads the resource its entry in the list names (the untyped ones are
+    /// built from the entry itself).
+    #[test]
+    fn typed_watches_read_the_resource_their_entry_names() {
+        fn check<K: Resource<DynamicType = ()>>(w: &Watch) {
+            let r = w.resource;
+            assert_eq!(
+                (
+                    K::group(&()).as_ref(),
+                    K::version(&()).as_ref(),
+                    K::kind(&()).as_ref(),
+                    K::plural(&()).as_ref()
+                ),
+                (r.group, r.version, r.kind, r.plural),
+                "{}",
+                r
+            );
+        }
+        check::<Pod>(Watched::Pods.watch());
+        check::<Node>(Watched::Nodes.watch());
+        check::<PriorityClass>(Watched::PriorityClasses.watch());
+        check::<PodDisruptionBudget>(Watched::Budgets.watch());
+        check::<Namespace>(Watched::Namespaces.watch());
+        check::<PersistentVolumeClaim>(Watched::Claims.watch());
+        check::<PersistentVolume>(Watched::Volumes.watch());
+        check::<StorageClass>(Watched::StorageClasses.watch());
+        check::<CSINode>(Watched::CsiNodes.watch());
+        check::<Job>(Watched::Jobs.watch());
+        check::<k8s_openapi::api::resource::v1::DeviceClass>(&caldera_api::calls::DEVICE_CLASSES);
+        check::<k8s_openapi::api::resource::v1::ResourceSlice>(
+            &caldera_api::calls::RESOURCE_SLICES,
+        );
+        check::<k8s_openapi::api::resource::v1::ResourceClaim>(
+            &caldera_api::calls::RESOURCE_CLAIMS,
+        );
+        check::<k8s_openapi::api::resource::v1::ResourceClaimTemplate>(
+            &caldera_api::calls::RESOURCE_CLAIM_TEMPLATES,
+        );
+        check::<caldera_api::ProvisioningRequest>(&caldera_api::calls::PROVISIONING_REQUESTS);
+        check::<k8s_openapi::api::scheduling::v1alpha2::PodGroup>(
+            &caldera_api::calls::NATIVE_PODGROUPS,
+        );
+        check::<k8s_openapi::api::scheduling::v1alpha2::Workload>(
+            &caldera_api::calls::NATIVE_WORKLOADS,
+        );
+    }
+
+    #[test]
+    fn the_required_kinds_are_exactly_those_always_watched() {
+        let required: Vec<&str> = WATCHES
+            .iter()
+            .filter(|w| w.need == Need::Required)
+            .map(|w| w.resource.plural)
+            .collect();
+        let watched: Vec<&str> = Watched::ALL
+            .iter()
+            .map(|k| k.watch().resource.plural)
+            .collect();
+        assert_eq!(required, watched);
+    }
+
+    #[test]
+    fn a_refusal_waits_minutes_a_failure_seconds() {
+        let mut waits = vec![next(None, REFUSED)];
+        for _ in 0..6 {
+            waits.push(next(waits.last().copied(), REFUSED));
+        }
+        let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300]);
+        let mut waits = vec![next(None, FAILED)];
+        for _ in 0..6 {
+            waits.push(next(waits.last().copied(), FAILED));
+        }
+        let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30]);
+    }
+
+    #[test]
+    fn only_a_403_is_a_refusal() {
+        let status = |code: u16| {
+            kube::Error::Api(
+                kube::core::Status::failure("podgroups is forbidden", "Forbidden")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        assert_eq!(
+            refusal(&watcher::Error::InitialListFailed(status(403))),
+            Some("podgroups is forbidden")
+        );
+        assert_eq!(
+            refusal(&watcher::Error::InitialListFailed(status(500))),
+            None
+        );
+        assert_eq!(refusal(&watcher::Error::WatchFailed(status(401))), None);
+        assert!(refusal(&watcher::Error::WatchStartFailed(status(403))).is_some());
+        assert!(refusal(&watcher::Error::NoResourceVersion).is_none());
+    }
 }

@@ -9,10 +9,10 @@
 //! discovery request that fails (not a 404) is asked again with backoff in the background; the
 //! kind is watched once it answers "served".
 
-use crate::optional::OptionalWatch;
+use crate::watch::{changed, gone, KindWatch};
 use crate::Shared;
 use caldera_cache::derive::{Workload, WorkloadKind};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::DynamicObject;
 use kube::runtime::watcher;
 use kube::Client;
 use std::sync::Arc;
@@ -45,18 +45,18 @@ pub(crate) async fn spawn_served(
     let mut tasks = Vec::new();
     let mut absent = Vec::new();
     for kind in WorkloadKind::READ {
-        let (group, version, _, plural) = kind.gvk();
-        let run = {
+        let start = {
             let (shared, client, stop) = (shared.clone(), client.clone(), stop.clone());
-            async move {
+            move || {
                 shared.lock_cluster().index.reset_workloads(kind, []);
-                crate::optional::watch(shared, optional(client, kind), stop).await;
+                vec![crate::watch::spawn(&shared, optional(client, kind), &stop)]
             }
         };
-        let apis = vec![(format!("{group}/{version}"), plural)];
-        match crate::optional::start_when_served(&client, apis, &stop, run).await {
+        match crate::optional::start_when_served(&shared, &client, vec![kind.watch()], &stop, start)
+            .await
+        {
             crate::optional::Start::NotServed => absent.push(kind.kind()),
-            start => tasks.extend(start.task()),
+            start => tasks.extend(start.tasks()),
         }
     }
     if !absent.is_empty() {
@@ -67,13 +67,10 @@ pub(crate) async fn spawn_served(
 
 /// The watch of `kind` ([`crate::optional`]), untyped: each object decoded into a
 /// [`Workload`] (one that does not decode is left out, and forgotten if it was known).
-fn optional(client: Client, kind: WorkloadKind) -> OptionalWatch<DynamicObject> {
-    let (group, version, k, plural) = kind.gvk();
-    let resource =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, k), plural);
-    OptionalWatch {
-        what: k.to_string(),
-        api: Api::all_with(client, &resource),
+fn optional(client: Client, kind: WorkloadKind) -> KindWatch<DynamicObject> {
+    KindWatch {
+        watch: kind.watch(),
+        api: crate::watch::dynamic(client, kind.watch()),
         config: watcher::Config::default(),
         reset: Box::new(move |cluster, objects| {
             let workloads: Vec<Workload> = objects
@@ -82,7 +79,7 @@ fn optional(client: Client, kind: WorkloadKind) -> OptionalWatch<DynamicObject> 
                 .collect();
             cluster.index.reset_workloads(kind, workloads.iter());
         }),
-        apply: Box::new(move |cluster, obj| {
+        apply: changed(move |cluster, obj: DynamicObject| {
             let name = obj.metadata.name.clone().unwrap_or_default();
             let ns = obj.metadata.namespace.clone().unwrap_or_default();
             match decode(kind, obj) {
@@ -90,7 +87,7 @@ fn optional(client: Client, kind: WorkloadKind) -> OptionalWatch<DynamicObject> 
                 None => cluster.index.delete_workload(kind, &ns, &name),
             }
         }),
-        delete: Box::new(move |cluster, obj| {
+        delete: gone(move |cluster, obj: DynamicObject| {
             let name = obj.metadata.name.clone().unwrap_or_default();
             let ns = obj.metadata.namespace.clone().unwrap_or_default();
             cluster.index.delete_workload(kind, &ns, &name);
@@ -118,7 +115,7 @@ mod tests {
         let lws = optional(client.clone(), WorkloadKind::LeaderWorkerSet);
         let jobsets = optional(client, WorkloadKind::JobSet);
         assert_eq!(
-            (lws.what.as_str(), jobsets.what.as_str()),
+            (lws.watch.resource.kind, jobsets.watch.resource.kind),
             ("LeaderWorkerSet", "JobSet")
         );
         let mut cluster = Cluster::default();
@@ -135,7 +132,7 @@ mod tests {
             "train",
             serde_json::json!({"replicatedJobs": []}),
         );
-        (jobsets.apply)(&mut cluster, train.clone());
+        (jobsets.apply)(&mut cluster, train.clone(), &[]);
         let index = &cluster.index;
         assert!(index
             .workload(WorkloadKind::LeaderWorkerSet, "ml", "infer")

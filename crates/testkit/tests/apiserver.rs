@@ -1627,3 +1627,70 @@ async fn replicasets_and_deployments_are_played_like_kube_controller_manager() -
     );
     Ok(())
 }
+
+/// RBAC for one ServiceAccount's token: its requests are refused as kube-apiserver words it,
+/// others (the administrator's) are not; a SelfSubjectAccessReview answers for the caller.
+#[tokio::test]
+async fn rbac_refuses_the_service_account_only_and_answers_access_reviews() {
+    use caldera_testkit::apiserver::{yaml_documents, Rbac};
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let docs = yaml_documents(
+        "kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: r}\nrules:\n- {apiGroups: [''], resources: [nodes], verbs: [list]}\n---\nkind: ClusterRoleBinding\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: r}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: r}\nsubjects: [{kind: ServiceAccount, name: sa, namespace: ns}]\n",
+    )
+    .unwrap();
+    let rbac = Rbac::service_account(&docs, "ns", "sa", "tok").unwrap();
+    let server = ApiServer::start_with(Options {
+        rbac: Some(rbac),
+        ..Options::default()
+    })
+    .await
+    .unwrap();
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.token = Some("tok".to_string().into());
+    let sa = kube::Client::try_from(config).unwrap();
+    let admin = server.kube_client().unwrap();
+    let nodes: Api<Node> = Api::all(sa.clone());
+    assert!(nodes.list(&ListParams::default()).await.is_ok());
+    let pods: Api<Pod> = Api::all(sa.clone());
+    let err = pods.list(&ListParams::default()).await.unwrap_err();
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 403);
+            assert_eq!(
+                s.message,
+                "pods is forbidden: User \"system:serviceaccount:ns:sa\" cannot list resource \"pods\" in API group \"\" at the cluster scope"
+            );
+        }
+        other => panic!("{other}"),
+    }
+    assert!(Api::<Pod>::all(admin.clone())
+        .list(&ListParams::default())
+        .await
+        .is_ok());
+    assert_eq!(server.forbidden().len(), 1);
+    let review = |resource: &str| SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some("list".into()),
+                resource: Some(resource.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let ask = |client: kube::Client, resource: &'static str| async move {
+        Api::<SelfSubjectAccessReview>::all(client)
+            .create(&PostParams::default(), &review(resource))
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .allowed
+    };
+    assert!(ask(sa.clone(), "nodes").await);
+    assert!(!ask(sa, "pods").await);
+    assert!(ask(admin, "pods").await);
+}

@@ -186,7 +186,7 @@ async fn leader_failover(_target: Target) -> Result<(), Failed> {
             config.clone(),
             Some(LeaderElection {
                 namespace: LEASE_NAMESPACE.into(),
-                name: format!("caldera-{}", run.run_id()),
+                name: caldera_e2e::rbac::lease_name(false).into(),
                 lease_duration: Duration::from_secs(3),
                 renew_period: Duration::from_millis(500),
                 retry_period: Duration::from_millis(200),
@@ -323,7 +323,8 @@ async fn config_reload(target: Target) -> Result<(), Failed> {
     let path = dir.join("scheduler.yaml");
     std::fs::write(&path, format!("{text}schedulerNames: [e2e-nobody]\n")).map_err(failed)?;
     let run_id = run.run_id().to_string();
-    let (mut options, lease) = scenario_scheduler(&cluster, run.scenario().config.clone(), &run_id);
+    let (mut options, lease) =
+        scenario_scheduler(&cluster, run.scenario().config.clone(), &run_id, false);
     options.config = ConfigSource::File(path.clone());
     options.config_poll_interval = Duration::from_millis(100);
     steps(&mut run, 1).await?;
@@ -356,7 +357,7 @@ async fn malformed_podgroup(target: Target) -> Result<(), Failed> {
     let cluster = Cluster::connect(&target).await.map_err(failed)?;
     let scenario = load("seed2-no-deadlock.yaml")?;
     let run_id = new_run_id("malformed");
-    let (options, lease) = scenario_scheduler(&cluster, scenario.config.clone(), &run_id);
+    let (options, lease) = scenario_scheduler(&cluster, scenario.config.clone(), &run_id, false);
     let mut run = LiveRun::prepare(cluster.client(), scenario, DriverOptions::new(&run_id))
         .await
         .map_err(failed)?;
@@ -498,7 +499,7 @@ async fn what_a_user_sees(target: Target) -> Result<(), Failed> {
     let cluster = Cluster::connect(&target).await.map_err(failed)?;
     let scenario = load("seed1-partial-gang.yaml")?;
     let run_id = new_run_id("user-view");
-    let (options, lease) = scenario_scheduler(&cluster, scenario.config.clone(), &run_id);
+    let (options, lease) = scenario_scheduler(&cluster, scenario.config.clone(), &run_id, false);
     let mut run = LiveRun::prepare(cluster.client(), scenario, DriverOptions::new(&run_id))
         .await
         .map_err(failed)?;
@@ -625,7 +626,7 @@ async fn what_a_user_sees(target: Target) -> Result<(), Failed> {
 /// A scenario whose last expectation is wrong fails at that step, with each mismatch as
 /// expected-versus-got: the driver's passes are not vacuous.
 async fn failing_expectation(target: Target) -> Result<(), Failed> {
-    let cluster = Cluster::connect(&target).await.map_err(failed)?;
+    let mut cluster = Cluster::connect(&target).await.map_err(failed)?;
     let mut scenario = load("podgroup-arrives-late.yaml")?;
     let last = scenario.steps.len() - 1;
     let wrong: Expect = serde_yaml_ng::from_str(
@@ -633,7 +634,7 @@ async fn failing_expectation(target: Target) -> Result<(), Failed> {
     )
     .map_err(failed)?;
     scenario.steps[last] = Step::Expect(wrong);
-    let outcome = run_scenario(&cluster, scenario).await.map_err(failed)?;
+    let outcome = run_scenario(&mut cluster, scenario).await.map_err(failed)?;
     let failure = outcome
         .failure
         .as_ref()

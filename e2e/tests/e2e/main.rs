@@ -1,7 +1,7 @@
 //! The end-to-end suite: every scenario in `scenarios/` through the live driver with the
 //! scheduler in-process, and the scenario-level behaviour tests (leader failover, restart in
 //! the middle of a gang's binds, config reload, a malformed PodGroup, steady-state writes,
-//! what a user sees).
+//! what a user sees), and the scheduler under the shipped RBAC with a rule missing.
 //!
 //! It has its own `main` (libtest-mimic, same command-line as libtest) so that trials run
 //! concurrently however many cores there are: each trial on the stand-in has its own API
@@ -10,6 +10,7 @@
 //! trials share the cluster and run one at a time, whatever `--test-threads` says.
 
 mod behaviour;
+mod rbac;
 mod scenarios;
 mod support;
 
@@ -30,5 +31,6 @@ fn main() -> ExitCode {
     }
     let mut trials = scenarios::trials(&target);
     trials.extend(behaviour::trials(&target));
+    trials.extend(rbac::trials(&target));
     libtest_mimic::run(&args, trials).exit_code()
 }

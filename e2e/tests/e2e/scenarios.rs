@@ -58,14 +58,23 @@ async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
             return Ok(Completion::ignored_with(why));
         }
     }
-    let cluster = Cluster::connect(&target).await.map_err(Failed::from)?;
-    let outcome = run_scenario(&cluster, scenario)
+    let mut cluster = Cluster::connect(&target).await.map_err(Failed::from)?;
+    let outcome = run_scenario(&mut cluster, scenario)
         .await
         .map_err(|e| Failed::from(format!("{file}: {e}")))?;
     if !outcome.passed() {
         return Err(Failed::from(format!("\n{outcome}")));
     }
     if let Some(server) = cluster.stand_in_server() {
+        // Under the shipped RBAC, nothing the scheduler asked for was refused.
+        let refused = server.forbidden();
+        if !refused.is_empty() {
+            return Err(Failed::from(format!(
+                "{file}: the shipped RBAC refused {} request(s) of the scheduler: {:?}",
+                refused.len(),
+                refused.iter().take(5).collect::<Vec<_>>()
+            )));
+        }
         // The run cleaned up after itself: nothing of it is left, events included.
         let store = server.store();
         for resource in [

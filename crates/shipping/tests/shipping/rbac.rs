@@ -160,6 +160,64 @@ fn rbac_grants_exactly_the_api_calls_architecture_md_lists() {
     );
 }
 
+/// `caldera_api::calls`, the one list of what `caldera run` calls, in this test's terms.
+fn listed_calls(lease_namespace: &str) -> BTreeSet<Call> {
+    caldera_api::calls::calls()
+        .into_iter()
+        .map(|c| Call {
+            group: c.group,
+            resource: c.resource,
+            verb: c.verb,
+            scope: match c.scope {
+                caldera_api::calls::Scope::Cluster => Scope::Cluster,
+                caldera_api::calls::Scope::LeaseNamespace => {
+                    Scope::Namespace(lease_namespace.to_string())
+                }
+            },
+        })
+        .collect()
+}
+
+/// The runtime's watches and writes come from `caldera_api::calls`: the ClusterRole grants
+/// that list, no more and no less, so a new watch or write without its rule fails here.
+#[test]
+fn rbac_grants_exactly_the_calls_the_runtime_lists() {
+    let documents = deploy_objects();
+    let lease_namespace = lease_namespace(&documents);
+    let needed = listed_calls(&lease_namespace);
+    let account = service_account(&documents);
+    let granted = granted(&documents, (&account.0, &account.1));
+    let missing: BTreeSet<Call> = needed.difference(&granted).cloned().collect();
+    let extra: BTreeSet<Call> = granted.difference(&needed).cloned().collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "deploy/rbac.yaml and caldera_api::calls (crates/api/src/calls.rs) disagree.\n\
+         Called by caldera run but not granted:{}\n\
+         Granted but never called:{}",
+        show(&missing),
+        show(&extra)
+    );
+}
+
+#[test]
+fn architecture_md_lists_exactly_the_calls_the_runtime_lists() {
+    let documents = deploy_objects();
+    let lease_namespace = lease_namespace(&documents);
+    let listed = listed_calls(&lease_namespace);
+    let documented = documented_calls(&lease_namespace);
+    let missing: BTreeSet<Call> = listed.difference(&documented).cloned().collect();
+    let extra: BTreeSet<Call> = documented.difference(&listed).cloned().collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "ARCHITECTURE.md (\"{}\") and caldera_api::calls disagree.\n\
+         In the list but not in the table:{}\n\
+         In the table but not in the list:{}",
+        architecture::SECTION,
+        show(&missing),
+        show(&extra)
+    );
+}
+
 #[test]
 fn rbac_has_no_wildcards_and_no_non_resource_urls() {
     let documents = deploy_objects();

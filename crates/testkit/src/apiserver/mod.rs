@@ -280,6 +280,7 @@ mod dra;
 pub mod kube_scheduler;
 mod patch;
 mod podspec;
+mod rbac;
 mod resources;
 mod selector;
 mod server;
@@ -296,6 +297,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use counters::{RequestCounts, RequestKey, Verb};
+pub use rbac::{yaml_documents, Attributes, Rbac};
 pub use status::ApiError;
 pub use store::Store;
 
@@ -369,6 +371,9 @@ pub struct Options {
     /// name (and `status.resourceClaimStatuses`), users that are gone removed from
     /// `reservedFor`, claims deallocated and deleted as the controller does. Default `true`.
     pub resource_claim_controller: bool,
+    /// Enforce RBAC for one ServiceAccount's token ([`Rbac`]), as kube-apiserver's RBAC
+    /// authorizer does; requests with another token or none are allowed. Default `None`.
+    pub rbac: Option<Rbac>,
 }
 
 impl Default for Options {
@@ -385,6 +390,7 @@ impl Default for Options {
             podgroup_protection: true,
             native_gang_api: true,
             resource_claim_controller: true,
+            rbac: None,
         }
     }
 }
@@ -429,6 +435,8 @@ impl ApiServer {
             bookmark_interval: options.bookmark_interval,
             native_gang_api: options.native_gang_api,
             address: addr.to_string(),
+            rbac: std::sync::RwLock::new(options.rbac.clone()),
+            forbidden: Mutex::new(Vec::new()),
         });
         let (tx, rx) = oneshot::channel::<()>();
         let router = server::router(app.clone());
@@ -497,6 +505,21 @@ impl ApiServer {
     /// arrived: to check what was sent between two others (say, the first and the last bind).
     pub fn write_log(&self) -> Vec<RequestKey> {
         lock(&self.app.write_log).clone()
+    }
+
+    /// Every request refused by [`Options::rbac`] (403), in order, with the message sent.
+    pub fn forbidden(&self) -> Vec<(RequestKey, String)> {
+        lock(&self.app.forbidden).clone()
+    }
+
+    /// Replaces the RBAC in force ([`Options::rbac`]) from now on, as an operator editing the
+    /// ClusterRole would.
+    pub fn set_rbac(&self, rbac: Option<Rbac>) {
+        *self
+            .app
+            .rbac
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = rbac;
     }
 
     /// Makes the next `times` requests with this verb on this resource (`"*"` for any,

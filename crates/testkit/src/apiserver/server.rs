@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::counters::{take_fault, Effect, Fault, RequestCounts, RequestKey, Verb};
+use super::rbac::{Attributes, Rbac};
 use super::resources::{self, def, Flavor, ResourceDef, ResourceId};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
@@ -41,6 +42,10 @@ pub(crate) struct App {
     pub address: String,
     /// Serve `scheduling.k8s.io/v1alpha2` ([`super::Options::native_gang_api`]).
     pub native_gang_api: bool,
+    /// RBAC enforced for one ServiceAccount's token ([`super::Options::rbac`]).
+    pub rbac: std::sync::RwLock<Option<Rbac>>,
+    /// Requests refused by [`App::rbac`], with the message sent.
+    pub forbidden: Mutex<Vec<(RequestKey, String)>>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -204,6 +209,15 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let query: Query = form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes())
         .into_owned()
         .collect();
+    let rbac = app
+        .rbac
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .filter(|r| bearer(&parts.headers) == Some(r.token.as_str()));
+    if parts.uri.path() == ACCESS_REVIEWS && parts.method == Method::POST {
+        return access_review(rbac.as_ref(), &body);
+    }
     let served = |d: &ResourceDef| served(&app, d);
     let target = match route(parts.uri.path(), &served) {
         Route::Resource(target) => target,
@@ -215,6 +229,21 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let Some(key) = request_key(&target, &parts.method, &query) else {
         return error_response(&ApiError::method_not_allowed());
     };
+    if let Some(rbac) = &rbac {
+        let attributes = Attributes {
+            verb: key.verb.as_str(),
+            group: &key.group,
+            resource: &key.resource,
+            subresource: target.sub.as_deref(),
+            namespace: target.namespace.as_deref(),
+            name: target.name.as_deref(),
+        };
+        if !rbac.allows(&attributes) {
+            let refusal = rbac.refusal(&attributes);
+            lock(&app.forbidden).push((key.clone(), refusal.message.clone()));
+            return error_response(&refusal);
+        }
+    }
     // Taken in a statement of its own: the lock is not held across the sleep.
     let delay = take_fault(&mut lock(&app.faults), &key, true);
     if let Some(Effect::Delay(d)) = delay {
@@ -224,6 +253,49 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         Ok(response) => response,
         Err(err) => error_response(&err),
     }
+}
+
+/// Where `SelfSubjectAccessReview`s are created (never stored).
+const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+
+/// The bearer token of a request, if any.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+}
+
+/// A `SelfSubjectAccessReview` answered for the caller: what `rbac` allows for its account,
+/// everything for the administrator.
+fn access_review(rbac: Option<&Rbac>, body: &Bytes) -> Response {
+    let mut review = match parse_body(body) {
+        Ok(v) => v,
+        Err(e) => return error_response(&e),
+    };
+    let attributes = review
+        .pointer("/spec/resourceAttributes")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let field = |name: &str| {
+        attributes
+            .get(name)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let allowed = match rbac {
+        None => true,
+        Some(rbac) => rbac.allows(&Attributes {
+            verb: field("verb").unwrap_or_default(),
+            group: field("group").unwrap_or_default(),
+            resource: field("resource").unwrap_or_default(),
+            subresource: field("subresource"),
+            namespace: field("namespace"),
+            name: field("name"),
+        }),
+    };
+    review["status"] = json!({"allowed": allowed});
+    json_response(201, &review)
 }
 
 /// Full objects, or `meta.k8s.io/v1` `PartialObjectMetadata` when the `Accept` header asks for

@@ -29,7 +29,7 @@ impl ApiError {
         }
     }
 
-    fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
+    pub(crate) fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
         let mut d = Map::new();
         if !name.is_empty() {
             d.insert("name".into(), json!(name));
