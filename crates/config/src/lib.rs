@@ -90,6 +90,7 @@ use std::time::Duration;
 pub use duration::{parse_duration, ParseDurationError};
 pub use error::{ConfigError, Location};
 pub use plugin::{ArgValue, Arguments, Hook, PluginFlags, PluginOption};
+pub use validate::TOP_LEVEL_KEYS;
 
 /// The shipped default config, `config/scheduler.yaml`, as text.
 pub const SHIPPED_CONFIG: &str = include_str!("../../../config/scheduler.yaml");

@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// Keys allowed at the top level, in the order they are listed in messages.
-const TOP_LEVEL_KEYS: [&str; 13] = [
+pub const TOP_LEVEL_KEYS: [&str; 13] = [
     "actions",
     "tiers",
     "configurations",

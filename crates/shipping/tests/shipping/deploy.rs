@@ -2,8 +2,8 @@
 //! documented.
 
 use crate::manifests::{
-    all_of, check_typed, documents_in, find, is_kustomization, objects, read, root, typed,
-    yaml_files, Document,
+    all_of, check_typed, documents_in, find, first_different_line, is_kustomization, objects, read,
+    root, typed, yaml_files, Document, CLUSTER_SCOPED,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, PodSpec, Service};
@@ -20,9 +20,10 @@ const CONFIGMAP_FILE: &str = "deploy/configmap.yaml";
 /// The line after which the ConfigMap holds the config, indented.
 const CONFIGMAP_KEY_LINE: &str = "  scheduler.yaml: |";
 /// How the copies are regenerated.
-const BLESS: &str = "CALDERA_BLESS=1 cargo test -p caldera-shipping";
+pub const BLESS: &str = "CALDERA_BLESS=1 cargo test -p caldera-shipping";
 
-fn blessing() -> bool {
+/// Whether this run rewrites the copies (`CALDERA_BLESS=1`).
+pub fn blessing() -> bool {
     std::env::var_os("CALDERA_BLESS").is_some_and(|v| v == "1")
 }
 
@@ -189,15 +190,8 @@ fn kustomization_lists_every_manifest_in_deploy_and_sets_the_release_image() {
 fn namespaced_objects_in_deploy_are_all_in_caldera_system() {
     let documents = deploy_objects();
     find(&documents, "Namespace", NAMESPACE);
-    let cluster_scoped = [
-        "Namespace",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "CustomResourceDefinition",
-        "Queue",
-    ];
     for document in &documents {
-        if cluster_scoped.contains(&document.kind()) {
+        if CLUSTER_SCOPED.contains(&document.kind()) {
             assert_eq!(
                 document.namespace(),
                 None,
@@ -242,11 +236,7 @@ fn configmap_scheduler_yaml_is_config_scheduler_yaml_byte_for_byte() {
         .as_str()
         .unwrap_or_else(|| panic!("ConfigMap caldera-config has no data[scheduler.yaml]"));
     if shipped != config {
-        let line = shipped
-            .lines()
-            .zip(config.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| shipped.lines().count().min(config.lines().count()));
+        let line = first_different_line(shipped, &config);
         panic!(
             "{CONFIGMAP_FILE} data[scheduler.yaml] differs from config/scheduler.yaml \
              (first at line {} of the config). Regenerate it with:\n  {BLESS}",

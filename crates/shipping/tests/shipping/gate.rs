@@ -15,7 +15,7 @@ const SECTION: &str = "API calls `caldera gate` makes";
 
 /// What gate mode's kustomization deploys: deploy/ without run mode's ClusterRole and its
 /// binding (the overlay deletes them), plus deploy/gate/.
-fn gate_objects() -> Vec<Document> {
+pub(crate) fn gate_objects() -> Vec<Document> {
     let dropped =
         |d: &Document| (d.is("ClusterRole") || d.is("ClusterRoleBinding")) && d.name() == "caldera";
     deploy_objects()

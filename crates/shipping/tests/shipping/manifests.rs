@@ -147,6 +147,27 @@ pub fn find<'d>(documents: &'d [Document], kind: &str, name: &str) -> &'d Docume
     }
 }
 
+/// The 0-based index of the first line where two texts differ (the shorter one's length when
+/// one is a prefix of the other), for messages about stale copies.
+pub fn first_different_line(a: &str, b: &str) -> usize {
+    a.lines()
+        .zip(b.lines())
+        .position(|(x, y)| x != y)
+        .unwrap_or_else(|| a.lines().count().min(b.lines().count()))
+}
+
+/// Kinds without a namespace among those Caldera ships.
+pub const CLUSTER_SCOPED: [&str; 8] = [
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "Queue",
+    "HyperNode",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+];
+
 /// The objects of `kind` among `documents`.
 pub fn all_of<'d>(documents: &'d [Document], kind: &str) -> Vec<&'d Document> {
     documents.iter().filter(|d| d.is(kind)).collect()
@@ -229,6 +250,10 @@ pub fn check_typed(document: &Document) -> Result<(), String> {
         ("v1", "Service") => typed::<core::v1::Service>(d).map(drop),
         ("v1", "Pod") => typed::<core::v1::Pod>(d).map(drop),
         ("apps/v1", "Deployment") => typed::<apps::v1::Deployment>(d).map(drop),
+        ("policy/v1", "PodDisruptionBudget") => {
+            typed::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(d).map(drop)
+        }
+        ("monitoring.coreos.com/v1", "ServiceMonitor") => typed::<ServiceMonitor>(d).map(drop),
         ("apps/v1", "StatefulSet") => typed::<apps::v1::StatefulSet>(d).map(drop),
         ("batch/v1", "Job") => typed::<batch::v1::Job>(d).map(drop),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => {
@@ -282,4 +307,47 @@ pub fn pod_specs(document: &Document) -> Option<(&Value, &Value, i64)> {
         }
         _ => None,
     }
+}
+
+/// The Prometheus operator's ServiceMonitor (monitoring.coreos.com/v1), as far as the chart
+/// uses it: no Rust type ships with k8s-openapi, and a field spelt otherwise than the operator's
+/// CRD is lost on the way through these and reported by [`typed`].
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceMonitor {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    pub spec: ServiceMonitorSpec,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceMonitorSpec {
+    pub selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<NamespaceSelector>,
+    pub endpoints: Vec<ServiceMonitorEndpoint>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceSelector {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub any: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_names: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceMonitorEndpoint {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape_timeout: Option<String>,
 }
