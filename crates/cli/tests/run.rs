@@ -28,9 +28,16 @@ impl Drop for Spawned {
 }
 
 fn kubeconfig(server: &ApiServer, dir: &Path) -> PathBuf {
+    kubeconfig_with_token(server, dir, None)
+}
+
+/// A kubeconfig for the stand-in, its user the administrator or, with `token`, whoever the
+/// stand-in's RBAC takes that token for.
+fn kubeconfig_with_token(server: &ApiServer, dir: &Path, token: Option<&str>) -> PathBuf {
     let path = dir.join("kubeconfig");
+    let user = token.map_or("{}".to_string(), |t| format!("{{token: {t}}}"));
     let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: {}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context:\n    cluster: s\n    user: u\n    namespace: default\ncurrent-context: c\n",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: {}\nusers:\n- name: u\n  user: {user}\ncontexts:\n- name: c\n  context:\n    cluster: s\n    user: u\n    namespace: default\ncurrent-context: c\n",
         server.url()
     );
     std::fs::write(&path, text).unwrap();
@@ -294,15 +301,7 @@ async fn caldera_run_exits_naming_the_rule_when_pods_are_refused() {
     .await
     .unwrap();
     let dir = temp_dir("refused");
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: {}\nusers:\n- name: u\n  user: {{token: sa-token}}\ncontexts:\n- name: c\n  context:\n    cluster: s\n    user: u\ncurrent-context: c\n",
-            server.url()
-        ),
-    )
-    .unwrap();
+    let path = kubeconfig_with_token(&server, &dir, Some("sa-token"));
     let mut child = Spawned(
         caldera()
             .args(["run", "--kubeconfig"])
