@@ -654,11 +654,26 @@ fn free_without(
 /// Whether a job may start evicting: admitted, valid, not yet ready, members pending, no room
 /// held for it already, not stopped by its queue's limits, and not `preemptionPolicy: Never`.
 pub(crate) fn starving(ssn: &Session, job: usize) -> bool {
+    starving_in(ssn, job, false)
+}
+
+/// [`starving`]; with `quota_may_free`, also a job a queue limit held. Reclaim with the queue
+/// tree passes it: a leaf below its deserved share held by an *ancestor* at its capability gets
+/// room by taking from an over-share queue under that ancestor, which lowers the ancestor too
+/// (Volcano's capacity_test `Test_capacityPlugin_OnSessionOpenWithHierarchy` case3; the run
+/// checks the leaf is below its share, and nothing is evicted unless the gang then passes every
+/// limit).
+fn starving_in(ssn: &Session, job: usize, quota_may_free: bool) -> bool {
     let st = &ssn.state;
     let run = &st.job_runs[job];
+    let held_by = match &run.holdup {
+        None | Some(Holdup::Fit(_)) => true,
+        Some(Holdup::Quota(_)) => quota_may_free,
+        Some(Holdup::NotAdmitted { .. }) => false,
+    };
     run.admitted
         && run.invalid.is_none()
-        && matches!(run.holdup, None | Some(Holdup::Fit(_)))
+        && held_by
         && st.pending_tasks(job).next().is_some()
         && !ssn.job_ready(job)
         && !st.pending_tasks(job).any(|t| st.tasks[t].never_preempts)
@@ -674,8 +689,9 @@ pub fn run(ssn: &mut Session, mode: Mode) {
     if !allowed {
         return;
     }
+    let quota_may_free = mode == Mode::Reclaim && ssn.eviction.tree;
     let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
-        .filter(|&j| starving(ssn, j))
+        .filter(|&j| starving_in(ssn, j, quota_may_free))
         .collect();
     if jobs.is_empty() {
         return;
@@ -705,7 +721,7 @@ pub fn run(ssn: &mut Session, mode: Mode) {
     // the most room such a job found, when it was not enough. Keyed by (queue, priority).
     let mut short: HashMap<(usize, i32), (usize, Resources)> = HashMap::new();
     for job in jobs {
-        if !starving(ssn, job) {
+        if !starving_in(ssn, job, quota_may_free) {
             continue;
         }
         let need = gang_need(ssn, job);

@@ -102,6 +102,7 @@ scenarios! {
     hierarchy_proportion_refuses_parent => "hierarchy/proportion-refuses-parent.yaml",
     hierarchy_reclaim_keeps_path_deserved => "hierarchy/reclaim-keeps-path-deserved.yaml",
     hierarchy_reclaim_sibling_before_cousin => "hierarchy/reclaim-sibling-before-cousin.yaml",
+    hierarchy_reclaim_under_parent_at_capability => "hierarchy/reclaim-under-parent-at-capability.yaml",
     interpod_affinity_zone => "interpod-affinity-zone.yaml",
     interpod_existing_anti_affinity => "interpod-existing-anti-affinity.yaml",
     interpod_existing_preferred_affinity => "interpod-existing-preferred-affinity.yaml",
