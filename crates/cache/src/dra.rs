@@ -4,16 +4,21 @@
 //! and a pod's claims resolved as kube-scheduler resolves them (`resourceClaimName`, or a
 //! template's claim named in `pod.status.resourceClaimStatuses`).
 //!
-//! Inputs Caldera does not evaluate are refused loudly where they would change a decision: a
-//! device using them is never allocated (its `unsupported` says why), a claim using them cannot
-//! be allocated (its `unsupported` is the message its pods show).
+//! Shared devices and capacity requests (consumable capacity, KEP-5075), counter sets and the
+//! counters devices draw (partitionable devices, KEP-4815) and `distinctAttribute` are
+//! converted; a pool whose counters do not add up (a counter set named twice, a device drawing
+//! from a counter set or counter the pool does not have) is invalid, as upstream. Inputs Caldera
+//! does not evaluate are refused loudly where they would change a decision: a device using them
+//! is never allocated (its `unsupported` says why), a claim using them cannot be allocated (its
+//! `unsupported` is the message its pods show).
 
 use crate::convert::{selector_term, Ctx};
 use crate::error::{ObjectKind, Problem, Result};
 use caldera_model::dra::{
-    AllocatedConfig, Allocation, AllocationMode, AttributeValue, Capacity, Claim, ConfigSource,
-    Consumer, Device, DeviceClass, DeviceConfig, DeviceInventory, DeviceNodes, DeviceRequest,
-    DeviceResult, ExactRequest, ExtendedRequest, MatchAttribute, PodClaim, RequestKind, SubRequest,
+    AllocatedConfig, Allocation, AllocationMode, AttributeValue, Capacity, CapacityRange, Claim,
+    ConfigSource, ConstraintKind, Consumer, CounterConsumption, CounterSet, Device, DeviceClass,
+    DeviceConfig, DeviceConstraint, DeviceInventory, DeviceNodes, DeviceRequest, DeviceResult,
+    ExactRequest, ExtendedRequest, PodClaim, Quantity, RequestKind, RequestPolicy, SubRequest,
     TaskClaims, UnusablePool,
 };
 use caldera_model::{parse_quantity, Scale, SelectorTerm};
@@ -38,6 +43,8 @@ pub struct SliceInfo {
     pub nodes: DeviceNodes,
     /// Its devices.
     pub devices: Vec<Device>,
+    /// `spec.sharedCounters` (a slice has devices or counter sets, not both).
+    pub counter_sets: Vec<CounterSet>,
 }
 
 /// What the index keeps of the four kinds.
@@ -66,6 +73,7 @@ impl DraIndex {
             pools.entry((&s.driver, &s.pool)).or_default().push(s);
         }
         let mut devices = Vec::new();
+        let mut counter_sets = Vec::new();
         let mut unusable_pools = Vec::new();
         for ((driver, pool), slices) in pools {
             let newest = slices.iter().map(|s| s.generation).max().unwrap_or(0);
@@ -81,7 +89,7 @@ impl DraIndex {
                 .flat_map(|s| &s.devices)
                 .any(|d| !names.insert(d.name.clone()));
             let contradict = current.iter().any(|s| s.slice_count != count);
-            if duplicate || contradict {
+            if duplicate || contradict || !counters_add_up(&current) {
                 unusable_pools.push(UnusablePool {
                     driver: Arc::from(driver),
                     pool: Arc::from(pool),
@@ -100,13 +108,17 @@ impl DraIndex {
                 continue;
             }
             devices.extend(current.iter().flat_map(|s| s.devices.iter().cloned()));
+            counter_sets.extend(current.iter().flat_map(|s| s.counter_sets.iter().cloned()));
         }
         devices.sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
+        counter_sets
+            .sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
         DeviceInventory {
             devices,
             classes: self.classes.values().cloned().collect(),
             claims: self.claims.values().cloned().collect(),
             unusable_pools,
+            counter_sets,
         }
     }
 
@@ -195,6 +207,24 @@ impl DraIndex {
                 .strip_prefix(caldera_model::dra::IMPLICIT_EXTENDED_RESOURCE_PREFIX)
                 .is_some_and(|class| self.classes.contains_key(class))
     }
+}
+
+/// Whether the counters of a pool's newest slices add up, as upstream checks a pool before
+/// using it: every counter set name once in the pool, and every device drawing only from
+/// counter sets and counters the pool has. A pool where they do not is invalid.
+fn counters_add_up(slices: &[&SliceInfo]) -> bool {
+    let mut sets: BTreeMap<&str, &CounterSet> = BTreeMap::new();
+    for set in slices.iter().flat_map(|s| &s.counter_sets) {
+        if sets.insert(&set.name, set).is_some() {
+            return false;
+        }
+    }
+    slices.iter().flat_map(|s| &s.devices).all(|d| {
+        d.consumes.iter().all(|c| {
+            sets.get(&*c.counter_set)
+                .is_some_and(|set| c.counters.keys().all(|n| set.counters.contains_key(n)))
+        })
+    })
 }
 
 /// Where a pod's `spec.resourceClaims[]` entry gets its claim.
@@ -411,6 +441,27 @@ pub fn slice(s: &api::ResourceSlice) -> Result<SliceInfo> {
     };
     let driver: Arc<str> = Arc::from(spec.driver.as_str());
     let pool: Arc<str> = Arc::from(spec.pool.name.as_str());
+    if spec.devices.as_ref().is_some_and(|d| !d.is_empty())
+        && spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty())
+    {
+        return Err(ctx.err(
+            "spec.sharedCounters",
+            Problem::Invalid("only one of sharedCounters and devices may be set".into()),
+        ));
+    }
+    let mut counter_sets = Vec::new();
+    for (i, set) in spec.shared_counters.iter().flatten().enumerate() {
+        let field = format!("spec.sharedCounters[{i}]");
+        if set.name.is_empty() {
+            return Err(ctx.err(format!("{field}.name"), Problem::Missing));
+        }
+        counter_sets.push(CounterSet {
+            driver: driver.clone(),
+            pool: pool.clone(),
+            name: Arc::from(set.name.as_str()),
+            counters: counters(&ctx, &format!("{field}.counters"), &set.counters)?,
+        });
+    }
     let mut devices = Vec::new();
     for (i, d) in spec.devices.iter().flatten().enumerate() {
         let field = format!("spec.devices[{i}]");
@@ -434,17 +485,45 @@ pub fn slice(s: &api::ResourceSlice) -> Result<SliceInfo> {
             };
             attributes.insert(qualify(&driver, name), value);
         }
+        let shared = d.allow_multiple_allocations == Some(true);
         let mut capacity = BTreeMap::new();
         for (name, c) in d.capacity.iter().flatten() {
-            let milli = parse_quantity(&c.value.0, Scale::Milli)
-                .map_err(|e| ctx.err(format!("{field}.capacity[{name}].value"), e))?;
+            let at = format!("{field}.capacity[{name}]");
+            let value = quantity(&ctx, &format!("{at}.value"), &c.value)?;
+            let policy = match &c.request_policy {
+                None => None,
+                Some(_) if !shared => {
+                    return Err(ctx.err(
+                        format!("{at}.requestPolicy"),
+                        Problem::Invalid("allowMultipleAllocations must be true".into()),
+                    ))
+                }
+                Some(p) => Some(Arc::new(request_policy(
+                    &ctx,
+                    &format!("{at}.requestPolicy"),
+                    p,
+                )?)),
+            };
             capacity.insert(
                 qualify(&driver, name),
                 Capacity {
-                    milli,
-                    text: Arc::from(c.value.0.as_str()),
+                    milli: value.milli,
+                    text: value.text,
+                    name: Arc::from(name.as_str()),
+                    policy,
                 },
             );
+        }
+        let mut consumes = Vec::new();
+        for (j, c) in d.consumes_counters.iter().flatten().enumerate() {
+            let at = format!("{field}.consumesCounters[{j}]");
+            if c.counter_set.is_empty() {
+                return Err(ctx.err(format!("{at}.counterSet"), Problem::Missing));
+            }
+            consumes.push(CounterConsumption {
+                counter_set: Arc::from(c.counter_set.as_str()),
+                counters: counters(&ctx, &format!("{at}.counters"), &c.counters)?,
+            });
         }
         let own = nodes_of(
             &ctx,
@@ -477,18 +556,10 @@ pub fn slice(s: &api::ResourceSlice) -> Result<SliceInfo> {
                 d.taints.iter().flatten().any(|t| t.effect != "None"),
                 "taints (device taints are not evaluated: a tainted device is never allocated)",
             ),
-            (
-                d.allow_multiple_allocations == Some(true),
-                "allowMultipleAllocations",
-            ),
             (d.binds_to_node == Some(true), "bindsToNode"),
             (
                 d.binding_conditions.as_ref().is_some_and(|b| !b.is_empty()),
                 "bindingConditions",
-            ),
-            (
-                d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()),
-                "consumesCounters (partitionable devices)",
             ),
             (
                 d.node_allocatable_resource_mappings
@@ -509,6 +580,8 @@ pub fn slice(s: &api::ResourceSlice) -> Result<SliceInfo> {
             attributes,
             capacity,
             nodes: device_nodes,
+            shared,
+            consumes,
             unsupported: unsupported.map(Arc::from),
         });
     }
@@ -519,6 +592,96 @@ pub fn slice(s: &api::ResourceSlice) -> Result<SliceInfo> {
         slice_count: spec.pool.resource_slice_count,
         nodes,
         devices,
+        counter_sets,
+    })
+}
+
+type ApiQuantity = k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// A quantity at `field`, exactly and as written.
+fn quantity(ctx: &Ctx, field: &str, q: &ApiQuantity) -> Result<Quantity> {
+    let milli = parse_quantity(&q.0, Scale::Milli).map_err(|e| ctx.err(field, e))?;
+    Ok(Quantity {
+        milli,
+        text: Arc::from(q.0.as_str()),
+    })
+}
+
+/// A counter set's counters or a device's consumption of them.
+fn counters(
+    ctx: &Ctx,
+    field: &str,
+    counters: &BTreeMap<String, api::Counter>,
+) -> Result<BTreeMap<Arc<str>, Quantity>> {
+    counters
+        .iter()
+        .map(|(name, c)| {
+            Ok((
+                Arc::from(name.as_str()),
+                quantity(ctx, &format!("{field}[{name}].value"), &c.value)?,
+            ))
+        })
+        .collect()
+}
+
+/// `requestPolicy` of a shared device's capacity. What kube-apiserver's validation guarantees
+/// and the allocator relies on (a default with valid values or a range, at most one of them, a
+/// step above zero) is checked; a policy breaking it is the slice's error.
+fn request_policy(ctx: &Ctx, field: &str, p: &api::CapacityRequestPolicy) -> Result<RequestPolicy> {
+    let default = p
+        .default
+        .as_ref()
+        .map(|q| quantity(ctx, &format!("{field}.default"), q))
+        .transpose()?;
+    let valid_values = p
+        .valid_values
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, q)| quantity(ctx, &format!("{field}.validValues[{i}]"), q))
+        .collect::<Result<Vec<_>>>()?;
+    let valid_range = match &p.valid_range {
+        None => None,
+        Some(r) => {
+            let at = format!("{field}.validRange");
+            let step = r
+                .step
+                .as_ref()
+                .map(|q| quantity(ctx, &format!("{at}.step"), q))
+                .transpose()?;
+            if step.as_ref().is_some_and(|s| s.milli <= 0) {
+                return Err(ctx.err(
+                    format!("{at}.step"),
+                    Problem::Invalid("must be greater than zero".into()),
+                ));
+            }
+            Some(CapacityRange {
+                min: quantity(ctx, &format!("{at}.min"), &r.min)?,
+                max: r
+                    .max
+                    .as_ref()
+                    .map(|q| quantity(ctx, &format!("{at}.max"), q))
+                    .transpose()?,
+                step,
+            })
+        }
+    };
+    if !valid_values.is_empty() && valid_range.is_some() {
+        return Err(ctx.err(
+            field,
+            Problem::Invalid(
+                "exactly one policy can be specified, cannot specify validValues and validRange at the same time"
+                    .into(),
+            ),
+        ));
+    }
+    if default.is_none() && (!valid_values.is_empty() || valid_range.is_some()) {
+        return Err(ctx.err(format!("{field}.default"), Problem::Missing));
+    }
+    Ok(RequestPolicy {
+        default,
+        valid_values,
+        valid_range,
     })
 }
 
@@ -619,7 +782,7 @@ fn exact(
     admin: Option<bool>,
     unsupported: &mut Option<String>,
     tolerations: bool,
-    capacity: bool,
+    capacity: Option<&api::CapacityRequirements>,
 ) -> Result<ExactRequest> {
     let mode = match mode.map(String::as_str) {
         None | Some("") | Some("ExactCount") => {
@@ -648,16 +811,27 @@ fn exact(
             format!("{field}.tolerations: device tolerations are not supported")
         });
     }
-    if capacity {
-        unsupported.get_or_insert_with(|| {
-            format!("{field}.capacity: capacity requests are not supported")
-        });
-    }
+    let capacity = capacity
+        .and_then(|c| c.requests.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|(name, q)| {
+            let q = quantity(ctx, &format!("{field}.capacity.requests[{name}]"), q)?;
+            if q.milli < 0 {
+                return Err(ctx.err(
+                    format!("{field}.capacity.requests[{name}]"),
+                    Problem::Invalid("must not be negative".into()),
+                ));
+            }
+            Ok((Arc::from(name.as_str()), q))
+        })
+        .collect::<Result<BTreeMap<_, _>>>()?;
     Ok(ExactRequest {
         class: Arc::from(class),
         selectors: selectors(ctx, field, sels)?,
         mode,
         admin_access: admin == Some(true),
+        capacity,
     })
 }
 
@@ -688,7 +862,7 @@ pub fn claim(c: &api::ResourceClaim) -> Result<Claim> {
                 e.admin_access,
                 &mut unsupported,
                 e.tolerations.as_ref().is_some_and(|t| !t.is_empty()),
-                e.capacity.is_some(),
+                e.capacity.as_ref(),
             )?),
             (None, Some(subs)) if !subs.is_empty() => {
                 let mut out = Vec::with_capacity(subs.len());
@@ -705,7 +879,7 @@ pub fn claim(c: &api::ResourceClaim) -> Result<Claim> {
                             None,
                             &mut unsupported,
                             s.tolerations.as_ref().is_some_and(|t| !t.is_empty()),
-                            s.capacity.is_some(),
+                            s.capacity.as_ref(),
                         )?,
                     });
                 }
@@ -733,27 +907,34 @@ pub fn claim(c: &api::ResourceClaim) -> Result<Claim> {
         .flatten()
         .enumerate()
     {
-        if k.distinct_attribute.is_some() {
-            unsupported.get_or_insert_with(|| {
-                format!("spec.devices.constraints[{i}].distinctAttribute is not supported")
-            });
-            continue;
-        }
-        let Some(attribute) = &k.match_attribute else {
-            return Err(ctx.err(
-                format!("spec.devices.constraints[{i}]"),
-                Problem::Invalid("empty constraint (unsupported constraint type?)".into()),
-            ));
+        let (attribute, kind, which) = match (&k.match_attribute, &k.distinct_attribute) {
+            (Some(a), None) => (a, ConstraintKind::Match, "matchAttribute"),
+            (None, Some(a)) => (a, ConstraintKind::Distinct, "distinctAttribute"),
+            (None, None) => {
+                return Err(ctx.err(
+                    format!("spec.devices.constraints[{i}]"),
+                    Problem::Invalid("empty constraint (unsupported constraint type?)".into()),
+                ))
+            }
+            (Some(_), Some(_)) => {
+                return Err(ctx.err(
+                    format!("spec.devices.constraints[{i}]"),
+                    Problem::Invalid(
+                        "exactly one of matchAttribute and distinctAttribute may be set".into(),
+                    ),
+                ))
+            }
         };
         let attribute = if attribute.contains('/') {
             Arc::from(attribute.as_str())
         } else {
             return Err(ctx.err(
-                format!("spec.devices.constraints[{i}].matchAttribute"),
+                format!("spec.devices.constraints[{i}].{which}"),
                 Problem::Invalid("must be a fully qualified name (<domain>/<name>)".into()),
             ));
         };
-        constraints.push(MatchAttribute {
+        constraints.push(DeviceConstraint {
+            kind,
             requests: k
                 .requests
                 .iter()
@@ -820,14 +1001,30 @@ fn allocation(ctx: &Ctx, a: &api::AllocationResult) -> Result<Allocation> {
         .and_then(|d| d.results.as_ref())
         .into_iter()
         .flatten()
-        .map(|r| DeviceResult {
-            request: Arc::from(r.request.as_str()),
-            driver: Arc::from(r.driver.as_str()),
-            pool: Arc::from(r.pool.as_str()),
-            device: Arc::from(r.device.as_str()),
-            admin_access: r.admin_access == Some(true),
+        .enumerate()
+        .map(|(i, r)| {
+            let field = format!("status.allocation.devices.results[{i}].consumedCapacity");
+            Ok(DeviceResult {
+                request: Arc::from(r.request.as_str()),
+                driver: Arc::from(r.driver.as_str()),
+                pool: Arc::from(r.pool.as_str()),
+                device: Arc::from(r.device.as_str()),
+                admin_access: r.admin_access == Some(true),
+                share_id: r.share_id.as_deref().map(Arc::from),
+                consumed: r
+                    .consumed_capacity
+                    .iter()
+                    .flatten()
+                    .map(|(name, q)| {
+                        Ok((
+                            Arc::from(name.as_str()),
+                            quantity(ctx, &format!("{field}[{name}]"), q)?,
+                        ))
+                    })
+                    .collect::<Result<_>>()?,
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     let config = devices
         .and_then(|d| d.config.as_ref())
         .into_iter()
@@ -975,6 +1172,7 @@ mod tests {
                         {"name": "tainted", "taints": [{"key": "k", "effect": "NoSchedule"}]},
                         {"name": "informational", "taints": [{"key": "k", "effect": "None"}]},
                         {"name": "list", "attributes": {"ids": {"ints": [1, 2]}}},
+                        {"name": "bound", "bindsToNode": true},
                         {"name": "shared", "allowMultipleAllocations": true},
                         {"name": "partition", "consumesCounters": [{"counterSet": "c", "counters": {}}]}]}});
         let s = slice(&obj(v)).unwrap();
@@ -989,11 +1187,291 @@ mod tests {
                 ("tainted", true),
                 ("informational", false),
                 ("list", true),
-                ("shared", true),
-                ("partition", true)
+                ("bound", true),
+                ("shared", false),
+                ("partition", false)
             ]
         );
         assert_eq!(s.nodes, DeviceNodes::All);
+    }
+
+    #[test]
+    fn shared_devices_keep_their_policy_and_partitions_their_counters() {
+        let v = json!({"metadata": {"name": "s"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": "n", "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [
+                        {"name": "gpu-0", "allowMultipleAllocations": true, "capacity": {
+                            "memory": {"value": "80Gi", "requestPolicy": {"default": "10Gi",
+                                "validRange": {"min": "10Gi", "step": "10Gi"}}},
+                            "cores": {"value": "100", "requestPolicy": {"default": "0", "validValues": ["0", "50", "100"]}}}},
+                        {"name": "gpu-0-mig-1g", "consumesCounters": [
+                            {"counterSet": "gpu-0-slices", "counters": {"memory": {"value": "1"}}}]}]}});
+        let s = slice(&obj(v)).unwrap();
+        let gpu = &s.devices[0];
+        assert!(gpu.shared);
+        let memory = &gpu.capacity["gpu.nvidia.com/memory"];
+        assert_eq!(&*memory.name, "memory", "the name as the slice wrote it");
+        let policy = memory.policy.as_ref().unwrap();
+        assert_eq!(policy.default.as_ref().map(|q| &*q.text), Some("10Gi"));
+        assert_eq!(
+            policy
+                .valid_range
+                .as_ref()
+                .and_then(|r| r.step.as_ref())
+                .map(|q| q.milli),
+            Some(10 * (1i64 << 30) * 1000)
+        );
+        let cores = gpu.capacity["gpu.nvidia.com/cores"]
+            .policy
+            .as_ref()
+            .unwrap();
+        assert_eq!(cores.valid_values.len(), 3);
+        let mig = &s.devices[1];
+        assert!(!mig.shared && mig.unsupported.is_none());
+        assert_eq!(&*mig.consumes[0].counter_set, "gpu-0-slices");
+        assert_eq!(mig.consumes[0].counters["memory"].milli, 1000);
+    }
+
+    #[test]
+    fn slice_inputs_kube_apiserver_would_refuse_are_errors_naming_the_field() {
+        let base = |devices: Value, counters: Value| {
+            obj::<api::ResourceSlice>(json!({"metadata": {"name": "s"},
+                "spec": {"driver": "d", "nodeName": "n", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                         "devices": devices, "sharedCounters": counters}}))
+        };
+        let both = base(
+            json!([{"name": "x"}]),
+            json!([{"name": "c", "counters": {"m": {"value": "1"}}}]),
+        );
+        assert_eq!(slice(&both).unwrap_err().field, "spec.sharedCounters");
+        let policy_unshared = base(
+            json!([{"name": "x", "capacity": {"m": {"value": "2", "requestPolicy": {"default": "1"}}}}]),
+            Value::Null,
+        );
+        assert_eq!(
+            slice(&policy_unshared).unwrap_err().field,
+            "spec.devices[0].capacity[m].requestPolicy"
+        );
+        let no_default = base(
+            json!([{"name": "x", "allowMultipleAllocations": true,
+                "capacity": {"m": {"value": "2", "requestPolicy": {"validValues": ["1"]}}}}]),
+            Value::Null,
+        );
+        assert_eq!(
+            slice(&no_default).unwrap_err().field,
+            "spec.devices[0].capacity[m].requestPolicy.default"
+        );
+        let zero_step = base(
+            json!([{"name": "x", "allowMultipleAllocations": true,
+                "capacity": {"m": {"value": "2", "requestPolicy": {"default": "1",
+                    "validRange": {"min": "1", "step": "0"}}}}}]),
+            Value::Null,
+        );
+        assert_eq!(
+            slice(&zero_step).unwrap_err().field,
+            "spec.devices[0].capacity[m].requestPolicy.validRange.step"
+        );
+    }
+
+    /// The pool `pool-1` of driver `driver-a` on node-1 as upstream's partitionable cases
+    /// publish it: slices of devices and slices of counter sets.
+    fn partition_slices(
+        slices: &[(&str, &str, Value, Value)],
+        count: i64,
+    ) -> Vec<api::ResourceSlice> {
+        slices
+            .iter()
+            .map(|(name, pool, devices, counters)| {
+                obj(json!({"metadata": {"name": name},
+                    "spec": {"driver": "driver-a", "nodeName": "node-1",
+                             "pool": {"name": pool, "generation": 1, "resourceSliceCount": count},
+                             "devices": devices, "sharedCounters": counters}}))
+            })
+            .collect()
+    }
+
+    fn pools_after(slices: Vec<api::ResourceSlice>) -> Snapshot {
+        let mut index = ClusterIndex::new();
+        for s in &slices {
+            index.apply_resource_slice(s).unwrap();
+        }
+        snap(&index)
+    }
+
+    fn draws(set: &str, counter: &str) -> Value {
+        json!([{"name": "device-1", "consumesCounters": [
+            {"counterSet": set, "counters": {counter: {"value": "8Gi"}}}]}])
+    }
+
+    fn counter_sets(set: &str, counter: &str) -> Value {
+        json!([{"name": set, "counters": {counter: {"value": "8Gi"}}}])
+    }
+
+    #[test]
+    fn a_pool_with_counter_sets_carries_them_and_its_devices() {
+        let s = pools_after(partition_slices(
+            &[
+                (
+                    "slice-1",
+                    "pool-1",
+                    draws("counter-set-1", "memory"),
+                    Value::Null,
+                ),
+                (
+                    "slice-2",
+                    "pool-1",
+                    Value::Null,
+                    counter_sets("counter-set-1", "memory"),
+                ),
+            ],
+            2,
+        ));
+        assert_eq!(s.dra.devices.len(), 1);
+        assert_eq!(s.dra.counter_sets.len(), 1);
+        assert_eq!(s.dra.counter_sets[0].id(), "driver-a/pool-1/counter-set-1");
+        assert!(s.dra.unusable_pools.is_empty());
+    }
+
+    fn invalid(s: &Snapshot, pool: &str) -> bool {
+        s.dra.devices.is_empty()
+            && s.dra
+                .unusable_pools
+                .iter()
+                .any(|p| p.invalid && &*p.pool == pool)
+    }
+
+    #[test]
+    fn partitionable_devices_same_counter_set_name_in_different_resource_slices() {
+        let s = pools_after(partition_slices(
+            &[
+                (
+                    "slice-1",
+                    "pool-1",
+                    json!([{"name": "device-1"}]),
+                    Value::Null,
+                ),
+                (
+                    "slice-2",
+                    "pool-1",
+                    Value::Null,
+                    counter_sets("counter-set-1", "m"),
+                ),
+                (
+                    "slice-3",
+                    "pool-1",
+                    json!([{"name": "device-2"}]),
+                    Value::Null,
+                ),
+                (
+                    "slice-4",
+                    "pool-1",
+                    Value::Null,
+                    counter_sets("counter-set-1", "m"),
+                ),
+            ],
+            4,
+        ));
+        assert!(invalid(&s, "pool-1"));
+    }
+
+    #[test]
+    fn partitionable_devices_device_counter_consumption_references_unknown_counter_set() {
+        let s = pools_after(partition_slices(
+            &[
+                (
+                    "slice-1",
+                    "pool-1",
+                    draws("counter-set-2", "memory"),
+                    Value::Null,
+                ),
+                (
+                    "slice-2",
+                    "pool-1",
+                    Value::Null,
+                    counter_sets("counter-set-1", "memory"),
+                ),
+            ],
+            2,
+        ));
+        assert!(invalid(&s, "pool-1"));
+    }
+
+    #[test]
+    fn partitionable_devices_device_counter_consumption_references_unknown_counter_in_counter_set()
+    {
+        let s = pools_after(partition_slices(
+            &[
+                (
+                    "slice-1",
+                    "pool-1",
+                    draws("counter-set-1", "memory"),
+                    Value::Null,
+                ),
+                (
+                    "slice-2",
+                    "pool-1",
+                    Value::Null,
+                    counter_sets("counter-set-1", "other-memory"),
+                ),
+            ],
+            2,
+        ));
+        assert!(invalid(&s, "pool-1"));
+    }
+
+    #[test]
+    fn partitionable_devices_device_counter_consumption_references_counter_set_in_other_pool() {
+        let s = pools_after(partition_slices(
+            &[
+                (
+                    "slice-1",
+                    "pool-1",
+                    draws("counter-set-1", "memory"),
+                    Value::Null,
+                ),
+                (
+                    "slice-2",
+                    "pool-2",
+                    Value::Null,
+                    counter_sets("counter-set-1", "memory"),
+                ),
+            ],
+            1,
+        ));
+        assert!(invalid(&s, "pool-1"));
+        assert_eq!(s.dra.counter_sets.len(), 1, "pool-2 is fine on its own");
+    }
+
+    #[test]
+    fn partitionable_devices_validation_error_on_non_targeting_slice() {
+        // A device of another node draws from a counter set the pool lacks: the whole pool is
+        // invalid, for every node.
+        let mut slices = partition_slices(
+            &[
+                (
+                    "slice-1",
+                    "pool-1",
+                    Value::Null,
+                    counter_sets("counter-set-1", "memory"),
+                ),
+                (
+                    "slice-2",
+                    "pool-1",
+                    draws("counter-set-1", "memory"),
+                    Value::Null,
+                ),
+                (
+                    "slice-3",
+                    "pool-1",
+                    draws("counter-set-2", "memory"),
+                    Value::Null,
+                ),
+            ],
+            3,
+        );
+        slices[2].spec.node_name = Some("node-2".into());
+        slices[2].spec.devices.as_mut().unwrap()[0].name = "device-3".into();
+        assert!(invalid(&pools_after(slices), "pool-1"));
     }
 
     #[test]
@@ -1117,6 +1595,33 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_converts_capacity_requests_distinct_attributes_and_shares() {
+        let c = claim(&rc(
+            "infer",
+            json!({"spec": {"devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                    "capacity": {"requests": {"memory": "20Gi"}}}}],
+                "constraints": [{"distinctAttribute": "gpu.nvidia.com/uuid"}]}},
+              "status": {"allocation": {"devices": {"results": [
+                    {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-0",
+                     "shareID": "0b7f5f0e-3c1a-8d2e-9f00-123456789abc",
+                     "consumedCapacity": {"memory": "20Gi"}}]}}}}),
+        ))
+        .unwrap();
+        let RequestKind::Exactly(e) = &c.requests[0].kind else {
+            panic!("exactly")
+        };
+        assert_eq!(&*e.capacity["memory"].text, "20Gi");
+        assert_eq!(c.constraints[0].kind, ConstraintKind::Distinct);
+        let r = &c.allocation.as_ref().unwrap().devices[0];
+        assert_eq!(
+            r.share_id.as_deref(),
+            Some("0b7f5f0e-3c1a-8d2e-9f00-123456789abc")
+        );
+        assert_eq!(r.consumed["memory"].milli, 20 * (1i64 << 30) * 1000);
+    }
+
+    #[test]
     fn claim_inputs_caldera_does_not_evaluate_make_it_unallocatable_or_refused() {
         let tolerations = claim(&rc(
             "t",
@@ -1128,15 +1633,22 @@ mod tests {
             .unsupported
             .as_deref()
             .is_some_and(|m| m.contains("tolerations")));
-        let distinct = claim(&rc(
+        let both = claim(&rc(
             "d",
-            json!({"spec": {"devices": {"constraints": [{"distinctAttribute": "x/y"}]}}}),
+            json!({"spec": {"devices": {"constraints": [{"distinctAttribute": "x/y", "matchAttribute": "x/y"}]}}}),
         ))
-        .unwrap();
-        assert!(distinct
-            .unsupported
-            .as_deref()
-            .is_some_and(|m| m.contains("distinctAttribute")));
+        .unwrap_err();
+        assert_eq!(both.field, "spec.devices.constraints[0]");
+        let negative = claim(&rc(
+            "n",
+            json!({"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "-1Gi"}}}}]}}}),
+        ))
+        .unwrap_err();
+        assert_eq!(
+            negative.field,
+            "spec.devices.requests[0].exactly.capacity.requests[memory]"
+        );
         let mode = claim(&rc(
             "m",
             json!({"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {

@@ -5,8 +5,9 @@
 
 use caldera_config::SchedulerConfig;
 use caldera_model::{
-    AllocationMode, AttributeValue, Claim, Consumer, Device, DeviceClass, DeviceNodes,
-    DeviceRequest, ExactRequest, MatchAttribute, PodClaim, RequestKind, Snapshot, TaskClaims, Time,
+    AllocationMode, AttributeValue, Claim, ConstraintKind, Consumer, Device, DeviceClass,
+    DeviceConstraint, DeviceNodes, DeviceRequest, ExactRequest, PodClaim, RequestKind, Snapshot,
+    TaskClaims, Time,
 };
 use caldera_plugins::scheduler;
 use caldera_testkit::builders::{node, podgroup, queue, Cluster};
@@ -82,6 +83,7 @@ fn request(name: &str, count: u32, model_a: bool) -> DeviceRequest {
             },
             mode: AllocationMode::ExactCount(count),
             admin_access: false,
+            capacity: BTreeMap::new(),
         }),
     }
 }
@@ -93,9 +95,10 @@ fn claim(name: &str, requests: Vec<DeviceRequest>, clique: bool) -> Claim {
         uid: Arc::from(format!("uid-{name}")),
         requests,
         constraints: if clique {
-            vec![MatchAttribute {
+            vec![DeviceConstraint {
                 requests: Vec::new(),
                 attribute: attr("clique"),
+                kind: ConstraintKind::Match,
             }]
         } else {
             Vec::new()
@@ -159,6 +162,8 @@ fn build(nodes: &[NodeSpec], gangs: &[GangSpec]) -> Snapshot {
                     ]),
                     capacity: BTreeMap::new(),
                     nodes: DeviceNodes::Node(node_name.clone()),
+                    shared: false,
+                    consumes: Vec::new(),
                     unsupported: None,
                 });
             }
@@ -170,12 +175,13 @@ fn build(nodes: &[NodeSpec], gangs: &[GangSpec]) -> Snapshot {
                 );
                 c.allocation = Some(caldera_model::Allocation {
                     devices: (0..n.busy)
-                        .map(|d| caldera_model::DeviceResult {
-                            request: "gpus".into(),
-                            driver: DRIVER.into(),
-                            pool: node_name.clone(),
-                            device: Arc::from(format!("gpu-{d}")),
-                            admin_access: false,
+                        .map(|d| {
+                            caldera_model::DeviceResult::whole(
+                                "gpus",
+                                DRIVER,
+                                &node_name,
+                                &format!("gpu-{d}"),
+                            )
                         })
                         .collect(),
                     config: Vec::new(),
@@ -384,6 +390,8 @@ fn bridged(allocated_on: Option<&str>) -> Snapshot {
                 attributes: BTreeMap::new(),
                 capacity: BTreeMap::new(),
                 nodes: DeviceNodes::Node(n.into()),
+                shared: false,
+                consumes: Vec::new(),
                 unsupported: None,
             });
         }
@@ -397,13 +405,12 @@ fn bridged(allocated_on: Option<&str>) -> Snapshot {
     bridge.owner = Some(("Pod".into(), t.uid.clone()));
     if let Some(n) = allocated_on {
         bridge.allocation = Some(caldera_model::Allocation {
-            devices: vec![caldera_model::DeviceResult {
-                request: "container-0-request-0".into(),
-                driver: DRIVER.into(),
-                pool: n.into(),
-                device: "gpu-1".into(),
-                admin_access: false,
-            }],
+            devices: vec![caldera_model::DeviceResult::whole(
+                "container-0-request-0",
+                DRIVER,
+                n,
+                "gpu-1",
+            )],
             config: Vec::new(),
             node_selector: Some(vec![caldera_model::SelectorTerm {
                 expressions: Vec::new(),
@@ -489,6 +496,8 @@ fn named_claims_in_a_capped_queue() -> Snapshot {
             attributes: BTreeMap::new(),
             capacity: BTreeMap::new(),
             nodes: DeviceNodes::Node("n0".into()),
+            shared: false,
+            consumes: Vec::new(),
             unsupported: None,
         });
     }
