@@ -682,7 +682,13 @@ impl<'a> Search<'a> {
     /// Whether a device not in use yet (nor taken in this search) fits its counters: then
     /// taking it draws them.
     fn counters(&self, device: u32) -> bool {
-        self.usage.in_use(device)
+        let draws_none = self
+            .usage
+            .draws
+            .get(device as usize)
+            .is_none_or(|d| d.is_empty());
+        draws_none
+            || self.usage.in_use(device)
             || self
                 .allocating
                 .iter()
@@ -743,6 +749,11 @@ impl<'a> Search<'a> {
         }
         let mut drew = 0;
         if taking != Taking::Admin
+            && self
+                .usage
+                .draws
+                .get(device as usize)
+                .is_some_and(|d| !d.is_empty())
             && !self.usage.in_use(device)
             && !self
                 .allocating

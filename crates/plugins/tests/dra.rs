@@ -829,6 +829,15 @@ fn four_quarter_members_share_one_gpu_all_or_nothing() {
         .map(|w| w.devices[0].share_id.clone())
         .collect();
     assert_eq!(ids.len(), 4, "four shares of one device, four IDs");
+    let e = scheduler(&SchedulerConfig::default())
+        .expect("default config builds")
+        .explain(&s, Time::from_secs(10), "ns/g0")
+        .expect("the job exists");
+    let text = e.to_string();
+    assert!(
+        text.contains("gpu.example.com/n0/gpu-0 (share: memory 20Gi)"),
+        "{text}"
+    );
     // A fifth asking 30Gi does not fit beside them.
     let s = sharing_cluster(
         &[1],

@@ -914,11 +914,7 @@ impl Devices {
             let st = &self.claims[ci];
             let line = match &st.allocation {
                 Some(a) => {
-                    let devices: Vec<String> = a
-                        .devices
-                        .iter()
-                        .map(|r| format!("{}/{}/{}", r.driver, r.pool, r.device))
-                        .collect();
+                    let devices: Vec<String> = a.devices.iter().map(shown_result).collect();
                     let node = a
                         .node()
                         .map_or_else(|| "any node".to_string(), |n| n.to_string());
@@ -958,6 +954,25 @@ impl Devices {
                 .iter()
                 .all(|&ci| self.claims[ci].allocation.is_some())
         })
+    }
+}
+
+/// A result for `explain`: `driver/pool/device`, and for a share what it consumes
+/// (`gpu.nvidia.com/node-a/gpu-0 (share: memory 20Gi)`).
+fn shown_result(r: &DeviceResult) -> String {
+    let id = format!("{}/{}/{}", r.driver, r.pool, r.device);
+    if r.share_id.is_none() {
+        return id;
+    }
+    let consumed: Vec<String> = r
+        .consumed
+        .iter()
+        .map(|(name, q)| format!("{name} {q}"))
+        .collect();
+    if consumed.is_empty() {
+        format!("{id} (share)")
+    } else {
+        format!("{id} (share: {})", consumed.join(", "))
     }
 }
 
