@@ -1374,70 +1374,46 @@ mod tests {
         assert!(invalid(&s, "pool-1"));
     }
 
+    /// Pool `pool-1`'s slice-1 with device-1 drawing `draw` (counter set, counter), and slice-2
+    /// of pool `set.0` with counter set `set.1` holding counter `set.2`; `count` slices a pool.
+    fn drawing(draw: (&str, &str), set: (&str, &str, &str), count: i64) -> Snapshot {
+        pools_after(partition_slices(
+            &[
+                ("slice-1", "pool-1", draws(draw.0, draw.1), Value::Null),
+                ("slice-2", set.0, Value::Null, counter_sets(set.1, set.2)),
+            ],
+            count,
+        ))
+    }
+
     #[test]
     fn partitionable_devices_device_counter_consumption_references_unknown_counter_set() {
-        let s = pools_after(partition_slices(
-            &[
-                (
-                    "slice-1",
-                    "pool-1",
-                    draws("counter-set-2", "memory"),
-                    Value::Null,
-                ),
-                (
-                    "slice-2",
-                    "pool-1",
-                    Value::Null,
-                    counter_sets("counter-set-1", "memory"),
-                ),
-            ],
+        let s = drawing(
+            ("counter-set-2", "memory"),
+            ("pool-1", "counter-set-1", "memory"),
             2,
-        ));
+        );
         assert!(invalid(&s, "pool-1"));
     }
 
     #[test]
     fn partitionable_devices_device_counter_consumption_references_unknown_counter_in_counter_set()
     {
-        let s = pools_after(partition_slices(
-            &[
-                (
-                    "slice-1",
-                    "pool-1",
-                    draws("counter-set-1", "memory"),
-                    Value::Null,
-                ),
-                (
-                    "slice-2",
-                    "pool-1",
-                    Value::Null,
-                    counter_sets("counter-set-1", "other-memory"),
-                ),
-            ],
+        let s = drawing(
+            ("counter-set-1", "memory"),
+            ("pool-1", "counter-set-1", "other-memory"),
             2,
-        ));
+        );
         assert!(invalid(&s, "pool-1"));
     }
 
     #[test]
     fn partitionable_devices_device_counter_consumption_references_counter_set_in_other_pool() {
-        let s = pools_after(partition_slices(
-            &[
-                (
-                    "slice-1",
-                    "pool-1",
-                    draws("counter-set-1", "memory"),
-                    Value::Null,
-                ),
-                (
-                    "slice-2",
-                    "pool-2",
-                    Value::Null,
-                    counter_sets("counter-set-1", "memory"),
-                ),
-            ],
+        let s = drawing(
+            ("counter-set-1", "memory"),
+            ("pool-2", "counter-set-1", "memory"),
             1,
-        ));
+        );
         assert!(invalid(&s, "pool-1"));
         assert_eq!(s.dra.counter_sets.len(), 1, "pool-2 is fine on its own");
     }

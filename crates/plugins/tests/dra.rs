@@ -114,6 +114,27 @@ fn claim(name: &str, requests: Vec<DeviceRequest>, clique: bool) -> Claim {
     }
 }
 
+/// Makes `c` allocated `devices` on `node` and reserved for the running pod `elsewhere-<k>`.
+fn held_elsewhere(c: &mut Claim, devices: Vec<caldera_model::DeviceResult>, node: &str, k: usize) {
+    c.allocation = Some(caldera_model::Allocation {
+        devices,
+        config: Vec::new(),
+        node_selector: Some(vec![caldera_model::SelectorTerm {
+            expressions: Vec::new(),
+            fields: vec![caldera_model::Requirement {
+                key: "metadata.name".into(),
+                op: caldera_model::SelectorOp::In,
+                values: vec![node.to_string()],
+            }],
+        }]),
+    });
+    c.reserved_for.push(Consumer {
+        resource: "pods".into(),
+        name: Arc::from(format!("elsewhere-{k}")),
+        uid: Arc::from(format!("uid-elsewhere-{k}")),
+    });
+}
+
 fn cluster() -> impl Strategy<Value = Snapshot> {
     (
         prop::collection::vec(node_spec(), 1..6),
@@ -175,32 +196,17 @@ fn build(nodes: &[NodeSpec], gangs: &[GangSpec]) -> Snapshot {
                     vec![request("gpus", n.busy, false)],
                     false,
                 );
-                c.allocation = Some(caldera_model::Allocation {
-                    devices: (0..n.busy)
-                        .map(|d| {
-                            caldera_model::DeviceResult::whole(
-                                "gpus",
-                                DRIVER,
-                                &node_name,
-                                &format!("gpu-{d}"),
-                            )
-                        })
-                        .collect(),
-                    config: Vec::new(),
-                    node_selector: Some(vec![caldera_model::SelectorTerm {
-                        expressions: Vec::new(),
-                        fields: vec![caldera_model::Requirement {
-                            key: "metadata.name".into(),
-                            op: caldera_model::SelectorOp::In,
-                            values: vec![node_name.to_string()],
-                        }],
-                    }]),
-                });
-                c.reserved_for.push(Consumer {
-                    resource: "pods".into(),
-                    name: Arc::from(format!("elsewhere-{i}")),
-                    uid: Arc::from(format!("uid-elsewhere-{i}")),
-                });
+                let devices = (0..n.busy)
+                    .map(|d| {
+                        caldera_model::DeviceResult::whole(
+                            "gpus",
+                            DRIVER,
+                            &node_name,
+                            &format!("gpu-{d}"),
+                        )
+                    })
+                    .collect();
+                held_elsewhere(&mut c, devices, &node_name, i);
                 busy_claims.push(c);
             }
         }
@@ -253,6 +259,27 @@ fn build(nodes: &[NodeSpec], gangs: &[GangSpec]) -> Snapshot {
     }
 }
 
+/// What every plan must be: the model's own check of its DRA rules is clean, and no gang is
+/// partly bound.
+fn sound(s: &Snapshot, plan: &caldera_model::Plan) -> Result<(), TestCaseError> {
+    let broken = caldera_model::dra::check_plan(s, plan);
+    prop_assert!(broken.is_empty(), "{broken:?}");
+    let mut new: BTreeMap<&str, u32> = BTreeMap::new();
+    for b in &plan.binds {
+        *new.entry(&b.job).or_default() += 1;
+    }
+    for j in &s.jobs {
+        let added = new.get(&*j.id).copied().unwrap_or(0);
+        prop_assert!(
+            added == 0 || added >= j.min_member,
+            "job {} got {added} members bound, needs {}",
+            j.id,
+            j.min_member
+        );
+    }
+    Ok(())
+}
+
 fn run(s: &Snapshot) -> caldera_session::Outcome {
     scheduler(&SchedulerConfig::default())
         .expect("default config builds")
@@ -266,9 +293,9 @@ proptest! {
     fn devices_are_never_allocated_twice_and_bound_pods_hold_theirs(s in cluster()) {
         let out = run(&s);
         let plan = &out.plan;
-        // The model's own check of a plan's DRA rules agrees.
-        let broken = caldera_model::dra::check_plan(&s, plan);
-        prop_assert!(broken.is_empty(), "{broken:?}");
+        // The model's own check of a plan's DRA rules agrees; gangs all or nothing (devices
+        // included: a bound member has its claims, below).
+        sound(&s, plan)?;
         // No device allocated twice: the snapshot's allocations and this plan's together.
         let mut taken: BTreeSet<(String, String)> = BTreeSet::new();
         for a in s.dra.claims.iter().filter_map(|c| c.allocation.as_ref()) {
@@ -314,16 +341,6 @@ proptest! {
             for c in &w.reserved_for {
                 prop_assert!(bound.contains_key(&*c.name), "claim {} reserved for unbound {}", w.name, c.name);
             }
-        }
-        // Gangs all or nothing (devices included: a bound member has its claims, above).
-        let mut new: BTreeMap<&str, u32> = BTreeMap::new();
-        for b in &plan.binds {
-            *new.entry(&b.job).or_default() += 1;
-        }
-        for j in &s.jobs {
-            let added = new.get(&*j.id).copied().unwrap_or(0);
-            prop_assert!(added == 0 || added >= j.min_member,
-                "job {} got {added} members bound, needs {}", j.id, j.min_member);
         }
     }
 }
@@ -656,23 +673,7 @@ fn sharing_cluster(
                 &format!("gpu-{i}-half-a"),
             ),
         };
-        c.allocation = Some(caldera_model::Allocation {
-            devices: vec![result],
-            config: Vec::new(),
-            node_selector: Some(vec![caldera_model::SelectorTerm {
-                expressions: Vec::new(),
-                fields: vec![caldera_model::Requirement {
-                    key: "metadata.name".into(),
-                    op: caldera_model::SelectorOp::In,
-                    values: vec![node_name.clone()],
-                }],
-            }]),
-        });
-        c.reserved_for.push(Consumer {
-            resource: "pods".into(),
-            name: Arc::from(format!("elsewhere-{k}")),
-            uid: Arc::from(format!("uid-elsewhere-{k}")),
-        });
+        held_elsewhere(&mut c, vec![result], &node_name, k);
         s.dra.claims.push(c);
     }
     for t in s.tasks.iter_mut() {
@@ -720,9 +721,11 @@ fn sharing() -> impl Strategy<Value = Snapshot> {
         prop::collection::vec((prop::collection::vec(ask(), 1..5), 1u32..5), 1..5),
     )
         .prop_map(|(gpus, busy, gangs)| {
+            // At most one earlier allocation per GPU: the cluster starts sound.
+            let mut seen = BTreeSet::new();
             let busy: Vec<_> = busy
                 .into_iter()
-                .filter(|&(n, i, _)| n < gpus.len() && i < gpus[n])
+                .filter(|&(n, i, _)| n < gpus.len() && i < gpus[n] && seen.insert((n, i)))
                 .collect();
             let gangs: Vec<_> = gangs
                 .into_iter()
@@ -747,8 +750,7 @@ proptest! {
     fn shared_and_partitioned_gpus_are_never_overdrawn(s in sharing()) {
         let out = run(&s);
         let plan = &out.plan;
-        let broken = caldera_model::dra::check_plan(&s, plan);
-        prop_assert!(broken.is_empty(), "{broken:?}");
+        sound(&s, plan)?;
         let mut memory: BTreeMap<(String, String), i64> = BTreeMap::new();
         let mut whole: BTreeMap<(String, String), u32> = BTreeMap::new();
         let results = s
@@ -780,14 +782,8 @@ proptest! {
             prop_assert!(*drawn <= 8, "{pool}/{gpu}: {drawn} of 8 slices");
         }
         let written: BTreeSet<&str> = plan.claim_writes.iter().map(|w| &*w.name).collect();
-        let mut new: BTreeMap<&str, u32> = BTreeMap::new();
         for b in &plan.binds {
             prop_assert!(written.contains(format!("{}-gpu", b.name).as_str()), "{} bound without its claim", b.name);
-            *new.entry(&b.job).or_default() += 1;
-        }
-        for j in &s.jobs {
-            let added = new.get(&*j.id).copied().unwrap_or(0);
-            prop_assert!(added == 0 || added >= j.min_member, "job {} partly bound", j.id);
         }
     }
 }

@@ -369,41 +369,43 @@ fn multi(mut d: Device) -> Device {
     d
 }
 
-/// `withCapacityRequestPolicyRange`: capacity `name` of `value` with the default policy of
-/// upstream's cases: default 2, valid range min 2, step 2, max 4.
-fn range_policy(mut d: Device, name: &str, value: &str) -> Device {
-    d = with_capacity(d, name, value);
+/// Capacity `name` of `value` with `policy`.
+fn with_policy(d: Device, name: &str, value: &str, policy: RequestPolicy) -> Device {
+    let mut d = with_capacity(d, name, value);
     let key = format!("{}/{name}", d.driver);
     if let Some(c) = d.capacity.get_mut(key.as_str()) {
-        c.policy = Some(Arc::new(RequestPolicy {
-            default: Some(qty("2")),
-            valid_values: Vec::new(),
-            valid_range: Some(CapacityRange {
-                min: qty("2"),
-                max: Some(qty("4")),
-                step: Some(qty("2")),
-            }),
-        }));
+        c.policy = Some(Arc::new(policy));
     }
     d
 }
 
+/// `withCapacityRequestPolicyRange`: capacity `name` of `value` with the default policy of
+/// upstream's cases: default 2, valid range min 2, step 2, max 4.
+fn range_policy(d: Device, name: &str, value: &str) -> Device {
+    let policy = RequestPolicy {
+        default: Some(qty("2")),
+        valid_values: Vec::new(),
+        valid_range: Some(CapacityRange {
+            min: qty("2"),
+            max: Some(qty("4")),
+            step: Some(qty("2")),
+        }),
+    };
+    with_policy(d, name, value, policy)
+}
+
 /// `withCapacityRequestPolicyValidValues`: capacity `name` of `value`, default `default`,
 /// valid values the default and `more`.
-fn values_policy(mut d: Device, default: &str, name: &str, value: &str, more: &[&str]) -> Device {
-    d = with_capacity(d, name, value);
-    let key = format!("{}/{name}", d.driver);
-    if let Some(c) = d.capacity.get_mut(key.as_str()) {
-        c.policy = Some(Arc::new(RequestPolicy {
-            default: Some(qty(default)),
-            valid_values: std::iter::once(default)
-                .chain(more.iter().copied())
-                .map(qty)
-                .collect(),
-            valid_range: None,
-        }));
-    }
-    d
+fn values_policy(d: Device, default: &str, name: &str, value: &str, more: &[&str]) -> Device {
+    let policy = RequestPolicy {
+        default: Some(qty(default)),
+        valid_values: std::iter::once(default)
+            .chain(more.iter().copied())
+            .map(qty)
+            .collect(),
+        valid_range: None,
+    };
+    with_policy(d, name, value, policy)
 }
 
 /// `withCapacityRequest`: the request asks `q` of `capacity-0`.
@@ -436,7 +438,10 @@ fn multi_class(name: &str, driver: &str, multi: bool) -> DeviceClass {
 
 /// Capacity already consumed by shares allocated before (upstream's
 /// `allocatedCapacityDevices`): one earlier claim with a share of each device.
-fn allocated_shares(inv: &mut DeviceInventory, shares: &[(&str, &str, &str, &[(&str, &str)])]) {
+/// A share allocated before: driver, pool, device and what it consumed (name, quantity).
+type EarlierShare<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a str)]);
+
+fn allocated_shares(inv: &mut DeviceInventory, shares: &[EarlierShare]) {
     let mut c = claim("earlier-shares", vec![]);
     c.allocation = Some(Allocation {
         devices: shares

@@ -64,9 +64,17 @@ fn prefer_6gi_then_4gi() -> DeviceRequest {
     )
 }
 
-#[test]
-fn all_devices_with_consumed_counters() {
-    let inv = with_counter_sets(
+/// claim-0 with requests req-0 and req-1, one device each.
+fn two_requests() -> Claim {
+    claim(
+        "claim-0",
+        vec![request("req-0", CLASS_A, 1), request("req-1", CLASS_A, 1)],
+    )
+}
+
+/// device-1 drawing 4Gi of `memory` from counter-set-1 (8Gi).
+fn one_partition() -> DeviceInventory {
+    with_counter_sets(
         inventory(
             vec![class(CLASS_A, A)],
             vec![consumes(
@@ -81,7 +89,12 @@ fn all_devices_with_consumed_counters() {
             "counter-set-1",
             &[("memory", "8Gi")],
         )],
-    );
+    )
+}
+
+#[test]
+fn all_devices_with_consumed_counters() {
+    let inv = one_partition();
     assert_eq!(
         run(inv, &[claim("claim-0", vec![all("req-0", CLASS_A)])]),
         Ok(Some(vec![vec![r("req-0", A, "pool-1", "device-1")]]))
@@ -90,22 +103,7 @@ fn all_devices_with_consumed_counters() {
 
 #[test]
 fn partitionable_devices_single_device() {
-    let inv = with_counter_sets(
-        inventory(
-            vec![class(CLASS_A, A)],
-            vec![consumes(
-                one("device-1"),
-                "counter-set-1",
-                &[("memory", "4Gi")],
-            )],
-        ),
-        vec![counter_set(
-            A,
-            "pool-1",
-            "counter-set-1",
-            &[("memory", "8Gi")],
-        )],
-    );
+    let inv = one_partition();
     let (out, allocs) = run_on(
         inv,
         &[claim("claim-0", vec![request("req-0", CLASS_A, 1)])],
@@ -138,10 +136,7 @@ fn partitionable_devices_prioritized_list() {
 
 #[test]
 fn partitionable_devices_multiple_devices() {
-    let c = claim(
-        "claim-0",
-        vec![request("req-0", CLASS_A, 1), request("req-1", CLASS_A, 1)],
-    );
+    let c = two_requests();
     assert_eq!(
         run(three_partitions(false), &[c]),
         Ok(Some(vec![vec![
@@ -222,10 +217,7 @@ fn partitionable_devices_multiple_counters() {
             ),
         ],
     );
-    let c = claim(
-        "claim-0",
-        vec![request("req-0", CLASS_A, 1), request("req-1", CLASS_A, 1)],
-    );
+    let c = two_requests();
     assert_eq!(
         run(inv, &[c]),
         Ok(Some(vec![vec![
@@ -269,10 +261,7 @@ fn partitionable_devices_multiple_pools() {
             (A, "pool-2", "device-1"),
         ],
     );
-    let c = claim(
-        "claim-0",
-        vec![request("req-0", CLASS_A, 1), request("req-1", CLASS_A, 1)],
-    );
+    let c = two_requests();
     assert_eq!(
         run(inv, &[c]),
         Ok(Some(vec![vec![

@@ -16,6 +16,25 @@ fn req(class: &str) -> DeviceRequest {
     request("req-0", class, 1)
 }
 
+/// Upstream's most common shape: class `class-a` selecting devices that allow multiple
+/// allocations, `devices`, and one claim per entry of `asks` (`claim-<i>` with one request
+/// `req-0` asking that much of `capacity-0`, or nothing); the results as [`shown`].
+fn shares(devices: Vec<Device>, asks: &[Option<&str>]) -> Result<Option<Vec<Vec<String>>>, String> {
+    let inv = inventory(vec![multi_class(CLASS_A, A, true)], devices);
+    let claims: Vec<Claim> = asks
+        .iter()
+        .enumerate()
+        .map(|(i, ask)| {
+            let r = match ask {
+                Some(q) => asking(req(CLASS_A), q),
+                None => req(CLASS_A),
+            };
+            claim(&format!("claim-{i}"), vec![r])
+        })
+        .collect();
+    run_shown(inv, &claims)
+}
+
 #[test]
 fn consumable_capacity_multi_allocatable_device_with_missing_capacity_request() {
     let inv = inventory(
@@ -69,19 +88,12 @@ fn consumable_capacity_multi_allocatable_device_without_capacity_without_capacit
 #[test]
 fn consumable_capacity_multi_allocatable_device_without_policy_without_capacity_request() {
     // Both get the full capacity, of different devices.
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![
-            multi(with_capacity(one("device-1"), "capacity-0", "1")),
-            multi(with_capacity(one("device-2"), "capacity-0", "1")),
-        ],
-    );
-    let claims = [
-        claim("claim-0", vec![req(CLASS_A)]),
-        claim("claim-1", vec![req(CLASS_A)]),
+    let devices = vec![
+        multi(with_capacity(one("device-1"), "capacity-0", "1")),
+        multi(with_capacity(one("device-2"), "capacity-0", "1")),
     ];
     assert_eq!(
-        run_shown(inv, &claims),
+        shares(devices, &[None, None]),
         results(&[
             &["req-0 pool-1/device-1 share capacity-0=1"],
             &["req-0 pool-1/device-2 share capacity-0=1"],
@@ -91,29 +103,19 @@ fn consumable_capacity_multi_allocatable_device_without_policy_without_capacity_
 
 #[test]
 fn consumable_capacity_multi_allocatable_device_without_policy_without_capacity_request_block() {
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![multi(with_capacity(one("device-1"), "capacity-0", "2"))],
+    let devices = vec![multi(with_capacity(one("device-1"), "capacity-0", "2"))];
+    assert_eq!(
+        shares(devices, &[None, None]),
+        Ok(None),
+        "should not satisfy both"
     );
-    let claims = [
-        claim("claim-0", vec![req(CLASS_A)]),
-        claim("claim-1", vec![req(CLASS_A)]),
-    ];
-    assert_eq!(run_shown(inv, &claims), Ok(None), "should not satisfy both");
 }
 
 #[test]
 fn consumable_capacity_multi_allocatable_device_without_policy_with_capacity_request() {
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![multi(with_capacity(one("device-1"), "capacity-0", "2"))],
-    );
-    let claims = [
-        claim("claim-0", vec![asking(req(CLASS_A), "1")]),
-        claim("claim-1", vec![asking(req(CLASS_A), "1")]),
-    ];
+    let devices = vec![multi(with_capacity(one("device-1"), "capacity-0", "2"))];
     assert_eq!(
-        run_shown(inv, &claims),
+        shares(devices, &[Some("1"), Some("1")]),
         results(&[
             &["req-0 pool-1/device-1 share capacity-0=1"],
             &["req-0 pool-1/device-1 share capacity-0=1"],
@@ -124,16 +126,9 @@ fn consumable_capacity_multi_allocatable_device_without_policy_with_capacity_req
 #[test]
 fn consumable_capacity_multi_allocatable_device_with_policy_without_capacity_request() {
     // Both requests consume the default (2).
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![multi(range_policy(one("device-1"), "capacity-0", "4"))],
-    );
-    let claims = [
-        claim("claim-0", vec![req(CLASS_A)]),
-        claim("claim-1", vec![req(CLASS_A)]),
-    ];
+    let devices = vec![multi(range_policy(one("device-1"), "capacity-0", "4"))];
     assert_eq!(
-        run_shown(inv, &claims),
+        shares(devices, &[None, None]),
         results(&[
             &["req-0 pool-1/device-1 share capacity-0=2"],
             &["req-0 pool-1/device-1 share capacity-0=2"],
@@ -143,22 +138,15 @@ fn consumable_capacity_multi_allocatable_device_with_policy_without_capacity_req
 
 #[test]
 fn consumable_capacity_multi_allocatable_device_with_zero_request_policy() {
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![multi(values_policy(
-            one("device-1"),
-            "0",
-            "capacity-0",
-            "1",
-            &[],
-        ))],
-    );
-    let claims = [
-        claim("claim-0", vec![req(CLASS_A)]),
-        claim("claim-1", vec![req(CLASS_A)]),
-    ];
+    let devices = vec![multi(values_policy(
+        one("device-1"),
+        "0",
+        "capacity-0",
+        "1",
+        &[],
+    ))];
     assert_eq!(
-        run_shown(inv, &claims),
+        shares(devices, &[None, None]),
         results(&[
             &["req-0 pool-1/device-1 share capacity-0=0"],
             &["req-0 pool-1/device-1 share capacity-0=0"],
@@ -168,33 +156,22 @@ fn consumable_capacity_multi_allocatable_device_with_zero_request_policy() {
 
 #[test]
 fn consumable_capacity_multi_allocatable_device_violates_zero_request_policy() {
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![multi(values_policy(
-            one("device-1"),
-            "0",
-            "capacity-0",
-            "1",
-            &[],
-        ))],
-    );
-    let c = claim("claim-0", vec![asking(req(CLASS_A), "1")]);
-    assert_eq!(run_shown(inv, &[c]), Ok(None));
+    let devices = vec![multi(values_policy(
+        one("device-1"),
+        "0",
+        "capacity-0",
+        "1",
+        &[],
+    ))];
+    assert_eq!(shares(devices, &[Some("1")]), Ok(None));
 }
 
 #[test]
 fn consumable_capacity_multi_allocatable_device_with_range_policy_with_capacity_request() {
     // Both on the same device, each rounded up to the minimum (2).
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![multi(range_policy(one("device-1"), "capacity-0", "4"))],
-    );
-    let claims = [
-        claim("claim-0", vec![asking(req(CLASS_A), "1")]),
-        claim("claim-1", vec![asking(req(CLASS_A), "1")]),
-    ];
+    let devices = vec![multi(range_policy(one("device-1"), "capacity-0", "4"))];
     assert_eq!(
-        run_shown(inv, &claims),
+        shares(devices, &[Some("1"), Some("1")]),
         results(&[
             &["req-0 pool-1/device-1 share capacity-0=2"],
             &["req-0 pool-1/device-1 share capacity-0=2"],
@@ -205,77 +182,54 @@ fn consumable_capacity_multi_allocatable_device_with_range_policy_with_capacity_
 #[test]
 fn consumable_capacity_multi_allocatable_device_with_range_policy_step() {
     // 3 is rounded up with the step: 2 + 2 = 4.
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![multi(range_policy(one("device-1"), "capacity-0", "4"))],
-    );
-    let c = claim("claim-0", vec![asking(req(CLASS_A), "3")]);
+    let devices = vec![multi(range_policy(one("device-1"), "capacity-0", "4"))];
     assert_eq!(
-        run_shown(inv, &[c]),
+        shares(devices, &[Some("3")]),
         results(&[&["req-0 pool-1/device-1 share capacity-0=4"]])
     );
 }
 
 #[test]
 fn consumable_capacity_multi_allocatable_device_with_valid_values_policy() {
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![multi(values_policy(
-            one("device-1"),
-            "1",
-            "capacity-0",
-            "4",
-            &["2"],
-        ))],
-    );
-    let c = claim("claim-0", vec![asking(req(CLASS_A), "2")]);
+    let devices = vec![multi(values_policy(
+        one("device-1"),
+        "1",
+        "capacity-0",
+        "4",
+        &["2"],
+    ))];
     assert_eq!(
-        run_shown(inv, &[c]),
+        shares(devices, &[Some("2")]),
         results(&[&["req-0 pool-1/device-1 share capacity-0=2"]])
     );
 }
 
 #[test]
 fn consumable_capacity_multi_allocatable_device_with_valid_values_policy_round_up() {
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![multi(values_policy(
-            one("device-1"),
-            "1",
-            "capacity-0",
-            "3",
-            &["3"],
-        ))],
-    );
-    let c = claim("claim-0", vec![asking(req(CLASS_A), "2")]);
+    let devices = vec![multi(values_policy(
+        one("device-1"),
+        "1",
+        "capacity-0",
+        "3",
+        &["3"],
+    ))];
     assert_eq!(
-        run_shown(inv, &[c]),
+        shares(devices, &[Some("2")]),
         results(&[&["req-0 pool-1/device-1 share capacity-0=3"]])
     );
 }
 
 #[test]
 fn consumable_capacity_multi_allocatable_device_with_exceeded_consumable_capacity_request() {
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![multi(range_policy(one("device-1"), "capacity-0", "2"))],
-    );
-    let claims = [
-        claim("claim-0", vec![asking(req(CLASS_A), "1")]),
-        claim("claim-1", vec![asking(req(CLASS_A), "2")]),
-    ];
-    assert_eq!(run_shown(inv, &claims), Ok(None));
+    let devices = vec![multi(range_policy(one("device-1"), "capacity-0", "2"))];
+    assert_eq!(shares(devices, &[Some("1"), Some("2")]), Ok(None));
 }
 
 #[test]
 fn consumable_capacity_multi_allocatable_device_with_request_over_max_sharing_policy() {
     // The policy's max is 4: 6 is refused although the device has 10.
-    let inv = inventory(
-        vec![multi_class(CLASS_A, A, true)],
-        vec![multi(range_policy(one("device-1"), "capacity-0", "10"))],
-    );
-    let c = claim("claim-0", vec![asking(req(CLASS_A), "6")]);
-    assert_eq!(run_shown(inv, &[c]), Ok(None));
+    let devices = vec![multi(range_policy(one("device-1"), "capacity-0", "10"))];
+    assert_eq!(shares(devices, &[Some("6")]), Ok(None));
 }
 
 #[test]
