@@ -503,10 +503,7 @@ pub fn dra_figure(nodes: usize, seed: u64) -> (u64, f64) {
         extended_resource_name: Some("nvidia.com/gpu".into()),
         created: Time::from_secs(0),
     });
-    let memory = Capacity {
-        milli: 80 * (1i64 << 30) * 1000,
-        text: "80Gi".into(),
-    };
+    let memory = Capacity::new("memory", 80 * (1i64 << 30) * 1000, "80Gi");
     for n in 0..nodes {
         let pool: Arc<str> = Arc::from(format!("n{n:05}"));
         for i in 0..8i64 {
@@ -525,6 +522,8 @@ pub fn dra_figure(nodes: usize, seed: u64) -> (u64, f64) {
                 ]),
                 capacity: BTreeMap::from([(q("memory"), memory.clone())]),
                 nodes: DeviceNodes::Node(pool.clone()),
+                shared: false,
+                consumes: Vec::new(),
                 unsupported: None,
             });
         }
@@ -545,6 +544,7 @@ pub fn dra_figure(nodes: usize, seed: u64) -> (u64, f64) {
                     selectors: vec![selector.clone()],
                     mode: AllocationMode::ExactCount(1),
                     admin_access: false,
+                    capacity: BTreeMap::new(),
                 }),
             }],
             constraints: Vec::new(),

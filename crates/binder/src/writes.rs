@@ -662,8 +662,9 @@ fn node_selector_json(terms: &[caldera_model::SelectorTerm]) -> Value {
     json!({ "nodeSelectorTerms": terms })
 }
 
-/// `status.allocation` of a claim (`resource.k8s.io/v1` `AllocationResult`): the devices, the
-/// configuration copied from class and claim, and the node selector.
+/// `status.allocation` of a claim (`resource.k8s.io/v1` `AllocationResult`): the devices (a
+/// share of a shared device with its `shareID` and `consumedCapacity`), the configuration
+/// copied from class and claim, and the node selector.
 pub fn allocation_json(
     devices: &[caldera_model::dra::DeviceResult],
     config: &[caldera_model::dra::AllocatedConfig],
@@ -681,6 +682,17 @@ pub fn allocation_json(
             });
             if d.admin_access {
                 r["adminAccess"] = json!(true);
+            }
+            if let Some(id) = &d.share_id {
+                r["shareID"] = json!(&**id);
+            }
+            if !d.consumed.is_empty() {
+                r["consumedCapacity"] = d
+                    .consumed
+                    .iter()
+                    .map(|(name, q)| (name.to_string(), json!(&*q.text)))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into();
             }
             r
         })

@@ -162,13 +162,7 @@ fn on_node(node: &str) -> Vec<SelectorTerm> {
 }
 
 fn device(request: &str, device: &str) -> DeviceResult {
-    DeviceResult {
-        request: request.into(),
-        driver: "gpu.example.com".into(),
-        pool: "node-a".into(),
-        device: device.into(),
-        admin_access: false,
-    }
+    DeviceResult::whole(request, "gpu.example.com", "node-a", device)
 }
 
 fn write(name: &str, uid: &str, dev: &str, pod: (&str, &str)) -> ClaimWrite {
@@ -271,6 +265,55 @@ async fn every_members_claims_are_allocated_before_any_member_binds() -> TestRes
         4,
         "the finalizers"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn shares_are_written_with_their_share_id_and_consumed_capacity() -> TestResult {
+    let server = ApiServer::start().await?;
+    let admin = server.kube_client()?;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ns");
+    let claims: Api<ResourceClaim> = Api::namespaced(admin, "ns");
+    let mut plan = Plan::default();
+    let ids = [
+        "6b1e2a43-9c0d-8e5f-a112-0c1d2e3f4a5b",
+        "7c2f3b54-ad1e-8f60-b223-1d2e3f4a5b6c",
+    ];
+    for (i, id) in ids.iter().enumerate() {
+        let (p, c) = (format!("infer-{i}"), format!("share-{i}"));
+        let pod_uid = pod(&pods, &p, &c).await?;
+        let claim_uid = claim(&claims, &c).await?;
+        let mut w = write(&c, &claim_uid, "gpu-0", (&p, &pod_uid));
+        w.devices[0].share_id = Some((*id).into());
+        w.devices[0].consumed = [(
+            "memory".into(),
+            caldera_model::dra::Quantity {
+                milli: 20 * (1 << 30) * 1000,
+                text: "20Gi".into(),
+            },
+        )]
+        .into_iter()
+        .collect();
+        plan.claim_writes.push(w);
+        plan.binds.push(bind(&p, &pod_uid));
+    }
+    let seen = Arc::new(Seen::default());
+    binder(&server, seen.clone())?.dispatch(plan, &Snapshot::default(), Time::from_secs(1));
+    wait_answers(&seen, 2).await;
+    assert_eq!(seen.bound.lock().unwrap().len(), 2);
+    for (i, id) in ids.iter().enumerate() {
+        let c = claims.get(&format!("share-{i}")).await?;
+        let r = c
+            .status
+            .and_then(|s| s.allocation)
+            .and_then(|a| a.devices)
+            .and_then(|d| d.results)
+            .unwrap_or_default();
+        assert_eq!(r[0].device, "gpu-0", "both shares of one device");
+        assert_eq!(r[0].share_id.as_deref(), Some(*id));
+        let consumed = r[0].consumed_capacity.clone().unwrap_or_default();
+        assert_eq!(consumed.get("memory").map(|q| q.0.as_str()), Some("20Gi"));
+    }
     Ok(())
 }
 

@@ -4,16 +4,21 @@
 //! and a pod's claims resolved as kube-scheduler resolves them (`resourceClaimName`, or a
 //! template's claim named in `pod.status.resourceClaimStatuses`).
 //!
-//! Inputs Caldera does not evaluate are refused loudly where they would change a decision: a
-//! device using them is never allocated (its `unsupported` says why), a claim using them cannot
-//! be allocated (its `unsupported` is the message its pods show).
+//! Shared devices and capacity requests (consumable capacity, KEP-5075), counter sets and the
+//! counters devices draw (partitionable devices, KEP-4815) and `distinctAttribute` are
+//! converted; a pool whose counters do not add up (a counter set named twice, a device drawing
+//! from a counter set or counter the pool does not have) is invalid, as upstream. Inputs Caldera
+//! does not evaluate are refused loudly where they would change a decision: a device using them
+//! is never allocated (its `unsupported` says why), a claim using them cannot be allocated (its
+//! `unsupported` is the message its pods show).
 
 use crate::convert::{selector_term, Ctx};
 use crate::error::{ObjectKind, Problem, Result};
 use caldera_model::dra::{
-    AllocatedConfig, Allocation, AllocationMode, AttributeValue, Capacity, Claim, ConfigSource,
-    Consumer, Device, DeviceClass, DeviceConfig, DeviceInventory, DeviceNodes, DeviceRequest,
-    DeviceResult, ExactRequest, ExtendedRequest, MatchAttribute, PodClaim, RequestKind, SubRequest,
+    AllocatedConfig, Allocation, AllocationMode, AttributeValue, Capacity, CapacityRange, Claim,
+    ConfigSource, ConstraintKind, Consumer, CounterConsumption, CounterSet, Device, DeviceClass,
+    DeviceConfig, DeviceConstraint, DeviceInventory, DeviceNodes, DeviceRequest, DeviceResult,
+    ExactRequest, ExtendedRequest, PodClaim, Quantity, RequestKind, RequestPolicy, SubRequest,
     TaskClaims, UnusablePool,
 };
 use caldera_model::{parse_quantity, Scale, SelectorTerm};
@@ -38,6 +43,8 @@ pub struct SliceInfo {
     pub nodes: DeviceNodes,
     /// Its devices.
     pub devices: Vec<Device>,
+    /// `spec.sharedCounters` (a slice has devices or counter sets, not both).
+    pub counter_sets: Vec<CounterSet>,
 }
 
 /// What the index keeps of the four kinds.
@@ -66,6 +73,7 @@ impl DraIndex {
             pools.entry((&s.driver, &s.pool)).or_default().push(s);
         }
         let mut devices = Vec::new();
+        let mut counter_sets = Vec::new();
         let mut unusable_pools = Vec::new();
         for ((driver, pool), slices) in pools {
             let newest = slices.iter().map(|s| s.generation).max().unwrap_or(0);
@@ -81,7 +89,7 @@ impl DraIndex {
                 .flat_map(|s| &s.devices)
                 .any(|d| !names.insert(d.name.clone()));
             let contradict = current.iter().any(|s| s.slice_count != count);
-            if duplicate || contradict {
+            if duplicate || contradict || !counters_add_up(&current) {
                 unusable_pools.push(UnusablePool {
                     driver: Arc::from(driver),
                     pool: Arc::from(pool),
@@ -100,13 +108,17 @@ impl DraIndex {
                 continue;
             }
             devices.extend(current.iter().flat_map(|s| s.devices.iter().cloned()));
+            counter_sets.extend(current.iter().flat_map(|s| s.counter_sets.iter().cloned()));
         }
         devices.sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
+        counter_sets
+            .sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
         DeviceInventory {
             devices,
             classes: self.classes.values().cloned().collect(),
             claims: self.claims.values().cloned().collect(),
             unusable_pools,
+            counter_sets,
         }
     }
 
@@ -195,6 +207,24 @@ impl DraIndex {
                 .strip_prefix(caldera_model::dra::IMPLICIT_EXTENDED_RESOURCE_PREFIX)
                 .is_some_and(|class| self.classes.contains_key(class))
     }
+}
+
+/// Whether the counters of a pool's newest slices add up, as upstream checks a pool before
+/// using it: every counter set name once in the pool, and every device drawing only from
+/// counter sets and counters the pool has. A pool where they do not is invalid.
+fn counters_add_up(slices: &[&SliceInfo]) -> bool {
+    let mut sets: BTreeMap<&str, &CounterSet> = BTreeMap::new();
+    for set in slices.iter().flat_map(|s| &s.counter_sets) {
+        if sets.insert(&set.name, set).is_some() {
+            return false;
+        }
+    }
+    slices.iter().flat_map(|s| &s.devices).all(|d| {
+        d.consumes.iter().all(|c| {
+            sets.get(&*c.counter_set)
+                .is_some_and(|set| c.counters.keys().all(|n| set.counters.contains_key(n)))
+        })
+    })
 }
 
 /// Where a pod's `spec.resourceClaims[]` entry gets its claim.
@@ -411,6 +441,27 @@ pub fn slice(s: &api::ResourceSlice) -> Result<SliceInfo> {
     };
     let driver: Arc<str> = Arc::from(spec.driver.as_str());
     let pool: Arc<str> = Arc::from(spec.pool.name.as_str());
+    if spec.devices.as_ref().is_some_and(|d| !d.is_empty())
+        && spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty())
+    {
+        return Err(ctx.err(
+            "spec.sharedCounters",
+            Problem::Invalid("only one of sharedCounters and devices may be set".into()),
+        ));
+    }
+    let mut counter_sets = Vec::new();
+    for (i, set) in spec.shared_counters.iter().flatten().enumerate() {
+        let field = format!("spec.sharedCounters[{i}]");
+        if set.name.is_empty() {
+            return Err(ctx.err(format!("{field}.name"), Problem::Missing));
+        }
+        counter_sets.push(CounterSet {
+            driver: driver.clone(),
+            pool: pool.clone(),
+            name: Arc::from(set.name.as_str()),
+            counters: counters(&ctx, &format!("{field}.counters"), &set.counters)?,
+        });
+    }
     let mut devices = Vec::new();
     for (i, d) in spec.devices.iter().flatten().enumerate() {
         let field = format!("spec.devices[{i}]");
@@ -434,17 +485,45 @@ pub fn slice(s: &api::ResourceSlice) -> Result<SliceInfo> {
             };
             attributes.insert(qualify(&driver, name), value);
         }
+        let shared = d.allow_multiple_allocations == Some(true);
         let mut capacity = BTreeMap::new();
         for (name, c) in d.capacity.iter().flatten() {
-            let milli = parse_quantity(&c.value.0, Scale::Milli)
-                .map_err(|e| ctx.err(format!("{field}.capacity[{name}].value"), e))?;
+            let at = format!("{field}.capacity[{name}]");
+            let value = quantity(&ctx, &format!("{at}.value"), &c.value)?;
+            let policy = match &c.request_policy {
+                None => None,
+                Some(_) if !shared => {
+                    return Err(ctx.err(
+                        format!("{at}.requestPolicy"),
+                        Problem::Invalid("allowMultipleAllocations must be true".into()),
+                    ))
+                }
+                Some(p) => Some(Arc::new(request_policy(
+                    &ctx,
+                    &format!("{at}.requestPolicy"),
+                    p,
+                )?)),
+            };
             capacity.insert(
                 qualify(&driver, name),
                 Capacity {
-                    milli,
-                    text: Arc::from(c.value.0.as_str()),
+                    milli: value.milli,
+                    text: value.text,
+                    name: Arc::from(name.as_str()),
+                    policy,
                 },
             );
+        }
+        let mut consumes = Vec::new();
+        for (j, c) in d.consumes_counters.iter().flatten().enumerate() {
+            let at = format!("{field}.consumesCounters[{j}]");
+            if c.counter_set.is_empty() {
+                return Err(ctx.err(format!("{at}.counterSet"), Problem::Missing));
+            }
+            consumes.push(CounterConsumption {
+                counter_set: Arc::from(c.counter_set.as_str()),
+                counters: counters(&ctx, &format!("{at}.counters"), &c.counters)?,
+            });
         }
         let own = nodes_of(
             &ctx,
@@ -477,18 +556,10 @@ pub fn slice(s: &api::ResourceSlice) -> Result<SliceInfo> {
                 d.taints.iter().flatten().any(|t| t.effect != "None"),
                 "taints (device taints are not evaluated: a tainted device is never allocated)",
             ),
-            (
-                d.allow_multiple_allocations == Some(true),
-                "allowMultipleAllocations",
-            ),
             (d.binds_to_node == Some(true), "bindsToNode"),
             (
                 d.binding_conditions.as_ref().is_some_and(|b| !b.is_empty()),
                 "bindingConditions",
-            ),
-            (
-                d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()),
-                "consumesCounters (partitionable devices)",
             ),
             (
                 d.node_allocatable_resource_mappings
@@ -509,6 +580,8 @@ pub fn slice(s: &api::ResourceSlice) -> Result<SliceInfo> {
             attributes,
             capacity,
             nodes: device_nodes,
+            shared,
+            consumes,
             unsupported: unsupported.map(Arc::from),
         });
     }
@@ -519,6 +592,96 @@ pub fn slice(s: &api::ResourceSlice) -> Result<SliceInfo> {
         slice_count: spec.pool.resource_slice_count,
         nodes,
         devices,
+        counter_sets,
+    })
+}
+
+type ApiQuantity = k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// A quantity at `field`, exactly and as written.
+fn quantity(ctx: &Ctx, field: &str, q: &ApiQuantity) -> Result<Quantity> {
+    let milli = parse_quantity(&q.0, Scale::Milli).map_err(|e| ctx.err(field, e))?;
+    Ok(Quantity {
+        milli,
+        text: Arc::from(q.0.as_str()),
+    })
+}
+
+/// A counter set's counters or a device's consumption of them.
+fn counters(
+    ctx: &Ctx,
+    field: &str,
+    counters: &BTreeMap<String, api::Counter>,
+) -> Result<BTreeMap<Arc<str>, Quantity>> {
+    counters
+        .iter()
+        .map(|(name, c)| {
+            Ok((
+                Arc::from(name.as_str()),
+                quantity(ctx, &format!("{field}[{name}].value"), &c.value)?,
+            ))
+        })
+        .collect()
+}
+
+/// `requestPolicy` of a shared device's capacity. What kube-apiserver's validation guarantees
+/// and the allocator relies on (a default with valid values or a range, at most one of them, a
+/// step above zero) is checked; a policy breaking it is the slice's error.
+fn request_policy(ctx: &Ctx, field: &str, p: &api::CapacityRequestPolicy) -> Result<RequestPolicy> {
+    let default = p
+        .default
+        .as_ref()
+        .map(|q| quantity(ctx, &format!("{field}.default"), q))
+        .transpose()?;
+    let valid_values = p
+        .valid_values
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, q)| quantity(ctx, &format!("{field}.validValues[{i}]"), q))
+        .collect::<Result<Vec<_>>>()?;
+    let valid_range = match &p.valid_range {
+        None => None,
+        Some(r) => {
+            let at = format!("{field}.validRange");
+            let step = r
+                .step
+                .as_ref()
+                .map(|q| quantity(ctx, &format!("{at}.step"), q))
+                .transpose()?;
+            if step.as_ref().is_some_and(|s| s.milli <= 0) {
+                return Err(ctx.err(
+                    format!("{at}.step"),
+                    Problem::Invalid("must be greater than zero".into()),
+                ));
+            }
+            Some(CapacityRange {
+                min: quantity(ctx, &format!("{at}.min"), &r.min)?,
+                max: r
+                    .max
+                    .as_ref()
+                    .map(|q| quantity(ctx, &format!("{at}.max"), q))
+                    .transpose()?,
+                step,
+            })
+        }
+    };
+    if !valid_values.is_empty() && valid_range.is_some() {
+        return Err(ctx.err(
+            field,
+            Problem::Invalid(
+                "exactly one policy can be specified, cannot specify validValues and validRange at the same time"
+                    .into(),
+            ),
+        ));
+    }
+    if default.is_none() && (!valid_values.is_empty() || valid_range.is_some()) {
+        return Err(ctx.err(format!("{field}.default"), Problem::Missing));
+    }
+    Ok(RequestPolicy {
+        default,
+        valid_values,
+        valid_range,
     })
 }
 
@@ -619,7 +782,7 @@ fn exact(
     admin: Option<bool>,
     unsupported: &mut Option<String>,
     tolerations: bool,
-    capacity: bool,
+    capacity: Option<&api::CapacityRequirements>,
 ) -> Result<ExactRequest> {
     let mode = match mode.map(String::as_str) {
         None | Some("") | Some("ExactCount") => {
@@ -648,16 +811,27 @@ fn exact(
             format!("{field}.tolerations: device tolerations are not supported")
         });
     }
-    if capacity {
-        unsupported.get_or_insert_with(|| {
-            format!("{field}.capacity: capacity requests are not supported")
-        });
-    }
+    let capacity = capacity
+        .and_then(|c| c.requests.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|(name, q)| {
+            let q = quantity(ctx, &format!("{field}.capacity.requests[{name}]"), q)?;
+            if q.milli < 0 {
+                return Err(ctx.err(
+                    format!("{field}.capacity.requests[{name}]"),
+                    Problem::Invalid("must not be negative".into()),
+                ));
+            }
+            Ok((Arc::from(name.as_str()), q))
+        })
+        .collect::<Result<BTreeMap<_, _>>>()?;
     Ok(ExactRequest {
         class: Arc::from(class),
         selectors: selectors(ctx, field, sels)?,
         mode,
         admin_access: admin == Some(true),
+        capacity,
     })
 }
 
@@ -688,7 +862,7 @@ pub fn claim(c: &api::ResourceClaim) -> Result<Claim> {
                 e.admin_access,
                 &mut unsupported,
                 e.tolerations.as_ref().is_some_and(|t| !t.is_empty()),
-                e.capacity.is_some(),
+                e.capacity.as_ref(),
             )?),
             (None, Some(subs)) if !subs.is_empty() => {
                 let mut out = Vec::with_capacity(subs.len());
@@ -705,7 +879,7 @@ pub fn claim(c: &api::ResourceClaim) -> Result<Claim> {
                             None,
                             &mut unsupported,
                             s.tolerations.as_ref().is_some_and(|t| !t.is_empty()),
-                            s.capacity.is_some(),
+                            s.capacity.as_ref(),
                         )?,
                     });
                 }
@@ -733,27 +907,34 @@ pub fn claim(c: &api::ResourceClaim) -> Result<Claim> {
         .flatten()
         .enumerate()
     {
-        if k.distinct_attribute.is_some() {
-            unsupported.get_or_insert_with(|| {
-                format!("spec.devices.constraints[{i}].distinctAttribute is not supported")
-            });
-            continue;
-        }
-        let Some(attribute) = &k.match_attribute else {
-            return Err(ctx.err(
-                format!("spec.devices.constraints[{i}]"),
-                Problem::Invalid("empty constraint (unsupported constraint type?)".into()),
-            ));
+        let (attribute, kind, which) = match (&k.match_attribute, &k.distinct_attribute) {
+            (Some(a), None) => (a, ConstraintKind::Match, "matchAttribute"),
+            (None, Some(a)) => (a, ConstraintKind::Distinct, "distinctAttribute"),
+            (None, None) => {
+                return Err(ctx.err(
+                    format!("spec.devices.constraints[{i}]"),
+                    Problem::Invalid("empty constraint (unsupported constraint type?)".into()),
+                ))
+            }
+            (Some(_), Some(_)) => {
+                return Err(ctx.err(
+                    format!("spec.devices.constraints[{i}]"),
+                    Problem::Invalid(
+                        "exactly one of matchAttribute and distinctAttribute may be set".into(),
+                    ),
+                ))
+            }
         };
         let attribute = if attribute.contains('/') {
             Arc::from(attribute.as_str())
         } else {
             return Err(ctx.err(
-                format!("spec.devices.constraints[{i}].matchAttribute"),
+                format!("spec.devices.constraints[{i}].{which}"),
                 Problem::Invalid("must be a fully qualified name (<domain>/<name>)".into()),
             ));
         };
-        constraints.push(MatchAttribute {
+        constraints.push(DeviceConstraint {
+            kind,
             requests: k
                 .requests
                 .iter()
@@ -820,14 +1001,30 @@ fn allocation(ctx: &Ctx, a: &api::AllocationResult) -> Result<Allocation> {
         .and_then(|d| d.results.as_ref())
         .into_iter()
         .flatten()
-        .map(|r| DeviceResult {
-            request: Arc::from(r.request.as_str()),
-            driver: Arc::from(r.driver.as_str()),
-            pool: Arc::from(r.pool.as_str()),
-            device: Arc::from(r.device.as_str()),
-            admin_access: r.admin_access == Some(true),
+        .enumerate()
+        .map(|(i, r)| {
+            let field = format!("status.allocation.devices.results[{i}].consumedCapacity");
+            Ok(DeviceResult {
+                request: Arc::from(r.request.as_str()),
+                driver: Arc::from(r.driver.as_str()),
+                pool: Arc::from(r.pool.as_str()),
+                device: Arc::from(r.device.as_str()),
+                admin_access: r.admin_access == Some(true),
+                share_id: r.share_id.as_deref().map(Arc::from),
+                consumed: r
+                    .consumed_capacity
+                    .iter()
+                    .flatten()
+                    .map(|(name, q)| {
+                        Ok((
+                            Arc::from(name.as_str()),
+                            quantity(ctx, &format!("{field}[{name}]"), q)?,
+                        ))
+                    })
+                    .collect::<Result<_>>()?,
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     let config = devices
         .and_then(|d| d.config.as_ref())
         .into_iter()
@@ -878,416 +1075,4 @@ pub fn template(t: &api::ResourceClaimTemplate) -> Result<(Arc<str>, Arc<str>)> 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tests::merge;
-    use crate::{ClusterIndex, SnapshotOptions};
-    use caldera_model::{Snapshot, Task};
-    use serde_json::{json, Value};
-
-    fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
-        serde_json::from_value(v).expect("test object")
-    }
-
-    fn gpu_slice(
-        name: &str,
-        node: &str,
-        generation: i64,
-        count: i64,
-        devices: &[&str],
-    ) -> api::ResourceSlice {
-        let devices: Vec<Value> = devices
-            .iter()
-            .map(|d| {
-                json!({"name": d,
-                    "attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"},
-                                   "resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"},
-                                   "index": {"int": 0}, "driverVersion": {"version": "550.54.15"}},
-                    "capacity": {"memory": {"value": "80Gi"}}})
-            })
-            .collect();
-        obj(json!({"metadata": {"name": name},
-            "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
-                     "pool": {"name": node, "generation": generation, "resourceSliceCount": count},
-                     "devices": devices}}))
-    }
-
-    fn gpu_class() -> api::DeviceClass {
-        obj(
-            json!({"metadata": {"name": "gpu.nvidia.com", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.nvidia.com\""}}],
-                     "extendedResourceName": "nvidia.com/gpu",
-                     "config": [{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"sharing": "none"}}}]}}),
-        )
-    }
-
-    fn rc(name: &str, patch: Value) -> api::ResourceClaim {
-        let mut v = json!({"metadata": {"namespace": "default", "name": name, "uid": format!("uid-{name}")},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}});
-        merge(&mut v, patch);
-        obj(v)
-    }
-
-    fn pod(name: &str, patch: Value) -> Pod {
-        let mut v = json!({"metadata": {"namespace": "default", "name": name, "uid": format!("uid-{name}")},
-            "spec": {"schedulerName": "caldera", "containers": [{"name": "main"}]}});
-        merge(&mut v, patch);
-        obj(v)
-    }
-
-    fn snap(index: &ClusterIndex) -> Snapshot {
-        index.snapshot(&SnapshotOptions::default())
-    }
-
-    fn task<'a>(s: &'a Snapshot, name: &str) -> &'a Task {
-        s.tasks.iter().find(|t| &*t.name == name).expect("task")
-    }
-
-    #[test]
-    fn a_slice_becomes_devices_with_qualified_attributes_and_capacity() {
-        let s = slice(&gpu_slice("a-gpus", "node-a", 1, 1, &["gpu-0"])).unwrap();
-        assert_eq!(s.nodes, DeviceNodes::Node("node-a".into()));
-        let d = &s.devices[0];
-        assert_eq!(d.id(), "gpu.nvidia.com/node-a/gpu-0");
-        assert_eq!(
-            d.attributes.get("gpu.nvidia.com/productName"),
-            Some(&AttributeValue::String("NVIDIA H100 80GB HBM3".into()))
-        );
-        assert_eq!(
-            d.attributes.get("resource.kubernetes.io/pcieRoot"),
-            Some(&AttributeValue::String("pci0000:00".into())),
-            "a qualified name keeps its own domain"
-        );
-        assert_eq!(
-            d.attributes.get("gpu.nvidia.com/driverVersion"),
-            Some(&AttributeValue::Version("550.54.15".into()))
-        );
-        let mem = d.capacity.get("gpu.nvidia.com/memory").unwrap();
-        assert_eq!(mem.milli, 80 * (1i64 << 30) * 1000);
-        assert!(d.unsupported.is_none());
-    }
-
-    #[test]
-    fn devices_using_inputs_caldera_does_not_evaluate_are_never_usable() {
-        let v = json!({"metadata": {"name": "s"},
-            "spec": {"driver": "d", "allNodes": true, "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
-                     "devices": [
-                        {"name": "tainted", "taints": [{"key": "k", "effect": "NoSchedule"}]},
-                        {"name": "informational", "taints": [{"key": "k", "effect": "None"}]},
-                        {"name": "list", "attributes": {"ids": {"ints": [1, 2]}}},
-                        {"name": "shared", "allowMultipleAllocations": true},
-                        {"name": "partition", "consumesCounters": [{"counterSet": "c", "counters": {}}]}]}});
-        let s = slice(&obj(v)).unwrap();
-        let why: Vec<(&str, bool)> = s
-            .devices
-            .iter()
-            .map(|d| (&*d.name, d.unsupported.is_some()))
-            .collect();
-        assert_eq!(
-            why,
-            [
-                ("tainted", true),
-                ("informational", false),
-                ("list", true),
-                ("shared", true),
-                ("partition", true)
-            ]
-        );
-        assert_eq!(s.nodes, DeviceNodes::All);
-    }
-
-    #[test]
-    fn a_slice_with_two_node_selections_is_refused_naming_the_field() {
-        let v = json!({"metadata": {"name": "s"},
-            "spec": {"driver": "d", "nodeName": "n", "allNodes": true,
-                     "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}}});
-        let err = slice(&obj(v)).unwrap_err();
-        assert_eq!(err.kind, ObjectKind::ResourceSlice);
-        assert_eq!(err.field, "spec.nodeName");
-        let bad_capacity = json!({"metadata": {"name": "s"},
-            "spec": {"driver": "d", "nodeName": "n", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": "x", "capacity": {"memory": {"value": "12xyz"}}}]}});
-        let err = slice(&obj(bad_capacity)).unwrap_err();
-        assert_eq!(err.field, "spec.devices[0].capacity[memory].value");
-    }
-
-    #[test]
-    fn only_the_newest_complete_generation_of_a_pool_is_used() {
-        let mut index = ClusterIndex::new();
-        index.apply_device_class(&gpu_class()).unwrap();
-        // Generation 1, complete.
-        index
-            .apply_resource_slice(&gpu_slice("old", "node-a", 1, 1, &["gpu-0"]))
-            .unwrap();
-        assert_eq!(snap(&index).dra.devices.len(), 1);
-        // Generation 2 announces two slices; only one is there: the pool is being updated and
-        // neither generation is used.
-        index
-            .apply_resource_slice(&gpu_slice("new-1", "node-a", 2, 2, &["gpu-1"]))
-            .unwrap();
-        let s = snap(&index);
-        assert!(s.dra.devices.is_empty());
-        assert_eq!(s.dra.unusable_pools.len(), 1);
-        assert!(!s.dra.unusable_pools[0].invalid);
-        // Its second slice arrives: both of generation 2's devices, none of generation 1's.
-        index
-            .apply_resource_slice(&gpu_slice("new-2", "node-a", 2, 2, &["gpu-2"]))
-            .unwrap();
-        let s = snap(&index);
-        let names: Vec<&str> = s.dra.devices.iter().map(|d| &*d.name).collect();
-        assert_eq!(names, ["gpu-1", "gpu-2"]);
-        assert!(s.dra.unusable_pools.is_empty());
-        // A device listed twice makes the pool invalid.
-        index
-            .apply_resource_slice(&gpu_slice("new-2", "node-a", 2, 2, &["gpu-1"]))
-            .unwrap();
-        let s = snap(&index);
-        assert!(s.dra.devices.is_empty());
-        assert!(s.dra.unusable_pools[0].invalid);
-        // Deleting and resetting follow the watch.
-        index.delete_resource_slice("new-2");
-        index.delete_resource_slice("new-1");
-        assert_eq!(
-            snap(&index).dra.devices.len(),
-            1,
-            "generation 1 is the newest again"
-        );
-        let errors =
-            index.reset_resource_slices(&[gpu_slice("x", "node-b", 1, 1, &["gpu-0", "gpu-1"])]);
-        assert!(errors.is_empty());
-        let s = snap(&index);
-        assert_eq!(s.dra.devices.len(), 2);
-        assert_eq!(s.dra.devices[0].nodes, DeviceNodes::Node("node-b".into()));
-    }
-
-    #[test]
-    fn a_device_class_keeps_selectors_bridge_name_and_config() {
-        let c = device_class(&gpu_class()).unwrap();
-        assert_eq!(c.selectors.len(), 1);
-        assert_eq!(c.extended_resource_name.as_deref(), Some("nvidia.com/gpu"));
-        assert_eq!(&*c.config[0].parameters, r#"{"sharing":"none"}"#);
-        assert!(c.created > caldera_model::Time::default());
-        let no_cel: api::DeviceClass =
-            obj(json!({"metadata": {"name": "x"}, "spec": {"selectors": [{}]}}));
-        let err = device_class(&no_cel).unwrap_err();
-        assert_eq!(err.field, "spec.selectors[0].cel");
-    }
-
-    #[test]
-    fn a_claim_converts_requests_constraints_config_and_status() {
-        let c = claim(&rc(
-            "train",
-            json!({"spec": {"devices": {
-                "requests": [
-                    {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 4,
-                        "selectors": [{"cel": {"expression": "device.attributes[\"gpu.nvidia.com\"].index >= 0"}}]}},
-                    {"name": "nic", "firstAvailable": [
-                        {"name": "fast", "deviceClassName": "nic", "allocationMode": "All"},
-                        {"name": "any", "deviceClassName": "nic"}]}],
-                "constraints": [{"requests": ["gpus"], "matchAttribute": "gpu.nvidia.com/clique"}],
-                "config": [{"requests": ["gpus"], "opaque": {"driver": "gpu.nvidia.com", "parameters": {"a": 1}}}]}},
-              "status": {"allocation": {"devices": {"results": [
-                    {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-0"}]},
-                  "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}]}},
-                "reservedFor": [{"resource": "pods", "name": "p", "uid": "uid-p"}]}}),
-        ))
-        .unwrap();
-        let RequestKind::Exactly(e) = &c.requests[0].kind else {
-            panic!("exactly")
-        };
-        assert_eq!(e.mode, AllocationMode::ExactCount(4));
-        assert_eq!(e.selectors.len(), 1);
-        let RequestKind::FirstAvailable(subs) = &c.requests[1].kind else {
-            panic!("firstAvailable")
-        };
-        assert_eq!(subs[0].spec.mode, AllocationMode::All);
-        assert_eq!(
-            subs[1].spec.mode,
-            AllocationMode::ExactCount(1),
-            "count defaults to 1"
-        );
-        assert_eq!(&*c.constraints[0].attribute, "gpu.nvidia.com/clique");
-        assert_eq!(c.config[0].requests, [Arc::from("gpus")]);
-        let a = c.allocation.as_ref().unwrap();
-        assert_eq!(a.node().as_deref(), Some("node-a"));
-        assert_eq!(&*a.devices[0].device, "gpu-0");
-        assert!(c.reserved_for_pod("uid-p"));
-        assert!(c.unsupported.is_none());
-    }
-
-    #[test]
-    fn claim_inputs_caldera_does_not_evaluate_make_it_unallocatable_or_refused() {
-        let tolerations = claim(&rc(
-            "t",
-            json!({"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": "gpu.nvidia.com", "tolerations": [{"operator": "Exists"}]}}]}}}),
-        ))
-        .unwrap();
-        assert!(tolerations
-            .unsupported
-            .as_deref()
-            .is_some_and(|m| m.contains("tolerations")));
-        let distinct = claim(&rc(
-            "d",
-            json!({"spec": {"devices": {"constraints": [{"distinctAttribute": "x/y"}]}}}),
-        ))
-        .unwrap();
-        assert!(distinct
-            .unsupported
-            .as_deref()
-            .is_some_and(|m| m.contains("distinctAttribute")));
-        let mode = claim(&rc(
-            "m",
-            json!({"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": "gpu.nvidia.com", "allocationMode": "Some"}}]}}}),
-        ))
-        .unwrap_err();
-        assert_eq!(
-            mode.field,
-            "spec.devices.requests[0].exactly.allocationMode"
-        );
-        assert_eq!(mode.object, "default/m");
-        let unqualified = claim(&rc(
-            "u",
-            json!({"spec": {"devices": {"constraints": [{"matchAttribute": "clique"}]}}}),
-        ))
-        .unwrap_err();
-        assert_eq!(
-            unqualified.field,
-            "spec.devices.constraints[0].matchAttribute"
-        );
-    }
-
-    #[test]
-    fn a_pods_claims_resolve_as_kube_scheduler_resolves_them() {
-        let mut index = ClusterIndex::new();
-        index.apply_device_class(&gpu_class()).unwrap();
-        let named =
-            json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared"}]}});
-        let templated = |status: Value| {
-            json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]},
-                   "status": status})
-        };
-        index.apply_pod(&pod("named", named)).unwrap();
-        index
-            .apply_pod(&pod("waiting", templated(json!({}))))
-            .unwrap();
-        index
-            .apply_pod(&pod(
-                "made",
-                templated(json!({"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "made-gpu-x7k2p"}]})),
-            ))
-            .unwrap();
-        index
-            .apply_pod(&pod(
-                "none-needed",
-                templated(json!({"resourceClaimStatuses": [{"name": "gpu"}]})),
-            ))
-            .unwrap();
-        let s = snap(&index);
-        let waiting = |n: &str| task(&s, n).claims.as_ref().and_then(|c| c.waiting.clone());
-        assert_eq!(
-            waiting("named").as_deref(),
-            Some("resourceclaim.resource.k8s.io \"shared\" not found")
-        );
-        assert!(
-            waiting("waiting").is_some_and(|m| m.contains("ResourceClaim not created yet")
-                && m.contains("resourceclaimtemplate \"one-gpu\" not found"))
-        );
-        assert!(task(&s, "none-needed")
-            .claims
-            .as_ref()
-            .is_some_and(|c| c.claims.is_empty() && c.waiting.is_none()));
-        // The template's claim exists but another pod owns it.
-        let owner = |uid: &str| {
-            json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "x",
-                "uid": uid, "controller": true}]}})
-        };
-        index
-            .apply_resource_claim(&rc("made-gpu-x7k2p", owner("uid-other")))
-            .unwrap();
-        index
-            .apply_resource_claim(&rc("shared", json!({})))
-            .unwrap();
-        let s = snap(&index);
-        let waiting = |n: &str| task(&s, n).claims.as_ref().and_then(|c| c.waiting.clone());
-        assert!(waiting("made").is_some_and(|m| m.contains("(pod is not owner)")));
-        assert_eq!(waiting("named"), None);
-        let c = task(&s, "named").claims.clone().unwrap();
-        assert_eq!(&*c.claims[0].claim, "shared");
-        assert!(!c.claims[0].from_template);
-        // Owned by the pod: resolved.
-        index
-            .apply_resource_claim(&rc("made-gpu-x7k2p", owner("uid-made")))
-            .unwrap();
-        let s = snap(&index);
-        let c = task(&s, "made").claims.clone().unwrap();
-        assert!(c.waiting.is_none() && c.claims[0].from_template);
-        assert_eq!(s.dra.claims.len(), 2);
-        // A claim being deleted is not used.
-        index
-            .apply_resource_claim(&rc(
-                "shared",
-                json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
-            ))
-            .unwrap();
-        let s = snap(&index);
-        assert!(task(&s, "named")
-            .claims
-            .as_ref()
-            .and_then(|c| c.waiting.clone())
-            .is_some_and(|m| m.contains("is being deleted")));
-        index.delete_resource_claim("default", "shared");
-        assert_eq!(snap(&index).dra.claims.len(), 1);
-    }
-
-    #[test]
-    fn extended_requests_are_kept_only_when_a_class_serves_them() {
-        let mut index = ClusterIndex::new();
-        let gpus = json!({"spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "2", "cpu": "1"}}}]}});
-        index.apply_pod(&pod("p", gpus)).unwrap();
-        assert!(
-            task(&snap(&index), "p").claims.is_none(),
-            "no class names nvidia.com/gpu"
-        );
-        index.apply_device_class(&gpu_class()).unwrap();
-        let s = snap(&index);
-        let c = task(&s, "p").claims.clone().unwrap();
-        assert_eq!(
-            c.extended,
-            [ExtendedRequest {
-                container: "main".into(),
-                resource: "nvidia.com/gpu".into(),
-                count: 2
-            }]
-        );
-        assert!(c.claims.is_empty() && c.waiting.is_none());
-        index.delete_device_class("gpu.nvidia.com");
-        assert!(task(&snap(&index), "p").claims.is_none());
-    }
-
-    #[test]
-    fn a_pod_claim_entry_with_both_sources_is_refused() {
-        let bad = pod(
-            "p",
-            json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}]}}),
-        );
-        let err = crate::PodInfo::try_from(&bad).unwrap_err();
-        assert_eq!(err.field, "spec.resourceClaims[0]");
-    }
-
-    #[test]
-    fn extended_names_follow_kubernetes() {
-        for (name, extended) in [
-            ("nvidia.com/gpu", true),
-            ("deviceclass.resource.kubernetes.io/gpu", true),
-            ("cpu", false),
-            ("kubernetes.io/something", false),
-            ("hugepages-2Mi", false),
-            ("requests.nvidia.com/gpu", false),
-        ] {
-            assert_eq!(is_extended(name), extended, "{name}");
-        }
-    }
-}
+mod tests;

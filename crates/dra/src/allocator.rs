@@ -3,14 +3,18 @@
 //! `k8s.io/dynamic-resource-allocation/structured` (the stable allocator kube-scheduler 1.36
 //! uses): claims in order, requests in order, each device slot tried with every eligible device
 //! in inventory order, constraints checked as devices are added, and the first complete
-//! solution wins (an exhaustive search with backtracking). Differences are listed in
+//! solution wins (an exhaustive search with backtracking). Shared devices (consumable
+//! capacity) and counters (partitionable devices) follow the "incubating" allocator 1.36 uses
+//! for them (`crate::sharing`); like it, the devices of one request are tried as combinations
+//! (each slot after the device of the slot before), not permutations. Differences are listed in
 //! `docs/dra.md` ("Allocator").
 
 use crate::cel::Selectors;
+use crate::sharing::{self, Hold, Share};
 use caldera_model::dra::{
-    AllocatedConfig, Allocation, AllocationMode, AttributeValue, Claim, ConfigSource, Device,
-    DeviceClass, DeviceInventory, DeviceNodes, DeviceResult, ExactRequest, ExtendedRequest,
-    RequestKind, RequestMapping, ALLOCATION_RESULTS_MAX,
+    AllocatedConfig, Allocation, AllocationMode, AttributeValue, Claim, ConfigSource,
+    ConstraintKind, Device, DeviceClass, DeviceInventory, DeviceNodes, DeviceResult, ExactRequest,
+    ExtendedRequest, Quantity, RequestKind, RequestMapping, ALLOCATION_RESULTS_MAX,
 };
 use caldera_model::{Requirement, SelectorOp, SelectorTerm};
 use std::collections::{BTreeMap, HashMap};
@@ -45,9 +49,9 @@ pub struct NodeView<'a> {
 pub struct Found {
     /// What to write in `status.allocation`.
     pub allocation: Allocation,
-    /// Indices (in the inventory) of the devices it takes from others: every allocated device
-    /// but those with admin access.
-    pub devices: Vec<u32>,
+    /// What it takes from others: every allocated device but those with admin access, whole
+    /// or (a shared device) as a share.
+    pub hold: Hold,
 }
 
 /// Devices per driver on a node: how many are reachable and how many of those are in use.
@@ -61,18 +65,18 @@ pub struct Usage {
     pub total: u32,
 }
 
-/// The session's view of DRA: the inventory, which devices are in use, and the selector
-/// caches. Placements take devices ([`Allocator::take`]) and undoing them gives them back
-/// ([`Allocator::release`]).
+/// The session's view of DRA: the inventory, which devices are in use (whole, in shares, and
+/// the counters they draw), and the selector caches. Placements take what they hold
+/// ([`Allocator::take`]) and undoing them gives it back ([`Allocator::release`]).
 pub struct Allocator {
     /// Shared with the session's device state: never copied.
     inventory: Arc<DeviceInventory>,
     /// Devices local to one node, by node name (sorted indices).
     local: HashMap<Arc<str>, Vec<u32>>,
     /// Devices reachable from more than one node (node selector or all nodes).
-    shared: Vec<u32>,
-    /// Per device: how many claims hold it (admin access not counted).
-    held: Vec<u32>,
+    wide: Vec<u32>,
+    /// What the allocations in use take.
+    usage: sharing::Usage,
     /// Selector answers, per inventory device index (kept per device content inside).
     selectors: Selectors,
 }
@@ -86,14 +90,13 @@ impl Allocator {
     /// [`Allocator::new`] over an inventory shared with the caller (no copy).
     pub fn shared(inventory: Arc<DeviceInventory>) -> Self {
         let mut local: HashMap<Arc<str>, Vec<u32>> = HashMap::new();
-        let mut shared = Vec::new();
+        let mut wide = Vec::new();
         for (i, d) in inventory.devices.iter().enumerate() {
             match &d.nodes {
                 DeviceNodes::Node(n) => local.entry(n.clone()).or_default().push(i as u32),
-                _ => shared.push(i as u32),
+                _ => wide.push(i as u32),
             }
         }
-        let n = inventory.devices.len();
         let mut selectors = Selectors::for_devices(&inventory.devices);
         // Every selector the session may need, parsed in one batch.
         selectors.compile(
@@ -109,19 +112,21 @@ impl Allocator {
         );
         let mut out = Allocator {
             local,
-            shared,
-            held: vec![0; n],
+            wide,
+            usage: sharing::Usage::new(&inventory),
             selectors,
             inventory,
         };
-        let taken: Vec<u32> = out
+        let taken: Vec<Hold> = out
             .inventory
             .claims
             .iter()
             .filter_map(|c| c.allocation.as_ref())
-            .flat_map(|a| out.devices_of(a))
+            .map(|a| out.devices_of(a))
             .collect();
-        out.take(&taken);
+        for hold in &taken {
+            out.take(hold);
+        }
         out
     }
 
@@ -135,42 +140,57 @@ impl Allocator {
         &self.inventory
     }
 
-    /// Whether the device at `index` is allocated to a claim (admin access aside).
+    /// Whether the device at `index` is allocated to a claim, whole or in shares (admin access
+    /// aside).
     pub fn in_use(&self, index: u32) -> bool {
-        self.held.get(index as usize).is_some_and(|&h| h > 0)
+        self.usage.in_use(index)
     }
 
-    /// Marks devices as held by one more claim.
-    pub fn take(&mut self, devices: &[u32]) {
-        for &d in devices {
-            if let Some(h) = self.held.get_mut(d as usize) {
-                *h += 1;
-            }
-        }
+    /// What the allocations in use take: per device and per counter.
+    pub fn usage_state(&self) -> &sharing::Usage {
+        &self.usage
+    }
+
+    /// Records what one more allocation holds.
+    pub fn take(&mut self, hold: &Hold) {
+        self.usage.apply(hold, 1);
     }
 
     /// Gives back what [`Allocator::take`] took.
-    pub fn release(&mut self, devices: &[u32]) {
-        for &d in devices {
-            if let Some(h) = self.held.get_mut(d as usize) {
-                *h = h.saturating_sub(1);
-            }
-        }
+    pub fn release(&mut self, hold: &Hold) {
+        self.usage.apply(hold, -1);
     }
 
-    /// The inventory indices of an allocation's devices that it holds (not admin access);
-    /// devices no longer published are left out.
-    pub fn devices_of(&self, allocation: &Allocation) -> Vec<u32> {
-        allocation
-            .devices
-            .iter()
-            .filter(|r| !r.admin_access)
-            .filter_map(|r| {
-                self.inventory
-                    .device_index(&r.driver, &r.pool, &r.device)
-                    .map(|i| i as u32)
-            })
-            .collect()
+    /// What an allocation holds (admin access aside): a result with a `shareID` is a share
+    /// consuming its `consumedCapacity`, any other takes the device whole, as kube-scheduler
+    /// reads allocations; devices no longer published are left out.
+    pub fn devices_of(&self, allocation: &Allocation) -> Hold {
+        let mut hold = Hold::default();
+        for r in allocation.devices.iter().filter(|r| !r.admin_access) {
+            let Some(i) = self.inventory.device_index(&r.driver, &r.pool, &r.device) else {
+                continue;
+            };
+            if r.share_id.is_none() {
+                hold.devices.push(i as u32);
+                continue;
+            }
+            let device = &self.inventory.devices[i];
+            let consumed = device
+                .capacity
+                .keys()
+                .map(|key| {
+                    r.consumed
+                        .iter()
+                        .find(|(name, _)| qualified(&device.driver, name) == **key)
+                        .map_or(0, |(_, q)| q.milli)
+                })
+                .collect();
+            hold.shares.push(Share {
+                device: i as u32,
+                consumed,
+            });
+        }
+        hold
     }
 
     /// Whether the device at `index` is of class `class`: usable, and every selector of the
@@ -194,16 +214,16 @@ impl Allocator {
     /// Devices the node reaches, in inventory order.
     pub fn reachable(&self, node: NodeView) -> Vec<u32> {
         let local = self.local.get(node.name).map(Vec::as_slice).unwrap_or(&[]);
-        if self.shared.is_empty() {
+        if self.wide.is_empty() {
             // Indices of one node's devices are pushed in inventory order: sorted already.
             return local.to_vec();
         }
-        let shared = self.shared.iter().copied().filter(|&i| {
+        let wide = self.wide.iter().copied().filter(|&i| {
             self.inventory.devices[i as usize]
                 .nodes
                 .reaches(node.name, node.labels)
         });
-        let mut out: Vec<u32> = local.iter().copied().chain(shared).collect();
+        let mut out: Vec<u32> = local.iter().copied().chain(wide).collect();
         out.sort_unstable();
         out
     }
@@ -265,18 +285,19 @@ impl Allocator {
         let mut search = Search {
             inventory: &self.inventory,
             selectors: &mut self.selectors,
-            held: &self.held,
+            usage: &self.usage,
             candidates,
             claims,
             requests: Vec::with_capacity(claims.len()),
             constraints: Vec::with_capacity(claims.len()),
             allocating: Vec::new(),
-            results: vec![Vec::new(); claims.len()],
+            drawn: Vec::new(),
+            results: (0..claims.len()).map(|_| Vec::new()).collect(),
             chosen: Vec::with_capacity(claims.len()),
             steps: 0,
         };
         search.prepare(node)?;
-        if !search.step(0, 0, 0, 0, false)? {
+        if !search.step(0, 0, 0, 0, false, 0)? {
             if let Some(p) =
                 self.inventory.unusable_pools.iter().find(|p| {
                     p.invalid && p.nodes.iter().any(|n| n.reaches(node.name, node.labels))
@@ -294,6 +315,14 @@ impl Allocator {
         }
         Ok(Some(search.finish()))
     }
+}
+
+/// How the search takes a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Taking {
+    Whole,
+    Share,
+    Admin,
 }
 
 /// One way to satisfy a request: the request itself (`exactly`) or one subrequest of
@@ -317,42 +346,84 @@ struct Alt<'a> {
     spec_ids: Vec<u32>,
 }
 
+/// A claim constraint during the search: the values of the devices added so far (for
+/// `matchAttribute` the first value and how many share it; for `distinctAttribute` every value,
+/// a stack since devices are added and removed last in, first out).
 struct Constraint<'a> {
     requests: &'a [Arc<str>],
     attribute: &'a Arc<str>,
-    value: Option<&'a AttributeValue>,
-    devices: usize,
+    kind: ConstraintKind,
+    values: Vec<&'a AttributeValue>,
 }
 
-impl Constraint<'_> {
+impl<'a> Constraint<'a> {
     /// Whether it constrains the request `base` (alternative `name`: `base` or `base/sub`).
     fn applies_to(&self, base: &Arc<str>, name: &Arc<str>) -> bool {
         self.requests.is_empty() || self.requests.iter().any(|r| r == base || r == name)
     }
 
-    /// Undoes one added device.
-    fn unadd(&mut self) {
-        self.devices = self.devices.saturating_sub(1);
-        if self.devices == 0 {
-            self.value = None;
+    /// Adds a device's value of the attribute (`None`: it has none) if the constraint allows.
+    fn add(&mut self, value: Option<&'a AttributeValue>) -> bool {
+        let Some(v) = value else {
+            return false;
+        };
+        let ok = match self.kind {
+            ConstraintKind::Match => self.values.first().is_none_or(|first| *first == v),
+            ConstraintKind::Distinct => !self.values.contains(&v),
+        };
+        if ok {
+            self.values.push(v);
         }
+        ok
+    }
+
+    /// Undoes the last [`Constraint::add`].
+    fn unadd(&mut self) {
+        self.values.pop();
+    }
+}
+
+/// A device taken in the search.
+struct Pick {
+    device: u32,
+    /// Request and alternative it serves.
+    r: usize,
+    a: usize,
+    /// A share of a shared device: what it consumes of each capacity (`None`: whole, or
+    /// admin access).
+    share: Option<Vec<Quantity>>,
+    /// Admin access: takes nothing from others.
+    admin: bool,
+    /// How many entries it pushed on the search's `drawn` (counters of a device it put in use).
+    drew: usize,
+}
+
+/// The fully qualified form of a capacity name a result or request wrote.
+fn qualified(driver: &str, name: &str) -> String {
+    if name.contains('/') {
+        name.to_string()
+    } else {
+        format!("{driver}/{name}")
     }
 }
 
 struct Search<'a> {
     inventory: &'a DeviceInventory,
     selectors: &'a mut Selectors,
-    held: &'a [u32],
+    usage: &'a sharing::Usage,
     candidates: Vec<u32>,
     claims: &'a [&'a Claim],
     /// Per claim, per request: its alternatives (one unless `firstAvailable`), and whether
     /// it is `firstAvailable`.
     requests: Vec<Vec<(Vec<Alt<'a>>, bool)>>,
     constraints: Vec<Vec<Constraint<'a>>>,
-    /// Devices taken in this search, with the claim taking each (a few: scanned).
-    allocating: Vec<(u32, usize)>,
-    /// Per claim: (device, request index, alternative index).
-    results: Vec<Vec<(u32, usize, usize)>>,
+    /// Devices taken in this search, with the claim taking each and whether as a share or
+    /// with admin access (a few: scanned).
+    allocating: Vec<(u32, usize, Taking)>,
+    /// Counters drawn by devices this search put in use: (counter, thousandths).
+    drawn: Vec<(u32, i64)>,
+    /// Per claim: the devices picked, in order.
+    results: Vec<Vec<Pick>>,
     /// Per claim, per request: the alternative chosen.
     chosen: Vec<Vec<usize>>,
     steps: u64,
@@ -406,8 +477,8 @@ impl<'a> Search<'a> {
                     .map(|c| Constraint {
                         requests: &c.requests,
                         attribute: &c.attribute,
-                        value: None,
-                        devices: 0,
+                        kind: c.kind,
+                        values: Vec::new(),
                     })
                     .collect(),
             );
@@ -486,7 +557,9 @@ impl<'a> Search<'a> {
                 let mut all = Vec::new();
                 for i in 0..self.candidates.len() {
                     let d = self.candidates[i];
-                    if self.selectable(claim, &alt, d)? {
+                    // As upstream, a device whose capacity cannot serve the request now (what
+                    // is allocated already counted) is not one of "all".
+                    if self.selectable(claim, &alt, d)? && self.capacity(&alt, d, false).is_some() {
                         all.push(d);
                     }
                 }
@@ -533,17 +606,99 @@ impl<'a> Search<'a> {
         Ok(true)
     }
 
-    fn in_use(&self, device: u32, claim: usize, admin: bool) -> bool {
-        if admin {
-            self.allocating.contains(&(device, claim))
-        } else {
-            self.held[device as usize] > 0 || self.allocating.iter().any(|&(d, _)| d == device)
+    /// What taking `device` for claim `c` by alternative `alt` takes, if it is free for that:
+    /// `None` when it is not. A shared device gives a share (if its capacity allows, counting
+    /// the shares allocated and those this search took); any other device is taken whole, only
+    /// if nobody holds it in any way; admin access takes nothing (never the same device twice in
+    /// one claim).
+    fn taking(&self, device: u32, c: usize, alt: &Alt) -> Option<(Taking, Option<Vec<Quantity>>)> {
+        let d = device as usize;
+        if alt.spec.admin_access {
+            if self
+                .allocating
+                .iter()
+                .any(|&(x, k, _)| x == device && k == c)
+            {
+                return None;
+            }
+            let share = self.capacity(alt, device, false)?;
+            return Some((Taking::Admin, share));
         }
+        if self.inventory.devices[d].shared {
+            if self.usage.whole[d] > 0
+                || self
+                    .allocating
+                    .iter()
+                    .any(|&(x, _, t)| x == device && t == Taking::Whole)
+            {
+                return None;
+            }
+            let share = self.capacity(alt, device, true)?;
+            return Some((Taking::Share, share));
+        }
+        if self.usage.in_use(device) || self.allocating.iter().any(|&(x, _, _)| x == device) {
+            return None;
+        }
+        self.capacity(alt, device, false)?;
+        Some((Taking::Whole, None))
     }
 
-    /// Adds a device for claim `c`'s request `r`, alternative `a`, if the claim's constraints
-    /// allow it. `must`: the device is one of an `All` set, so a constraint refusing it is an
-    /// error.
+    /// Whether `device`'s capacity can serve `alt`: `None` if not; `Some(Some(amounts))` for a
+    /// shared device (what one share consumes of each capacity, within what its shares allocated
+    /// and, with `tentative`, those of this search leave); `Some(None)` for any other device
+    /// (only a request's own capacity amounts are checked, against the device's capacity).
+    fn capacity(&self, alt: &Alt, device: u32, tentative: bool) -> Option<Option<Vec<Quantity>>> {
+        let dev = &self.inventory.devices[device as usize];
+        if !dev.shared {
+            if alt.spec.capacity.is_empty() {
+                return Some(None);
+            }
+            return sharing::consumption(dev, &alt.spec.capacity).map(|_| None);
+        }
+        let amounts = sharing::consumption(dev, &alt.spec.capacity)?;
+        let used = self.usage.consumed.get(device as usize)?;
+        for (k, amount) in amounts.iter().enumerate() {
+            let mut total = used
+                .get(k)
+                .copied()
+                .unwrap_or(0)
+                .saturating_add(amount.milli);
+            if tentative {
+                for pick in self.results.iter().flatten() {
+                    if pick.device == device && !pick.admin {
+                        if let Some(share) = &pick.share {
+                            total = total.saturating_add(share.get(k).map_or(0, |q| q.milli));
+                        }
+                    }
+                }
+            }
+            if total > dev.capacity.values().nth(k).map_or(0, |c| c.milli) {
+                return None;
+            }
+        }
+        Some(Some(amounts))
+    }
+
+    /// Whether a device not in use yet (nor taken in this search) fits its counters: then
+    /// taking it draws them.
+    fn counters(&self, device: u32) -> bool {
+        let draws_none = self
+            .usage
+            .draws
+            .get(device as usize)
+            .is_none_or(|d| d.is_empty());
+        draws_none
+            || self.usage.in_use(device)
+            || self
+                .allocating
+                .iter()
+                .any(|&(x, _, t)| x == device && t != Taking::Admin)
+            || self.usage.counters_fit(device, &self.drawn)
+    }
+
+    /// Adds a device for claim `c`'s request `r`, alternative `a`, if it is free for that and
+    /// the claim's constraints allow it. `must`: the device is one of an `All` set, so a
+    /// constraint refusing it is an error.
     fn add(
         &mut self,
         c: usize,
@@ -552,6 +707,15 @@ impl<'a> Search<'a> {
         device: u32,
         must: bool,
     ) -> Result<bool, String> {
+        let alt = &self.requests[c][r].0[a];
+        let Some((taking, share)) = self.taking(device, c, alt) else {
+            return Ok(false);
+        };
+        // Upstream's order: in use, then counters (a shared device already in use has drawn
+        // them), then constraints.
+        if taking != Taking::Admin && !self.counters(device) {
+            return Ok(false);
+        }
         let alt = &self.requests[c][r].0[a];
         let (base, name, shown) = (
             alt.base.clone(),
@@ -562,20 +726,8 @@ impl<'a> Search<'a> {
         let mut added = 0;
         let mut ok = true;
         for con in self.constraints[c].iter_mut() {
-            if !con.applies_to(&base, &name) {
-                added += 1;
-                continue;
-            }
-            match (d.attributes.get(con.attribute), con.value) {
-                (None, _) => ok = false,
-                (Some(v), None) => {
-                    con.value = Some(v);
-                    con.devices = 1;
-                }
-                (Some(v), Some(want)) if v == want => con.devices += 1,
-                _ => ok = false,
-            }
-            if !ok {
+            if con.applies_to(&base, &name) && !con.add(d.attributes.get(con.attribute)) {
+                ok = false;
                 break;
             }
             added += 1;
@@ -595,30 +747,63 @@ impl<'a> Search<'a> {
             }
             return Ok(false);
         }
-        self.allocating.push((device, c));
-        self.results[c].push((device, r, a));
+        let mut drew = 0;
+        if taking != Taking::Admin
+            && self
+                .usage
+                .draws
+                .get(device as usize)
+                .is_some_and(|d| !d.is_empty())
+            && !self.usage.in_use(device)
+            && !self
+                .allocating
+                .iter()
+                .any(|&(x, _, t)| x == device && t != Taking::Admin)
+        {
+            if let Some(draws) = self.usage.draws.get(device as usize) {
+                self.drawn.extend(draws.iter().copied());
+                drew = draws.len();
+            }
+        }
+        self.allocating.push((device, c, taking));
+        self.results[c].push(Pick {
+            device,
+            r,
+            a,
+            share,
+            admin: taking == Taking::Admin,
+            drew,
+        });
         Ok(true)
     }
 
     /// Undoes the last [`Search::add`] for claim `c`.
     fn remove(&mut self, c: usize) {
-        let Some((device, r, a)) = self.results[c].pop() else {
+        let Some(pick) = self.results[c].pop() else {
             return;
         };
-        let alt = &self.requests[c][r].0[a];
+        let alt = &self.requests[c][pick.r].0[pick.a];
         let (base, name) = (alt.base.clone(), alt.name.clone());
         for con in self.constraints[c].iter_mut() {
             if con.applies_to(&base, &name) {
                 con.unadd();
             }
         }
-        if let Some(p) = self.allocating.iter().rposition(|&x| x == (device, c)) {
+        self.drawn
+            .truncate(self.drawn.len().saturating_sub(pick.drew));
+        if let Some(p) = self
+            .allocating
+            .iter()
+            .rposition(|&(x, k, _)| x == pick.device && k == c)
+        {
             self.allocating.remove(p);
         }
     }
 
     /// Upstream's `allocateOne`: fills slot `k` of claim `c`'s request `r` (alternative `a`),
-    /// then the rest, recursively; `true` once every claim is done.
+    /// trying candidates from index `from` on (the slots of one request take devices in
+    /// candidate order: combinations, not permutations), then the rest, recursively; `true`
+    /// once every claim is done.
     fn step(
         &mut self,
         c: usize,
@@ -626,6 +811,7 @@ impl<'a> Search<'a> {
         a: usize,
         k: usize,
         in_sub: bool,
+        from: usize,
     ) -> Result<bool, String> {
         self.steps += 1;
         if self.steps > STEP_LIMIT {
@@ -638,12 +824,12 @@ impl<'a> Search<'a> {
             return Ok(true);
         }
         if r == self.requests[c].len() {
-            return self.step(c + 1, 0, 0, 0, false);
+            return self.step(c + 1, 0, 0, 0, false, 0);
         }
         let (alts, first_available) = &self.requests[c][r];
         if *first_available && !in_sub {
             for s in 0..alts.len() {
-                if self.step(c, r, s, 0, true)? {
+                if self.step(c, r, s, 0, true, 0)? {
                     self.chosen[c][r] = s;
                     return Ok(true);
                 }
@@ -651,39 +837,35 @@ impl<'a> Search<'a> {
             return Ok(false);
         }
         let alt = &alts[a];
-        let admin = alt.spec.admin_access;
         if let Some(all) = &alt.all {
             if all.is_empty() {
                 return Ok(false);
             }
         }
         if k >= alt.count {
-            return self.step(c, r + 1, 0, 0, false);
+            return self.step(c, r + 1, 0, 0, false, 0);
         }
         if self.results[c].len() + alt.count - k > ALLOCATION_RESULTS_MAX {
             return Ok(false);
         }
         if let Some(all) = &alt.all {
             let device = all[k];
-            if self.in_use(device, c, admin) || !self.add(c, r, a, device, true)? {
+            if !self.add(c, r, a, device, true)? {
                 return Ok(false);
             }
-            if self.step(c, r, a, k + 1, in_sub)? {
+            if self.step(c, r, a, k + 1, in_sub, 0)? {
                 return Ok(true);
             }
             self.remove(c);
             return Ok(false);
         }
-        for i in 0..self.candidates.len() {
+        for i in from..self.candidates.len() {
             let device = self.candidates[i];
-            if self.in_use(device, c, admin) {
-                continue;
-            }
             let claim = self.claims[c];
             if !self.selectable_at(claim, c, r, a, device)? || !self.add(c, r, a, device, false)? {
                 continue;
             }
-            if self.step(c, r, a, k + 1, in_sub)? {
+            if self.step(c, r, a, k + 1, in_sub, i + 1)? {
                 return Ok(true);
             }
             self.remove(c);
@@ -707,25 +889,53 @@ impl<'a> Search<'a> {
         out
     }
 
-    /// The allocation results, with configuration and node selector as upstream builds them.
+    /// The allocation results, with configuration and node selector as upstream builds them;
+    /// a share of a shared device gets its `consumedCapacity` and a `shareID`
+    /// ([`sharing::share_id`]).
     fn finish(self) -> Vec<Found> {
         let mut out = Vec::with_capacity(self.claims.len());
         for (c, claim) in self.claims.iter().enumerate() {
             let mut devices = Vec::new();
-            let mut held = Vec::new();
-            for &(d, r, a) in &self.results[c] {
-                let alt = &self.requests[c][r].0[a];
-                let dev = &self.inventory.devices[d as usize];
-                devices.push(DeviceResult {
+            let mut hold = Hold::default();
+            let seed: &str = if claim.uid.is_empty() {
+                &claim.name
+            } else {
+                &claim.uid
+            };
+            for (i, pick) in self.results[c].iter().enumerate() {
+                let alt = &self.requests[c][pick.r].0[pick.a];
+                let dev = &self.inventory.devices[pick.device as usize];
+                let mut result = DeviceResult {
                     request: alt.name.clone(),
                     driver: dev.driver.clone(),
                     pool: dev.pool.clone(),
                     device: dev.name.clone(),
                     admin_access: alt.spec.admin_access,
-                });
-                if !alt.spec.admin_access {
-                    held.push(d);
+                    share_id: None,
+                    consumed: std::collections::BTreeMap::new(),
+                };
+                if let Some(amounts) = &pick.share {
+                    let rank = self.results[c][..i]
+                        .iter()
+                        .filter(|p| p.device == pick.device)
+                        .count();
+                    result.share_id = Some(sharing::share_id(seed, &alt.name, &dev.id(), rank));
+                    result.consumed = dev
+                        .capacity
+                        .values()
+                        .zip(amounts)
+                        .map(|(cap, q)| (cap.name.clone(), q.clone()))
+                        .collect();
+                    if !pick.admin {
+                        hold.shares.push(Share {
+                            device: pick.device,
+                            consumed: amounts.iter().map(|q| q.milli).collect(),
+                        });
+                    }
+                } else if !pick.admin {
+                    hold.devices.push(pick.device);
                 }
+                devices.push(result);
             }
             let n_requests = claim.requests.len();
             let mut config: Vec<AllocatedConfig> = Vec::new();
@@ -770,7 +980,7 @@ impl<'a> Search<'a> {
             let node_selector = node_selector(
                 self.results[c]
                     .iter()
-                    .map(|&(d, _, _)| &self.inventory.devices[d as usize].nodes),
+                    .map(|p| &self.inventory.devices[p.device as usize].nodes),
             );
             out.push(Found {
                 allocation: Allocation {
@@ -778,7 +988,7 @@ impl<'a> Search<'a> {
                     config,
                     node_selector,
                 },
-                devices: held,
+                hold,
             });
         }
         out
@@ -830,11 +1040,14 @@ pub fn node_term(node: &str) -> SelectorTerm {
 /// The claim kube-scheduler would make for a pod's extended resources on a node (KEP-5004),
 /// with the container → request mapping: one `ExactCount` request per container and resource
 /// that devices of a class serve and the node's allocatable does not (`on_node` says which
-/// resources it has), named `container-<i>-request-<j>` as upstream. `None`: nothing to serve
-/// with devices.
+/// resources it has), named `container-<i>-request-<j>` as upstream. The claim is named after
+/// pod `pod` (`<pod>-extended-resources`, the prefix of the name kube-apiserver generates), so
+/// its messages and the share IDs of its devices are the pod's. `None`: nothing to serve with
+/// devices.
 pub fn extended_claim(
     inventory: &DeviceInventory,
     namespace: &Arc<str>,
+    pod: &str,
     extended: &[ExtendedRequest],
     on_node: impl Fn(&str) -> bool,
 ) -> Option<(Claim, Vec<RequestMapping>)> {
@@ -866,6 +1079,7 @@ pub fn extended_claim(
                 selectors: Vec::new(),
                 mode: AllocationMode::ExactCount(u32::try_from(e.count).unwrap_or(u32::MAX)),
                 admin_access: false,
+                capacity: std::collections::BTreeMap::new(),
             }),
         });
         mappings.push(RequestMapping {
@@ -880,7 +1094,7 @@ pub fn extended_claim(
     Some((
         Claim {
             namespace: namespace.clone(),
-            name: Arc::from(""),
+            name: Arc::from(format!("{pod}-extended-resources")),
             uid: Arc::from(""),
             requests,
             constraints: Vec::new(),

@@ -268,11 +268,12 @@ pub(crate) fn semver_or_string(s: &str) -> Value {
     }
 }
 
-/// What a selector can see of a device: driver, attributes, capacity.
+/// What a selector can see of a device: driver, attributes, capacity, whether it is shared.
 type Content<'a> = (
     &'a Arc<str>,
     &'a std::collections::BTreeMap<Arc<str>, AttributeValue>,
     &'a std::collections::BTreeMap<Arc<str>, caldera_model::dra::Capacity>,
+    bool,
 );
 
 /// The longest expression kube-apiserver accepts in a selector (10 KiB).
@@ -474,7 +475,7 @@ impl Selectors {
     }
 
     /// For an inventory's `devices`: [`Selectors::matches`] takes an index into them, and
-    /// devices with equal driver, attributes and capacity share their answers (one evaluation
+    /// devices with equal driver, attributes, capacity and sharing share their answers (one evaluation
     /// per content and expression for the session).
     pub fn for_devices(devices: &[Device]) -> Self {
         let mut ids: HashMap<Content, u32> = HashMap::new();
@@ -482,7 +483,7 @@ impl Selectors {
             .iter()
             .map(|d| {
                 let next = ids.len() as u32;
-                *ids.entry((&d.driver, &d.attributes, &d.capacity))
+                *ids.entry((&d.driver, &d.attributes, &d.capacity, d.shared))
                     .or_insert(next)
             })
             .collect();
@@ -623,10 +624,7 @@ pub(crate) mod tests {
         let mut capacity = BTreeMap::new();
         capacity.insert(
             Arc::from("gpu.nvidia.com/memory"),
-            Capacity {
-                milli: 80 * (1 << 30) * 1000,
-                text: "80Gi".into(),
-            },
+            Capacity::new("memory", 80 * (1 << 30) * 1000, "80Gi"),
         );
         Device {
             driver: "gpu.nvidia.com".into(),
@@ -635,6 +633,8 @@ pub(crate) mod tests {
             attributes,
             capacity,
             nodes: DeviceNodes::Node("node-a".into()),
+            shared: false,
+            consumes: Vec::new(),
             unsupported: None,
         }
     }

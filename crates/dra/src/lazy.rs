@@ -95,7 +95,7 @@ impl<'v> Lazy<'v> {
                 "driver" => Some(Box::new(CelString::from(&*d.driver))),
                 "attributes" => Some(Box::new(Lazy::new(Node::Domains(d, Part::Attributes)))),
                 "capacity" => Some(Box::new(Lazy::new(Node::Domains(d, Part::Capacity)))),
-                "allowMultipleAllocations" => Some(Box::new(CelBool::from(false))),
+                "allowMultipleAllocations" => Some(Box::new(CelBool::from(d.shared))),
                 _ => None,
             },
             Node::Domains(d, part) => {
@@ -157,7 +157,7 @@ fn eager(node: Node<'_>) -> Value {
                 eager(Node::Domains(d, Part::Attributes)),
             );
             device.insert("capacity".into(), eager(Node::Domains(d, Part::Capacity)));
-            device.insert("allowMultipleAllocations".into(), Value::Bool(false));
+            device.insert("allowMultipleAllocations".into(), Value::Bool(d.shared));
             map(device)
         }
         Node::Domains(d, part) => {

@@ -1,13 +1,14 @@
 //! Property tests of the allocator on small random inventories: every solution it returns is
 //! one (devices reachable, free, distinct, of the request's class and selectors, constraints
 //! kept, counts exact), and when it finds none, an exhaustive search independent of its code
-//! finds none either.
+//! finds none either; and however shared and partitioned devices are allocated one claim after
+//! another, no capacity and no counter is ever overdrawn.
 
 use caldera_dra::{Allocator, NodeView};
 use caldera_model::dra::{
-    Allocation, AllocationMode, AttributeValue, Capacity, Claim, Device, DeviceClass,
-    DeviceInventory, DeviceNodes, DeviceRequest, DeviceResult, ExactRequest, MatchAttribute,
-    RequestKind, SubRequest,
+    Allocation, AllocationMode, AttributeValue, Capacity, Claim, ConstraintKind, Device,
+    DeviceClass, DeviceConstraint, DeviceInventory, DeviceNodes, DeviceRequest, DeviceResult,
+    ExactRequest, RequestKind, SubRequest,
 };
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -87,10 +88,11 @@ fn build(devs: &[Dev], claims: &[Cl]) -> (DeviceInventory, Vec<Claim>) {
             let mut capacity = BTreeMap::new();
             capacity.insert(
                 Arc::from(format!("{}/memory", driver(d.driver))),
-                Capacity {
-                    milli: d.memory_gi * GI * 1000,
-                    text: Arc::from(format!("{}Gi", d.memory_gi)),
-                },
+                Capacity::new(
+                    "memory",
+                    d.memory_gi * GI * 1000,
+                    &format!("{}Gi", d.memory_gi),
+                ),
             );
             Device {
                 driver: Arc::from(driver(d.driver)),
@@ -102,6 +104,8 @@ fn build(devs: &[Dev], claims: &[Cl]) -> (DeviceInventory, Vec<Claim>) {
                     Some(n) => DeviceNodes::Node(Arc::from(NODES[n])),
                     None => DeviceNodes::All,
                 },
+                shared: false,
+                consumes: Vec::new(),
                 unsupported: None,
             }
         })
@@ -122,12 +126,8 @@ fn build(devs: &[Dev], claims: &[Cl]) -> (DeviceInventory, Vec<Claim>) {
                 .iter()
                 .enumerate()
                 .filter(|(_, d)| d.in_use)
-                .map(|(i, d)| DeviceResult {
-                    request: Arc::from("r"),
-                    driver: Arc::from(driver(d.driver)),
-                    pool: Arc::from("pool"),
-                    device: Arc::from(format!("dev-{i:02}")),
-                    admin_access: false,
+                .map(|(i, d)| {
+                    DeviceResult::whole("r", driver(d.driver), "pool", &format!("dev-{i:02}"))
                 })
                 .collect(),
             ..Allocation::default()
@@ -146,6 +146,7 @@ fn build(devs: &[Dev], claims: &[Cl]) -> (DeviceInventory, Vec<Claim>) {
         },
         mode: AllocationMode::ExactCount(count),
         admin_access: false,
+        capacity: BTreeMap::new(),
     };
     let out: Vec<Claim> = claims
         .iter()
@@ -175,9 +176,10 @@ fn build(devs: &[Dev], claims: &[Cl]) -> (DeviceInventory, Vec<Claim>) {
                 .collect();
             // Both drivers publish `numa` under their own domain; the constraint reads one.
             let constraints = if c.same_numa {
-                vec![MatchAttribute {
+                vec![DeviceConstraint {
                     requests: Vec::new(),
                     attribute: Arc::from("driver-a/numa"),
+                    kind: ConstraintKind::Match,
                 }]
             } else {
                 Vec::new()
@@ -190,11 +192,12 @@ fn build(devs: &[Dev], claims: &[Cl]) -> (DeviceInventory, Vec<Claim>) {
         classes,
         claims: vec![used],
         unusable_pools: Vec::new(),
+        counter_sets: Vec::new(),
     };
     (inv, out)
 }
 
-fn claim(name: &str, requests: Vec<DeviceRequest>, constraints: Vec<MatchAttribute>) -> Claim {
+fn claim(name: &str, requests: Vec<DeviceRequest>, constraints: Vec<DeviceConstraint>) -> Claim {
     Claim {
         namespace: Arc::from("default"),
         name: Arc::from(name),
@@ -330,6 +333,182 @@ proptest! {
                     prop_assert_eq!(f.allocation.node().is_some(), local, "node-local devices pin the claim");
                 }
             }
+        }
+    }
+}
+
+/// A device of the sharing property: shared or not, with `memory_gi` of memory (a shared one
+/// maybe with a range policy: min 1Gi, step 2Gi), drawing `draw` from counter set `set`.
+#[derive(Debug, Clone)]
+struct SharedDev {
+    shared: bool,
+    memory_gi: i64,
+    policy: bool,
+    counter: Option<(usize, i64)>,
+}
+
+fn shared_dev_strategy() -> impl Strategy<Value = SharedDev> {
+    (
+        prop::bool::weighted(0.6),
+        1..9i64,
+        prop::bool::weighted(0.4),
+        prop_oneof![1 => Just(None), 2 => (0..2usize, 1..4i64).prop_map(Some)],
+    )
+        .prop_map(|(shared, memory_gi, policy, counter)| SharedDev {
+            shared,
+            memory_gi,
+            policy: policy && shared,
+            counter,
+        })
+}
+
+fn gi(n: i64) -> caldera_model::dra::Quantity {
+    caldera_model::dra::Quantity::from_milli(n * GI * 1000)
+}
+
+fn shared_inventory(devs: &[SharedDev], sets: &[i64]) -> DeviceInventory {
+    use caldera_model::dra::{CapacityRange, CounterConsumption, CounterSet, RequestPolicy};
+    let devices = devs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let mut memory = Capacity::new(
+                "memory",
+                d.memory_gi * GI * 1000,
+                &format!("{}Gi", d.memory_gi),
+            );
+            if d.policy {
+                memory.policy = Some(Arc::new(RequestPolicy {
+                    default: Some(gi(1)),
+                    valid_values: Vec::new(),
+                    valid_range: Some(CapacityRange {
+                        min: gi(1),
+                        max: Some(gi(d.memory_gi)),
+                        step: Some(gi(2)),
+                    }),
+                }));
+            }
+            Device {
+                driver: Arc::from("driver-a"),
+                pool: Arc::from("pool"),
+                name: Arc::from(format!("dev-{i:02}")),
+                attributes: BTreeMap::new(),
+                capacity: [(Arc::from("driver-a/memory"), memory)]
+                    .into_iter()
+                    .collect(),
+                nodes: DeviceNodes::Node(Arc::from(NODES[0])),
+                shared: d.shared,
+                consumes: d
+                    .counter
+                    .map(|(set, draw)| CounterConsumption {
+                        counter_set: Arc::from(format!("set-{set}")),
+                        counters: [(Arc::from("slices"), gi(draw))].into_iter().collect(),
+                    })
+                    .into_iter()
+                    .collect(),
+                unsupported: None,
+            }
+        })
+        .collect();
+    DeviceInventory {
+        devices,
+        classes: vec![DeviceClass {
+            name: Arc::from("class-0"),
+            selectors: vec![Arc::from(r#"device.driver == "driver-a""#)],
+            config: Vec::new(),
+            extended_resource_name: None,
+            created: Default::default(),
+        }],
+        claims: Vec::new(),
+        unusable_pools: Vec::new(),
+        counter_sets: sets
+            .iter()
+            .enumerate()
+            .map(|(s, &total)| CounterSet {
+                driver: Arc::from("driver-a"),
+                pool: Arc::from("pool"),
+                name: Arc::from(format!("set-{s}")),
+                counters: [(Arc::from("slices"), gi(total))].into_iter().collect(),
+            })
+            .collect(),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Pods placed one after another, each taking what its claim got: no shared device's
+    /// shares consume more memory than it has, no device is used whole and otherwise at once, a
+    /// share consumes at least what it asked, and the devices in use never draw more from a
+    /// counter set than it holds — checked from the allocations written, not the allocator's
+    /// own books. And an allocation read back holds exactly what the search took.
+    #[test]
+    fn shares_and_partitions_never_overdraw_capacity_or_counters(
+        devs in prop::collection::vec(shared_dev_strategy(), 1..6),
+        sets in prop::collection::vec(1..7i64, 2),
+        asks in prop::collection::vec((1..3u32, prop::option::of(1..6i64)), 1..9),
+    ) {
+        let inv = shared_inventory(&devs, &sets);
+        let mut alloc = Allocator::new(inv.clone());
+        let labels = BTreeMap::new();
+        let node = NodeView { name: NODES[0], labels: &labels };
+        let mut written: Vec<DeviceResult> = Vec::new();
+        for (i, (count, ask)) in asks.iter().enumerate() {
+            let mut spec = ExactRequest {
+                class: Arc::from("class-0"),
+                selectors: Vec::new(),
+                mode: AllocationMode::ExactCount(*count),
+                admin_access: false,
+                capacity: BTreeMap::new(),
+            };
+            if let Some(g) = ask {
+                spec.capacity.insert(Arc::from("memory"), gi(*g));
+            }
+            let c = claim(
+                &format!("claim-{i}"),
+                vec![DeviceRequest { name: Arc::from("req"), kind: RequestKind::Exactly(spec) }],
+                Vec::new(),
+            );
+            let out = alloc.allocate(&[&c], node);
+            let out = out.map_err(|e| TestCaseError::fail(format!("unexpected error: {e}")))?;
+            let Some(found) = out else { continue };
+            prop_assert_eq!(alloc.devices_of(&found[0].allocation), found[0].hold.clone());
+            alloc.take(&found[0].hold);
+            for r in &found[0].allocation.devices {
+                let d = inv.device_index(&r.driver, &r.pool, &r.device).unwrap();
+                prop_assert_eq!(r.share_id.is_some(), inv.devices[d].shared, "shares only of shared devices");
+                if let (Some(g), Some(q)) = (ask, r.consumed.get("memory")) {
+                    prop_assert!(q.milli >= g * GI * 1000, "a share consumes at least what it asks");
+                }
+                written.push(r.clone());
+            }
+        }
+        let mut whole = vec![0; devs.len()];
+        let mut shares = vec![0; devs.len()];
+        let mut memory = vec![0i64; devs.len()];
+        for r in &written {
+            let d = inv.device_index(&r.driver, &r.pool, &r.device).unwrap();
+            match &r.share_id {
+                None => whole[d] += 1,
+                Some(_) => {
+                    shares[d] += 1;
+                    memory[d] += r.consumed.get("memory").map_or(0, |q| q.milli);
+                }
+            }
+        }
+        let mut drawn = vec![0i64; sets.len()];
+        for (d, dev) in devs.iter().enumerate() {
+            prop_assert!(whole[d] <= 1, "dev-{d:02} allocated whole twice");
+            prop_assert!(whole[d] == 0 || shares[d] == 0, "dev-{d:02} whole and shared");
+            prop_assert!(memory[d] <= dev.memory_gi * GI * 1000, "dev-{d:02}'s memory overdrawn");
+            if whole[d] + shares[d] > 0 {
+                if let Some((set, draw)) = dev.counter {
+                    drawn[set] += draw;
+                }
+            }
+        }
+        for (s, &total) in sets.iter().enumerate() {
+            prop_assert!(drawn[s] <= total, "set-{s} overdrawn: {} of {total}", drawn[s]);
         }
     }
 }

@@ -54,14 +54,118 @@ impl std::fmt::Display for AttributeValue {
     }
 }
 
-/// A device capacity (`DeviceCapacity.value`), kept both exactly (thousandths, for comparison)
-/// and as written (for messages).
+/// A quantity kept both exactly (thousandths, for comparison and sums) and as written (for
+/// messages and for writing it back).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Quantity {
+    /// The value in thousandths of its unit (`80Gi` → 80 × 2³⁰ × 1000).
+    pub milli: i64,
+    /// The quantity as written.
+    pub text: Arc<str>,
+}
+
+impl Quantity {
+    /// A quantity of `milli` thousandths, written as kube-apiserver would print it.
+    pub fn from_milli(milli: i64) -> Self {
+        let text = if milli % 1000 == 0 {
+            crate::quantity::format_bytes(milli / 1000)
+        } else {
+            crate::quantity::format_milli(milli)
+        };
+        Quantity {
+            milli,
+            text: Arc::from(text),
+        }
+    }
+}
+
+impl std::fmt::Display for Quantity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// `DeviceCapacity.requestPolicy` (KEP-5075): how much of a shared device's capacity one
+/// allocation consumes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct RequestPolicy {
+    /// `default`: consumed by a request that names no amount of this capacity.
+    pub default: Option<Quantity>,
+    /// `validValues`, ascending: a request is rounded up to the first that is not smaller.
+    pub valid_values: Vec<Quantity>,
+    /// `validRange`.
+    pub valid_range: Option<CapacityRange>,
+}
+
+/// `requestPolicy.validRange`: a request below `min` is rounded up to it, one between steps up
+/// to the next `min + n × step`; above `max` the device cannot serve it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CapacityRange {
+    /// `min` (required by validation).
+    pub min: Quantity,
+    /// `max`.
+    pub max: Option<Quantity>,
+    /// `step`.
+    pub step: Option<Quantity>,
+}
+
+/// A device capacity (`DeviceCapacity`): its value, kept both exactly (thousandths, for
+/// comparison) and as written (for messages), the name as the slice wrote it (consumed capacity
+/// is written back under that name, as upstream does), and its request policy.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Capacity {
     /// The value in thousandths of its unit (`80Gi` → 80 × 2³⁰ × 1000).
     pub milli: i64,
     /// The quantity as the slice wrote it.
     pub text: Arc<str>,
+    /// The capacity's name as the slice wrote it (`memory`, or qualified).
+    pub name: Arc<str>,
+    /// `requestPolicy` (only on devices with `allowMultipleAllocations`).
+    pub policy: Option<Arc<RequestPolicy>>,
+}
+
+impl Capacity {
+    /// A capacity named `name` of value `milli` (written `text`), without a request policy.
+    pub fn new(name: &str, milli: i64, text: &str) -> Self {
+        Capacity {
+            milli,
+            text: Arc::from(text),
+            name: Arc::from(name),
+            policy: None,
+        }
+    }
+}
+
+/// A counter set of a pool (`ResourceSlice.spec.sharedCounters[]`, KEP-4815): counters that
+/// partitions of one physical device draw from, so that no two allocations together take more
+/// than there is (a whole GPU and its MIG partitions exclude each other).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CounterSet {
+    /// `spec.driver` of its slice.
+    pub driver: Arc<str>,
+    /// `spec.pool.name` of its slice.
+    pub pool: Arc<str>,
+    /// `name`, unique in the pool.
+    pub name: Arc<str>,
+    /// `counters`: name → value.
+    pub counters: BTreeMap<Arc<str>, Quantity>,
+}
+
+impl CounterSet {
+    /// `driver/pool/name`.
+    pub fn id(&self) -> String {
+        format!("{}/{}/{}", self.driver, self.pool, self.name)
+    }
+}
+
+/// `Device.consumesCounters[]`: what a device takes from a counter set of its pool while it is
+/// allocated (once, however many shares of it are allocated).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CounterConsumption {
+    /// `counterSet`: a counter set's name in the device's pool.
+    pub counter_set: Arc<str>,
+    /// `counters`: name → amount.
+    pub counters: BTreeMap<Arc<str>, Quantity>,
 }
 
 /// Which nodes can reach a device (a ResourceSlice's `spec.nodeName` / `nodeSelector` /
@@ -102,8 +206,13 @@ pub struct Device {
     pub capacity: BTreeMap<Arc<str>, Capacity>,
     /// Which nodes reach it.
     pub nodes: DeviceNodes,
-    /// `allowMultipleAllocations` and other inputs Caldera does not evaluate yet make a device
-    /// unusable rather than used wrongly: what, for messages (`None`: usable).
+    /// `allowMultipleAllocations` (KEP-5075): several allocations may share it, together
+    /// consuming no more than its capacity.
+    pub shared: bool,
+    /// `consumesCounters` (KEP-4815): what it draws from its pool's counter sets while allocated.
+    pub consumes: Vec<CounterConsumption>,
+    /// Inputs Caldera does not evaluate yet (device taints, binding conditions, ...) make a
+    /// device unusable rather than used wrongly: what, for messages (`None`: usable).
     pub unsupported: Option<Arc<str>>,
 }
 
@@ -168,6 +277,9 @@ pub struct ExactRequest {
     pub mode: AllocationMode,
     /// `adminAccess`: the device may be in use by other claims, and is not taken from them.
     pub admin_access: bool,
+    /// `capacity.requests` (KEP-5075): name as written (unqualified names are the device
+    /// driver's) → amount asked of each device allocated.
+    pub capacity: BTreeMap<Arc<str>, Quantity>,
 }
 
 /// A subrequest of `firstAvailable`.
@@ -197,13 +309,24 @@ pub struct DeviceRequest {
     pub kind: RequestKind,
 }
 
-/// `spec.devices.constraints[]` with `matchAttribute`.
+/// What a constraint asks of its attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConstraintKind {
+    /// `matchAttribute`: every device has the attribute, all with the same value.
+    Match,
+    /// `distinctAttribute`: every device has the attribute, no two with the same value.
+    Distinct,
+}
+
+/// `spec.devices.constraints[]`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct MatchAttribute {
+pub struct DeviceConstraint {
     /// `requests` (a request name, or `<request>/<subrequest>`; empty: every request).
     pub requests: Vec<Arc<str>>,
-    /// `matchAttribute`, fully qualified.
+    /// `matchAttribute` or `distinctAttribute`, fully qualified.
     pub attribute: Arc<str>,
+    /// Which of the two.
+    pub kind: ConstraintKind,
 }
 
 /// One allocated device (`status.allocation.devices.results[]`).
@@ -219,6 +342,26 @@ pub struct DeviceResult {
     pub device: Arc<str>,
     /// `adminAccess`.
     pub admin_access: bool,
+    /// `shareID`: one share of a device with `allowMultipleAllocations` (`None`: the device
+    /// is allocated whole).
+    pub share_id: Option<Arc<str>>,
+    /// `consumedCapacity` of a share: capacity name as the slice wrote it → amount.
+    pub consumed: BTreeMap<Arc<str>, Quantity>,
+}
+
+impl DeviceResult {
+    /// A result allocating device `driver/pool/device` whole for `request`.
+    pub fn whole(request: &str, driver: &str, pool: &str, device: &str) -> Self {
+        DeviceResult {
+            request: Arc::from(request),
+            driver: Arc::from(driver),
+            pool: Arc::from(pool),
+            device: Arc::from(device),
+            admin_access: false,
+            share_id: None,
+            consumed: BTreeMap::new(),
+        }
+    }
 }
 
 /// Where a configuration in an allocation came from.
@@ -300,8 +443,8 @@ pub struct Claim {
     pub uid: Arc<str>,
     /// `spec.devices.requests`.
     pub requests: Vec<DeviceRequest>,
-    /// `spec.devices.constraints` (`matchAttribute` ones).
-    pub constraints: Vec<MatchAttribute>,
+    /// `spec.devices.constraints`.
+    pub constraints: Vec<DeviceConstraint>,
     /// `spec.devices.config`.
     pub config: Vec<DeviceConfig>,
     /// `status.allocation`.
@@ -344,6 +487,8 @@ pub struct DeviceInventory {
     /// Pools whose devices are not used: their newest generation is incomplete (fewer than
     /// `resourceSliceCount` slices present) or invalid (slices that contradict each other).
     pub unusable_pools: Vec<UnusablePool>,
+    /// Counter sets of the usable pools, sorted by (driver, pool, name).
+    pub counter_sets: Vec<CounterSet>,
 }
 
 /// A pool whose devices are left out (see [`DeviceInventory::unusable_pools`]). A request for
@@ -385,6 +530,13 @@ impl DeviceInventory {
     pub fn claim_index(&self, namespace: &str, name: &str) -> Option<usize> {
         self.claims
             .binary_search_by(|c| (&*c.namespace, &*c.name).cmp(&(namespace, name)))
+            .ok()
+    }
+
+    /// Index of the counter set `name` of pool `driver/pool`.
+    pub fn counter_set_index(&self, driver: &str, pool: &str, name: &str) -> Option<usize> {
+        self.counter_sets
+            .binary_search_by(|c| (&*c.driver, &*c.pool, &*c.name).cmp(&(driver, pool, name)))
             .ok()
     }
 
@@ -532,11 +684,15 @@ pub struct ExtendedResourceClaim {
 }
 
 /// Re-checks a plan's binds and claim writes against the snapshot it was made from, for the DRA
-/// rules, independently of the session and the allocator: no device is allocated to two claims
-/// (admin access aside), a written allocation names only published devices reachable from its
-/// node, is written once and only for a claim not allocated yet; and every pod bound has each
-/// of its claims allocated where it lands (already, or by a write of this plan) and reserved for
-/// it, and no pod waiting for a claim is bound. Returns what is broken (empty: nothing).
+/// rules, independently of the session and the allocator: no device is allocated whole to two
+/// claims (admin access aside), nor whole and in shares at once; the shares of a device never
+/// consume more of a capacity than it has, and only a device with `allowMultipleAllocations` is
+/// shared; the devices in use never draw more from a counter set than it holds; a written
+/// allocation names only published devices reachable from its node, is written once and only for
+/// a claim not allocated yet; and every pod bound has each of its claims allocated where it
+/// lands (already, or by a write of this plan) and reserved for it, and no pod waiting for a
+/// claim is bound. Only what this plan's writes take part in is reported (a cluster already
+/// overdrawn is not the plan's doing). Returns what is broken (empty: nothing).
 pub fn check_plan(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String> {
     use std::collections::{BTreeMap, BTreeSet, HashMap};
     let inv = &snapshot.dra;
@@ -544,7 +700,7 @@ pub fn check_plan(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String>
     type Id = (Arc<str>, Arc<str>, Arc<str>);
     let mut holder: BTreeMap<Id, String> = BTreeMap::new();
     let mut hold = |r: &DeviceResult, claim: String, out: &mut Vec<String>| {
-        if r.admin_access {
+        if r.admin_access || r.share_id.is_some() {
             return;
         }
         let id = (r.driver.clone(), r.pool.clone(), r.device.clone());
@@ -610,6 +766,12 @@ pub fn check_plan(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String>
             hold(r, key.clone(), &mut out);
         }
     }
+    let written_allocations = plan
+        .claim_writes
+        .iter()
+        .filter(|w| w.allocate)
+        .map(|w| (w.key(), &w.devices));
+    out.extend(check_sharing(inv, written_allocations));
     let task_of: HashMap<(&str, &str), &crate::Task> = snapshot
         .tasks
         .iter()
@@ -671,6 +833,114 @@ pub fn check_plan(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String>
     out
 }
 
+/// The capacity and counter part of [`check_plan`]: with the snapshot's allocations and
+/// `written` (claim key, results) together, every device is used whole by one claim or in
+/// shares, shares only of a shared device and within its capacity, and every counter set holds
+/// what the devices in use draw. Problems are reported only where a written result takes part.
+fn check_sharing<'w>(
+    inv: &DeviceInventory,
+    written: impl Iterator<Item = (String, &'w Vec<DeviceResult>)>,
+) -> Vec<String> {
+    use std::collections::BTreeSet;
+    #[derive(Default)]
+    struct Use {
+        whole: Vec<String>,
+        shares: Vec<String>,
+        consumed: BTreeMap<Arc<str>, i64>,
+        by_plan: bool,
+    }
+    let mut uses: BTreeMap<usize, Use> = BTreeMap::new();
+    let mut out = Vec::new();
+    let existing = inv
+        .claims
+        .iter()
+        .filter_map(|c| c.allocation.as_ref().map(|a| (c.key(), &a.devices, false)));
+    let written = written.map(|(k, d)| (k, d, true));
+    for (claim, results, by_plan) in existing.chain(written) {
+        for r in results.iter().filter(|r| !r.admin_access) {
+            let Some(d) = inv.device_index(&r.driver, &r.pool, &r.device) else {
+                continue;
+            };
+            let device = &inv.devices[d];
+            let u = uses.entry(d).or_default();
+            u.by_plan |= by_plan;
+            if r.share_id.is_none() {
+                u.whole.push(claim.clone());
+                continue;
+            }
+            u.shares.push(claim.clone());
+            if by_plan && !device.shared {
+                out.push(format!(
+                    "claim {claim} got a share of device {}, which does not allow multiple allocations",
+                    device.id()
+                ));
+            }
+            for (name, q) in &r.consumed {
+                let key = if name.contains('/') {
+                    name.clone()
+                } else {
+                    Arc::from(format!("{}/{name}", device.driver))
+                };
+                *u.consumed.entry(key).or_default() += q.milli;
+            }
+        }
+    }
+    let mut drawn: BTreeMap<(usize, Arc<str>), (i64, bool)> = BTreeMap::new();
+    for (&d, u) in &uses {
+        let device = &inv.devices[d];
+        if u.by_plan && !u.whole.is_empty() && !u.shares.is_empty() {
+            out.push(format!(
+                "device {} allocated whole to {} and shared by {}",
+                device.id(),
+                u.whole.join(", "),
+                u.shares.join(", ")
+            ));
+        }
+        if u.by_plan {
+            for (name, &milli) in &u.consumed {
+                match device.capacity.get(name) {
+                    Some(c) if milli > c.milli => out.push(format!(
+                        "device {}: its shares consume {} of capacity {name}, which is {}",
+                        device.id(),
+                        Quantity::from_milli(milli),
+                        c.text
+                    )),
+                    Some(_) => {}
+                    None => out.push(format!(
+                        "device {}: a share consumes capacity {name}, which it does not have",
+                        device.id()
+                    )),
+                }
+            }
+        }
+        for take in &device.consumes {
+            let Some(set) = inv.counter_set_index(&device.driver, &device.pool, &take.counter_set)
+            else {
+                continue;
+            };
+            for (counter, q) in &take.counters {
+                let e = drawn.entry((set, counter.clone())).or_default();
+                e.0 += q.milli;
+                e.1 |= u.by_plan;
+            }
+        }
+    }
+    let mut reported = BTreeSet::new();
+    for ((set, counter), (milli, by_plan)) in drawn {
+        let cs = &inv.counter_sets[set];
+        let total = cs.counters.get(&counter).map_or(0, |q| q.milli);
+        if by_plan && milli > total && reported.insert((set, counter.clone())) {
+            out.push(format!(
+                "counter set {}: the devices in use draw {} of counter {counter}, which is {}",
+                cs.id(),
+                Quantity::from_milli(milli),
+                Quantity::from_milli(total)
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -684,17 +954,20 @@ mod tests {
             attributes: BTreeMap::new(),
             capacity: BTreeMap::new(),
             nodes: DeviceNodes::Node(node.into()),
+            shared: false,
+            consumes: Vec::new(),
             unsupported: None,
         }
     }
 
     fn result(node: &str, name: &str) -> DeviceResult {
-        DeviceResult {
-            request: "gpu".into(),
-            driver: "gpu.nvidia.com".into(),
-            pool: node.into(),
-            device: name.into(),
-            admin_access: false,
+        DeviceResult::whole("gpu", "gpu.nvidia.com", node, name)
+    }
+
+    fn q(text: &str) -> Quantity {
+        Quantity {
+            milli: crate::parse_quantity(text, crate::Scale::Milli).unwrap(),
+            text: text.into(),
         }
     }
 
@@ -835,5 +1108,93 @@ mod tests {
             ..Plan::default()
         };
         assert!(check_plan(&s, &plan)[0].contains("unallocated"));
+    }
+
+    /// A share of `device` consuming `memory`.
+    fn share(node: &str, device: &str, id: &str, memory: &str) -> DeviceResult {
+        DeviceResult {
+            share_id: Some(id.into()),
+            consumed: [("memory".into(), q(memory))].into_iter().collect(),
+            ..result(node, device)
+        }
+    }
+
+    #[test]
+    fn shares_within_capacity_and_counters_within_their_sets_are_clean() {
+        let mut s = snapshot(vec![claim("c"), claim("held")], "c");
+        let mut shared = gpu("node-a", "gpu-0");
+        shared.shared = true;
+        shared.capacity.insert(
+            "gpu.nvidia.com/memory".into(),
+            Capacity::new("memory", q("80Gi").milli, "80Gi"),
+        );
+        s.dra.devices[0] = shared;
+        s.dra.claims[1].allocation = Some(Allocation {
+            devices: vec![share("node-a", "gpu-0", "a", "60Gi")],
+            ..Allocation::default()
+        });
+        let mut w = write("c", "node-a", "gpu-0", "uid-p");
+        w.devices = vec![share("node-a", "gpu-0", "b", "20Gi")];
+        let plan = Plan {
+            binds: vec![bind("node-a")],
+            claim_writes: vec![w.clone()],
+            ..Plan::default()
+        };
+        assert_eq!(check_plan(&s, &plan), Vec::<String>::new());
+        // 60Gi + 40Gi of 80Gi.
+        w.devices = vec![share("node-a", "gpu-0", "b", "40Gi")];
+        let plan = Plan {
+            binds: vec![bind("node-a")],
+            claim_writes: vec![w.clone()],
+            ..Plan::default()
+        };
+        let problems = check_plan(&s, &plan);
+        assert!(
+            problems[0].contains("consume 100Gi of capacity gpu.nvidia.com/memory, which is 80Gi"),
+            "{problems:?}"
+        );
+        // The device whole while shared.
+        w.devices = vec![result("node-a", "gpu-0")];
+        let plan = Plan {
+            binds: vec![bind("node-a")],
+            claim_writes: vec![w],
+            ..Plan::default()
+        };
+        let problems = check_plan(&s, &plan);
+        assert!(
+            problems[0].contains("allocated whole to default/c and shared by default/held"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn a_partition_beside_its_whole_device_overdraws_the_counter_set() {
+        let mut s = snapshot(vec![claim("c"), claim("held")], "c");
+        let draw = |amount: &str| CounterConsumption {
+            counter_set: "gpu-0".into(),
+            counters: [("memory".into(), q(amount))].into_iter().collect(),
+        };
+        s.dra.devices[0].consumes = vec![draw("80Gi")];
+        s.dra.devices[1].consumes = vec![draw("10Gi")];
+        s.dra.counter_sets = vec![CounterSet {
+            driver: "gpu.nvidia.com".into(),
+            pool: "node-a".into(),
+            name: "gpu-0".into(),
+            counters: [("memory".into(), q("80Gi"))].into_iter().collect(),
+        }];
+        s.dra.claims[1].allocation = Some(Allocation {
+            devices: vec![result("node-a", "gpu-0")],
+            ..Allocation::default()
+        });
+        let plan = Plan {
+            binds: vec![bind("node-a")],
+            claim_writes: vec![write("c", "node-a", "gpu-1", "uid-p")],
+            ..Plan::default()
+        };
+        let problems = check_plan(&s, &plan);
+        assert_eq!(
+            problems,
+            ["counter set gpu.nvidia.com/node-a/gpu-0: the devices in use draw 90Gi of counter memory, which is 80Gi"]
+        );
     }
 }

@@ -29,10 +29,11 @@ pub use capacity::{
 };
 pub use consolidation::{Controller, MoveHold, MoveHoldWrite, HOLDS_ANNOTATION, NO_CONSOLIDATE};
 pub use dra::{
-    AllocatedConfig, Allocation, AllocationMode, AttributeValue, Capacity, Claim, ClaimWrite,
-    ConfigSource, Consumer, Device, DeviceClass, DeviceConfig, DeviceInventory, DeviceNodes,
-    DeviceRequest, DeviceResult, ExactRequest, ExtendedRequest, ExtendedResourceClaim,
-    MatchAttribute, PodClaim, RequestKind, RequestMapping, SubRequest, TaskClaims, UnusablePool,
+    AllocatedConfig, Allocation, AllocationMode, AttributeValue, Capacity, CapacityRange, Claim,
+    ClaimWrite, ConfigSource, ConstraintKind, Consumer, CounterConsumption, CounterSet, Device,
+    DeviceClass, DeviceConfig, DeviceConstraint, DeviceInventory, DeviceNodes, DeviceRequest,
+    DeviceResult, ExactRequest, ExtendedRequest, ExtendedResourceClaim, PodClaim, RequestKind,
+    RequestMapping, RequestPolicy, SubRequest, TaskClaims, UnusablePool,
 };
 pub use interpod::{
     LabelSelector, Labels, Namespaces, PlacedPod, PodAffinityTerm, PodConstraints,

@@ -1,12 +1,15 @@
 //! Property tests of Dynamic Resource Allocation in the gang decision, over random clusters of
 //! devices and gangs with claims: after any session no device is allocated twice, every bound
 //! pod's claims are allocated on (for) its node, no gang is bound with a member's claim
-//! unallocated, and nothing is written for a pod that is not bound.
+//! unallocated, and nothing is written for a pod that is not bound; with shared GPUs and their
+//! partitions, no capacity or counter set is overdrawn and a gang that does not fit gives back
+//! exactly the shares it took.
 
 use caldera_config::SchedulerConfig;
 use caldera_model::{
-    AllocationMode, AttributeValue, Claim, Consumer, Device, DeviceClass, DeviceNodes,
-    DeviceRequest, ExactRequest, MatchAttribute, PodClaim, RequestKind, Snapshot, TaskClaims, Time,
+    AllocationMode, AttributeValue, Claim, ConstraintKind, Consumer, Device, DeviceClass,
+    DeviceConstraint, DeviceNodes, DeviceRequest, ExactRequest, PodClaim, RequestKind, Snapshot,
+    TaskClaims, Time,
 };
 use caldera_plugins::scheduler;
 use caldera_testkit::builders::{node, podgroup, queue, Cluster};
@@ -82,6 +85,7 @@ fn request(name: &str, count: u32, model_a: bool) -> DeviceRequest {
             },
             mode: AllocationMode::ExactCount(count),
             admin_access: false,
+            capacity: BTreeMap::new(),
         }),
     }
 }
@@ -93,9 +97,10 @@ fn claim(name: &str, requests: Vec<DeviceRequest>, clique: bool) -> Claim {
         uid: Arc::from(format!("uid-{name}")),
         requests,
         constraints: if clique {
-            vec![MatchAttribute {
+            vec![DeviceConstraint {
                 requests: Vec::new(),
                 attribute: attr("clique"),
+                kind: ConstraintKind::Match,
             }]
         } else {
             Vec::new()
@@ -107,6 +112,27 @@ fn claim(name: &str, requests: Vec<DeviceRequest>, clique: bool) -> Claim {
         owner: None,
         unsupported: None,
     }
+}
+
+/// Makes `c` allocated `devices` on `node` and reserved for the running pod `elsewhere-<k>`.
+fn held_elsewhere(c: &mut Claim, devices: Vec<caldera_model::DeviceResult>, node: &str, k: usize) {
+    c.allocation = Some(caldera_model::Allocation {
+        devices,
+        config: Vec::new(),
+        node_selector: Some(vec![caldera_model::SelectorTerm {
+            expressions: Vec::new(),
+            fields: vec![caldera_model::Requirement {
+                key: "metadata.name".into(),
+                op: caldera_model::SelectorOp::In,
+                values: vec![node.to_string()],
+            }],
+        }]),
+    });
+    c.reserved_for.push(Consumer {
+        resource: "pods".into(),
+        name: Arc::from(format!("elsewhere-{k}")),
+        uid: Arc::from(format!("uid-elsewhere-{k}")),
+    });
 }
 
 fn cluster() -> impl Strategy<Value = Snapshot> {
@@ -159,6 +185,8 @@ fn build(nodes: &[NodeSpec], gangs: &[GangSpec]) -> Snapshot {
                     ]),
                     capacity: BTreeMap::new(),
                     nodes: DeviceNodes::Node(node_name.clone()),
+                    shared: false,
+                    consumes: Vec::new(),
                     unsupported: None,
                 });
             }
@@ -168,31 +196,17 @@ fn build(nodes: &[NodeSpec], gangs: &[GangSpec]) -> Snapshot {
                     vec![request("gpus", n.busy, false)],
                     false,
                 );
-                c.allocation = Some(caldera_model::Allocation {
-                    devices: (0..n.busy)
-                        .map(|d| caldera_model::DeviceResult {
-                            request: "gpus".into(),
-                            driver: DRIVER.into(),
-                            pool: node_name.clone(),
-                            device: Arc::from(format!("gpu-{d}")),
-                            admin_access: false,
-                        })
-                        .collect(),
-                    config: Vec::new(),
-                    node_selector: Some(vec![caldera_model::SelectorTerm {
-                        expressions: Vec::new(),
-                        fields: vec![caldera_model::Requirement {
-                            key: "metadata.name".into(),
-                            op: caldera_model::SelectorOp::In,
-                            values: vec![node_name.to_string()],
-                        }],
-                    }]),
-                });
-                c.reserved_for.push(Consumer {
-                    resource: "pods".into(),
-                    name: Arc::from(format!("elsewhere-{i}")),
-                    uid: Arc::from(format!("uid-elsewhere-{i}")),
-                });
+                let devices = (0..n.busy)
+                    .map(|d| {
+                        caldera_model::DeviceResult::whole(
+                            "gpus",
+                            DRIVER,
+                            &node_name,
+                            &format!("gpu-{d}"),
+                        )
+                    })
+                    .collect();
+                held_elsewhere(&mut c, devices, &node_name, i);
                 busy_claims.push(c);
             }
         }
@@ -245,6 +259,27 @@ fn build(nodes: &[NodeSpec], gangs: &[GangSpec]) -> Snapshot {
     }
 }
 
+/// What every plan must be: the model's own check of its DRA rules is clean, and no gang is
+/// partly bound.
+fn sound(s: &Snapshot, plan: &caldera_model::Plan) -> Result<(), TestCaseError> {
+    let broken = caldera_model::dra::check_plan(s, plan);
+    prop_assert!(broken.is_empty(), "{broken:?}");
+    let mut new: BTreeMap<&str, u32> = BTreeMap::new();
+    for b in &plan.binds {
+        *new.entry(&b.job).or_default() += 1;
+    }
+    for j in &s.jobs {
+        let added = new.get(&*j.id).copied().unwrap_or(0);
+        prop_assert!(
+            added == 0 || added >= j.min_member,
+            "job {} got {added} members bound, needs {}",
+            j.id,
+            j.min_member
+        );
+    }
+    Ok(())
+}
+
 fn run(s: &Snapshot) -> caldera_session::Outcome {
     scheduler(&SchedulerConfig::default())
         .expect("default config builds")
@@ -258,9 +293,9 @@ proptest! {
     fn devices_are_never_allocated_twice_and_bound_pods_hold_theirs(s in cluster()) {
         let out = run(&s);
         let plan = &out.plan;
-        // The model's own check of a plan's DRA rules agrees.
-        let broken = caldera_model::dra::check_plan(&s, plan);
-        prop_assert!(broken.is_empty(), "{broken:?}");
+        // The model's own check of a plan's DRA rules agrees; gangs all or nothing (devices
+        // included: a bound member has its claims, below).
+        sound(&s, plan)?;
         // No device allocated twice: the snapshot's allocations and this plan's together.
         let mut taken: BTreeSet<(String, String)> = BTreeSet::new();
         for a in s.dra.claims.iter().filter_map(|c| c.allocation.as_ref()) {
@@ -306,16 +341,6 @@ proptest! {
             for c in &w.reserved_for {
                 prop_assert!(bound.contains_key(&*c.name), "claim {} reserved for unbound {}", w.name, c.name);
             }
-        }
-        // Gangs all or nothing (devices included: a bound member has its claims, above).
-        let mut new: BTreeMap<&str, u32> = BTreeMap::new();
-        for b in &plan.binds {
-            *new.entry(&b.job).or_default() += 1;
-        }
-        for j in &s.jobs {
-            let added = new.get(&*j.id).copied().unwrap_or(0);
-            prop_assert!(added == 0 || added >= j.min_member,
-                "job {} got {added} members bound, needs {}", j.id, j.min_member);
         }
     }
 }
@@ -384,6 +409,8 @@ fn bridged(allocated_on: Option<&str>) -> Snapshot {
                 attributes: BTreeMap::new(),
                 capacity: BTreeMap::new(),
                 nodes: DeviceNodes::Node(n.into()),
+                shared: false,
+                consumes: Vec::new(),
                 unsupported: None,
             });
         }
@@ -397,13 +424,12 @@ fn bridged(allocated_on: Option<&str>) -> Snapshot {
     bridge.owner = Some(("Pod".into(), t.uid.clone()));
     if let Some(n) = allocated_on {
         bridge.allocation = Some(caldera_model::Allocation {
-            devices: vec![caldera_model::DeviceResult {
-                request: "container-0-request-0".into(),
-                driver: DRIVER.into(),
-                pool: n.into(),
-                device: "gpu-1".into(),
-                admin_access: false,
-            }],
+            devices: vec![caldera_model::DeviceResult::whole(
+                "container-0-request-0",
+                DRIVER,
+                n,
+                "gpu-1",
+            )],
             config: Vec::new(),
             node_selector: Some(vec![caldera_model::SelectorTerm {
                 expressions: Vec::new(),
@@ -489,6 +515,8 @@ fn named_claims_in_a_capped_queue() -> Snapshot {
             attributes: BTreeMap::new(),
             capacity: BTreeMap::new(),
             nodes: DeviceNodes::Node("n0".into()),
+            shared: false,
+            consumes: Vec::new(),
             unsupported: None,
         });
     }
@@ -522,4 +550,300 @@ fn named_claims_count_in_queue_accounting_a_shared_one_once() {
     // `a`'s shared claim is one GPU (charged once, to a-0): the queue's one GPU is used up,
     // so `b`'s named claim must wait.
     assert_eq!(bound, ["a-0", "a-1"], "{:?}", out.plan.binds);
+}
+
+const GI: i64 = 1 << 30;
+
+fn gi(n: i64) -> caldera_model::dra::Quantity {
+    caldera_model::dra::Quantity::from_milli(n * GI * 1000)
+}
+
+/// A GPU of node `node` as a DRA driver for shared and partitioned GPUs publishes it: `gpu-i`
+/// with `allowMultipleAllocations` and 80Gi of memory, drawing all 8 memory slices of counter
+/// set `gpu-i`, and its two halves `gpu-i-half-a`/`-b` (40Gi, 4 slices each).
+fn sharable_gpu(node: &str, i: usize) -> (Vec<Device>, caldera_model::CounterSet) {
+    let set = format!("gpu-{i}");
+    let device = |name: String, memory: i64, slices: i64, shared: bool| Device {
+        driver: DRIVER.into(),
+        pool: node.into(),
+        name: name.into(),
+        attributes: BTreeMap::new(),
+        capacity: BTreeMap::from([(
+            attr("memory"),
+            caldera_model::Capacity::new("memory", memory * GI * 1000, &format!("{memory}Gi")),
+        )]),
+        nodes: DeviceNodes::Node(node.into()),
+        shared,
+        consumes: vec![caldera_model::CounterConsumption {
+            counter_set: set.as_str().into(),
+            counters: BTreeMap::from([(Arc::from("slices"), gi(slices))]),
+        }],
+        unsupported: None,
+    };
+    (
+        vec![
+            device(format!("gpu-{i}"), 80, 8, true),
+            device(format!("gpu-{i}-half-a"), 40, 4, false),
+            device(format!("gpu-{i}-half-b"), 40, 4, false),
+        ],
+        caldera_model::CounterSet {
+            driver: DRIVER.into(),
+            pool: node.into(),
+            name: set.as_str().into(),
+            counters: BTreeMap::from([(Arc::from("slices"), gi(8))]),
+        },
+    )
+}
+
+/// What a member of a sharing gang asks: a share of `memory` Gi of a shared GPU, or a half.
+#[derive(Debug, Clone, Copy)]
+enum Ask {
+    Share(i64),
+    Half,
+}
+
+/// `nodes` nodes each with `gpus[n]` sharable GPUs; `busy` (node, gpu, ask) allocated before to
+/// a running pod elsewhere; gangs (g0, g1, ...) of members asking `asks`, `min` of them needed.
+fn sharing_cluster(
+    gpus: &[usize],
+    busy: &[(usize, usize, Ask)],
+    gangs: &[(Vec<Ask>, u32)],
+) -> Snapshot {
+    let mut c = Cluster::new();
+    for (n, _) in gpus.iter().enumerate() {
+        let name = format!("n{n}");
+        c = c.node(node(&name).cpu(64).label("kubernetes.io/hostname", &name));
+    }
+    for (g, (asks, min)) in gangs.iter().enumerate() {
+        let name = format!("g{g}");
+        c = c.group(podgroup("ns", &name).min_member(*min).created(g as i64));
+        c = c.members("ns", &name, asks.len(), move |p| {
+            p.cpu_milli(100).created(g as i64)
+        });
+    }
+    let mut s = c.snapshot();
+    for (class, shared) in [("gpu", true), ("half", false)] {
+        s.dra.classes.push(DeviceClass {
+            name: class.into(),
+            selectors: vec![Arc::from(format!(
+                "device.driver == \"{DRIVER}\" && device.allowMultipleAllocations == {shared}"
+            ))],
+            config: Vec::new(),
+            extended_resource_name: None,
+            created: Time::from_secs(0),
+        });
+    }
+    for (n, &count) in gpus.iter().enumerate() {
+        for i in 0..count {
+            let (devices, set) = sharable_gpu(&format!("n{n}"), i);
+            s.dra.devices.extend(devices);
+            s.dra.counter_sets.push(set);
+        }
+    }
+    let ask_request = |ask: Ask| match ask {
+        Ask::Share(m) => {
+            let mut r = request("gpu", 1, false);
+            if let RequestKind::Exactly(e) = &mut r.kind {
+                e.class = "gpu".into();
+                e.capacity.insert("memory".into(), gi(m));
+            }
+            r
+        }
+        Ask::Half => {
+            let mut r = request("gpu", 1, false);
+            if let RequestKind::Exactly(e) = &mut r.kind {
+                e.class = "half".into();
+            }
+            r
+        }
+    };
+    for (k, &(n, i, ask)) in busy.iter().enumerate() {
+        let node_name = format!("n{n}");
+        let mut c = claim(&format!("busy-{k}"), vec![ask_request(ask)], false);
+        let result = match ask {
+            Ask::Share(m) => caldera_model::DeviceResult {
+                share_id: Some(Arc::from(format!("00000000-0000-8000-8000-{k:012}"))),
+                consumed: BTreeMap::from([(Arc::from("memory"), gi(m))]),
+                ..caldera_model::DeviceResult::whole("gpu", DRIVER, &node_name, &format!("gpu-{i}"))
+            },
+            Ask::Half => caldera_model::DeviceResult::whole(
+                "gpu",
+                DRIVER,
+                &node_name,
+                &format!("gpu-{i}-half-a"),
+            ),
+        };
+        held_elsewhere(&mut c, vec![result], &node_name, k);
+        s.dra.claims.push(c);
+    }
+    for t in s.tasks.iter_mut() {
+        let job = &s.jobs[t.job];
+        let g: usize = job.name.trim_start_matches('g').parse().unwrap_or(0);
+        let m: usize = t
+            .name
+            .rsplit('-')
+            .next()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(0);
+        let own = format!("{}-gpu", t.name);
+        let mut c = claim(&own, vec![ask_request(gangs[g].0[m])], false);
+        c.owner = Some(("Pod".into(), t.uid.clone()));
+        s.dra.claims.push(c);
+        t.claims = Some(Arc::new(TaskClaims {
+            claims: vec![PodClaim {
+                pod_claim: "gpu".into(),
+                claim: own.into(),
+                from_template: true,
+            }],
+            ..TaskClaims::default()
+        }));
+    }
+    s.dra
+        .devices
+        .sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
+    s.dra
+        .counter_sets
+        .sort_by(|a, b| (&a.driver, &a.pool, &a.name).cmp(&(&b.driver, &b.pool, &b.name)));
+    s.dra
+        .claims
+        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    s
+}
+
+fn ask() -> impl Strategy<Value = Ask> {
+    prop_oneof![3 => (1i64..7).prop_map(|m| Ask::Share(m * 10)), 1 => Just(Ask::Half)]
+}
+
+fn sharing() -> impl Strategy<Value = Snapshot> {
+    (
+        prop::collection::vec(0usize..3, 1..4),
+        prop::collection::vec((0usize..3, 0usize..3, ask()), 0..3),
+        prop::collection::vec((prop::collection::vec(ask(), 1..5), 1u32..5), 1..5),
+    )
+        .prop_map(|(gpus, busy, gangs)| {
+            // At most one earlier allocation per GPU: the cluster starts sound.
+            let mut seen = BTreeSet::new();
+            let busy: Vec<_> = busy
+                .into_iter()
+                .filter(|&(n, i, _)| n < gpus.len() && i < gpus[n] && seen.insert((n, i)))
+                .collect();
+            let gangs: Vec<_> = gangs
+                .into_iter()
+                .map(|(asks, min)| {
+                    let min = min.min(asks.len() as u32);
+                    (asks, min)
+                })
+                .collect();
+            sharing_cluster(&gpus, &busy, &gangs)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
+
+    /// Shared GPUs and their halves (partitions drawing the same counter set) under gangs of
+    /// fractional members: after the session no GPU's memory is promised twice (shares within
+    /// 80Gi, never whole and shared at once), no counter set is overdrawn (a GPU in shares and a
+    /// half of it exclude each other), every bound member's claim is written, and no gang is
+    /// partly bound.
+    #[test]
+    fn shared_and_partitioned_gpus_are_never_overdrawn(s in sharing()) {
+        let out = run(&s);
+        let plan = &out.plan;
+        sound(&s, plan)?;
+        let mut memory: BTreeMap<(String, String), i64> = BTreeMap::new();
+        let mut whole: BTreeMap<(String, String), u32> = BTreeMap::new();
+        let results = s
+            .dra
+            .claims
+            .iter()
+            .filter_map(|c| c.allocation.as_ref())
+            .flat_map(|a| &a.devices)
+            .chain(plan.claim_writes.iter().filter(|w| w.allocate).flat_map(|w| &w.devices));
+        for r in results {
+            let key = (r.pool.to_string(), r.device.to_string());
+            match &r.share_id {
+                Some(_) => *memory.entry(key).or_default() += r.consumed.get("memory").map_or(0, |q| q.milli),
+                None => *whole.entry(key).or_default() += 1,
+            }
+        }
+        let mut slices: BTreeMap<(String, String), i64> = BTreeMap::new();
+        for ((pool, device), used) in &memory {
+            prop_assert!(*used <= 80 * GI * 1000, "{pool}/{device}: {used} of 80Gi");
+            prop_assert!(!whole.contains_key(&(pool.clone(), device.clone())), "{pool}/{device} whole and shared");
+            *slices.entry((pool.clone(), device.clone())).or_default() += 8;
+        }
+        for ((pool, device), n) in &whole {
+            prop_assert_eq!(*n, 1, "{}/{} whole twice", pool, device);
+            let gpu = device.split("-half").next().unwrap_or(device).to_string();
+            *slices.entry((pool.clone(), gpu)).or_default() += 4;
+        }
+        for ((pool, gpu), drawn) in &slices {
+            prop_assert!(*drawn <= 8, "{pool}/{gpu}: {drawn} of 8 slices");
+        }
+        let written: BTreeSet<&str> = plan.claim_writes.iter().map(|w| &*w.name).collect();
+        for b in &plan.binds {
+            prop_assert!(written.contains(format!("{}-gpu", b.name).as_str()), "{} bound without its claim", b.name);
+        }
+    }
+}
+
+/// A gang whose members do not all fit gives back the shares its first members took: the gang
+/// after it finds the GPU's memory whole.
+#[test]
+fn a_gang_that_does_not_fit_gives_back_its_shares() {
+    let s = sharing_cluster(
+        &[1],
+        &[],
+        &[
+            (vec![Ask::Share(30); 4], 4),
+            (vec![Ask::Share(40), Ask::Share(40)], 2),
+        ],
+    );
+    let out = run(&s);
+    let mut bound: Vec<&str> = out.plan.binds.iter().map(|b| &*b.name).collect();
+    bound.sort();
+    assert_eq!(bound, ["g1-0", "g1-1"], "{:?}", out.plan);
+    for w in &out.plan.claim_writes {
+        let r = &w.devices[0];
+        assert_eq!(&*r.device, "gpu-0");
+        assert!(r.share_id.is_some());
+        assert_eq!(r.consumed["memory"].milli, 40 * GI * 1000);
+    }
+}
+
+/// Four members each asking a quarter of one GPU's memory land on that GPU together.
+#[test]
+fn four_quarter_members_share_one_gpu_all_or_nothing() {
+    let s = sharing_cluster(&[1], &[], &[(vec![Ask::Share(20); 4], 4)]);
+    let out = run(&s);
+    assert_eq!(out.plan.binds.len(), 4, "{:?}", out.plan);
+    let ids: BTreeSet<_> = out
+        .plan
+        .claim_writes
+        .iter()
+        .map(|w| w.devices[0].share_id.clone())
+        .collect();
+    assert_eq!(ids.len(), 4, "four shares of one device, four IDs");
+    let e = scheduler(&SchedulerConfig::default())
+        .expect("default config builds")
+        .explain(&s, Time::from_secs(10), "ns/g0")
+        .expect("the job exists");
+    let text = e.to_string();
+    assert!(
+        text.contains("gpu.example.com/n0/gpu-0 (share: memory 20Gi)"),
+        "{text}"
+    );
+    // A fifth asking 30Gi does not fit beside them.
+    let s = sharing_cluster(
+        &[1],
+        &[],
+        &[(vec![Ask::Share(20); 4], 4), (vec![Ask::Share(30)], 1)],
+    );
+    let out = run(&s);
+    assert!(
+        out.plan.binds.iter().all(|b| &*b.job != "ns/g1"),
+        "{:?}",
+        out.plan.binds
+    );
 }

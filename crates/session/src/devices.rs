@@ -7,16 +7,23 @@
 //! to the nodes its allocation allows; the others of a pod are allocated together on the node
 //! by the structured allocator ([`caldera_dra`]), from devices no claim holds (admin access
 //! aside); a pod asking for an extended resource that a node does not list is served by
-//! devices of the DeviceClass naming it (KEP-5004). A device is never given twice.
+//! devices of the DeviceClass naming it (KEP-5004). A device is never given twice whole; a
+//! device with `allowMultipleAllocations` is given in shares whose consumed capacity never
+//! exceeds its capacity, and the devices in use never overdraw a counter set (partitionable
+//! devices). What a claim holds is a [`Hold`]: placing takes it, undoing and evicting give
+//! exactly it back.
 //!
 //! Devices also count as resources ([`fold`]): on a node whose allocatable lacks a class's
 //! `extendedResourceName` (e.g. `nvidia.com/gpu`), the node offers as many of it as it has
 //! devices of the class, and a member's request counts the devices its claims from templates
 //! ask for (or hold) through such a class. So queues (`capability`, `deserved`,
 //! `minResources`), binpack and the "needs 8, 6 are free" messages see GPUs whether a device
-//! plugin or a DRA driver publishes them.
+//! plugin or a DRA driver publishes them. A class with shared devices or devices drawing
+//! counters is not counted so: one of its devices is not one unit of the resource (a share is
+//! a fraction, a partition part of a GPU), and counting them as whole units would refuse
+//! members that fit.
 
-use caldera_dra::{Allocator, NodeView};
+use caldera_dra::{Allocator, Hold, NodeView};
 use caldera_model::{
     Allocation, Claim, Consumer, DeviceInventory, DeviceNodes, DeviceRequest, DeviceResult, Node,
     RequestKind, RequestMapping, Snapshot, Task,
@@ -34,8 +41,8 @@ pub const NOT_AVAILABLE: &str = "resourceclaim not available on the node";
 struct ClaimState {
     /// Its allocation now: from the snapshot, or made by this session.
     allocation: Option<Arc<Allocation>>,
-    /// The devices of `allocation` (indices in the inventory) that it holds.
-    held: Vec<u32>,
+    /// What `allocation` holds: devices whole and shares.
+    held: Hold,
     /// Allocated by this session (written at close).
     by_session: bool,
     /// Consumers holding it: `reservedFor` entries plus this session's placements.
@@ -74,8 +81,8 @@ struct Bridge {
     claim: Claim,
     /// The allocation.
     allocation: Allocation,
-    /// Device indices held.
-    held: Vec<u32>,
+    /// What it holds.
+    held: Hold,
     /// Container → request.
     mappings: Vec<RequestMapping>,
 }
@@ -91,7 +98,9 @@ struct Decision {
 /// The device state of a session.
 pub struct Devices {
     inv: Arc<DeviceInventory>,
-    /// Per device: the node it is local to (`NONE`: reachable from several).
+    /// Per device: the node whose fit changes when it is taken or given back (`NONE`: several:
+    /// it is reachable from several, or draws from a counter set devices of other nodes draw
+    /// from too).
     local: Vec<u32>,
     claims: Vec<ClaimState>,
     placed: HashMap<usize, Taken>,
@@ -223,6 +232,13 @@ pub fn fold(snapshot: &mut Snapshot, allocator: &mut Allocator) -> BTreeMap<Arc<
         let Some(class) = inv.class_for_extended(resource) else {
             continue;
         };
+        let fractional = (0..inv.devices.len()).any(|d| {
+            let dev = &inv.devices[d];
+            (dev.shared || !dev.consumes.is_empty()) && allocator.in_class(&class.name, d as u32)
+        });
+        if fractional {
+            continue;
+        }
         let mut count = vec![0i64; n];
         let mut used = vec![0i64; n];
         for (d, at) in local.iter().enumerate() {
@@ -374,7 +390,7 @@ impl Devices {
                 ..Devices::default()
             };
         }
-        let local = inv
+        let mut local: Vec<u32> = inv
             .devices
             .iter()
             .map(|dev| match &dev.nodes {
@@ -384,6 +400,32 @@ impl Devices {
                 _ => NONE,
             })
             .collect();
+        // Counter sets are pool-wide: taking a device changes what devices of other nodes
+        // drawing from the same set may take.
+        let mut set_node: HashMap<(&str, &str, &str), u32> = HashMap::new();
+        for (d, dev) in inv.devices.iter().enumerate() {
+            for c in &dev.consumes {
+                let key = (&*dev.driver, &*dev.pool, &*c.counter_set);
+                match set_node.get(&key) {
+                    Some(&n) if n != local[d] => {
+                        set_node.insert(key, NONE);
+                    }
+                    Some(_) => {}
+                    None => {
+                        set_node.insert(key, local[d]);
+                    }
+                }
+            }
+        }
+        for (d, dev) in inv.devices.iter().enumerate() {
+            let spread = dev
+                .consumes
+                .iter()
+                .any(|c| set_node.get(&(&*dev.driver, &*dev.pool, &*c.counter_set)) == Some(&NONE));
+            if spread {
+                local[d] = NONE;
+            }
+        }
         let claims = inv
             .claims
             .iter()
@@ -504,11 +546,13 @@ impl Devices {
             .as_ref()
             .filter(|tc| !tc.extended.is_empty() && tc.extended_claim.is_none())
         {
-            Some(tc) => {
-                caldera_dra::extended_claim(&self.inv, &task.namespace, &tc.extended, |r| {
-                    !self.backs(r, node)
-                })
-            }
+            Some(tc) => caldera_dra::extended_claim(
+                &self.inv,
+                &task.namespace,
+                &task.name,
+                &tc.extended,
+                |r| !self.backs(r, node),
+            ),
             None => None,
         };
         if pending.is_empty() && bridge.is_none() {
@@ -542,12 +586,12 @@ impl Devices {
             Some((claim, mappings)) => {
                 let f = found.pop().unwrap_or_else(|| caldera_dra::Found {
                     allocation: Allocation::default(),
-                    devices: Vec::new(),
+                    hold: Hold::default(),
                 });
                 Some(Bridge {
                     claim,
                     allocation: f.allocation,
-                    held: f.devices,
+                    held: f.hold,
                     mappings,
                 })
             }
@@ -578,8 +622,8 @@ impl Devices {
             .is_some_and(|(kind, _)| &**kind == "Pod")
     }
 
-    fn touch(&self, devices: &[u32], out: &mut Vec<u32>) -> bool {
-        for &d in devices {
+    fn touch(&self, hold: &Hold, out: &mut Vec<u32>) -> bool {
+        for d in hold.indices() {
             match self.local.get(d as usize).copied().unwrap_or(NONE) {
                 NONE => return true,
                 n => out.push(n),
@@ -602,10 +646,10 @@ impl Devices {
         let mut touched = vec![node as u32];
         let mut everywhere = false;
         for (&ci, f) in d.pending.iter().zip(d.found) {
-            everywhere |= self.touch(&f.devices, &mut touched);
-            self.allocator.get_mut().take(&f.devices);
+            everywhere |= self.touch(&f.hold, &mut touched);
+            self.allocator.get_mut().take(&f.hold);
             let st = &mut self.claims[ci];
-            st.held = f.devices;
+            st.held = f.hold;
             st.allocation = Some(Arc::new(f.allocation));
             st.by_session = true;
             st.by_pod = Some(task.uid.clone());
@@ -870,11 +914,7 @@ impl Devices {
             let st = &self.claims[ci];
             let line = match &st.allocation {
                 Some(a) => {
-                    let devices: Vec<String> = a
-                        .devices
-                        .iter()
-                        .map(|r| format!("{}/{}/{}", r.driver, r.pool, r.device))
-                        .collect();
+                    let devices: Vec<String> = a.devices.iter().map(shown_result).collect();
                     let node = a
                         .node()
                         .map_or_else(|| "any node".to_string(), |n| n.to_string());
@@ -917,11 +957,30 @@ impl Devices {
     }
 }
 
+/// A result for `explain`: `driver/pool/device`, and for a share what it consumes
+/// (`gpu.nvidia.com/node-a/gpu-0 (share: memory 20Gi)`).
+fn shown_result(r: &DeviceResult) -> String {
+    let id = format!("{}/{}/{}", r.driver, r.pool, r.device);
+    if r.share_id.is_none() {
+        return id;
+    }
+    let consumed: Vec<String> = r
+        .consumed
+        .iter()
+        .map(|(name, q)| format!("{name} {q}"))
+        .collect();
+    if consumed.is_empty() {
+        format!("{id} (share)")
+    } else {
+        format!("{id} (share: {})", consumed.join(", "))
+    }
+}
+
 /// One claim of a [`ClaimShape`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ShapePart {
     /// A claim from a template still to allocate: what it asks.
-    Asks(Vec<DeviceRequest>, Vec<caldera_model::MatchAttribute>),
+    Asks(Vec<DeviceRequest>, Vec<caldera_model::DeviceConstraint>),
     /// A claim by identity (allocated, or named by the pod).
     Claim(usize),
     /// A claim not found.

@@ -50,6 +50,18 @@ fn result(r: &DeviceResult) -> DeviceRequestAllocationResult {
         pool: r.pool.to_string(),
         device: r.device.to_string(),
         admin_access: r.admin_access.then_some(true),
+        share_id: r.share_id.as_deref().map(str::to_string),
+        consumed_capacity: (!r.consumed.is_empty()).then(|| {
+            r.consumed
+                .iter()
+                .map(|(name, q)| {
+                    (
+                        name.to_string(),
+                        k8s_openapi::apimachinery::pkg::api::resource::Quantity(q.text.to_string()),
+                    )
+                })
+                .collect()
+        }),
         ..Default::default()
     }
 }

@@ -86,6 +86,10 @@ pub struct ResourceClaimExpect {
     pub node: Option<Option<String>>,
     /// Entries in `status.reservedFor`.
     pub reserved_for: Option<usize>,
+    /// Shares of shared devices (consumable capacity): per device name, per capacity name, the
+    /// amount the claim's results with a `shareID` consume of it, summed; exactly these devices
+    /// must be allocated in shares.
+    pub consumed_capacity: Option<BTreeMap<String, BTreeMap<String, String>>>,
 }
 
 /// What a PersistentVolumeClaim must look like.
@@ -821,7 +825,11 @@ fn check_resource_claim(e: &ResourceClaimExpect, sim: &Simulation, out: &mut Che
         );
     }
     let Some(claim) = claim else {
-        if e.devices.is_some() || e.node.is_some() || e.reserved_for.is_some() {
+        if e.devices.is_some()
+            || e.node.is_some()
+            || e.reserved_for.is_some()
+            || e.consumed_capacity.is_some()
+        {
             out.fail(format!("{what}: not found"));
         }
         return;
@@ -861,6 +869,57 @@ fn check_resource_claim(e: &ResourceClaimExpect, sim: &Simulation, out: &mut Che
             &format!("{what} node"),
             &show(want.as_deref()),
             &show(got.as_deref()),
+        );
+    }
+    if let Some(want) = &e.consumed_capacity {
+        let milli = |q: &str| caldera_model::parse_quantity(q, caldera_model::Scale::Milli);
+        let mut got: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+        for r in allocation
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|r| r.share_id.is_some())
+        {
+            let device = got.entry(r.device.clone()).or_default();
+            for (name, q) in r.consumed_capacity.iter().flatten() {
+                *device.entry(name.clone()).or_default() += milli(&q.0).unwrap_or(i64::MIN / 4);
+            }
+        }
+        let show = |m: &BTreeMap<String, BTreeMap<String, i64>>| {
+            m.iter()
+                .map(|(d, caps)| {
+                    let caps: Vec<String> = caps
+                        .iter()
+                        .map(|(n, v)| {
+                            format!("{n}={}", caldera_model::dra::Quantity::from_milli(*v))
+                        })
+                        .collect();
+                    format!("{d}: {}", caps.join(", "))
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let mut wanted: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+        for (device, caps) in want {
+            for (name, q) in caps {
+                match milli(q) {
+                    Ok(v) => {
+                        wanted
+                            .entry(device.clone())
+                            .or_default()
+                            .insert(name.clone(), v);
+                    }
+                    Err(err) => {
+                        return out.fail(format!("{what} consumedCapacity {device}.{name}: {err}"))
+                    }
+                }
+            }
+        }
+        out.compare(
+            &format!("{what} consumedCapacity"),
+            &show(&wanted),
+            &show(&got),
         );
     }
     if let Some(want) = e.reserved_for {

@@ -12,10 +12,18 @@
 //! (`resource`, `name`, `uid` required) and only with an allocation, gains no user while the
 //! claim is being deleted, an allocation once set cannot change (only be cleared), and a new
 //! allocation's results (at most 32) name a request of the claim (or `request/subrequest`) and a
-//! driver, pool and device. ResourceSlices need a driver, a pool (name, `resourceSliceCount` ≥ 1)
-//! and exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection`, with
-//! unique device names (at most 128); a DeviceClass's `extendedResourceName` must be an
-//! extended resource name. CEL selectors are stored unchecked (kube-apiserver compiles them).
+//! driver, pool and device, and a share's `shareID` is a UUID in normalized form. A claim's
+//! constraints set exactly one of `matchAttribute` and `distinctAttribute`, fully qualified, and
+//! its capacity requests are quantities. ResourceSlices need a driver, a pool (name,
+//! `resourceSliceCount` ≥ 1) and exactly one of `nodeName`, `nodeSelector`, `allNodes`,
+//! `perDeviceNodeSelection`, with unique device names (at most 128, 64 if a device is tainted or
+//! draws counters); devices or `sharedCounters`, not both (at most 8 counter sets, uniquely
+//! named, each with 1–32 counters); a device draws from at most 2 counter sets, each once; a
+//! capacity's `requestPolicy` only on a device with `allowMultipleAllocations`, with a default
+//! and one of `validValues` (ascending, at most 10, within the capacity, the default among them)
+//! and `validRange` (min, max and one step within the capacity, the default inside the range and
+//! on a step), as `validateRequestPolicy` says. A DeviceClass's `extendedResourceName` must be
+//! an extended resource name. CEL selectors are stored unchecked (kube-apiserver compiles them).
 
 use caldera_actors::resourceclaim;
 use k8s_openapi::api::core::v1::Pod;
@@ -30,6 +38,39 @@ const RESERVED_FOR_MAX: usize = resourceclaim::RESERVED_FOR_MAX;
 const ALLOCATION_RESULTS_MAX: usize = 32;
 /// `ResourceSliceMaxDevices`.
 const SLICE_DEVICES_MAX: usize = 128;
+/// `ResourceSliceMaxDevicesWithAdvancedFeatures`: with taints or counters.
+const SLICE_DEVICES_MAX_ADVANCED: usize = 64;
+/// `ResourceSliceMaxCounterSets`.
+const COUNTER_SETS_MAX: usize = 8;
+/// `ResourceSliceMaxCountersPerCounterSet` (and per consumption).
+const COUNTERS_MAX: usize = 32;
+/// `ResourceSliceMaxDeviceCounterConsumptionsPerDevice`.
+const CONSUMPTIONS_MAX: usize = 2;
+/// `CapacityRequestPolicyDiscreteMaxOptions`.
+const VALID_VALUES_MAX: usize = 10;
+
+/// A quantity's thousandths, or why it is not one.
+fn milli(v: &Value) -> Result<i64, String> {
+    let text = v
+        .as_str()
+        .ok_or_else(|| format!("Invalid value: {v}: not a quantity"))?;
+    caldera_model::parse_quantity(text, caldera_model::Scale::Milli)
+        .map_err(|e| format!("Invalid value: {text:?}: {e}"))
+}
+
+/// Whole units as `Quantity.Value()` reads them.
+fn units(milli: i64) -> i64 {
+    milli.div_euclid(1000) + i64::from(milli.rem_euclid(1000) != 0)
+}
+
+/// `validateUID`: an RFC 4122 UUID in normalized form (lowercase, 36 characters).
+fn normalized_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_digit() || ('a'..='f').contains(&c),
+        })
+}
 
 fn dns_label(s: &str) -> bool {
     !s.is_empty()
@@ -60,6 +101,33 @@ pub(crate) fn is_extended_resource_name(name: &str) -> bool {
 /// Defaults and validates the `spec` of a claim (or a template's `spec.spec`) at `path`.
 fn prepare_claim_spec(spec: &mut Value, path: &str) -> Causes {
     let mut causes = Causes::new();
+    for (i, c) in spec["devices"]["constraints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = format!("{path}.devices.constraints[{i}]");
+        match (c["matchAttribute"].as_str(), c["distinctAttribute"].as_str()) {
+            (Some(name), None) | (None, Some(name)) => {
+                let field = if c["matchAttribute"].is_string() {
+                    "matchAttribute"
+                } else {
+                    "distinctAttribute"
+                };
+                if !name.contains('/') {
+                    causes.push((
+                        format!("{at}.{field}"),
+                        format!("Invalid value: {name:?}: a fully qualified name must be a domain and a name separated by a slash"),
+                    ));
+                }
+            }
+            _ => causes.push((
+                at,
+                "Required value: exactly one of \"matchAttribute\" or \"distinctAttribute\" is required".into(),
+            )),
+        }
+    }
     let Some(requests) = spec["devices"]["requests"].as_array_mut() else {
         return causes;
     };
@@ -124,6 +192,13 @@ fn prepare_exact(exact: &mut Value, at: &str) -> Causes {
         .is_empty()
     {
         causes.push((format!("{at}.deviceClassName"), "Required value".into()));
+    }
+    if let Some(asks) = exact["capacity"]["requests"].as_object() {
+        for (name, q) in asks {
+            if let Err(why) = milli(q) {
+                causes.push((format!("{at}.capacity.requests[{name}]"), why));
+            }
+        }
     }
     if exact["allocationMode"].is_null() {
         exact["allocationMode"] = json!("ExactCount");
@@ -238,14 +313,32 @@ pub(crate) fn validate_slice(obj: &Value) -> Causes {
         ));
     }
     let devices = spec["devices"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-    if devices.len() > SLICE_DEVICES_MAX {
+    let advanced = devices.iter().any(|d| {
+        d["taints"].as_array().is_some_and(|t| !t.is_empty())
+            || d["consumesCounters"]
+                .as_array()
+                .is_some_and(|c| !c.is_empty())
+    });
+    let max = if advanced {
+        SLICE_DEVICES_MAX_ADVANCED
+    } else {
+        SLICE_DEVICES_MAX
+    };
+    if devices.len() > max {
         causes.push((
             "spec.devices".into(),
-            format!(
-                "Too many: {}: must have at most {SLICE_DEVICES_MAX} items",
-                devices.len()
-            ),
+            format!("Too many: {}: must have at most {max} items", devices.len()),
         ));
+    }
+    if !spec["devices"].is_null() && !spec["sharedCounters"].is_null() {
+        causes.push((
+            "spec".into(),
+            "Invalid value: \"\": only one of `sharedCounters` or `devices` is allowed".into(),
+        ));
+    }
+    causes.extend(validate_counter_sets(&spec["sharedCounters"]));
+    for (i, d) in devices.iter().enumerate() {
+        causes.extend(validate_device_sharing(d, &format!("spec.devices[{i}]")));
     }
     let mut seen = std::collections::BTreeSet::new();
     for (i, d) in devices.iter().enumerate() {
@@ -257,6 +350,299 @@ pub(crate) fn validate_slice(obj: &Value) -> Causes {
                 format!("spec.devices[{i}].name"),
                 format!("Duplicate value: {name:?}"),
             ));
+        }
+    }
+    causes
+}
+
+/// `spec.sharedCounters`: at most 8 sets, unique names, each with 1–32 counters of quantities.
+fn validate_counter_sets(sets: &Value) -> Causes {
+    let mut causes = Causes::new();
+    let Some(sets) = sets.as_array() else {
+        return causes;
+    };
+    if sets.len() > COUNTER_SETS_MAX {
+        causes.push((
+            "spec.sharedCounters".into(),
+            format!(
+                "Too many: {}: must have at most {COUNTER_SETS_MAX} items",
+                sets.len()
+            ),
+        ));
+        return causes;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, set) in sets.iter().enumerate() {
+        let at = format!("spec.sharedCounters[{i}]");
+        let name = set["name"].as_str().unwrap_or_default();
+        if !dns_label(name) {
+            causes.push((format!("{at}.name"), format!("Invalid value: {name:?}")));
+        } else if !seen.insert(name) {
+            causes.push((at.clone(), format!("Duplicate value: {name:?}")));
+        }
+        causes.extend(validate_counters(
+            &set["counters"],
+            &format!("{at}.counters"),
+        ));
+    }
+    causes
+}
+
+/// Counters (of a set or a device's consumption): 1–32, DNS-label names, quantities.
+fn validate_counters(counters: &Value, at: &str) -> Causes {
+    let mut causes = Causes::new();
+    let counters = counters.as_object();
+    match counters {
+        None => causes.push((at.to_string(), "Required value".into())),
+        Some(c) if c.is_empty() => causes.push((at.to_string(), "Required value".into())),
+        Some(c) if c.len() > COUNTERS_MAX => causes.push((
+            at.to_string(),
+            format!(
+                "Too many: {}: must have at most {COUNTERS_MAX} items",
+                c.len()
+            ),
+        )),
+        Some(c) => {
+            for (name, counter) in c {
+                if !dns_label(name) {
+                    causes.push((format!("{at}[{name}]"), format!("Invalid value: {name:?}")));
+                }
+                if let Err(why) = milli(&counter["value"]) {
+                    causes.push((format!("{at}[{name}].value"), why));
+                }
+            }
+        }
+    }
+    causes
+}
+
+/// A device's `consumesCounters` and its capacities' `requestPolicy`
+/// (`validateMultiAllocatableDeviceCapacity`, `validateSingleAllocatableDeviceCapacity`).
+fn validate_device_sharing(d: &Value, at: &str) -> Causes {
+    let mut causes = Causes::new();
+    if let Some(consumes) = d["consumesCounters"].as_array() {
+        if consumes.len() > CONSUMPTIONS_MAX {
+            causes.push((
+                format!("{at}.consumesCounters"),
+                format!(
+                    "Too many: {}: must have at most {CONSUMPTIONS_MAX} items",
+                    consumes.len()
+                ),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (j, c) in consumes.iter().enumerate() {
+            let cat = format!("{at}.consumesCounters[{j}]");
+            let set = c["counterSet"].as_str().unwrap_or_default();
+            if !dns_label(set) {
+                causes.push((
+                    format!("{cat}.counterSet"),
+                    format!("Invalid value: {set:?}"),
+                ));
+            } else if !seen.insert(set) {
+                causes.push((cat.clone(), format!("Duplicate value: {set:?}")));
+            }
+            causes.extend(validate_counters(
+                &c["counters"],
+                &format!("{cat}.counters"),
+            ));
+        }
+    }
+    let shared = d["allowMultipleAllocations"] == true;
+    for (name, capacity) in d["capacity"].as_object().into_iter().flatten() {
+        let cat = format!("{at}.capacity[{name}]");
+        let value = match milli(&capacity["value"]) {
+            Ok(v) => v,
+            Err(why) => {
+                causes.push((format!("{cat}.value"), why));
+                continue;
+            }
+        };
+        let policy = &capacity["requestPolicy"];
+        if policy.is_null() {
+            continue;
+        }
+        let pat = format!("{cat}.requestPolicy");
+        if !shared {
+            causes.push((
+                pat,
+                "Forbidden: allowMultipleAllocations must be true".into(),
+            ));
+            continue;
+        }
+        causes.extend(validate_request_policy(policy, value, &pat));
+    }
+    causes
+}
+
+/// `validateRequestPolicy` of a capacity of `value` thousandths.
+fn validate_request_policy(policy: &Value, value: i64, at: &str) -> Causes {
+    let mut causes = Causes::new();
+    let values = policy["validValues"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let range = &policy["validRange"];
+    if !values.is_empty() && !range.is_null() {
+        causes.push((
+            at.to_string(),
+            "Forbidden: exactly one policy can be specified, cannot specify \"validValues\" and \"validRange\" at the same time".into(),
+        ));
+        return causes;
+    }
+    if values.is_empty() && range.is_null() {
+        return causes;
+    }
+    let default = match &policy["default"] {
+        Value::Null => {
+            let which = if values.is_empty() {
+                "validRange"
+            } else {
+                "validValues"
+            };
+            causes.push((
+                format!("{at}.default"),
+                format!("Required value: required when {which} is defined"),
+            ));
+            return causes;
+        }
+        q => match milli(q) {
+            Ok(d) => d,
+            Err(why) => {
+                causes.push((format!("{at}.default"), why));
+                return causes;
+            }
+        },
+    };
+    if !values.is_empty() {
+        let at = format!("{at}.validValues");
+        if values.len() > VALID_VALUES_MAX {
+            causes.push((
+                at,
+                format!(
+                    "Too many: {}: must have at most {VALID_VALUES_MAX} items",
+                    values.len()
+                ),
+            ));
+            return causes;
+        }
+        let mut parsed = Vec::with_capacity(values.len());
+        for (i, v) in values.iter().enumerate() {
+            match milli(v) {
+                Ok(m) => parsed.push(m),
+                Err(why) => causes.push((format!("{at}[{i}]"), why)),
+            }
+        }
+        for (i, w) in parsed.windows(2).enumerate() {
+            if w[0] > w[1] {
+                causes.push((
+                    format!("{at}[{}]", i + 1),
+                    "Invalid value: values must be sorted in ascending order".into(),
+                ));
+            }
+        }
+        for (i, &m) in parsed.iter().enumerate() {
+            if m > value {
+                causes.push((
+                    format!("{at}[{i}]"),
+                    "Invalid value: option is larger than capacity value".into(),
+                ));
+            }
+        }
+        if !parsed.contains(&default) {
+            causes.push((
+                at,
+                "Invalid value: default value is not valid according to the requestPolicy".into(),
+            ));
+        }
+        return causes;
+    }
+    let at = format!("{at}.validRange");
+    let min = match milli(&range["min"]) {
+        Ok(m) => m,
+        Err(_) if range["min"].is_null() => {
+            causes.push((
+                format!("{at}.min"),
+                "Required value: required when validRange is defined".into(),
+            ));
+            return causes;
+        }
+        Err(why) => {
+            causes.push((format!("{at}.min"), why));
+            return causes;
+        }
+    };
+    if min > value {
+        causes.push((
+            format!("{at}.min"),
+            "Invalid value: min is larger than capacity value".into(),
+        ));
+    }
+    if default < min {
+        causes.push((
+            format!("{at}.default"),
+            "Invalid value: default is less than min".into(),
+        ));
+    }
+    let max = match &range["max"] {
+        Value::Null => None,
+        q => match milli(q) {
+            Ok(m) => Some(m),
+            Err(why) => {
+                causes.push((format!("{at}.max"), why));
+                return causes;
+            }
+        },
+    };
+    if let Some(max) = max {
+        if min > max {
+            causes.push((
+                format!("{at}.max"),
+                "Invalid value: min is larger than max".into(),
+            ));
+        }
+        if max > value {
+            causes.push((
+                format!("{at}.max"),
+                "Invalid value: max is larger than capacity value".into(),
+            ));
+        }
+        if default > max {
+            causes.push((
+                format!("{at}.default"),
+                "Invalid value: default is more than max".into(),
+            ));
+        }
+    }
+    if !range["step"].is_null() {
+        let step = match milli(&range["step"]) {
+            Ok(s) => s,
+            Err(why) => {
+                causes.push((format!("{at}.step"), why));
+                return causes;
+            }
+        };
+        if step <= 0 {
+            causes.push((
+                format!("{at}.step"),
+                "Invalid value: must be greater than zero".into(),
+            ));
+            return causes;
+        }
+        if min.saturating_add(step) > value {
+            causes.push((
+                format!("{at}.step"),
+                "Invalid value: one step is larger than capacity value".into(),
+            ));
+        }
+        let step_u = units(step);
+        for v in std::iter::once(default).chain(max) {
+            if step_u > 0 && (units(v) - units(min)) % step_u != 0 {
+                causes.push((
+                    format!("{at}.step"),
+                    "Invalid value: value is not a multiple of a given step".into(),
+                ));
+            }
         }
     }
     causes
@@ -385,6 +771,15 @@ pub(crate) fn validate_status_update(old: &Value, new: &Value) -> Causes {
             for field in ["driver", "pool", "device"] {
                 if r[field].as_str().unwrap_or_default().is_empty() {
                     causes.push((format!("{at}.{field}"), "Required value".into()));
+                }
+            }
+            if let Some(id) = r.get("shareID").filter(|v| !v.is_null()) {
+                let id = id.as_str().unwrap_or_default();
+                if !normalized_uuid(id) {
+                    causes.push((
+                        format!("{at}.shareID"),
+                        format!("Invalid value: {id:?}: uid must be in RFC 4122 normalized form, `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase hexadecimal characters"),
+                    ));
                 }
             }
         }
@@ -562,6 +957,106 @@ mod tests {
                 "spec.pool.resourceSliceCount",
                 "spec",
                 "spec.devices[1].name"
+            ]
+        );
+    }
+
+    #[test]
+    fn shares_need_a_normalized_share_id() {
+        let old = claim();
+        let mut new = claim();
+        let mut a = allocation("gpu");
+        a["devices"]["results"][0]["shareID"] = json!("7c2f3b54-ad1e-8f60-b223-1d2e3f4a5b6c");
+        a["devices"]["results"][0]["consumedCapacity"] = json!({"memory": "20Gi"});
+        new["status"] = json!({"allocation": a.clone()});
+        assert!(validate_status_update(&old, &new).is_empty());
+        a["devices"]["results"][0]["shareID"] = json!("7C2F3B54-AD1E-8F60-B223-1D2E3F4A5B6C");
+        new["status"] = json!({"allocation": a});
+        assert_eq!(
+            validate_status_update(&old, &new)[0].0,
+            "status.allocation.devices.results[0].shareID"
+        );
+    }
+
+    #[test]
+    fn constraints_and_capacity_requests_are_checked() {
+        let mut c = json!({"spec": {"devices": {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": "c",
+                "capacity": {"requests": {"memory": "lots"}}}}],
+            "constraints": [
+                {"distinctAttribute": "gpu.example.com/uuid"},
+                {"matchAttribute": "clique"},
+                {"matchAttribute": "a/b", "distinctAttribute": "a/b"}]}}});
+        let fields: Vec<String> = prepare_claim(&mut c)
+            .unwrap_err()
+            .into_iter()
+            .map(|(f, _)| f)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.devices.constraints[1].matchAttribute",
+                "spec.devices.constraints[2]",
+                "spec.devices.requests[0].exactly.capacity.requests[memory]"
+            ]
+        );
+    }
+
+    #[test]
+    fn shared_devices_policies_and_counters_are_validated() {
+        let slice = |devices: Value, counters: Value| {
+            let mut s = json!({"spec": {"driver": "gpu.example.com", "nodeName": "n1",
+                "pool": {"name": "n1", "resourceSliceCount": 1}}});
+            if !devices.is_null() {
+                s["spec"]["devices"] = devices;
+            }
+            if !counters.is_null() {
+                s["spec"]["sharedCounters"] = counters;
+            }
+            s
+        };
+        let fields =
+            |s: &Value| -> Vec<String> { validate_slice(s).into_iter().map(|(f, _)| f).collect() };
+        let good = slice(
+            json!([{"name": "gpu-0", "allowMultipleAllocations": true, "capacity": {
+                "memory": {"value": "80Gi", "requestPolicy": {"default": "10Gi",
+                    "validRange": {"min": "10Gi", "max": "80Gi", "step": "10Gi"}}},
+                "cores": {"value": "100", "requestPolicy": {"default": "10", "validValues": ["10", "50", "100"]}}},
+              "consumesCounters": [{"counterSet": "gpu-0", "counters": {"slices": {"value": "8"}}}]}]),
+            Value::Null,
+        );
+        assert!(
+            validate_slice(&good).is_empty(),
+            "{:?}",
+            validate_slice(&good)
+        );
+        let counters = slice(
+            Value::Null,
+            json!([{"name": "gpu-0", "counters": {"slices": {"value": "8"}}}]),
+        );
+        assert!(validate_slice(&counters).is_empty());
+        let both = slice(
+            json!([{"name": "x"}]),
+            json!([{"name": "gpu-0", "counters": {"slices": {"value": "8"}}}]),
+        );
+        assert_eq!(fields(&both), ["spec"]);
+        let bad = slice(
+            json!([
+                {"name": "a", "capacity": {"m": {"value": "8", "requestPolicy": {"default": "1"}}}},
+                {"name": "b", "allowMultipleAllocations": true, "capacity": {
+                    "m": {"value": "8", "requestPolicy": {"validValues": ["4", "2"]}}}},
+                {"name": "c", "allowMultipleAllocations": true, "capacity": {
+                    "m": {"value": "8", "requestPolicy": {"default": "3", "validRange": {"min": "2", "step": "2"}}}}},
+                {"name": "d", "consumesCounters": [{"counterSet": "s", "counters": {}}]}]),
+            Value::Null,
+        );
+        assert_eq!(
+            fields(&bad),
+            [
+                "spec.devices[0].capacity[m].requestPolicy",
+                "spec.devices[1].capacity[m].requestPolicy.default",
+                "spec.devices[2].capacity[m].requestPolicy.validRange.step",
+                "spec.devices[3].consumesCounters[0].counters"
             ]
         );
     }
