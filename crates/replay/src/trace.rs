@@ -375,7 +375,7 @@ mod tests {
             ("a,0,30,1,1,2x,,,,,,\n", "t.csv:2:12: column \"cpu\": invalid quantity \"2x\": unknown suffix"),
             ("a,-1,30,,,,,,,,,\n", "t.csv:2:3: column \"submit\": \"-1\" is not a non-negative number (seconds, e.g. 30 or 1.5)"),
             ("a,0,30,,,,,1.5,,,,\n", "t.csv:2:12: column \"gpu\": \"1.5\" is neither whole GPUs nor a fraction of one GPU (e.g. 2 or 0.25)"),
-            ("a,0,,,,,,,,,,\n", "t.csv:2:6: column \"duration\": a value is required"),
+            ("a,0,,,,,,,,,,\n", "t.csv:2:5: column \"duration\": a value is required"),
             ("a,0,1,,,,,,,,,maybe\n", "t.csv:2:15: column \"preemptible\": \"maybe\" is not true or false"),
         ];
         for (line, want) in cases {
