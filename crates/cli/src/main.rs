@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod explain;
+mod replay;
 mod run;
 mod simulate;
 mod snapshot;
@@ -41,6 +42,9 @@ enum Command {
     /// scheduling.caldera.sh/gang only when they fit whole, each member pinned to its node
     /// (docs/gate-mode.md). Same config, flags, leader election and endpoints as `run`.
     Gate(run::GateArgs),
+    /// Replay a job trace through the real scheduler on the simulator and print the figures
+    /// operators judge a scheduler by (docs/replay.md).
+    Replay(replay::ReplayArgs),
     /// Write the live cluster as manifests that `simulate -f` and `explain -f` accept.
     Snapshot(snapshot::SnapshotArgs),
 }
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Gate(args) => run::gate(args),
         Command::Snapshot(args) => snapshot::run(args),
+        Command::Replay(args) => replay::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -21,6 +21,8 @@ pub mod frag;
 pub mod inflation;
 pub mod metrics;
 pub mod openb;
+pub mod plot;
+pub mod report;
 pub mod rng;
 pub mod run;
 pub mod timeline;
