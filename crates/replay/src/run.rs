@@ -73,6 +73,10 @@ pub struct MemberRun {
 /// GPUs a queue's member held over an interval.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Usage {
+    /// The job (index in the trace).
+    pub job: usize,
+    /// The member ran to its end (not evicted, not cut by the end of the replay).
+    pub finished: bool,
     /// Queue.
     pub queue: String,
     /// From, ms.
@@ -146,10 +150,12 @@ impl Run {
         self.open.insert((j, m), (t, queue.to_string(), gpu));
     }
 
-    /// Member `m` of job `j` stopped holding its GPUs at `t`.
-    pub fn usage_end(&mut self, j: usize, m: usize, t: i64) {
+    /// Member `m` of job `j` stopped holding its GPUs at `t`, having run to its end or not.
+    pub fn usage_end(&mut self, j: usize, m: usize, t: i64, finished: bool) {
         if let Some((start, queue, gpu)) = self.open.remove(&(j, m)) {
             self.usage.push(Usage {
+                job: j,
+                finished,
                 queue,
                 start_ms: start,
                 end_ms: t,
@@ -184,7 +190,7 @@ impl Run {
         let t = self.last_ms;
         let open: Vec<(usize, usize)> = self.open.keys().copied().collect();
         for (j, m) in open {
-            self.usage_end(j, m, t);
+            self.usage_end(j, m, t, false);
         }
         self.usage.sort_by(|a, b| {
             (a.start_ms, &a.queue, a.end_ms).cmp(&(b.start_ms, &b.queue, b.end_ms))

@@ -4,13 +4,14 @@
 //!
 //! When sessions run (docs/replay.md, "When sessions run"): the live loop runs a session
 //! `sessionDebounce` after a change that may let something be placed (a job arrives, a member
-//! finishes, an evicted pod is gone) and otherwise every `schedulePeriod`. The replay does the
-//! same, except that it leaves out periodic sessions whose input has not changed since the
+//! finishes, an evicted pod is gone; the periodic tick is not awaited meanwhile) and otherwise
+//! every `schedulePeriod` after the last session. The replay does the same, except that it leaves out periodic sessions whose input has not changed since the
 //! last one: a session is a pure function of (snapshot, time, config), and with no change it
 //! would plan what the last one already carried out. A session that bound, evicted or failed
 //! something is followed by the next periodic one. Where a session's decision depends on time
-//! alone — a gang timeout is configured, or `preempt`, `reclaim` or `consolidate` run (their
-//! held room and nominations expire) — every periodic session runs while a job waits.
+//! alone — a gang timeout is configured, or `consolidate` runs (a pod's minimum runtime, the
+//! room held for a moved pod) — every periodic session runs while a job waits, until that
+//! much time has passed since the last change.
 //! [`SessionPolicy::EveryPeriod`] runs every periodic session always (what the tests compare
 //! the shortcut with).
 
@@ -193,11 +194,22 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
     let period = i64::try_from(config.schedule_period.as_millis())
         .unwrap_or(1000)
         .max(1);
+    let millis = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4);
+    // How long after the last change a waiting job's session may still decide something new
+    // by time alone: its gang timeout; under `consolidate`, a pod's minimum runtime and the
+    // room held for a moved pod. Beyond it, a periodic session repeats the last one.
+    let consolidate = config.runs(Action::Consolidate);
+    let mut horizon = 2 * period;
+    if let Some(t) = config.gang_schedule_timeout {
+        horizon += millis(t);
+    }
+    if consolidate {
+        horizon += millis(config.consolidate.min_runtime) + millis(config.consolidate.hold_timeout);
+    }
     let timed = policy == SessionPolicy::EveryPeriod
         || config.gang_schedule_timeout.is_some()
-        || config.runs(Action::Preempt)
-        || config.runs(Action::Reclaim)
-        || config.runs(Action::Consolidate);
+        || consolidate;
+    let mut last_activity = 0i64;
     let mut next_job = 0;
     // The first change not yet seen by a session, and the next periodic session.
     let mut trigger: Option<i64> = None;
@@ -205,10 +217,9 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
     loop {
         let arrival = order.get(next_job).map(|&j| engine.jobs[j].submit_ms);
         let event = engine.events.peek().map(|Reverse((t, _))| *t);
-        let session = match (trigger.map(|t| t + debounce), periodic) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        // As the live loop: a change wakes it, and it sleeps the debounce before the session,
+        // not listening to the periodic tick meanwhile; with no change it runs at the tick.
+        let session = trigger.map(|t| t + debounce).or(periodic);
         let next_change = match (arrival, event) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -222,6 +233,7 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
             (Some(c), _) if change_first => {
                 engine.sim.advance_to(start.plus_millis(c));
                 engine.run.mark(c);
+                last_activity = c;
                 if arrival == Some(c) {
                     let j = order[next_job];
                     next_job += 1;
@@ -239,11 +251,16 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
                 engine.run.mark(s);
                 let acted = engine.session(s);
                 trigger = None;
+                if acted {
+                    last_activity = s;
+                }
                 let waiting = engine
                     .live
                     .iter()
                     .any(|&j| engine.runs[j].start_ms.is_none());
-                periodic = (acted || (timed && waiting)).then_some(s + period);
+                let next = s + period;
+                periodic = (acted || (timed && waiting && next <= last_activity + horizon))
+                    .then_some(next);
             }
             (_, None) => break,
         }
@@ -325,7 +342,7 @@ impl Engine {
                     .store_mut()
                     .set_phase(NAMESPACE, &name, "Succeeded", now);
                 self.release(&node, j, t);
-                self.run.usage_end(j, m, t);
+                self.run.usage_end(j, m, t, true);
                 if self.members[j]
                     .iter()
                     .all(|mr| mr.node.is_none() || mr.finished)
@@ -450,7 +467,7 @@ impl Engine {
             // The ledger keeps the victim's GPUs until it is gone.
             self.gone.insert(key, (node, gpu));
             self.events.push(Reverse((gone.max(t), Event::Gone(key))));
-            self.run.usage_end(j, m, t);
+            self.run.usage_end(j, m, t, false);
             self.pods.remove(name);
             self.members[j][m].node = None;
             evicted.insert((j, m));
