@@ -175,7 +175,7 @@ fn serve(args: RunArgs, gate: Option<caldera_runtime::GateOptions>) -> CommandRe
     })
 }
 
-async fn wait_for_signal() -> std::io::Result<()> {
+pub(crate) async fn wait_for_signal() -> std::io::Result<()> {
     #[cfg(unix)]
     {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

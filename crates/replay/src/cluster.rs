@@ -204,8 +204,11 @@ pub fn pod_object(id: &str, name: &str, job: &JobSpec, grouped: bool) -> Result<
     if job.memory > 0 {
         requests.insert("memory".into(), json!(format_bytes(job.memory)));
     }
+    let mut limits = serde_json::Map::new();
     if let Some(g) = job.gpu.whole_gpus().filter(|g| *g > 0) {
         requests.insert(GPU_RESOURCE.into(), json!(g.to_string()));
+        // Extended resources cannot be overcommitted: the API server wants limit = request.
+        limits.insert(GPU_RESOURCE.into(), json!(g.to_string()));
     }
     let mut annotations = serde_json::Map::new();
     if grouped {
@@ -221,7 +224,7 @@ pub fn pod_object(id: &str, name: &str, job: &JobSpec, grouped: bool) -> Result<
     let mut spec = json!({
         "schedulerName": "caldera",
         "priorityClassName": priority_class_name(job.priority),
-        "containers": [{"name": "main", "image": "replay", "resources": {"requests": requests}}],
+        "containers": [{"name": "main", "image": "replay", "resources": {"requests": requests, "limits": limits}}],
     });
     if !job.gpu_models.is_empty() {
         spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":

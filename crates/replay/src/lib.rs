@@ -22,6 +22,7 @@ pub mod inflation;
 pub mod metrics;
 pub mod openb;
 pub mod plot;
+pub mod record;
 pub mod report;
 pub mod rng;
 pub mod run;
