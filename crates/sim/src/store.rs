@@ -1931,6 +1931,11 @@ impl Store {
     /// Writes every HyperNode's `status.nodeCount` (the nodes under it, at any depth) where
     /// it differs, as Volcano's HyperNode controller (and Caldera's leader) does.
     pub fn write_hypernode_node_counts(&mut self) {
+        // Counting builds the topology tree over a copy of every node: not for no HyperNode
+        // (it was a third of a replay session's time on 4,000 nodes).
+        if self.hypernodes.is_empty() {
+            return;
+        }
         let counts = self.index.hypernode_node_counts();
         for (name, h) in self.hypernodes.iter_mut() {
             let Some(&count) = counts.get(name.as_str()) else {
