@@ -42,7 +42,12 @@ pub struct ReplayResult {
 }
 
 /// The synthetic trace of `jobs` jobs for `nodes` nodes of 8 GPUs.
-pub fn synthetic(jobs: usize, nodes: usize, load: f64, seed: u64) -> (Vec<JobSpec>, Vec<NodeSpec>, Vec<QueueSpec>) {
+pub fn synthetic(
+    jobs: usize,
+    nodes: usize,
+    load: f64,
+    seed: u64,
+) -> (Vec<JobSpec>, Vec<NodeSpec>, Vec<QueueSpec>) {
     let mut rng = Rng::new(seed);
     let unit = |rng: &mut Rng| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
     let mean_duration_s = 1800.0;

@@ -161,7 +161,12 @@ pub fn run(args: BenchArgs) -> CommandResult {
                 .or_else(|| std::env::var_os("CALDERA_OPENB_DIR").map(PathBuf::from));
             let mut results = Vec::new();
             for &n in &nodes {
-                results.push(caldera_bench::replay::run(args.jobs, n, args.seed, dir.as_deref())?);
+                results.push(caldera_bench::replay::run(
+                    args.jobs,
+                    n,
+                    args.seed,
+                    dir.as_deref(),
+                )?);
             }
             print_figure(&results, args.output, replay_table)
         }

@@ -54,7 +54,7 @@ impl Gpu {
     /// A fraction of one GPU (`milli` in 1..=999), or whole GPUs for multiples of 1000.
     /// `None` for amounts above one GPU that are not whole.
     pub fn from_milli(milli: u32) -> Option<Gpu> {
-        (milli < 1000 || milli % 1000 == 0).then_some(Gpu { milli })
+        (milli < 1000 || milli.is_multiple_of(1000)).then_some(Gpu { milli })
     }
 
     /// Thousandths of a GPU.
@@ -64,12 +64,12 @@ impl Gpu {
 
     /// Whole GPUs, when the request is whole (0 included).
     pub fn whole_gpus(self) -> Option<u32> {
-        (self.milli % 1000 == 0).then_some(self.milli / 1000)
+        self.milli.is_multiple_of(1000).then_some(self.milli / 1000)
     }
 
     /// A share of one GPU (`0 < milli < 1000`).
     pub fn is_fraction(self) -> bool {
-        self.milli % 1000 != 0
+        !self.milli.is_multiple_of(1000)
     }
 }
 
