@@ -7,7 +7,8 @@
 //!   to the last job's end (timeline).
 //! - `allocation_ratio_at` / `fragmentation_ratio`: per arrival percent (inflation), as the
 //!   paper's table ([`crate::inflation`], [`crate::frag`]).
-//! - `wait_seconds`: arrival to the bind of the last member the gang needed; p50/p95/p99
+//! - `wait_seconds`: arrival to the bind of the job's last member (once the gang minimum is
+//!   bound; after an eviction, of the final run); p50/p95/p99
 //!   (nearest rank) and max, over jobs that started; in total, per queue, per gang size
 //!   (`1`, `2-8`, `9-64`, `65+` members).
 //! - `jct_seconds`: arrival to end, over jobs that ended.

@@ -21,7 +21,8 @@ pub struct JobOutcome {
     pub gpu_milli: u32,
     /// Arrival, ms from the start.
     pub submit_ms: i64,
-    /// When its last member needed was bound (the gang's start), ms; `None` if never.
+    /// When its last member was bound, once at least the gang minimum were (its start), ms;
+    /// `None` if never.
     pub start_ms: Option<i64>,
     /// When its last member finished, ms; `None` if it never ran to the end.
     pub end_ms: Option<i64>,
