@@ -39,14 +39,15 @@ Examples:
 pub struct ReplayArgs {
     /// The trace: Caldera's job CSV, or an Alibaba openb_pod_list_*.csv (`-` reads stdin).
     pub trace: String,
-    /// Nodes CSV (node,cpu,memory,gpu[,gpu_model][,pods][,label...]) or an openb node list.
+    /// Nodes CSV (columns node, cpu, memory, gpu; optional gpu_model, pods and label columns) or
+    /// an openb node list.
     /// Default for an openb pod list: openb_node_list_gpu_node.csv beside it.
     #[arg(long, value_name = "FILE")]
     pub nodes: Option<PathBuf>,
     /// Manifests (Nodes, Queues, PriorityClasses, ...), as `caldera simulate -f` reads them.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Queues CSV (queue,weight[,parent][,capability_gpu]).
+    /// Queues CSV (columns queue, weight; optional parent, capability_gpu).
     #[arg(long, value_name = "FILE")]
     pub queues: Option<PathBuf>,
     /// The scheduler config. Default: the shipped one.
