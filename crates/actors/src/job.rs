@@ -14,9 +14,11 @@
 //! counter so a run is deterministic. Failed pods are replaced until more than
 //! `backoffLimit` (default 6) have failed; then the Job is `Failed` (reason
 //! `BackoffLimitExceeded`) and its active pods are deleted. A Job whose completions are all
-//! done is `Complete` (with `SuccessCriteriaMet`). With more active pods than it wants
-//! (`parallelism` lowered) it deletes the surplus: pods not yet scheduled first, then the
-//! newest.
+//! done is `Complete` (with `SuccessCriteriaMet`). As upstream's `manageJob`, an `Indexed`
+//! Job first deletes pods whose index is repeated (keeping the one furthest along), out of
+//! range or missing; with more active pods than it wants (`parallelism` lowered) it deletes
+//! the surplus in `controller.ActivePods` order: unscheduled first, then Pending, not Ready,
+//! newest. A sync that deletes creates nothing.
 //!
 //! Not modelled: the `batch.kubernetes.io/job-tracking` finalizer, `podFailurePolicy`,
 //! `backoffLimitPerIndex`, `activeDeadlineSeconds`, `podReplacementPolicy` (a terminating pod
@@ -180,21 +182,17 @@ pub fn sync(job: &Job, pods: &[&Pod], taken: &dyn Fn(&str) -> bool) -> Sync {
         None if succeeded > 0 => 0,
         None => parallelism,
     };
-    if active.len() as i32 > wanted {
-        // Scaled down: the controller deletes the surplus, pods not yet scheduled first,
-        // then the newest (highest index, then name).
-        let mut surplus: Vec<&Pod> = active.clone();
-        surplus.sort_by_key(|p| {
-            let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
-            (
-                bound,
-                std::cmp::Reverse(index_of(p)),
-                std::cmp::Reverse(p.metadata.name.clone()),
-            )
-        });
-        out.delete = surplus
+    // Upstream's `manageJob`: too many active pods, or (indexed) pods with a repeated, an
+    // out-of-range or no index, are deleted; a sync that deletes creates nothing.
+    let surplus = active.len().saturating_sub(wanted.max(0) as usize);
+    let delete = pods_for_removal(
+        &active,
+        indexed.then_some(completions.unwrap_or(0)),
+        surplus,
+    );
+    if !delete.is_empty() {
+        out.delete = delete
             .iter()
-            .take(active.len() - wanted.max(0) as usize)
             .filter_map(|p| p.metadata.name.clone())
             .collect();
         return out;
@@ -226,6 +224,46 @@ pub fn sync(job: &Job, pods: &[&Pod], taken: &dyn Fn(&str) -> bool) -> Sync {
         out.create.push(pod_for(job, &pod_name, index));
     }
     out
+}
+
+/// Upstream's `activePodsForRemoval`: for an indexed Job (`completions`), first every pod
+/// without an index or with one out of range, and of each repeated index all pods but the one
+/// furthest along (`controller.ActivePods` order, `appendDuplicatedIndexPodsForRemoval`); then,
+/// while fewer than `at_least`, the remaining pods in `ActivePods` order.
+fn pods_for_removal<'a>(
+    active: &[&'a Pod],
+    completions: Option<i32>,
+    at_least: usize,
+) -> Vec<&'a Pod> {
+    let mut rm: Vec<&Pod> = Vec::new();
+    let mut left: Vec<&Pod> = Vec::new();
+    match completions {
+        Some(completions) => {
+            let mut by_index: BTreeMap<Option<i32>, Vec<&Pod>> = BTreeMap::new();
+            for &p in active {
+                by_index.entry(index_of(p)).or_default().push(p);
+            }
+            for (index, mut pods) in by_index {
+                match index {
+                    Some(i) if i >= 0 && i < completions => {
+                        pods.sort_by(|a, b| crate::replicaset::active_pods_cmp(a, b));
+                        if let Some(keep) = pods.pop() {
+                            left.push(keep);
+                        }
+                        rm.extend(pods);
+                    }
+                    _ => rm.extend(pods),
+                }
+            }
+        }
+        None => left = active.to_vec(),
+    }
+    if rm.len() < at_least {
+        left.sort_by(|a, b| crate::replicaset::active_pods_cmp(a, b));
+        let more = at_least - rm.len();
+        rm.extend(left.into_iter().take(more));
+    }
+    rm
 }
 
 /// The pod `pod_name` of the Job, with completion index `index` when indexed.
@@ -401,6 +439,62 @@ mod tests {
             })
             .collect();
         assert_eq!(deleted, vec![Some(3), Some(2), Some(1)]);
+    }
+
+    #[test]
+    fn repeated_indexes_lose_their_newer_pod_first_as_upstream_manage_job_does() {
+        // A Job applied in the same step as its own 8 Indexed pods (a snapshot replayed): the
+        // controller made 8 more before it saw them. Upstream deletes the duplicate of each
+        // index (the one not scheduled yet), not the highest indexes: every index stays once.
+        let j = job(8, Some(8), true);
+        let mut old = sync(&j, &[], &|_| false).create;
+        for (i, p) in old.iter_mut().enumerate() {
+            p.metadata.name = Some(format!("train-{i}-old"));
+            p.spec.get_or_insert_with(Default::default).node_name = Some("n".into());
+            p.status = Some(PodStatus {
+                phase: Some("Running".into()),
+                ..Default::default()
+            });
+        }
+        let new = sync(&j, &[], &|_| false).create;
+        let all: Vec<&Pod> = old.iter().chain(new.iter()).collect();
+        let s = sync(&j, &all, &|_| false);
+        assert!(s.create.is_empty(), "a sync that deletes creates nothing");
+        let deleted: BTreeSet<&String> = s.delete.iter().collect();
+        let expected: BTreeSet<&String> = new
+            .iter()
+            .filter_map(|p| p.metadata.name.as_ref())
+            .collect();
+        assert_eq!(deleted, expected);
+        let kept: Vec<&Pod> = all
+            .into_iter()
+            .filter(|p| !deleted.contains(p.metadata.name.as_ref().unwrap()))
+            .collect();
+        let idx = by_index(kept);
+        assert_eq!(
+            idx.keys().copied().collect::<Vec<_>>(),
+            (0..8).collect::<Vec<_>>()
+        );
+        assert!(idx.values().all(|names| names.len() == 1));
+    }
+
+    #[test]
+    fn an_out_of_range_index_is_deleted_even_without_surplus() {
+        let j = job(2, Some(2), true);
+        let mut pods = sync(&j, &[], &|_| false).create;
+        let mut stray = pods[1].clone();
+        stray.metadata.name = Some("train-5-x".into());
+        stray
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(COMPLETION_INDEX.into(), "5".into());
+        pods.pop();
+        pods.push(stray);
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let s = sync(&j, &refs, &|_| false);
+        assert_eq!(s.delete, vec!["train-5-x".to_string()]);
+        assert!(s.create.is_empty());
     }
 
     #[test]

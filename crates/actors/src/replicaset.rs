@@ -160,6 +160,31 @@ fn deletion_cost(pod: &Pod) -> i32 {
         .unwrap_or(0)
 }
 
+/// kube-controller-manager's `controller.ActivePods` order (what the Job controller deletes
+/// first): unscheduled before scheduled, Pending before Unknown before Running, not Ready
+/// before Ready, Ready for less time before longer, newer before older; then name, so the
+/// order is total.
+pub(crate) fn active_pods_cmp(a: &Pod, b: &Pod) -> std::cmp::Ordering {
+    let phase_rank = |p: &Pod| match phase(p) {
+        "Pending" => 0,
+        "Unknown" => 1,
+        _ => 2,
+    };
+    let created = |p: &Pod| {
+        p.metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(Time(0), from_kube)
+    };
+    bound(a)
+        .cmp(&bound(b))
+        .then(phase_rank(a).cmp(&phase_rank(b)))
+        .then(is_ready(a).cmp(&is_ready(b)))
+        .then(ready_since(b).cmp(&ready_since(a)))
+        .then(created(b).cmp(&created(a)))
+        .then(b.metadata.name.cmp(&a.metadata.name))
+}
+
 /// The order the controller deletes surplus pods in (`ActivePodsWithRanks`), first to go first.
 fn deletion_order(pods: &mut [&Pod]) {
     let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();

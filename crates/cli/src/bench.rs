@@ -29,6 +29,8 @@ pub enum Kind {
     E2e,
     /// A fresh runtime on a big cluster: start → first bind of a new job.
     ColdStart,
+    /// `caldera replay`: a synthetic timeline trace, and an openb trace in inflation mode.
+    Replay,
 }
 
 /// A figure of `caldera bench session` run on its own.
@@ -99,6 +101,13 @@ pub struct BenchArgs {
     /// `session`: run only this figure (the others take minutes on a big cluster).
     #[arg(long)]
     only: Option<Figure>,
+    /// `replay`: jobs in the synthetic timeline trace (on `--nodes`, default 4000).
+    #[arg(long, default_value_t = 100_000)]
+    jobs: usize,
+    /// `replay`: the directory of Alibaba's cluster-trace-gpu-v2023 CSVs (default:
+    /// $CALDERA_OPENB_DIR); without it the inflation figure is left out.
+    #[arg(long, value_name = "DIR")]
+    openb_dir: Option<PathBuf>,
     /// Seed of the synthetic workload.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -110,7 +119,11 @@ pub struct BenchArgs {
 /// Runs the benchmark and prints its figures.
 pub fn run(args: BenchArgs) -> CommandResult {
     let nodes = if args.nodes.is_empty() {
-        vec![if args.kind == Kind::E2e { 1000 } else { 5000 }]
+        vec![match args.kind {
+            Kind::E2e => 1000,
+            Kind::Replay => 4000,
+            _ => 5000,
+        }]
     } else {
         args.nodes.clone()
     };
@@ -140,6 +153,22 @@ pub fn run(args: BenchArgs) -> CommandResult {
                 results.push(rt.block_on(cold_start::run(&opts))?);
             }
             print_figure(&results, args.output, cold_start_table)
+        }
+        Kind::Replay => {
+            let dir = args
+                .openb_dir
+                .clone()
+                .or_else(|| std::env::var_os("CALDERA_OPENB_DIR").map(PathBuf::from));
+            let mut results = Vec::new();
+            for &n in &nodes {
+                results.push(caldera_bench::replay::run(
+                    args.jobs,
+                    n,
+                    args.seed,
+                    dir.as_deref(),
+                )?);
+            }
+            print_figure(&results, args.output, replay_table)
         }
         Kind::Cache => {
             let r = caldera_bench::cache::run(args.pod_events, args.node_events, args.seed);
@@ -233,6 +262,38 @@ fn print_figure<T: serde::Serialize>(
     match format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(results)?)?,
         Format::Table => table(&mut out, results)?,
+    }
+    Ok(())
+}
+
+fn replay_table(
+    out: &mut dyn Write,
+    results: &[caldera_bench::replay::ReplayResult],
+) -> CommandResult {
+    for r in results {
+        writeln!(
+            out,
+            "timeline: {} jobs on {} nodes: {:.1}s ({} sessions, {:.2} ms each), GPU allocation {}",
+            r.jobs,
+            r.nodes,
+            r.replay_timeline_seconds,
+            r.timeline_sessions,
+            r.timeline_ms_per_session,
+            r.timeline_gpu_allocation_ratio
+                .map_or("-".into(), |a| format!("{:.1}%", a * 100.0))
+        )?;
+        match (&r.openb_trace, r.replay_inflation_seconds) {
+            (Some(t), Some(s)) => writeln!(
+                out,
+                "inflation 130%: {t}: {s:.1}s ({} pods, {} sessions)",
+                r.inflation_pods.unwrap_or(0),
+                r.inflation_sessions.unwrap_or(0)
+            )?,
+            _ => writeln!(
+                out,
+                "inflation 130%: skipped (give --openb-dir or CALDERA_OPENB_DIR)"
+            )?,
+        }
     }
     Ok(())
 }

@@ -9,6 +9,8 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod explain;
+mod record;
+mod replay;
 mod run;
 mod simulate;
 mod snapshot;
@@ -41,6 +43,12 @@ enum Command {
     /// scheduling.caldera.sh/gang only when they fit whole, each member pinned to its node
     /// (docs/gate-mode.md). Same config, flags, leader election and endpoints as `run`.
     Gate(run::GateArgs),
+    /// Watch a live cluster's pods and PodGroups (read-only) and write the jobs that finish as
+    /// a trace that `caldera replay` reads.
+    Record(record::RecordArgs),
+    /// Replay a job trace through the real scheduler on the simulator and print the figures
+    /// operators judge a scheduler by (docs/replay.md).
+    Replay(replay::ReplayArgs),
     /// Write the live cluster as manifests that `simulate -f` and `explain -f` accept.
     Snapshot(snapshot::SnapshotArgs),
 }
@@ -58,6 +66,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Gate(args) => run::gate(args),
         Command::Snapshot(args) => snapshot::run(args),
+        Command::Replay(args) => replay::run(args),
+        Command::Record(args) => record::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -169,7 +169,7 @@ fn serve(args: RunArgs, gate: Option<caldera_runtime::GateOptions>) -> CommandRe
             caldera_runtime::client(config).map_err(|e| format!("building the API client: {e}"))?;
         let handle = Runtime::start(options, client).await?;
         let outcome = tokio::select! {
-            signal = wait_for_signal(&handle) => {
+            signal = wait_for_signal(Some(&handle)) => {
                 signal?;
                 tracing::info!("signal received; shutting down");
                 Ok(())
@@ -184,9 +184,11 @@ fn serve(args: RunArgs, gate: Option<caldera_runtime::GateOptions>) -> CommandRe
     })
 }
 
-/// Waits for SIGTERM or SIGINT. On SIGHUP, asks every watch the API server refused (403)
-/// again at once (after an operator fixed the RBAC), and goes on waiting.
-async fn wait_for_signal(handle: &caldera_runtime::RunningHandle) -> std::io::Result<()> {
+/// Waits for SIGTERM or SIGINT. On SIGHUP, asks every watch of `handle` the API server
+/// refused (403) again at once (after an operator fixed the RBAC), and goes on waiting.
+pub(crate) async fn wait_for_signal(
+    handle: Option<&caldera_runtime::RunningHandle>,
+) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -197,8 +199,10 @@ async fn wait_for_signal(handle: &caldera_runtime::RunningHandle) -> std::io::Re
                 r = tokio::signal::ctrl_c() => return r,
                 _ = term.recv() => return Ok(()),
                 _ = hup.recv() => {
-                    tracing::info!("SIGHUP: asking the API server again for every refused kind");
-                    handle.retry_refused();
+                    if let Some(handle) = handle {
+                        tracing::info!("SIGHUP: asking the API server again for every refused kind");
+                        handle.retry_refused();
+                    }
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The `caldera` binary against the API stand-in: `caldera run` binds a gang, serves
 //! `/metrics` and `/readyz`, and on SIGTERM stops and releases its lease; `caldera snapshot`
-//! writes manifests that `caldera explain -f` reads.
+//! writes manifests that `caldera explain -f` reads; `caldera record` writes the jobs that ran
+//! as a trace that `caldera replay` reads back.
 
 use caldera_testkit::apiserver::ApiServer;
 use serde_json::json;
@@ -331,5 +332,116 @@ async fn caldera_run_exits_naming_the_rule_when_pods_are_refused() {
             && logs.contains("`list` and `watch` on `pods` in API group \"\""),
         "{logs}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caldera_record_writes_the_jobs_that_ran_and_replay_reads_them() {
+    let server = ApiServer::start().await.unwrap();
+    let alloc = json!({"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8", "pods": "110"});
+    server
+        .store()
+        .create(
+            "nodes",
+            json!({"metadata": {"name": "n1"},
+                   "status": {"allocatable": alloc, "capacity": alloc,
+                              "conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
+        .unwrap();
+    let dir = temp_dir("record");
+    let kubeconfig = kubeconfig(&server, &dir);
+    let (trace, nodes) = (dir.join("trace.csv"), dir.join("nodes.csv"));
+    let child = Spawned(
+        caldera()
+            .args(["record", "--for", "8s", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .arg("--out")
+            .arg(&trace)
+            .arg("--nodes-out")
+            .arg(&nodes)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait(20, "the recorder to start", || nodes.exists()).await;
+    server
+        .store()
+        .create(
+            "podgroups",
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                   "metadata": {"name": "train", "namespace": "ml"},
+                   "spec": {"minMember": 2, "queue": "default"}}),
+        )
+        .unwrap();
+    for i in 0..2 {
+        let pod = server
+            .store()
+            .create(
+                "pods",
+                json!({"metadata": {"name": format!("train-{i}"), "namespace": "ml",
+                                    "annotations": {"scheduling.k8s.io/group-name": "train"}},
+                       "spec": {"schedulerName": "caldera", "containers": [{"name": "c", "image": "x",
+                                "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "2"},
+                                              "limits": {"nvidia.com/gpu": "2"}}}]}}),
+            )
+            .unwrap();
+        let binding = json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": format!("train-{i}"), "namespace": "ml", "uid": pod["metadata"]["uid"]},
+            "target": {"kind": "Node", "name": "n1"}});
+        server
+            .store()
+            .bind("ml", &format!("train-{i}"), &binding)
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for i in 0..2 {
+        server
+            .store()
+            .modify("pods", "ml", &format!("train-{i}"), |p| {
+                p["status"]["phase"] = json!("Succeeded");
+            })
+            .unwrap();
+    }
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = child;
+        let status = child.0.wait().unwrap();
+        let mut err = String::new();
+        child
+            .0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status, err)
+    })
+    .await
+    .unwrap();
+    assert!(out.0.success(), "{}", out.1);
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}\n{}", out.1);
+    let fields: Vec<&str> = lines[1].split(',').collect();
+    // job, members, min_members, cpu, gpu, queue as the cluster had them.
+    assert_eq!(
+        (fields[0], fields[3], fields[4], fields[5], fields[7], fields[9]),
+        ("ml.train", "2", "2", "1", "2", "default"),
+        "{text}"
+    );
+    let replay = caldera()
+        .arg("replay")
+        .arg(&trace)
+        .arg("--nodes")
+        .arg(&nodes)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    let m: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap();
+    assert_eq!(m["jobs"]["completed"], 1, "{m}");
     let _ = std::fs::remove_dir_all(&dir);
 }

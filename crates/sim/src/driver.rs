@@ -47,25 +47,37 @@ pub struct SessionOutput {
 pub trait Scheduling {
     /// Runs one session at `now`.
     fn run_session(&mut self, snapshot: &Snapshot, now: Time) -> SessionOutput;
+
+    /// Runs one session at `now` on a snapshot the caller no longer needs (no copy).
+    fn run_session_owned(&mut self, snapshot: Snapshot, now: Time) -> SessionOutput {
+        self.run_session(&snapshot, now)
+    }
 }
 
 impl Scheduling for caldera_session::Scheduler {
     fn run_session(&mut self, snapshot: &Snapshot, now: Time) -> SessionOutput {
         // `run` copies the snapshot (unlike `run_owned`): the simulator keeps its own copy to
         // re-check every bind against the state the session decided on.
-        let outcome = self.run(snapshot, now);
-        SessionOutput {
-            plan: outcome.plan,
-            queues: outcome
-                .queues
-                .into_iter()
-                .map(|q| QueueShare {
-                    name: q.name.to_string(),
-                    deserved: q.deserved,
-                    allocated: q.allocated,
-                })
-                .collect(),
-        }
+        session_output(self.run(snapshot, now))
+    }
+
+    fn run_session_owned(&mut self, snapshot: Snapshot, now: Time) -> SessionOutput {
+        session_output(self.run_owned(snapshot, now))
+    }
+}
+
+fn session_output(outcome: caldera_session::Outcome) -> SessionOutput {
+    SessionOutput {
+        plan: outcome.plan,
+        queues: outcome
+            .queues
+            .into_iter()
+            .map(|q| QueueShare {
+                name: q.name.to_string(),
+                deserved: q.deserved,
+                allocated: q.allocated,
+            })
+            .collect(),
     }
 }
 
@@ -163,6 +175,8 @@ pub struct Simulation {
     discovery: Vec<Vec<String>>,
     /// What discovery could not honour at its last turn.
     discovery_problems: Vec<String>,
+    /// Whether every session is followed by the [`invariants`] checks.
+    checks: bool,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -247,6 +261,24 @@ impl Simulation {
             autoscaler: None,
             discovery: Vec::new(),
             discovery_problems: Vec::new(),
+            checks: true,
+        }
+    }
+
+    /// Turns the [`invariants`] checks after every session on (the default) or off. They cost
+    /// a pass over every pod and a copy of the snapshot per session; a caller that keeps its
+    /// own account of binds (`caldera-replay`, whose traces hold 100,000 jobs) turns them off
+    /// and checks what it needs itself.
+    pub fn set_checks(&mut self, on: bool) {
+        self.checks = on;
+    }
+
+    /// Moves the virtual clock forward to `t` without a session (nothing happens if `t` is not
+    /// later than now); the kubelets remove the pods whose grace period is over by then.
+    pub fn advance_to(&mut self, t: Time) {
+        if t > self.now {
+            self.now = t;
+            self.store.kubelet(t);
         }
     }
 
@@ -477,6 +509,9 @@ impl Simulation {
         self.autoscale();
         self.discover();
         let snapshot = self.store.snapshot(&self.opts);
+        if !self.checks {
+            return self.session_unchecked(snapshot, generation);
+        }
         let partial_before = invariants::partial_gangs(&self.store);
         let out = match self.mode {
             Mode::KubeScheduler => SessionOutput::default(),
@@ -524,6 +559,34 @@ impl Simulation {
             });
         }
         report.violations = broken;
+        report.changed = self.store.generation() != generation;
+        report
+    }
+
+    /// The rest of [`Simulation::session`] with the checks off: the snapshot goes to the
+    /// scheduler without a copy, and nothing is re-derived from the store afterwards.
+    fn session_unchecked(&mut self, snapshot: Snapshot, generation: u64) -> SessionReport {
+        let out = match self.mode {
+            Mode::KubeScheduler => SessionOutput::default(),
+            Mode::Run | Mode::Gate => self.scheduler.run_session_owned(snapshot, self.now),
+        };
+        self.sessions += 1;
+        let mut report = SessionReport {
+            number: self.sessions,
+            time: self.now,
+            ..SessionReport::default()
+        };
+        self.carry_out(&out.plan, &mut report);
+        if self.mode != Mode::KubeScheduler {
+            self.shares = out
+                .queues
+                .into_iter()
+                .map(|q| (q.name.clone(), q))
+                .collect();
+        }
+        if self.mode != Mode::Run {
+            self.kube_scheduler(&mut report);
+        }
         report.changed = self.store.generation() != generation;
         report
     }

@@ -1,0 +1,175 @@
+//! Property tests over random small traces and gang configs: the replay is deterministic, no
+//! job starts before it arrives, every member that runs to its end runs exactly `duration`,
+//! no GPU is over-allocated, no gang is ever bound in part, leaving out unchanged periodic
+//! sessions decides exactly what running every one decides, an inflation session over many
+//! arrivals places them as one session each would, and the readers refuse bad input without
+//! panicking.
+
+use caldera_config::SchedulerConfig;
+use caldera_replay::cluster::{self, NodeSpec};
+use caldera_replay::trace::{Gpu, JobSpec};
+use caldera_replay::{inflation, metrics, timeline};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn nodes(gpus: &[u32]) -> Vec<caldera_sim::manifest::Object> {
+    gpus.iter()
+        .enumerate()
+        .map(|(i, &g)| {
+            cluster::node_object(&NodeSpec {
+                name: format!("n{i}"),
+                cpu_milli: 64_000,
+                memory: 512 << 30,
+                gpus: g,
+                gpu_model: None,
+                pods: 110,
+                labels: BTreeMap::new(),
+            })
+            .unwrap()
+        })
+        .collect()
+}
+
+fn job() -> impl Strategy<Value = JobSpec> {
+    (
+        0i64..120,
+        1i64..90,
+        1u32..6,
+        0u32..5,
+        0u32..3,
+        0i32..3,
+        any::<bool>(),
+    )
+        .prop_flat_map(
+            |(submit, duration, members, gpu, queue, priority, preemptible)| {
+                (1..=members).prop_map(move |min| {
+                    let mut j =
+                        JobSpec::new("", submit * 1000, duration * 1000, members, Gpu::whole(gpu));
+                    j.min_members = min;
+                    j.cpu_milli = 1000;
+                    j.queue = ["default", "a", "b"][queue as usize].to_string();
+                    j.priority = priority;
+                    j.preemptible = preemptible;
+                    j
+                })
+            },
+        )
+}
+
+fn trace() -> impl Strategy<Value = Vec<JobSpec>> {
+    prop::collection::vec(job(), 1..14).prop_map(|mut jobs| {
+        for (i, j) in jobs.iter_mut().enumerate() {
+            j.name = format!("job-{i}");
+        }
+        jobs
+    })
+}
+
+fn config(preempt: bool) -> SchedulerConfig {
+    if !preempt {
+        return SchedulerConfig::default();
+    }
+    let text = caldera_config::SHIPPED_CONFIG.replace(
+        "actions: \"enqueue, allocate, backfill\"",
+        "actions: \"enqueue, allocate, preempt, reclaim, backfill\"",
+    );
+    caldera_config::parse(&text, None).unwrap()
+}
+
+fn json_without_wall(m: &metrics::Metrics) -> String {
+    let mut v = serde_json::to_value(m).unwrap();
+    v.as_object_mut().unwrap().remove("wall_seconds");
+    v.to_string()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn timeline_invariants_hold(
+        jobs in trace(),
+        gpus in prop::collection::vec(prop::sample::select(vec![2u32, 4, 8]), 1..4),
+        preempt in any::<bool>(),
+    ) {
+        let inputs = timeline::Inputs { config: config(preempt), objects: nodes(&gpus), jobs: jobs.clone() };
+        let run = timeline::run(&inputs, timeline::SessionPolicy::Events).unwrap();
+        prop_assert!(run.violations.is_empty(), "{:?}", run.violations);
+        prop_assert_eq!(run.partial_gang_ms, 0);
+        for j in &run.jobs {
+            if let Some(start) = j.start_ms {
+                prop_assert!(start >= j.submit_ms, "{} started at {} before {}", j.name, start, j.submit_ms);
+            }
+        }
+        for u in &run.usage {
+            prop_assert!(u.start_ms >= jobs[u.job].submit_ms);
+            if u.finished {
+                prop_assert_eq!(u.end_ms - u.start_ms, jobs[u.job].duration_ms);
+            }
+        }
+        // Same inputs, same figures (wall-clock aside).
+        let again = timeline::run(&inputs, timeline::SessionPolicy::Events).unwrap();
+        let (a, b) = (metrics::timeline(&run, 3_600_000, "x"), metrics::timeline(&again, 3_600_000, "x"));
+        prop_assert_eq!(json_without_wall(&a), json_without_wall(&b));
+    }
+
+    #[test]
+    fn leaving_out_unchanged_sessions_changes_no_decision(
+        jobs in trace(),
+        gpus in prop::collection::vec(prop::sample::select(vec![2u32, 4, 8]), 1..4),
+    ) {
+        let inputs = timeline::Inputs { config: config(false), objects: nodes(&gpus), jobs };
+        let events = timeline::run(&inputs, timeline::SessionPolicy::Events).unwrap();
+        let every = timeline::run(&inputs, timeline::SessionPolicy::EveryPeriod).unwrap();
+        let outcome = |r: &caldera_replay::run::Run| -> Vec<_> {
+            r.jobs.iter().map(|j| (j.start_ms, j.end_ms, j.nodes.clone())).collect()
+        };
+        prop_assert_eq!(outcome(&events), outcome(&every));
+        prop_assert!(events.sessions <= every.sessions);
+    }
+
+    #[test]
+    fn an_inflation_session_over_many_arrivals_places_them_as_one_session_each(
+        shapes in prop::collection::vec((0u32..5, 1i64..16, prop::sample::select(vec![0u32, 1, 2, 4, 8, 250])), 1..40),
+        gpus in prop::collection::vec(prop::sample::select(vec![2u32, 4, 8]), 1..5),
+        seed in 0u64..1000,
+    ) {
+        let jobs: Vec<JobSpec> = shapes.iter().enumerate().map(|(i, &(_, cpu, g))| {
+            let gpu = if g == 250 { Gpu::from_milli(250).unwrap() } else { Gpu::whole(g) };
+            let mut j = JobSpec::new(&format!("p{i:03}"), 0, 0, 1, gpu);
+            j.cpu_milli = cpu * 1000;
+            j
+        }).collect();
+        let inputs = timeline::Inputs { config: config(false), objects: nodes(&gpus), jobs };
+        let one = inflation::run(&inputs, 1.3, seed, 1).unwrap();
+        let many = inflation::run(&inputs, 1.3, seed, 64).unwrap();
+        prop_assert_eq!(&one.points, &many.points);
+        prop_assert_eq!(one.placed, many.placed);
+    }
+
+    #[test]
+    fn readers_never_panic(text in "[a-z0-9,.\"\n|#-]{0,200}") {
+        let _ = caldera_replay::trace::read_trace(&text, "t.csv");
+        let _ = caldera_replay::cluster::read_nodes(&text, "n.csv");
+        let _ = caldera_replay::cluster::read_queues(&text, "q.csv");
+        let header = "job,submit,duration,members,min_members,cpu,memory,gpu,gpu_model,queue,priority,preemptible\n";
+        let _ = caldera_replay::trace::read_jobs(&format!("{header}{text}"), "t.csv");
+    }
+}
+
+#[test]
+fn fractional_jobs_are_refused_with_the_reason_never_run_as_whole_gpus() {
+    let mut share = JobSpec::new("share", 0, 10_000, 1, Gpu::from_milli(500).unwrap());
+    share.cpu_milli = 1000;
+    let whole = JobSpec::new("whole", 0, 10_000, 1, Gpu::whole(1));
+    let inputs = timeline::Inputs {
+        config: config(false),
+        objects: nodes(&[2]),
+        jobs: vec![share, whole],
+    };
+    let run = timeline::run(&inputs, timeline::SessionPolicy::Events).unwrap();
+    let m = metrics::timeline(&run, 3_600_000, "x");
+    assert_eq!(m.jobs.refused, 1);
+    assert_eq!(m.jobs.completed, 1);
+    assert_eq!(m.refused_reasons.get(timeline::FRACTION_REFUSED), Some(&1));
+    assert!(run.jobs[0].start_ms.is_none());
+}
