@@ -316,6 +316,11 @@ cleanup() {
   for node in "${NODES[@]}"; do kubectl delete node "$node" --ignore-not-found >/dev/null; done
   # The Lease `caldera` stays in the namespace (the scheduler made it): it goes with it.
   kubectl delete namespace "$NAMESPACE" --ignore-not-found --wait=false >/dev/null
+  # Gone before the next check starts (`install` wants a fresh namespace of this name).
+  for ns in "$WORKLOADS" "$NAMESPACE"; do
+    kubectl wait --for=delete "namespace/$ns" --timeout=120s >/dev/null 2>&1 ||
+      echo "note: namespace $ns is still terminating"
+  done
   if ! grep -qx "queue default" "$STATE"; then
     kubectl delete queues.scheduling.volcano.sh default --ignore-not-found >/dev/null
   fi
