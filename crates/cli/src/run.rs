@@ -52,10 +52,16 @@ pub struct RunArgs {
     pub log_format: LogFormat,
 }
 
-/// Sets up `tracing` (filter from `RUST_LOG`, default `info`).
+/// The filter when `RUST_LOG` is unset: `info`, but kube-runtime's watcher only at `error`. The
+/// runtime's watch loop reports every failed list or watch itself (a refusal once, naming the
+/// rule; other failures with their back-off), so the watcher's own warning per retry would only
+/// repeat it (a refused optional kind would log it every retry for as long as it is refused).
+pub const DEFAULT_LOG_FILTER: &str = "info,kube_runtime::watcher=error";
+
+/// Sets up `tracing` (filter from `RUST_LOG`, default [`DEFAULT_LOG_FILTER`]).
 pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

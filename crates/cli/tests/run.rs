@@ -1,7 +1,8 @@
 //! The `caldera` binary against the API stand-in: `caldera run` binds a gang, serves
 //! `/metrics` and `/readyz`, and on SIGTERM stops and releases its lease; `caldera snapshot`
 //! writes manifests that `caldera explain -f` reads; `caldera record` writes the jobs that ran
-//! as a trace that `caldera replay` reads back.
+//! as a trace that `caldera replay` reads back; under the shipped RBAC, a refused required kind
+//! stops `caldera run` naming the rule and a refused optional kind is named once in its log.
 
 use caldera_testkit::apiserver::ApiServer;
 use serde_json::json;
@@ -330,6 +331,74 @@ async fn caldera_run_exits_naming_the_rule_when_pods_are_refused() {
     assert!(
         logs.contains("cannot schedule without pods")
             && logs.contains("`list` and `watch` on `pods` in API group \"\""),
+        "{logs}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The shipped RBAC with `list resourceslices` removed: `caldera run` schedules the gang, and
+/// its log (default filter) names the refusal once although the watch is asked again after
+/// its 10 s back-off (kube-runtime's own warning per retry is filtered out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caldera_run_names_a_refused_optional_kind_once_in_its_log() {
+    use caldera_testkit::apiserver::{yaml_documents, Options, Rbac};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    let mut docs = Vec::new();
+    for file in ["serviceaccount.yaml", "rbac.yaml"] {
+        docs.extend(yaml_documents(&std::fs::read_to_string(root.join(file)).unwrap()).unwrap());
+    }
+    let rbac = Rbac::service_account(&docs, "caldera-system", "caldera", "sa-token")
+        .unwrap()
+        .without("resource.k8s.io", "resourceslices", "list");
+    let server = ApiServer::start_with(Options {
+        rbac: Some(rbac),
+        ..Options::default()
+    })
+    .await
+    .unwrap();
+    setup(&server);
+    let dir = temp_dir("refused-optional");
+    let path = kubeconfig_with_token(&server, &dir, Some("sa-token"));
+    let mut child = Spawned(
+        caldera()
+            .args(["run", "--kubeconfig"])
+            .arg(&path)
+            .args(["--metrics-addr", "127.0.0.1:0", "--leader-elect=false"])
+            .env_remove("RUST_LOG")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait(30, "the gang bound", || bound(&server) == 4).await;
+    // Past the first 10 s back-off: the refused list has been asked again at least once.
+    let asked = || {
+        server
+            .forbidden()
+            .iter()
+            .filter(|(k, _)| k.resource == "resourceslices")
+            .count()
+    };
+    wait(30, "the refused list asked again", || asked() >= 2).await;
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let mut logs = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logs)
+        .unwrap();
+    let named: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.to_lowercase().contains("forbidden"))
+        .collect();
+    assert_eq!(named.len(), 1, "{logs}");
+    assert!(
+        named[0].contains("ERROR")
+            && named[0].contains(
+                "`list` and `watch` on `resourceslices` in API group \"resource.k8s.io\""
+            ),
         "{logs}"
     );
     let _ = std::fs::remove_dir_all(&dir);
