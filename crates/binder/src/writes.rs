@@ -484,7 +484,35 @@ pub fn queue_status_patch(s: &QueueStatus, old: Option<&QueueStatus>) -> Value {
     if old_state.is_empty() && !s.state.is_empty() {
         status["state"] = json!(s.state);
     }
+    let old_usage = old.and_then(|o| o.usage.as_ref());
+    if let Some(usage) = s.usage.as_ref().filter(|u| Some(*u) != old_usage) {
+        status["usage"] = usage_json(usage, old_usage);
+    }
     json!({ "status": status })
+}
+
+/// A usage record (fairshare) as `status.usage`; resources the old record named and this one
+/// does not are nulled, since a merge patch merges maps.
+fn usage_json(u: &caldera_model::QueueUsage, old: Option<&caldera_model::QueueUsage>) -> Value {
+    let amounts =
+        |new: &std::collections::BTreeMap<std::sync::Arc<str>, u32>,
+         old: Option<&std::collections::BTreeMap<std::sync::Arc<str>, u32>>| {
+            let mut m = Map::new();
+            for name in old.into_iter().flat_map(|o| o.keys()) {
+                m.insert(name.to_string(), Value::Null);
+            }
+            for (name, v) in new {
+                m.insert(name.to_string(), json!(v));
+            }
+            Value::Object(m)
+        };
+    let gpu = u.decayed.get("nvidia.com/gpu").copied().unwrap_or(0);
+    json!({
+        "lastUpdateTime": u.at.to_rfc3339(),
+        "decayed": amounts(&u.decayed, old.map(|o| &o.decayed)),
+        "held": amounts(&u.held, old.map(|o| &o.held)),
+        "gpu": format!("{:.3}", f64::from(gpu) / f64::from(caldera_model::USAGE_SCALE)),
+    })
 }
 
 /// `PATCH queues/{name}/status` (merge patch).

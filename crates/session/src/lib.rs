@@ -13,6 +13,7 @@ pub mod consolidate;
 pub mod devices;
 pub mod evict;
 pub mod explain;
+pub mod fair;
 pub mod interpod;
 pub mod plugin;
 pub mod reserve;
@@ -184,6 +185,7 @@ pub struct Scheduler {
     plugins: Vec<(PluginOption, PluginFactory, Hooks)>,
     actions: Vec<Arc<dyn Action>>,
     eviction: evict::Switches,
+    fair: Option<Arc<caldera_queue::fair::FairSettings>>,
 }
 
 fn hooks_of(option: &PluginOption) -> Hooks {
@@ -241,10 +243,20 @@ impl Scheduler {
             explicit_deserved: options().any(|o| o.name == "capacity"),
             tree: options().any(|o| o.name == "capacity" && o.enabled(Hook::Hierarchy)),
         };
+        let fair = match options().find(|o| o.name == "fairshare") {
+            Some(option) => Some(Arc::new(fair::settings(option).map_err(|message| {
+                SessionError::BadArguments {
+                    plugin: option.name.clone(),
+                    message,
+                }
+            })?)),
+            None => None,
+        };
         Ok(Scheduler {
             plugins,
             actions,
             eviction,
+            fair,
         })
     }
 
@@ -267,7 +279,10 @@ impl Scheduler {
                 })
             })
             .collect();
-        let mut ssn = Session::new(State::new(snapshot, now), slots);
+        let mut state = State::new(snapshot, now);
+        // Before the session opens: proportion's split (at `on_open`) reads it.
+        state.fair = self.fair.clone();
+        let mut ssn = Session::new(state, slots);
         ssn.eviction = self.eviction;
         let has_enqueue = self.actions.iter().any(|a| a.name() == "enqueue");
         for j in 0..ssn.state.jobs.len() {
