@@ -1233,6 +1233,44 @@ mod tests {
     }
 
     #[test]
+    fn queue_patch_writes_a_new_usage_record_and_nulls_dropped_resources() {
+        let record = |at: i64, decayed: &[(&str, u32)], held: &[(&str, u32)]| {
+            let map = |pairs: &[(&str, u32)]| {
+                pairs
+                    .iter()
+                    .map(|(k, v)| (std::sync::Arc::<str>::from(*k), *v))
+                    .collect()
+            };
+            caldera_model::QueueUsage {
+                at: caldera_model::Time::from_secs(at),
+                decayed: map(decayed),
+                held: map(held),
+            }
+        };
+        let old = QueueStatus {
+            state: "Open".into(),
+            usage: Some(record(0, &[], &[("nvidia.com/gpu", 500_000), ("cpu", 10)])),
+            ..QueueStatus::default()
+        };
+        let new = QueueStatus {
+            state: "Open".into(),
+            usage: Some(record(3600, &[("nvidia.com/gpu", 250_000)], &[])),
+            ..QueueStatus::default()
+        };
+        let patch = queue_status_patch(&new, Some(&old));
+        assert_eq!(
+            patch["status"]["usage"],
+            json!({"lastUpdateTime": "1970-01-01T01:00:00Z",
+                "decayed": {"nvidia.com/gpu": 250000},
+                "held": {"nvidia.com/gpu": null, "cpu": null},
+                "gpu": "0.250"})
+        );
+        // The same record is not written again.
+        let patch = queue_status_patch(&new, Some(&new));
+        assert!(patch["status"].get("usage").is_none());
+    }
+
+    #[test]
     fn podgroup_patch_writes_the_whole_status() {
         let s = PodGroupStatus {
             phase: PodGroupPhase::Inqueue,

@@ -132,6 +132,9 @@ pub struct QueueReport {
     /// Σ requests of members holding a node, this session's placements included, summed
     /// over the queue's subtree (`spec.parent`).
     pub allocated: Resources,
+    /// With `fairshare` (and a half-life): the queue's decayed usage at the session's time,
+    /// per resource, in millionths of the cluster ([`caldera_model::QueueUsage`]).
+    pub usage: Option<BTreeMap<Arc<str>, u32>>,
 }
 
 /// Gangs with a topology rule that members were committed for in `ssn`, by the tier of the
@@ -166,6 +169,28 @@ fn topology_placements(ssn: &Session) -> std::collections::BTreeMap<String, u64>
         }
     }
     out
+}
+
+/// Queue `q`'s decayed usage at the session's time from its newest record (the one `plan`
+/// writes, else the one it had), when `fairshare` keeps usage.
+fn usage_now(state: &State, plan: &Plan, q: usize) -> Option<BTreeMap<Arc<str>, u32>> {
+    let fair = state.fair.as_ref().filter(|f| f.remembers())?;
+    let queue = &state.queues[q];
+    let written = plan
+        .queues
+        .iter()
+        .find(|u| u.name == queue.name)
+        .and_then(|u| u.status.usage.as_ref());
+    let record = written.or_else(|| queue.status.as_ref().and_then(|s| s.usage.as_ref()));
+    let scale = f64::from(caldera_model::USAGE_SCALE);
+    Some(
+        record
+            .map(|r| r.decayed_at(state.now, fair.half_life_ms))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, v)| (name, (v * scale).round() as u32))
+            .collect(),
+    )
 }
 
 /// What a session produced.
@@ -332,6 +357,7 @@ impl Scheduler {
                 name: q.name.clone(),
                 deserved: ssn.slots.iter().find_map(|s| s.plugin.deserved(i)),
                 allocated: ssn.state.tree_allocated[i].clone(),
+                usage: usage_now(&ssn.state, &plan, i),
             })
             .collect();
         Outcome {
