@@ -263,8 +263,8 @@ const fn not_yet(key: &'static str) -> ArgSpec {
 }
 
 /// Caldera's fairshare plugin (fairness over time, docs/queues.md). `window`, `tenantKey`,
-/// `maxWait`, `minRuntime` and `preemptionDelay` are named by the design but not implemented
-/// yet: refused, never ignored.
+/// `maxWait` and `preemptionDelay` are named by the design but not implemented yet: refused,
+/// never ignored.
 const FAIRSHARE: &[ArgSpec] = &[
     used("halfLife", ArgKind::Duration { zero: true }),
     used("kValue", ArgKind::NonNegative),
@@ -273,7 +273,7 @@ const FAIRSHARE: &[ArgSpec] = &[
     not_yet("window"),
     not_yet("tenantKey"),
     not_yet("maxWait"),
-    not_yet("minRuntime"),
+    used("minRuntime", ArgKind::Duration { zero: true }),
     not_yet("preemptionDelay"),
 ];
 

@@ -208,7 +208,6 @@ fn unsupported_arguments_are_refused_by_name() {
         "window: 24h",
         "tenantKey: team",
         "maxWait: 1h",
-        "minRuntime: 10m",
         "preemptionDelay: 30s",
     ] {
         let text = format!(
@@ -311,4 +310,113 @@ proptest! {
             last = u;
         }
     }
+}
+
+/// A config with preempt, reclaim and consolidate, and fairshare's `minRuntime` when given.
+fn evicting(min_runtime: Option<&str>) -> SchedulerConfig {
+    let fair = min_runtime
+        .map(|m| format!("  - name: fairshare\n    arguments: {{minRuntime: {m}}}\n"))
+        .unwrap_or_default();
+    let text = format!(
+        "actions: \"enqueue, allocate, preempt, reclaim, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n{fair}  - name: nodeorder\n"
+    );
+    caldera_config::parse(&text, None).expect("test config parses")
+}
+
+/// One 8-GPU node: `low` (priority 0) has run on it since `started`; `high` (priority 5,
+/// same queue) waits for the whole node.
+fn low_running_since(started: i64) -> Snapshot {
+    Cluster::new()
+        .queue(queue("q"))
+        .node(node("n0").gpus(8).cpu(64))
+        .group(podgroup("ns", "low").min_member(1).priority(0).queue("q"))
+        .pod(
+            caldera_testkit::builders::pod("ns", "low-0")
+                .group("low")
+                .gpus(8)
+                .on("n0")
+                .running()
+                .started(Time::from_secs(started)),
+        )
+        .group(
+            podgroup("ns", "high")
+                .min_member(1)
+                .priority(5)
+                .queue("q")
+                .created(NOW - 60),
+        )
+        .pod(
+            caldera_testkit::builders::pod("ns", "high-0")
+                .group("high")
+                .gpus(8)
+                .priority(5)
+                .created(NOW - 60),
+        )
+        .snapshot()
+}
+
+fn evicted(plan: &Plan) -> Vec<&str> {
+    plan.evictions.iter().map(|e| &*e.name).collect()
+}
+
+#[test]
+fn a_victim_younger_than_min_runtime_is_not_evicted() {
+    let young = low_running_since(NOW - 5 * 60);
+    assert_eq!(
+        evicted(&run(&evicting(None), &young, NOW)),
+        vec!["low-0"],
+        "without minRuntime the younger, lower-priority run is the victim"
+    );
+    assert!(evicted(&run(&evicting(Some("10m")), &young, NOW)).is_empty());
+    // Once it has run minRuntime it may be evicted.
+    assert_eq!(
+        evicted(&run(&evicting(Some("10m")), &young, NOW + 5 * 60)),
+        vec!["low-0"]
+    );
+    // 0 turns it off.
+    assert_eq!(
+        evicted(&run(&evicting(Some("\"0\"")), &young, NOW)),
+        vec!["low-0"]
+    );
+}
+
+#[test]
+fn reclaim_spares_runs_younger_than_min_runtime() {
+    // team-a holds both nodes (over its share); team-b asks for one node's worth.
+    let snapshot = |started: i64| {
+        let mut c = Cluster::new()
+            .queue(queue("a"))
+            .queue(queue("b"))
+            .node(node("n0").gpus(8).cpu(64))
+            .node(node("n1").gpus(8).cpu(64));
+        for (i, n) in ["n0", "n1"].iter().enumerate() {
+            let name = format!("a-run-{i}");
+            c = c.group(podgroup("ns", &name).min_member(1).queue("a")).pod(
+                caldera_testkit::builders::pod("ns", &format!("{name}-0"))
+                    .group(&name)
+                    .gpus(8)
+                    .on(n)
+                    .running()
+                    .started(Time::from_secs(started)),
+            );
+        }
+        c.group(
+            podgroup("ns", "b-job")
+                .min_member(1)
+                .queue("b")
+                .created(NOW - 60),
+        )
+        .pod(
+            caldera_testkit::builders::pod("ns", "b-job-0")
+                .group("b-job")
+                .gpus(8)
+                .created(NOW - 60),
+        )
+        .snapshot()
+    };
+    let young = snapshot(NOW - 60);
+    assert_eq!(evicted(&run(&evicting(None), &young, NOW)).len(), 1);
+    assert!(evicted(&run(&evicting(Some("10m")), &young, NOW)).is_empty());
+    let old = snapshot(NOW - 3600);
+    assert_eq!(evicted(&run(&evicting(Some("10m")), &old, NOW)).len(), 1);
 }

@@ -23,6 +23,9 @@ pub struct FairSettings {
     pub resource_weights: BTreeMap<String, f64>,
     /// Least time between two usage records of a queue, in milliseconds.
     pub write_period_ms: i64,
+    /// A pod that has run less than this (milliseconds) is never a victim of preempt, reclaim
+    /// or consolidate; 0: off.
+    pub min_runtime_ms: i64,
 }
 
 impl Default for FairSettings {
@@ -32,6 +35,7 @@ impl Default for FairSettings {
             k: DEFAULT_K,
             resource_weights: default_resource_weights(),
             write_period_ms: DEFAULT_WRITE_PERIOD_MS,
+            min_runtime_ms: 0,
         }
     }
 }
@@ -53,6 +57,11 @@ pub fn default_resource_weights() -> BTreeMap<String, f64> {
 }
 
 impl FairSettings {
+    /// Whether a pod that started at `started` is still protected by `minRuntime` at `now`.
+    pub fn too_young(&self, started: Time, now: Time) -> bool {
+        self.min_runtime_ms > 0 && now.millis_since(started) < self.min_runtime_ms
+    }
+
     /// Whether usage is kept at all (a half-life of 0 keeps no memory).
     pub fn remembers(&self) -> bool {
         self.half_life_ms > 0

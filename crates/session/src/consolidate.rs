@@ -105,6 +105,7 @@ fn movable(ssn: &Session, t: usize, min_runtime_ms: i64) -> bool {
         && task.controller.is_some()
         && pinned_claims(task).is_none()
         && ssn.state.now.millis_since(task.started) >= min_runtime_ms
+        && !crate::evict::too_young(&ssn.state, t)
 }
 
 /// Why `consolidate` never moves job `job`'s pods whatever their state, if it does not: the

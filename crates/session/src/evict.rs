@@ -145,7 +145,16 @@ struct Unit {
 
 fn victimable(ssn: &Session, task: usize) -> bool {
     let t = &ssn.state.tasks[task];
-    matches!(t.status, TaskStatus::Bound | TaskStatus::Running) && !t.critical
+    matches!(t.status, TaskStatus::Bound | TaskStatus::Running)
+        && !t.critical
+        && !too_young(&ssn.state, task)
+}
+
+/// fairshare's `minRuntime`: a pod that has run less than it is never a victim.
+pub(crate) fn too_young(st: &crate::state::State, task: usize) -> bool {
+    st.fair
+        .as_ref()
+        .is_some_and(|f| f.too_young(st.tasks[task].started, st.now))
 }
 
 /// The units of job `v`: the surplus members of an elastic gang one by one (most recently
@@ -162,6 +171,13 @@ fn units_of(ssn: &Session, v: usize) -> Vec<Unit> {
     if bound.is_empty() || bound.iter().any(|&t| st.tasks[t].critical) {
         return Vec::new();
     }
+    // A unit with a member younger than fairshare's minRuntime is not taken: surplus members
+    // one by one skip it, and the whole gang is no unit while one of its members is young.
+    let young: Vec<usize> = bound
+        .iter()
+        .copied()
+        .filter(|&t| too_young(st, t))
+        .collect();
     let unit = |tasks: Vec<usize>, whole: bool| {
         let mut request = Resources::new();
         let mut started = Time(i64::MIN);
@@ -191,10 +207,14 @@ fn units_of(ssn: &Session, v: usize) -> Vec<Unit> {
                 .then_with(|| st.tasks[a].name.cmp(&st.tasks[b].name))
         });
         for &t in single.iter().take(surplus) {
-            out.push(unit(vec![t], false));
+            if !young.contains(&t) {
+                out.push(unit(vec![t], false));
+            }
         }
     }
-    out.push(unit(bound, true));
+    if young.is_empty() {
+        out.push(unit(bound, true));
+    }
     out
 }
 
