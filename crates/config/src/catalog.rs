@@ -262,9 +262,8 @@ const fn not_yet(key: &'static str) -> ArgSpec {
     }
 }
 
-/// Caldera's fairshare plugin (fairness over time, docs/queues.md). `window`, `tenantKey`,
-/// `maxWait` and `preemptionDelay` are named by the design but not implemented yet: refused,
-/// never ignored.
+/// Caldera's fairshare plugin (fairness over time, docs/queues.md). `window`, `tenantKey`
+/// and `maxWait` are named by the design but not implemented yet: refused, never ignored.
 const FAIRSHARE: &[ArgSpec] = &[
     used("halfLife", ArgKind::Duration { zero: true }),
     used("kValue", ArgKind::NonNegative),
@@ -274,7 +273,7 @@ const FAIRSHARE: &[ArgSpec] = &[
     not_yet("tenantKey"),
     not_yet("maxWait"),
     used("minRuntime", ArgKind::Duration { zero: true }),
-    not_yet("preemptionDelay"),
+    used("preemptionDelay", ArgKind::Duration { zero: true }),
 ];
 
 /// The arguments a supported plugin accepts. gang, priority, drf, proportion and conformance

@@ -204,12 +204,7 @@ fn without_fairshare_a_usage_record_is_kept_as_found() {
 
 #[test]
 fn unsupported_arguments_are_refused_by_name() {
-    for arg in [
-        "window: 24h",
-        "tenantKey: team",
-        "maxWait: 1h",
-        "preemptionDelay: 30s",
-    ] {
+    for arg in ["window: 24h", "tenantKey: team", "maxWait: 1h"] {
         let text = format!(
             "actions: \"allocate\"\ntiers:\n- plugins:\n  - name: proportion\n  - name: fairshare\n    arguments: {{{arg}}}\n"
         );
@@ -312,10 +307,15 @@ proptest! {
     }
 }
 
-/// A config with preempt, reclaim and consolidate, and fairshare's `minRuntime` when given.
+/// A config with preempt and reclaim, and fairshare's `minRuntime` when given.
 fn evicting(min_runtime: Option<&str>) -> SchedulerConfig {
-    let fair = min_runtime
-        .map(|m| format!("  - name: fairshare\n    arguments: {{minRuntime: {m}}}\n"))
+    evicting_with(min_runtime.map(|m| format!("minRuntime: {m}")).as_deref())
+}
+
+/// A config with preempt and reclaim, and fairshare with `args` when given.
+fn evicting_with(args: Option<&str>) -> SchedulerConfig {
+    let fair = args
+        .map(|a| format!("  - name: fairshare\n    arguments: {{{a}}}\n"))
         .unwrap_or_default();
     let text = format!(
         "actions: \"enqueue, allocate, preempt, reclaim, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n{fair}  - name: nodeorder\n"
@@ -419,4 +419,57 @@ fn reclaim_spares_runs_younger_than_min_runtime() {
     assert!(evicted(&run(&evicting(Some("10m")), &young, NOW)).is_empty());
     let old = snapshot(NOW - 3600);
     assert_eq!(evicted(&run(&evicting(Some("10m")), &old, NOW)).len(), 1);
+}
+
+/// `low` (priority 0) has run for an hour on the only node; `high` (priority 5, same queue)
+/// has waited since `waiting_since` (its PodGroup's Unschedulable condition).
+fn high_waiting_since(waiting_since: i64) -> Snapshot {
+    let mut snapshot = low_running_since(NOW - 3600);
+    let high = snapshot
+        .jobs
+        .iter()
+        .position(|j| &*j.id == "ns/high")
+        .expect("high exists");
+    snapshot.jobs[high].pending_since = Some(Time::from_secs(waiting_since));
+    snapshot
+}
+
+#[test]
+fn a_preemptor_waits_preemption_delay_before_evicting() {
+    let cfg = evicting_with(Some("preemptionDelay: 30s"));
+    let snapshot = high_waiting_since(NOW - 10);
+    assert!(
+        evicted(&run(&cfg, &snapshot, NOW)).is_empty(),
+        "waited 10 s of 30"
+    );
+    assert_eq!(evicted(&run(&cfg, &snapshot, NOW + 20)), vec!["low-0"]);
+    // Not yet seen waiting (no Unschedulable condition): the delay has not started.
+    let mut fresh = snapshot.clone();
+    for j in &mut fresh.jobs {
+        j.pending_since = None;
+    }
+    assert!(evicted(&run(&cfg, &fresh, NOW + 3600)).is_empty());
+    // Without the delay the same snapshot evicts at once.
+    assert_eq!(evicted(&run(&evicting(None), &fresh, NOW)), vec!["low-0"]);
+}
+
+#[test]
+fn room_that_frees_within_the_delay_is_taken_and_nothing_is_evicted() {
+    let cfg = evicting_with(Some("preemptionDelay: 30s"));
+    // Session 1: high has waited 10 s; nothing is evicted.
+    let mut snapshot = high_waiting_since(NOW - 10);
+    let plan = run(&cfg, &snapshot, NOW);
+    assert!(evicted(&plan).is_empty());
+    // low ends 15 s later, before the delay is over: high binds, nothing was evicted.
+    let low = snapshot
+        .tasks
+        .iter()
+        .position(|t| &*t.name == "low-0")
+        .expect("low-0 exists");
+    snapshot.tasks[low].status = caldera_model::TaskStatus::Succeeded;
+    let request = snapshot.tasks[low].request.clone();
+    snapshot.nodes[0].remove_pod(&request, &[]);
+    let plan = run(&cfg, &snapshot, NOW + 15);
+    assert!(evicted(&plan).is_empty());
+    assert_eq!(gpus_bound(&plan, "high-"), 1);
 }

@@ -26,6 +26,9 @@ pub struct FairSettings {
     /// A pod that has run less than this (milliseconds) is never a victim of preempt, reclaim
     /// or consolidate; 0: off.
     pub min_runtime_ms: i64,
+    /// A starving job evicts nothing until it has waited this long (milliseconds, from its
+    /// `pending_since`), so room that frees meanwhile is used instead; 0: off.
+    pub preemption_delay_ms: i64,
 }
 
 impl Default for FairSettings {
@@ -36,6 +39,7 @@ impl Default for FairSettings {
             resource_weights: default_resource_weights(),
             write_period_ms: DEFAULT_WRITE_PERIOD_MS,
             min_runtime_ms: 0,
+            preemption_delay_ms: 0,
         }
     }
 }
@@ -60,6 +64,13 @@ impl FairSettings {
     /// Whether a pod that started at `started` is still protected by `minRuntime` at `now`.
     pub fn too_young(&self, started: Time, now: Time) -> bool {
         self.min_runtime_ms > 0 && now.millis_since(started) < self.min_runtime_ms
+    }
+
+    /// Whether a job waiting since `pending_since` (`None`: not seen waiting yet) may evict at
+    /// `now` under `preemptionDelay`.
+    pub fn may_preempt(&self, pending_since: Option<Time>, now: Time) -> bool {
+        self.preemption_delay_ms <= 0
+            || pending_since.is_some_and(|t| now.millis_since(t) >= self.preemption_delay_ms)
     }
 
     /// Whether usage is kept at all (a half-life of 0 keeps no memory).

@@ -297,7 +297,7 @@ struct Budget {
 /// in job order.
 pub fn run(ssn: &mut Session, cfg: &ConsolidateConfig) {
     let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
-        .filter(|&j| evict::starving(ssn, j))
+        .filter(|&j| evict::starving(ssn, j) && evict::delay_over(ssn, j))
         .collect();
     if jobs.is_empty() {
         return;

@@ -700,6 +700,16 @@ fn starving_in(ssn: &Session, job: usize, quota_may_free: bool) -> bool {
         && !reserve::waiting(ssn, job)
 }
 
+/// fairshare's `preemptionDelay`: job `j` evicts (preempt, reclaim, consolidate) only once it
+/// has waited that long, so room that frees meanwhile (a job ending, an autoscaler's nodes) is
+/// taken instead.
+pub(crate) fn delay_over(ssn: &Session, j: usize) -> bool {
+    let st = &ssn.state;
+    st.fair
+        .as_ref()
+        .is_none_or(|f| f.may_preempt(st.jobs[j].pending_since, st.now))
+}
+
 /// Runs `mode` over every starving job, queue by queue in queue order, jobs in job order.
 pub fn run(ssn: &mut Session, mode: Mode) {
     let allowed = match mode {
@@ -711,7 +721,7 @@ pub fn run(ssn: &mut Session, mode: Mode) {
     }
     let quota_may_free = mode == Mode::Reclaim && ssn.eviction.tree;
     let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
-        .filter(|&j| starving_in(ssn, j, quota_may_free))
+        .filter(|&j| starving_in(ssn, j, quota_may_free) && delay_over(ssn, j))
         .collect();
     if jobs.is_empty() {
         return;

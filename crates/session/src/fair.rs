@@ -5,7 +5,7 @@ use caldera_config::{ArgValue, PluginOption};
 use caldera_queue::fair::FairSettings;
 
 /// Arguments named by the design but not implemented yet: refused, never ignored.
-const NOT_YET: [&str; 4] = ["window", "tenantKey", "maxWait", "preemptionDelay"];
+const NOT_YET: [&str; 3] = ["window", "tenantKey", "maxWait"];
 
 fn duration_ms(option: &PluginOption, key: &str) -> Result<Option<i64>, String> {
     let Some(value) = option.arguments.get(key) else {
@@ -34,7 +34,14 @@ pub fn settings(option: &PluginOption) -> Result<FairSettings, String> {
         if NOT_YET.contains(&key) {
             return Err(format!("argument {key:?} is not supported yet"));
         }
-        let known = ["halfLife", "kValue", "usageWritePeriod", "minRuntime"].contains(&key)
+        let known = [
+            "halfLife",
+            "kValue",
+            "usageWritePeriod",
+            "minRuntime",
+            "preemptionDelay",
+        ]
+        .contains(&key)
             || key.starts_with("resourceWeights.");
         if !known {
             return Err(format!("unknown argument {key:?}"));
@@ -51,6 +58,9 @@ pub fn settings(option: &PluginOption) -> Result<FairSettings, String> {
     }
     if let Some(ms) = duration_ms(option, "minRuntime")? {
         s.min_runtime_ms = ms;
+    }
+    if let Some(ms) = duration_ms(option, "preemptionDelay")? {
+        s.preemption_delay_ms = ms;
     }
     if option.arguments.contains_key("kValue") {
         match option.arguments.get_f64("kValue") {
