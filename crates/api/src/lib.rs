@@ -39,6 +39,6 @@ pub use provisioning::{
 };
 pub use queue::{
     Affinity, Cluster, DequeueStrategy, Guarantee, NodeGroupAffinity, Queue, QueueCondition,
-    QueueSpec, QueueState, QueueStatus, Reservation,
+    QueueSpec, QueueState, QueueStatus, QueueUsage, Reservation,
 };
 pub use well_known::*;

@@ -35,6 +35,7 @@ use crate::string_enum::string_enum;
     printcolumn(name = "Weight", type_ = "integer", json_path = ".spec.weight"),
     printcolumn(name = "State", type_ = "string", json_path = ".status.state"),
     printcolumn(name = "Parent", type_ = "string", json_path = ".spec.parent"),
+    printcolumn(name = "GPU-Usage", type_ = "string", json_path = ".status.usage.gpu"),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -250,6 +251,30 @@ pub struct QueueStatus {
     /// `RootHasParent`) and so holds no new work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<QueueCondition>>,
+    /// Caldera's decayed usage (the `fairshare` plugin; Volcano has none): written at most
+    /// every `usageWritePeriod`, read back at start so a restart resumes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<QueueUsage>,
+}
+
+/// A queue's decayed usage record: fractions of the cluster's capacity per resource, in
+/// millionths (1000000 = the whole cluster), of the queue and every queue below it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueUsage {
+    /// When the record was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
+    /// The decayed mean fraction held, per resource, at `lastUpdateTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decayed: Option<BTreeMap<String, i64>>,
+    /// The fraction held at `lastUpdateTime`, per resource (held until the next record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<BTreeMap<String, i64>>,
+    /// The decayed GPU fraction at `lastUpdateTime`, as a decimal (`0.25`), for people
+    /// (`kubectl get queue` shows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
 }
 
 /// One condition of a Queue.

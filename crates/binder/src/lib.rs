@@ -771,7 +771,7 @@ impl Binder {
         status.extend(podgroups.into_iter().map(StatusWrite::PodGroup));
         for q in queues {
             let old = old_queues.get(&*q.name).copied().flatten().cloned();
-            status.push(StatusWrite::Queue(q, old));
+            status.push(StatusWrite::Queue(Box::new((q, old))));
         }
         // Autoscaler requests, per PodGroup in plan order: releases first (a retry deletes the
         // old request before it creates the next).

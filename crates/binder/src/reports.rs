@@ -30,8 +30,9 @@ pub(crate) enum StatusWrite {
     Failure(PodFailure),
     /// A PodGroup's status.
     PodGroup(PodGroupStatusUpdate),
-    /// A Queue's status, with the status it had (for the merge patch).
-    Queue(QueueStatusUpdate, Option<QueueStatus>),
+    /// A Queue's status, with the status it had (for the merge patch); boxed, as two statuses
+    /// with their usage records would make every write this large.
+    Queue(Box<(QueueStatusUpdate, Option<QueueStatus>)>),
     /// A preemptor's `status.nominatedNodeName`, set or cleared.
     Nomination(caldera_model::Nomination),
     /// A PodGroup's autoscaler requests (`capacity.rs`): several requests, in order.
@@ -80,9 +81,9 @@ impl StatusWrite {
                 },
                 WriteKind::PodGroupStatus,
             ),
-            StatusWrite::Queue(u, _) => (
+            StatusWrite::Queue(q) => (
                 Target::Queue {
-                    name: u.name.clone(),
+                    name: q.0.name.clone(),
                 },
                 WriteKind::QueueStatus,
             ),
@@ -145,7 +146,8 @@ impl StatusWrite {
             StatusWrite::PodGroup(u) => {
                 writes::podgroup_status(client, fm, &u.namespace, &u.name, &u.status).await
             }
-            StatusWrite::Queue(u, old) => {
+            StatusWrite::Queue(q) => {
+                let (u, old) = &**q;
                 writes::queue_status(client, fm, &u.name, &u.status, old.as_ref()).await
             }
             StatusWrite::Nomination(n) => writes::nominate(client, fm, n).await,

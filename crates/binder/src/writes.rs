@@ -484,7 +484,35 @@ pub fn queue_status_patch(s: &QueueStatus, old: Option<&QueueStatus>) -> Value {
     if old_state.is_empty() && !s.state.is_empty() {
         status["state"] = json!(s.state);
     }
+    let old_usage = old.and_then(|o| o.usage.as_ref());
+    if let Some(usage) = s.usage.as_ref().filter(|u| Some(*u) != old_usage) {
+        status["usage"] = usage_json(usage, old_usage);
+    }
     json!({ "status": status })
+}
+
+/// A usage record (fairshare) as `status.usage`; resources the old record named and this one
+/// does not are nulled, since a merge patch merges maps.
+fn usage_json(u: &caldera_model::QueueUsage, old: Option<&caldera_model::QueueUsage>) -> Value {
+    let amounts =
+        |new: &std::collections::BTreeMap<std::sync::Arc<str>, u32>,
+         old: Option<&std::collections::BTreeMap<std::sync::Arc<str>, u32>>| {
+            let mut m = Map::new();
+            for name in old.into_iter().flat_map(|o| o.keys()) {
+                m.insert(name.to_string(), Value::Null);
+            }
+            for (name, v) in new {
+                m.insert(name.to_string(), json!(v));
+            }
+            Value::Object(m)
+        };
+    let gpu = u.decayed.get("nvidia.com/gpu").copied().unwrap_or(0);
+    json!({
+        "lastUpdateTime": u.at.to_rfc3339(),
+        "decayed": amounts(&u.decayed, old.map(|o| &o.decayed)),
+        "held": amounts(&u.held, old.map(|o| &o.held)),
+        "gpu": format!("{:.3}", f64::from(gpu) / f64::from(caldera_model::USAGE_SCALE)),
+    })
 }
 
 /// `PATCH queues/{name}/status` (merge patch).
@@ -1202,6 +1230,44 @@ mod tests {
             ..QueueStatus::default()
         };
         assert_eq!(queue_status_patch(&fresh, None)["status"]["state"], "Open");
+    }
+
+    #[test]
+    fn queue_patch_writes_a_new_usage_record_and_nulls_dropped_resources() {
+        let record = |at: i64, decayed: &[(&str, u32)], held: &[(&str, u32)]| {
+            let map = |pairs: &[(&str, u32)]| {
+                pairs
+                    .iter()
+                    .map(|(k, v)| (std::sync::Arc::<str>::from(*k), *v))
+                    .collect()
+            };
+            caldera_model::QueueUsage {
+                at: caldera_model::Time::from_secs(at),
+                decayed: map(decayed),
+                held: map(held),
+            }
+        };
+        let old = QueueStatus {
+            state: "Open".into(),
+            usage: Some(record(0, &[], &[("nvidia.com/gpu", 500_000), ("cpu", 10)])),
+            ..QueueStatus::default()
+        };
+        let new = QueueStatus {
+            state: "Open".into(),
+            usage: Some(record(3600, &[("nvidia.com/gpu", 250_000)], &[])),
+            ..QueueStatus::default()
+        };
+        let patch = queue_status_patch(&new, Some(&old));
+        assert_eq!(
+            patch["status"]["usage"],
+            json!({"lastUpdateTime": "1970-01-01T01:00:00Z",
+                "decayed": {"nvidia.com/gpu": 250000},
+                "held": {"nvidia.com/gpu": null, "cpu": null},
+                "gpu": "0.250"})
+        );
+        // The same record is not written again.
+        let patch = queue_status_patch(&new, Some(&new));
+        assert!(patch["status"].get("usage").is_none());
     }
 
     #[test]

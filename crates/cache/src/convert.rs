@@ -877,6 +877,28 @@ impl TryFrom<&PodGroup> for GroupInfo {
     }
 }
 
+/// A Queue's `status.usage`, as written by the fairshare plugin. A record without its time
+/// is no record; amounts are clamped to 0..=1,000,000 (a hand-edited status cannot make usage
+/// negative or more than the whole cluster).
+fn queue_usage(u: &caldera_api::QueueUsage) -> Option<caldera_model::QueueUsage> {
+    let at = time(u.last_update_time.as_ref()?);
+    let amounts = |m: &Option<BTreeMap<String, i64>>| {
+        m.iter()
+            .flatten()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| {
+                let clamped = (*v).min(i64::from(caldera_model::USAGE_SCALE)) as u32;
+                (Arc::<str>::from(k.as_str()), clamped)
+            })
+            .collect()
+    };
+    Some(caldera_model::QueueUsage {
+        at,
+        decayed: amounts(&u.decayed),
+        held: amounts(&u.held),
+    })
+}
+
 /// Converts a Queue. A queue whose `status.state` is `Closed` or `Closing` admits nothing new
 /// (`open = false`); every other state, and no status at all, is open.
 pub fn queue(q: &ApiQueue) -> Result<Queue> {
@@ -916,6 +938,7 @@ pub fn queue(q: &ApiQueue) -> Result<Queue> {
                             .unwrap_or_default(),
                     })
                     .collect(),
+                usage: s.usage.as_ref().and_then(queue_usage),
             })
         }
         None => None,

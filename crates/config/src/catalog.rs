@@ -40,7 +40,7 @@ pub(crate) fn all_action_names() -> Vec<&'static str> {
 }
 
 /// Plugins Caldera implements, in the order the shipped config lists them.
-pub(crate) const SUPPORTED_PLUGINS: [&str; 11] = [
+pub(crate) const SUPPORTED_PLUGINS: [&str; 12] = [
     "priority",
     "gang",
     "conformance",
@@ -52,6 +52,7 @@ pub(crate) const SUPPORTED_PLUGINS: [&str; 11] = [
     "binpack",
     "capacity",
     "network-topology-aware",
+    "fairshare",
 ];
 
 /// Volcano's other plugins.
@@ -100,6 +101,13 @@ pub(crate) enum ArgKind {
     ResourceList,
     /// `true` or `false`.
     Bool,
+    /// A number of at least 0; a number or a numeric string.
+    NonNegative,
+    /// A Go duration (`168h`, `1m30s`); `zero` says whether 0 is allowed.
+    Duration { zero: bool },
+    /// A mapping of resource names to non-negative numbers; handed to the plugin as one
+    /// argument `<key>.<resource>` per entry.
+    ResourceWeights,
 }
 
 /// What Caldera does with an argument.
@@ -109,6 +117,8 @@ pub(crate) enum ArgUse {
     Used(ArgKind),
     /// A Volcano argument Caldera does not use: accepted with a warning, not checked.
     Ignored,
+    /// A Caldera argument not implemented yet: refused, so it is never silently ignored.
+    NotYet,
 }
 
 /// One accepted argument key, or a family of keys sharing a prefix.
@@ -243,6 +253,29 @@ const CAPACITY: &[ArgSpec] = &[
     ignored("capacity.DRAConsumableCapacityEnable"),
 ];
 
+const fn not_yet(key: &'static str) -> ArgSpec {
+    ArgSpec {
+        key,
+        prefix: false,
+        shown: key,
+        usage: ArgUse::NotYet,
+    }
+}
+
+/// Caldera's fairshare plugin (fairness over time, docs/queues.md). `window`, `tenantKey`
+/// and `maxWait` are named by the design but not implemented yet: refused, never ignored.
+const FAIRSHARE: &[ArgSpec] = &[
+    used("halfLife", ArgKind::Duration { zero: true }),
+    used("kValue", ArgKind::NonNegative),
+    used("resourceWeights", ArgKind::ResourceWeights),
+    used("usageWritePeriod", ArgKind::Duration { zero: false }),
+    not_yet("window"),
+    not_yet("tenantKey"),
+    not_yet("maxWait"),
+    used("minRuntime", ArgKind::Duration { zero: true }),
+    used("preemptionDelay", ArgKind::Duration { zero: true }),
+];
+
 /// The arguments a supported plugin accepts. gang, priority, drf, proportion and conformance
 /// take none in Volcano either (hierarchy is the `enableHierarchy` flag).
 pub(crate) fn argument_specs(plugin: &str) -> &'static [ArgSpec] {
@@ -253,6 +286,7 @@ pub(crate) fn argument_specs(plugin: &str) -> &'static [ArgSpec] {
         "binpack" => BINPACK,
         "predicates" => PREDICATES,
         "network-topology-aware" => NETWORK_TOPOLOGY,
+        "fairshare" => FAIRSHARE,
         _ => &[],
     }
 }

@@ -607,6 +607,23 @@ impl Validator {
                 ),
             ));
         }
+        if let Some(fair) = seen.get("fairshare") {
+            // In this release usage adjusts proportion's weighted split only; with capacity
+            // (explicit deserved shares, idle capacity taken in queue order) it would change
+            // nothing yet, and alone there is no split to adjust.
+            if seen.contains_key("capacity") {
+                return Err(problem(
+                    fair,
+                    "the fairshare plugin with the capacity plugin is not supported yet: usage adjusts proportion's weighted split only (docs/queues.md); use proportion or remove fairshare",
+                ));
+            }
+            if !seen.contains_key("proportion") {
+                return Err(problem(
+                    fair,
+                    "the fairshare plugin adjusts the proportion plugin's weighted split; enable proportion too",
+                ));
+            }
+        }
         if let Some(flag) = drf_hierarchy {
             if seen.contains_key("proportion") {
                 // Volcano refuses this pair too: both would own the queues' shares.
@@ -775,6 +792,57 @@ impl Validator {
                 ArgUse::Used(ArgKind::Number) => ArgValue::Float(number(argument)?),
                 ArgUse::Used(ArgKind::Bool) => ArgValue::Bool(switch(argument)?),
                 ArgUse::Used(ArgKind::ResourceList) => ArgValue::List(resource_list(argument)?),
+                ArgUse::Used(ArgKind::NonNegative) => {
+                    let value = number(argument)?;
+                    if value < 0.0 {
+                        return Err(problem(
+                            &argument.target(),
+                            format!("{} must not be negative, got {value}", argument.key),
+                        ));
+                    }
+                    ArgValue::Float(value)
+                }
+                ArgUse::Used(ArgKind::Duration { zero }) => {
+                    duration(argument, zero)?;
+                    let text = match argument.value {
+                        Raw::Str(text) => text.trim().to_string(),
+                        _ => "0".to_string(),
+                    };
+                    ArgValue::Str(text)
+                }
+                ArgUse::Used(ArgKind::ResourceWeights) => {
+                    let weights = mapping(
+                        argument.value,
+                        &argument.ptr,
+                        "a mapping of resource names to weights (nvidia.com/gpu: 1, cpu: 0.1)",
+                    )?;
+                    for weight in &weights {
+                        let value = number(weight)?;
+                        if value < 0.0 {
+                            return Err(problem(
+                                &weight.target(),
+                                format!(
+                                    "the weight of {} must not be negative, got {value}",
+                                    weight.key
+                                ),
+                            ));
+                        }
+                        arguments.insert(
+                            format!("{}.{}", argument.key, weight.key),
+                            ArgValue::Float(value),
+                        );
+                    }
+                    continue;
+                }
+                ArgUse::NotYet => {
+                    return Err(problem(
+                        &argument.ptr.at_key(),
+                        format!(
+                            "argument {:?} of the {plugin} plugin is not supported yet (docs/queues.md says what is); remove it",
+                            argument.key
+                        ),
+                    ));
+                }
             };
             arguments.insert(argument.key.clone(), value);
         }

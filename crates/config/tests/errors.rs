@@ -23,7 +23,7 @@ enabledOverused, enabledAllocatable, enabledHyperNodeOrder, enabledSubJobReady, 
 enabledSubJobPipelined, enabledSubJobOrder, enabledHyperNodeGradient";
 
 const SUPPORTED: &str =
-    "priority, gang, conformance, overcommit, drf, predicates, proportion, nodeorder, binpack, capacity, network-topology-aware";
+    "priority, gang, conformance, overcommit, drf, predicates, proportion, nodeorder, binpack, capacity, network-topology-aware, fairshare";
 
 #[test]
 fn bad_configs_name_file_line_column_and_key() {
@@ -257,4 +257,57 @@ fn unreadable_file_is_a_read_error() {
     assert!(error
         .to_string()
         .starts_with(&format!("{}: cannot read the config: ", path.display())));
+}
+
+/// fairshare: every bad value is an error naming its argument (file, line and key path), and
+/// arguments not implemented yet are refused rather than ignored.
+#[test]
+fn fairshare_bad_arguments_are_named() {
+    let fair = |args: &str| {
+        format!("actions: allocate\ntiers:\n- plugins:\n  - name: proportion\n  - name: fairshare\n    arguments:\n      {args}\n")
+    };
+    let cases = [
+        ("halfLife: 7days", "bad.yaml:7:17: tiers[0].plugins[1].arguments.halfLife: "),
+        ("halfLife: -1h", "bad.yaml:7:17: tiers[0].plugins[1].arguments.halfLife: "),
+        ("kValue: -0.5", "bad.yaml:7:15: tiers[0].plugins[1].arguments.kValue: kValue must not be negative, got -0.5"),
+        ("kValue: lots", "bad.yaml:7:15: tiers[0].plugins[1].arguments.kValue: expected a number"),
+        ("usageWritePeriod: 0s", "bad.yaml:7:25: tiers[0].plugins[1].arguments.usageWritePeriod: must be longer than zero"),
+        ("resourceWeights: {cpu: -1}", "tiers[0].plugins[1].arguments.resourceWeights.cpu: the weight of cpu must not be negative, got -1"),
+        ("resourceWeights: gpu", "tiers[0].plugins[1].arguments.resourceWeights: expected a mapping of resource names to weights"),
+        ("maxWait: 1h", "bad.yaml:7:7: tiers[0].plugins[1].arguments.maxWait: argument \"maxWait\" of the fairshare plugin is not supported yet"),
+        ("window: 24h", "argument \"window\" of the fairshare plugin is not supported yet"),
+        ("halfLive: 24h", "unknown argument \"halfLive\" for the fairshare plugin (did you mean \"halfLife\"?)"),
+    ];
+    for (args, expected) in cases {
+        let error = parse(&fair(args), Some(Path::new("bad.yaml")))
+            .expect_err(args)
+            .to_string();
+        assert!(error.contains(expected), "{args}: {error}");
+    }
+    let error = parse(
+        "actions: allocate\ntiers:\n- plugins:\n  - name: capacity\n  - name: fairshare\n",
+        None,
+    )
+    .expect_err("fairshare with capacity")
+    .to_string();
+    assert!(
+        error.contains("fairshare plugin with the capacity plugin is not supported yet"),
+        "{error}"
+    );
+    let error = parse(
+        "actions: allocate\ntiers:\n- plugins:\n  - name: fairshare\n",
+        None,
+    )
+    .expect_err("fairshare alone")
+    .to_string();
+    assert!(error.contains("enable proportion too"), "{error}");
+    let config = parse(
+        "actions: allocate\ntiers:\n- plugins:\n  - name: proportion\n  - name: fairshare\n    arguments: {halfLife: 168h, kValue: 1, usageWritePeriod: 1m, resourceWeights: {nvidia.com/gpu: 1, cpu: 0.1}}\n",
+        None,
+    )
+    .expect("good fairshare arguments");
+    let args = &config.tiers[0].plugins[1].arguments;
+    assert_eq!(args.get_str("halfLife"), Some("168h"));
+    assert_eq!(args.get_f64("resourceWeights.cpu"), Some(0.1));
+    assert_eq!(args.get_f64("resourceWeights.nvidia.com/gpu"), Some(1.0));
 }

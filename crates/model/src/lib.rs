@@ -48,7 +48,7 @@ pub use plan::{
     PodGroupStatusUpdate, QueueStatusUpdate,
 };
 pub use quantity::{parse_quantity, QuantityError, Scale};
-pub use queue::{Queue, QueueStatus};
+pub use queue::{Queue, QueueStatus, QueueUsage, USAGE_SCALE};
 pub use resources::{overcommit_allowed, Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 pub use selector::{
     HostPort, PlacementSpec, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, Toleration,

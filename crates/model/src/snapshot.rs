@@ -95,7 +95,7 @@ impl Snapshot {
 
     /// Records what carrying out `plan` does, as the binder and the watch would report it:
     /// bound members get their node and count there, pending members their condition,
-    /// timed-out members phase Failed, PodGroups their new status. Lets tests and benchmarks
+    /// timed-out members phase Failed, PodGroups and Queues their new status. Lets tests and benchmarks
     /// run sessions back to back without a cluster.
     pub fn record(&mut self, plan: &Plan) {
         let index: HashMap<(Arc<str>, Arc<str>), usize> = self
@@ -150,6 +150,11 @@ impl Snapshot {
                     job.pending_since = u.status.pending_since();
                 }
                 job.status = Some(u.status.clone());
+            }
+        }
+        for u in &plan.queues {
+            if let Ok(q) = self.queues.binary_search_by(|q| q.name.cmp(&u.name)) {
+                self.queues[q].status = Some(u.status.clone());
             }
         }
     }

@@ -30,6 +30,41 @@ fn unsupported_parent(state: &State, q: usize) -> Option<String> {
     ))
 }
 
+/// With `fairshare` configured, the weighted split goes by KAI's usage-adjusted weights
+/// (`caldera_queue::fair`) among the queues the weights split for (those that ask for
+/// something and have no explicit `deserved`; guarantees stay floors in the split). Nothing changes when usage cannot move
+/// the split (no memory, `kValue` 0, nobody has used anything), so the shares are exactly
+/// those without the plugin.
+fn adjust_for_usage(state: &State, shares: &mut [QueueShare]) {
+    let Some(fair) = &state.fair else {
+        return;
+    };
+    if !fair.remembers() || fair.k <= 0.0 {
+        return;
+    }
+    let split: Vec<usize> = (0..shares.len())
+        .filter(|&q| shares[q].explicit_deserved.is_none() && !shares[q].request.is_empty())
+        .collect();
+    let usage: Vec<f64> = split
+        .iter()
+        .map(|&q| {
+            let record = state.queues[q]
+                .status
+                .as_ref()
+                .and_then(|s| s.usage.as_ref());
+            fair.usage(record, state.now, &state.total)
+        })
+        .collect();
+    if usage.iter().all(|u| *u <= 0.0) {
+        return;
+    }
+    let weights: Vec<f64> = split.iter().map(|&q| f64::from(shares[q].weight)).collect();
+    let adjusted = caldera_queue::fair::adjusted_weights(&weights, &usage, fair.k);
+    for (&q, p) in split.iter().zip(adjusted) {
+        shares[q].fair_weight = Some(p);
+    }
+}
+
 impl Proportion {
     /// The accounting of queue `q` (after `on_open`).
     pub fn share(&self, q: usize) -> Option<&QueueShare> {
@@ -76,6 +111,7 @@ impl Plugin for Proportion {
                 }
             }
         }
+        adjust_for_usage(state, &mut shares);
         water_fill(&state.total, &mut shares);
         self.shares = shares;
     }

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod capacity;
+pub mod fair;
 pub mod tree;
 
 pub use tree::{QueueTree, TreeProblem, ROOT};
@@ -16,12 +17,15 @@ use caldera_model::Resources;
 use std::sync::Arc;
 
 /// One queue's fair-share accounting for a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct QueueShare {
     /// Queue name.
     pub name: Arc<str>,
     /// Weight (≥ 1).
     pub weight: u32,
+    /// The weight the split uses instead of `weight`, when usage adjusts it
+    /// ([`fair::adjusted_weights`]); may be 0.
+    pub fair_weight: Option<f64>,
     /// Hard ceiling; `None` means unlimited.
     pub capability: Option<Resources>,
     /// Reserved floor.
@@ -46,6 +50,7 @@ impl QueueShare {
         QueueShare {
             name,
             weight: weight.max(1),
+            fair_weight: None,
             capability: None,
             guarantee: Resources::new(),
             explicit_deserved: None,
@@ -55,6 +60,11 @@ impl QueueShare {
             real_capability: Resources::new(),
             deserved: Resources::new(),
         }
+    }
+
+    /// The weight the water-filling splits by: the usage-adjusted one when set.
+    pub fn split_weight(&self) -> f64 {
+        self.fair_weight.unwrap_or(f64::from(self.weight))
     }
 
     /// max over dimensions of allocated / deserved. A dimension with nothing deserved but
@@ -152,13 +162,13 @@ pub fn water_fill(total: &Resources, queues: &mut [QueueShare]) {
     clamp_non_negative(&mut remaining);
     // Each round either meets a queue or hands out what remains; bound the loop anyway.
     for _round in 0..=queues.len() + 64 {
-        let total_weight: u64 = queues
+        let total_weight: f64 = queues
             .iter()
             .zip(&met)
             .filter(|(_, m)| !**m)
-            .map(|(q, _)| u64::from(q.weight))
+            .map(|(q, _)| q.split_weight())
             .sum();
-        if total_weight == 0 || remaining.is_empty() {
+        if total_weight <= 0.0 || remaining.is_empty() {
             break;
         }
         let before = remaining.clone();
@@ -169,7 +179,7 @@ pub fn water_fill(total: &Resources, queues: &mut [QueueShare]) {
                 continue;
             }
             let old = q.deserved.clone();
-            let mut d = old.plus(&remaining.scaled(f64::from(q.weight) / total_weight as f64));
+            let mut d = old.plus(&remaining.scaled(q.split_weight() / total_weight));
             let mut capped = false;
             let cap = q.real_capability.clone();
             let before_cap = d.clone();
@@ -336,6 +346,28 @@ mod tests {
             qs[0].deserved.get("nvidia.com/gpu") + qs[1].deserved.get("nvidia.com/gpu"),
             3
         );
+    }
+
+    #[test]
+    fn usage_weights_split_but_leave_nothing_idle() {
+        // fairshare gave a the weight 0: b's request is met first, a still gets the rest.
+        let mut a = queue("a", 1, 16);
+        a.fair_weight = Some(0.0);
+        let mut b = queue("b", 1, 4);
+        b.fair_weight = Some(1.0);
+        let mut qs = vec![a, b];
+        water_fill(&gpus(16), &mut qs);
+        assert_eq!(qs[1].deserved.get("nvidia.com/gpu"), 4);
+        assert_eq!(qs[0].deserved.get("nvidia.com/gpu"), 12);
+        // Both want everything: the adjusted weights split it (1 : 3).
+        let mut a = queue("a", 1, 16);
+        a.fair_weight = Some(0.25);
+        let mut b = queue("b", 1, 16);
+        b.fair_weight = Some(0.75);
+        let mut qs = vec![a, b];
+        water_fill(&gpus(16), &mut qs);
+        assert_eq!(qs[0].deserved.get("nvidia.com/gpu"), 4);
+        assert_eq!(qs[1].deserved.get("nvidia.com/gpu"), 12);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! last one: a session is a pure function of (snapshot, time, config), and with no change it
 //! would plan what the last one already carried out. A session that bound, evicted or failed
 //! something is followed by the next periodic one. Where a session's decision depends on time
-//! alone — a gang timeout is configured, or `consolidate` runs (a pod's minimum runtime, the
+//! alone — a gang timeout is configured, fairshare's `preemptionDelay` or `minRuntime` is set,
+//! or `consolidate` runs (a pod's minimum runtime, the
 //! room held for a moved pod) — every periodic session runs while a job waits, until that
 //! much time has passed since the last change.
 //! [`SessionPolicy::EveryPeriod`] runs every periodic session always (what the tests compare
@@ -206,9 +207,26 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
     if consolidate {
         horizon += millis(config.consolidate.min_runtime) + millis(config.consolidate.hold_timeout);
     }
+    // fairshare: a waiting job may evict once it has waited preemptionDelay, and a pod becomes
+    // a possible victim once it has run minRuntime.
+    let fairshare = |key: &str| {
+        config
+            .tiers
+            .iter()
+            .flat_map(|t| t.plugins.iter())
+            .find(|p| p.name == "fairshare")
+            .and_then(|p| p.arguments.get_str(key))
+            .and_then(|text| caldera_config::parse_duration(text).ok())
+            .filter(|d| !d.is_zero())
+    };
+    let fair_timed = [fairshare("preemptionDelay"), fairshare("minRuntime")];
+    for d in fair_timed.iter().flatten() {
+        horizon += millis(*d);
+    }
     let timed = policy == SessionPolicy::EveryPeriod
         || config.gang_schedule_timeout.is_some()
-        || consolidate;
+        || consolidate
+        || fair_timed.iter().any(Option::is_some);
     let mut last_activity = 0i64;
     let mut next_job = 0;
     // The first change not yet seen by a session, and the next periodic session.

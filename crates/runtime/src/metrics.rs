@@ -12,6 +12,7 @@
 //! | `caldera_queue_deserved` | gauge | `queue`, `resource` (cpu in cores, memory in bytes) |
 //! | `caldera_queue_allocated` | gauge | `queue`, `resource` |
 //! | `caldera_queue_share` | gauge | `queue` (max over resources of allocated/deserved) |
+//! | `caldera_queue_usage` | gauge | `queue`, `resource` (with `fairshare`: decayed usage, a fraction of the cluster) |
 //! | `caldera_pod_schedule_latency_seconds` | histogram | (pod creation → bind) |
 //! | `caldera_api_writes_total` | counter | `kind` (`binding`, `pod_status`, `podgroup_status`, `queue_status`, `event`, `lease`, `queue`, `release`) |
 //! | `caldera_leader` | gauge | (1 while this replica holds the lease) |
@@ -61,6 +62,7 @@ pub struct Metrics {
     pub(crate) queue_deserved: Family<Labels, FloatGauge>,
     pub(crate) queue_allocated: Family<Labels, FloatGauge>,
     pub(crate) queue_share: Family<Labels, FloatGauge>,
+    pub(crate) queue_usage: Family<Labels, FloatGauge>,
     pub(crate) schedule_latency: Histogram,
     pub(crate) api_writes: Family<Labels, Counter>,
     pub(crate) leader: Gauge,
@@ -105,6 +107,7 @@ impl Metrics {
         let queue_deserved = Family::<Labels, FloatGauge>::default();
         let queue_allocated = Family::<Labels, FloatGauge>::default();
         let queue_share = Family::<Labels, FloatGauge>::default();
+        let queue_usage = Family::<Labels, FloatGauge>::default();
         let schedule_latency = latency_histogram();
         let api_writes = Family::<Labels, Counter>::default();
         let leader = Gauge::default();
@@ -188,6 +191,11 @@ impl Metrics {
             queue_share.clone(),
         );
         registry.register(
+            "caldera_queue_usage",
+            "With fairshare: each queue's decayed usage per resource, a fraction of the cluster",
+            queue_usage.clone(),
+        );
+        registry.register(
             "caldera_pod_schedule_latency_seconds",
             "Time from pod creation to a successful bind",
             schedule_latency.clone(),
@@ -229,6 +237,7 @@ impl Metrics {
             queue_deserved,
             queue_allocated,
             queue_share,
+            queue_usage,
             schedule_latency,
             api_writes,
             leader,
@@ -302,6 +311,7 @@ impl Metrics {
         self.queue_deserved.clear();
         self.queue_allocated.clear();
         self.queue_share.clear();
+        self.queue_usage.clear();
         let set = |family: &Family<Labels, FloatGauge>, queue: &str, r: &Resources| {
             for (name, v) in r.iter() {
                 family
@@ -314,6 +324,14 @@ impl Metrics {
         };
         for q in reports {
             set(&self.queue_allocated, &q.name, &q.allocated);
+            for (resource, ppm) in q.usage.iter().flatten() {
+                self.queue_usage
+                    .get_or_create(&vec![
+                        ("queue", q.name.to_string()),
+                        ("resource", resource.to_string()),
+                    ])
+                    .set(f64::from(*ppm) / f64::from(caldera_model::USAGE_SCALE));
+            }
             if let Some(d) = &q.deserved {
                 set(&self.queue_deserved, &q.name, d);
                 let share = q
@@ -354,6 +372,7 @@ mod tests {
             name: "q".into(),
             deserved: Some(Resources::from_pairs([("cpu", 4000)])),
             allocated: Resources::from_pairs([("cpu", 1000)]),
+            usage: Some([("nvidia.com/gpu".into(), 250_000)].into()),
         }]);
         m.session(
             Duration::from_millis(3),
@@ -373,6 +392,7 @@ mod tests {
             "caldera_api_writes_total{kind=\"binding\"} 1",
             "caldera_bind_errors_total{code=\"500\"} 1",
             "caldera_queue_share{queue=\"q\"} 0.25",
+            "caldera_queue_usage{queue=\"q\",resource=\"nvidia.com/gpu\"} 0.25",
             "caldera_queue_deserved{queue=\"q\",resource=\"cpu\"} 4.0",
             "caldera_action_duration_seconds_count{action=\"allocate\"} 1",
             "caldera_session_duration_seconds_count 1",

@@ -970,6 +970,17 @@ fn queue_statuses(ssn: &Session, phases: &[PodGroupPhase], plan: &mut Plan) {
             }
         }
     }
+    // Usage (fairshare): a new record when what the queue's subtree holds from now on has
+    // changed (at most every write period); otherwise the last record still describes it.
+    for (q, status) in statuses.iter_mut().enumerate() {
+        let last = st.queues[q].status.as_ref().and_then(|s| s.usage.as_ref());
+        status.usage = match &st.fair {
+            Some(fair) => fair
+                .next_record(last, fair.held(&status.allocated, &st.total), st.now)
+                .or_else(|| last.cloned()),
+            None => last.cloned(),
+        };
+    }
     for (ji, job) in st.jobs.iter().enumerate() {
         if !job.has_podgroup() {
             continue;

@@ -105,6 +105,7 @@ fn movable(ssn: &Session, t: usize, min_runtime_ms: i64) -> bool {
         && task.controller.is_some()
         && pinned_claims(task).is_none()
         && ssn.state.now.millis_since(task.started) >= min_runtime_ms
+        && !crate::evict::too_young(&ssn.state, t)
 }
 
 /// Why `consolidate` never moves job `job`'s pods whatever their state, if it does not: the
@@ -296,7 +297,7 @@ struct Budget {
 /// in job order.
 pub fn run(ssn: &mut Session, cfg: &ConsolidateConfig) {
     let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
-        .filter(|&j| evict::starving(ssn, j))
+        .filter(|&j| evict::starving(ssn, j) && evict::delay_over(ssn, j))
         .collect();
     if jobs.is_empty() {
         return;

@@ -145,7 +145,16 @@ struct Unit {
 
 fn victimable(ssn: &Session, task: usize) -> bool {
     let t = &ssn.state.tasks[task];
-    matches!(t.status, TaskStatus::Bound | TaskStatus::Running) && !t.critical
+    matches!(t.status, TaskStatus::Bound | TaskStatus::Running)
+        && !t.critical
+        && !too_young(&ssn.state, task)
+}
+
+/// fairshare's `minRuntime`: a pod that has run less than it is never a victim.
+pub(crate) fn too_young(st: &crate::state::State, task: usize) -> bool {
+    st.fair
+        .as_ref()
+        .is_some_and(|f| f.too_young(st.tasks[task].started, st.now))
 }
 
 /// The units of job `v`: the surplus members of an elastic gang one by one (most recently
@@ -162,6 +171,13 @@ fn units_of(ssn: &Session, v: usize) -> Vec<Unit> {
     if bound.is_empty() || bound.iter().any(|&t| st.tasks[t].critical) {
         return Vec::new();
     }
+    // A unit with a member younger than fairshare's minRuntime is not taken: surplus members
+    // one by one skip it, and the whole gang is no unit while one of its members is young.
+    let young: Vec<usize> = bound
+        .iter()
+        .copied()
+        .filter(|&t| too_young(st, t))
+        .collect();
     let unit = |tasks: Vec<usize>, whole: bool| {
         let mut request = Resources::new();
         let mut started = Time(i64::MIN);
@@ -191,10 +207,14 @@ fn units_of(ssn: &Session, v: usize) -> Vec<Unit> {
                 .then_with(|| st.tasks[a].name.cmp(&st.tasks[b].name))
         });
         for &t in single.iter().take(surplus) {
-            out.push(unit(vec![t], false));
+            if !young.contains(&t) {
+                out.push(unit(vec![t], false));
+            }
         }
     }
-    out.push(unit(bound, true));
+    if young.is_empty() {
+        out.push(unit(bound, true));
+    }
     out
 }
 
@@ -680,6 +700,16 @@ fn starving_in(ssn: &Session, job: usize, quota_may_free: bool) -> bool {
         && !reserve::waiting(ssn, job)
 }
 
+/// fairshare's `preemptionDelay`: job `j` evicts (preempt, reclaim, consolidate) only once it
+/// has waited that long, so room that frees meanwhile (a job ending, an autoscaler's nodes) is
+/// taken instead.
+pub(crate) fn delay_over(ssn: &Session, j: usize) -> bool {
+    let st = &ssn.state;
+    st.fair
+        .as_ref()
+        .is_none_or(|f| f.may_preempt(st.jobs[j].pending_since, st.now))
+}
+
 /// Runs `mode` over every starving job, queue by queue in queue order, jobs in job order.
 pub fn run(ssn: &mut Session, mode: Mode) {
     let allowed = match mode {
@@ -691,7 +721,7 @@ pub fn run(ssn: &mut Session, mode: Mode) {
     }
     let quota_may_free = mode == Mode::Reclaim && ssn.eviction.tree;
     let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
-        .filter(|&j| starving_in(ssn, j, quota_may_free))
+        .filter(|&j| starving_in(ssn, j, quota_may_free) && delay_over(ssn, j))
         .collect();
     if jobs.is_empty() {
         return;

@@ -13,6 +13,7 @@ pub mod consolidate;
 pub mod devices;
 pub mod evict;
 pub mod explain;
+pub mod fair;
 pub mod interpod;
 pub mod plugin;
 pub mod reserve;
@@ -131,6 +132,9 @@ pub struct QueueReport {
     /// Σ requests of members holding a node, this session's placements included, summed
     /// over the queue's subtree (`spec.parent`).
     pub allocated: Resources,
+    /// With `fairshare` (and a half-life): the queue's decayed usage at the session's time,
+    /// per resource, in millionths of the cluster ([`caldera_model::QueueUsage`]).
+    pub usage: Option<BTreeMap<Arc<str>, u32>>,
 }
 
 /// Gangs with a topology rule that members were committed for in `ssn`, by the tier of the
@@ -167,6 +171,28 @@ fn topology_placements(ssn: &Session) -> std::collections::BTreeMap<String, u64>
     out
 }
 
+/// Queue `q`'s decayed usage at the session's time from its newest record (the one `plan`
+/// writes, else the one it had), when `fairshare` keeps usage.
+fn usage_now(state: &State, plan: &Plan, q: usize) -> Option<BTreeMap<Arc<str>, u32>> {
+    let fair = state.fair.as_ref().filter(|f| f.remembers())?;
+    let queue = &state.queues[q];
+    let written = plan
+        .queues
+        .iter()
+        .find(|u| u.name == queue.name)
+        .and_then(|u| u.status.usage.as_ref());
+    let record = written.or_else(|| queue.status.as_ref().and_then(|s| s.usage.as_ref()));
+    let scale = f64::from(caldera_model::USAGE_SCALE);
+    Some(
+        record
+            .map(|r| r.decayed_at(state.now, fair.half_life_ms))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, v)| (name, (v * scale).round() as u32))
+            .collect(),
+    )
+}
+
 /// What a session produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -184,6 +210,7 @@ pub struct Scheduler {
     plugins: Vec<(PluginOption, PluginFactory, Hooks)>,
     actions: Vec<Arc<dyn Action>>,
     eviction: evict::Switches,
+    fair: Option<Arc<caldera_queue::fair::FairSettings>>,
 }
 
 fn hooks_of(option: &PluginOption) -> Hooks {
@@ -241,10 +268,20 @@ impl Scheduler {
             explicit_deserved: options().any(|o| o.name == "capacity"),
             tree: options().any(|o| o.name == "capacity" && o.enabled(Hook::Hierarchy)),
         };
+        let fair = match options().find(|o| o.name == "fairshare") {
+            Some(option) => Some(Arc::new(fair::settings(option).map_err(|message| {
+                SessionError::BadArguments {
+                    plugin: option.name.clone(),
+                    message,
+                }
+            })?)),
+            None => None,
+        };
         Ok(Scheduler {
             plugins,
             actions,
             eviction,
+            fair,
         })
     }
 
@@ -267,7 +304,10 @@ impl Scheduler {
                 })
             })
             .collect();
-        let mut ssn = Session::new(State::new(snapshot, now), slots);
+        let mut state = State::new(snapshot, now);
+        // Before the session opens: proportion's split (at `on_open`) reads it.
+        state.fair = self.fair.clone();
+        let mut ssn = Session::new(state, slots);
         ssn.eviction = self.eviction;
         let has_enqueue = self.actions.iter().any(|a| a.name() == "enqueue");
         for j in 0..ssn.state.jobs.len() {
@@ -317,6 +357,7 @@ impl Scheduler {
                 name: q.name.clone(),
                 deserved: ssn.slots.iter().find_map(|s| s.plugin.deserved(i)),
                 allocated: ssn.state.tree_allocated[i].clone(),
+                usage: usage_now(&ssn.state, &plan, i),
             })
             .collect();
         Outcome {

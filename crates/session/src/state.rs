@@ -104,6 +104,9 @@ pub struct State {
     /// Per job: its sub-groups (`subGroupPolicy`; empty for most jobs), see
     /// [`caldera_model::split_sub_groups`].
     pub sub_groups: Vec<std::sync::Arc<Vec<caldera_model::SubGroup>>>,
+    /// The `fairshare` plugin's settings when it is configured: usage adjusts proportion's
+    /// split, and the session records usage on the Queues' status at close.
+    pub fair: Option<std::sync::Arc<caldera_queue::fair::FairSettings>>,
 }
 
 impl State {
@@ -173,6 +176,7 @@ impl State {
             })
             .collect();
         State {
+            fair: None,
             sub_groups,
             topology: std::sync::Arc::new(snapshot.topology),
             interpod,

@@ -866,6 +866,26 @@ pub fn queue_status(s: &QueueStatus) -> caldera_api::QueueStatus {
                 })
                 .collect()
         }),
+        usage: s.usage.as_ref().map(queue_usage),
+    }
+}
+
+/// The model's usage record as the Queue's `status.usage`.
+pub fn queue_usage(u: &caldera_model::QueueUsage) -> caldera_api::QueueUsage {
+    let amounts = |m: &BTreeMap<std::sync::Arc<str>, u32>| {
+        m.iter()
+            .map(|(k, v)| (k.to_string(), i64::from(*v)))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let gpu = u.decayed.get("nvidia.com/gpu").copied().unwrap_or(0);
+    caldera_api::QueueUsage {
+        last_update_time: kube_time(u.at),
+        decayed: Some(amounts(&u.decayed)),
+        held: Some(amounts(&u.held)),
+        gpu: Some(format!(
+            "{:.3}",
+            f64::from(gpu) / f64::from(caldera_model::USAGE_SCALE)
+        )),
     }
 }
 

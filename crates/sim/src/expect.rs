@@ -209,6 +209,10 @@ pub struct QueueExpect {
     pub condition: Option<ConditionExpect>,
     /// `true`: the Queue has no condition at all.
     pub no_conditions: Option<bool>,
+    /// The decayed GPU usage of the Queue's last usage record (`status.usage.gpu`, a
+    /// fraction of the cluster's GPUs with three decimals; `null`: no record).
+    #[serde(default, deserialize_with = "present")]
+    pub gpu_usage: Option<Option<String>>,
 }
 
 /// Tells `node: null` (present, null) from an absent `node`.
@@ -562,6 +566,15 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
                 .collect();
             if let Some(want) = &e.condition {
                 check_queue_condition(&mut out, &what, want, &conditions);
+            }
+            if let Some(want) = &e.gpu_usage {
+                let got = store
+                    .queue(&e.name)
+                    .and_then(|q| q.status.as_ref())
+                    .and_then(|s| s.usage.as_ref())
+                    .and_then(|u| u.gpu.clone());
+                let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
+                out.compare(&format!("{what} gpuUsage"), &show(want), &show(&got));
             }
             if e.no_conditions == Some(true) {
                 out.checks += 1;

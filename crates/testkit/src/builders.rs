@@ -515,6 +515,24 @@ impl QueueBuilder {
         self.0.parent = Some(parent.into());
         self
     }
+    /// A usage record (`status.usage`): since `at`, the queue has held `held_gpus` (a fraction
+    /// of the cluster's GPUs), after a decayed GPU usage of `decayed_gpus` (fractions).
+    pub fn gpu_usage(mut self, at: caldera_model::Time, decayed_gpus: f64, held_gpus: f64) -> Self {
+        let ppm = |f: f64| (f * f64::from(caldera_model::USAGE_SCALE)).round() as u32;
+        let entry = |f: f64| {
+            (f > 0.0)
+                .then(|| (std::sync::Arc::<str>::from(GPU), ppm(f)))
+                .into_iter()
+                .collect()
+        };
+        let status = self.0.status.get_or_insert_with(Default::default);
+        status.usage = Some(caldera_model::QueueUsage {
+            at,
+            decayed: entry(decayed_gpus),
+            held: entry(held_gpus),
+        });
+        self
+    }
 }
 
 /// A cluster under construction.

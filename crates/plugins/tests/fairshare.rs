@@ -1,0 +1,475 @@
+//! fairshare: fairness over time. Past use (Queue `status.usage`, decayed with the
+//! half-life on the session's clock) adjusts proportion's weighted split by KAI's formula;
+//! explicit deserved shares and guarantees are never cut; half-life 0 or `kValue` 0 leave
+//! every decision as it is without the plugin.
+
+use caldera_config::SchedulerConfig;
+use caldera_model::{Plan, QueueUsage, Snapshot, Time};
+use caldera_plugins::scheduler;
+use caldera_session::Outcome;
+use caldera_testkit::builders::{node, podgroup, queue, Cluster, QueueBuilder};
+use proptest::prelude::*;
+
+const HOUR: i64 = 3600;
+/// The sessions' clock: day 30, so records twelve hours old are after the epoch.
+const NOW: i64 = 30 * 24 * HOUR;
+
+fn config(fairshare: Option<&str>) -> SchedulerConfig {
+    let fair = fairshare
+        .map(|args| format!("  - name: fairshare\n    arguments: {{{args}}}\n"))
+        .unwrap_or_default();
+    let text = format!(
+        "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: predicates\n  - name: proportion\n{fair}  - name: nodeorder\n"
+    );
+    caldera_config::parse(&text, None).expect("test config parses")
+}
+
+fn run(cfg: &SchedulerConfig, snapshot: &Snapshot, secs: i64) -> Plan {
+    outcome(cfg, snapshot, secs).plan
+}
+
+fn outcome(cfg: &SchedulerConfig, snapshot: &Snapshot, secs: i64) -> Outcome {
+    scheduler(cfg)
+        .expect("scheduler builds")
+        .run(snapshot, Time::from_secs(secs))
+}
+
+/// Queue `q`'s deserved GPUs as the session computed them.
+fn deserved_gpus(out: &Outcome, q: &str) -> i64 {
+    out.queues
+        .iter()
+        .find(|r| &*r.name == q)
+        .and_then(|r| r.deserved.as_ref())
+        .map_or(0, |d| d.get("nvidia.com/gpu"))
+}
+
+/// Eight 8-GPU nodes, and in each queue eight gangs of eight 1-GPU members: both queues
+/// want the whole cluster.
+fn contended(a: QueueBuilder, b: QueueBuilder) -> Cluster {
+    let mut c = Cluster::new().queue(a).queue(b);
+    for i in 0..8 {
+        c = c.node(node(&format!("n{i}")).gpus(8));
+    }
+    for q in ["a", "b"] {
+        for g in 0..8 {
+            let name = format!("{q}-train-{g}");
+            c = c
+                .group(podgroup("ml", &name).min_member(8).queue(q).created(g))
+                .members("ml", &name, 8, |p| p.gpus(1).created(g));
+        }
+    }
+    c
+}
+
+fn gpus_bound(plan: &Plan, prefix: &str) -> usize {
+    plan.binds
+        .iter()
+        .filter(|b| b.name.starts_with(prefix))
+        .count()
+}
+
+/// Queue a held all 64 GPUs for the last twelve hours; b held nothing.
+fn a_ran_the_night() -> Snapshot {
+    contended(
+        queue("a").gpu_usage(Time::from_secs(NOW - 12 * HOUR), 0.0, 1.0),
+        queue("b"),
+    )
+    .snapshot()
+}
+
+#[test]
+fn the_queue_that_waited_gets_the_over_quota_gpus_first() {
+    let plan = run(&config(Some("halfLife: 168h")), &a_ran_the_night(), NOW);
+    assert_eq!(
+        gpus_bound(&plan, "b-"),
+        64,
+        "b waited: the whole split is b's"
+    );
+    assert_eq!(gpus_bound(&plan, "a-"), 0);
+}
+
+#[test]
+fn a_smaller_k_moves_the_split_less() {
+    // W' = 1/2 each, U' = (1, 0): P = 1/2 ± k/2 = (1/4, 3/4) with k = 1/2.
+    let plan = run(
+        &config(Some("halfLife: 168h, kValue: 0.5")),
+        &a_ran_the_night(),
+        NOW,
+    );
+    assert_eq!(gpus_bound(&plan, "b-"), 48);
+    assert_eq!(gpus_bound(&plan, "a-"), 16);
+}
+
+#[test]
+fn half_life_zero_is_todays_split() {
+    let snapshot = a_ran_the_night();
+    let today = run(&config(None), &snapshot, NOW);
+    assert_eq!(gpus_bound(&today, "a-"), 32);
+    assert_eq!(gpus_bound(&today, "b-"), 32);
+    let plan = run(&config(Some("halfLife: 0")), &snapshot, NOW);
+    assert_eq!(plan.binds, today.binds);
+    let plan = run(&config(Some("halfLife: 168h, kValue: 0")), &snapshot, NOW);
+    assert_eq!(plan.binds, today.binds);
+}
+
+#[test]
+fn guarantees_and_explicit_deserved_shares_are_not_cut_by_usage() {
+    let snapshot = contended(
+        queue("a")
+            .guarantee_gpus(16)
+            .gpu_usage(Time::from_secs(NOW - 12 * HOUR), 0.9, 1.0),
+        queue("b"),
+    )
+    .snapshot();
+    let plan = run(&config(Some("halfLife: 168h")), &snapshot, NOW);
+    assert_eq!(gpus_bound(&plan, "a-"), 16, "a keeps its guarantee");
+    assert_eq!(gpus_bound(&plan, "b-"), 48);
+
+    let snapshot = contended(
+        queue("a")
+            .deserved_gpus(24)
+            .gpu_usage(Time::from_secs(NOW - 12 * HOUR), 0.9, 1.0),
+        queue("b"),
+    )
+    .snapshot();
+    let out = outcome(&config(Some("halfLife: 168h")), &snapshot, NOW);
+    assert_eq!(deserved_gpus(&out, "a"), 24, "a keeps its explicit share");
+    assert_eq!(deserved_gpus(&out, "b"), 40);
+}
+
+fn usage_of(plan: &Plan, q: &str) -> Option<QueueUsage> {
+    plan.queues
+        .iter()
+        .find(|u| &*u.name == q)
+        .and_then(|u| u.status.usage.clone())
+}
+
+#[test]
+fn usage_is_recorded_at_close_and_halves_over_a_half_life() {
+    let cfg = config(Some("halfLife: 24h, usageWritePeriod: 1m"));
+    let busy = |c: Cluster| {
+        c.node(node("n0").gpus(8))
+            .node(node("n1").gpus(8))
+            .group(podgroup("ml", "a-run").min_member(8).queue("a"))
+            .members("ml", "a-run", 8, |p| p.gpus(1).on("n0").running())
+    };
+    // a holds half the cluster; its first record says so.
+    let mut snapshot = busy(Cluster::new().queue(queue("a"))).snapshot();
+    let plan = run(&cfg, &snapshot, NOW);
+    let first = usage_of(&plan, "a").expect("a's usage is recorded");
+    assert_eq!(first.at, Time::from_secs(NOW));
+    assert_eq!(first.held.get("nvidia.com/gpu"), Some(&500_000));
+    snapshot.record(&plan);
+    // Still held an hour later: the record still describes it, nothing is written.
+    let plan = run(&cfg, &snapshot, NOW + HOUR);
+    assert!(plan
+        .queues
+        .iter()
+        .all(|u| u.status.usage.as_ref() == Some(&first)));
+    // a's run ends after a day: the next record has half a day's... a half-life's worth.
+    let mut done = Cluster::new()
+        .queue(queue("a"))
+        .node(node("n0").gpus(8))
+        .node(node("n1").gpus(8))
+        .snapshot();
+    done.queues = snapshot.queues.clone();
+    let plan = run(&cfg, &done, NOW + 24 * HOUR);
+    let second = usage_of(&plan, "a").expect("a new record");
+    assert_eq!(second.decayed.get("nvidia.com/gpu"), Some(&250_000));
+    assert!(second.held.is_empty());
+    // Without work it halves again over the next half-life.
+    let settings = caldera_queue::fair::FairSettings {
+        half_life_ms: 24 * HOUR * 1000,
+        ..Default::default()
+    };
+    let total = caldera_model::Resources::from_pairs([("nvidia.com/gpu", 16)]);
+    let later = settings.usage(Some(&second), Time::from_secs(NOW + 48 * HOUR), &total);
+    assert!((later - 0.125).abs() < 1e-6, "{later}");
+}
+
+#[test]
+fn without_fairshare_a_usage_record_is_kept_as_found() {
+    let snapshot = a_ran_the_night();
+    let plan = run(&config(None), &snapshot, NOW);
+    for u in &plan.queues {
+        let found = snapshot
+            .queues
+            .iter()
+            .find(|q| q.name == u.name)
+            .and_then(|q| q.status.as_ref())
+            .and_then(|s| s.usage.clone());
+        assert_eq!(u.status.usage, found);
+    }
+}
+
+#[test]
+fn unsupported_arguments_are_refused_by_name() {
+    for arg in ["window: 24h", "tenantKey: team", "maxWait: 1h"] {
+        let text = format!(
+            "actions: \"allocate\"\ntiers:\n- plugins:\n  - name: proportion\n  - name: fairshare\n    arguments: {{{arg}}}\n"
+        );
+        let err = caldera_config::parse(&text, None)
+            .expect_err(arg)
+            .to_string();
+        let key = arg.split(':').next().unwrap_or_default();
+        assert!(
+            err.contains(key) && err.contains("not supported yet"),
+            "{err}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Usage never moves a queue below its guarantee or off its explicit deserved share, and
+    /// with half-life 0 or kValue 0 every bind is today's.
+    #[test]
+    fn quotas_hold_and_no_memory_changes_nothing(
+        weights in proptest::collection::vec(1u32..5, 3),
+        used in proptest::collection::vec(0.0f64..1.0, 3),
+        guarantee in 0i64..12,
+        explicit in proptest::option::of(0i64..20),
+        gangs in proptest::collection::vec(1usize..6, 3),
+        k in 0.0f64..3.0,
+    ) {
+        let names = ["a", "b", "c"];
+        let mut c = Cluster::new();
+        for i in 0..6 {
+            c = c.node(node(&format!("n{i}")).gpus(8));
+        }
+        for (i, q) in names.iter().enumerate() {
+            let mut b = queue(q)
+                .weight(weights[i])
+                .gpu_usage(Time::from_secs(NOW - 6 * HOUR), used[i], used[i] / 2.0);
+            if i == 0 {
+                b = b.guarantee_gpus(guarantee);
+            }
+            if i == 1 {
+                if let Some(d) = explicit {
+                    b = b.deserved_gpus(d);
+                }
+            }
+            c = c.queue(b);
+            for g in 0..gangs[i] {
+                let name = format!("{q}-job-{g}");
+                c = c
+                    .group(podgroup("ml", &name).min_member(4).queue(q).created(g as i64))
+                    .members("ml", &name, 4, |p| p.gpus(1).created(g as i64));
+            }
+        }
+        let snapshot = c.snapshot();
+        let today = outcome(&config(None), &snapshot, NOW);
+        let fair = outcome(&config(Some(&format!("halfLife: 24h, kValue: {k}"))), &snapshot, NOW);
+        prop_assert!(deserved_gpus(&fair, "a") >= guarantee.min(4 * gangs[0] as i64),
+            "a deserves {} with guarantee {}", deserved_gpus(&fair, "a"), guarantee);
+        prop_assert!(deserved_gpus(&fair, "a") >= deserved_gpus(&today, "a").min(guarantee));
+        if explicit.is_some() {
+            prop_assert_eq!(deserved_gpus(&fair, "b"), deserved_gpus(&today, "b"));
+        }
+        for off in ["halfLife: 0", "halfLife: 24h, kValue: 0"] {
+            let plan = run(&config(Some(off)), &snapshot, NOW);
+            prop_assert_eq!(&plan.binds, &today.plan.binds);
+        }
+    }
+
+    /// Usage is never negative, and without new work it only decays.
+    #[test]
+    fn usage_decays_monotonically_without_work(
+        decayed in 0.0f64..1.0,
+        held in 0.0f64..1.0,
+        hours in proptest::collection::vec(0i64..500, 1..12),
+    ) {
+        let settings = caldera_queue::fair::FairSettings {
+            half_life_ms: 24 * HOUR * 1000,
+            ..Default::default()
+        };
+        let total = caldera_model::Resources::from_pairs([("nvidia.com/gpu", 64)]);
+        let record = queue("a")
+            .gpu_usage(Time::from_secs(NOW), decayed, held)
+            .0
+            .status
+            .and_then(|s| s.usage)
+            .expect("record");
+        // The queue stops: the next record holds nothing.
+        let stopped = settings
+            .next_record(Some(&record), Default::default(), Time::from_secs(NOW + 3600))
+            .unwrap_or(record);
+        let mut times: Vec<i64> = hours.iter().map(|h| NOW + 3600 + h * HOUR).collect();
+        times.sort_unstable();
+        let mut last = f64::INFINITY;
+        for t in times {
+            let u = settings.usage(Some(&stopped), Time::from_secs(t), &total);
+            prop_assert!(u >= 0.0);
+            prop_assert!(u <= last + 1e-12, "{u} after {last}");
+            last = u;
+        }
+    }
+}
+
+/// A config with preempt and reclaim, and fairshare's `minRuntime` when given.
+fn evicting(min_runtime: Option<&str>) -> SchedulerConfig {
+    evicting_with(min_runtime.map(|m| format!("minRuntime: {m}")).as_deref())
+}
+
+/// A config with preempt and reclaim, and fairshare with `args` when given.
+fn evicting_with(args: Option<&str>) -> SchedulerConfig {
+    let fair = args
+        .map(|a| format!("  - name: fairshare\n    arguments: {{{a}}}\n"))
+        .unwrap_or_default();
+    let text = format!(
+        "actions: \"enqueue, allocate, preempt, reclaim, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n{fair}  - name: nodeorder\n"
+    );
+    caldera_config::parse(&text, None).expect("test config parses")
+}
+
+/// One 8-GPU node: `low` (priority 0) has run on it since `started`; `high` (priority 5,
+/// same queue) waits for the whole node.
+fn low_running_since(started: i64) -> Snapshot {
+    Cluster::new()
+        .queue(queue("q"))
+        .node(node("n0").gpus(8).cpu(64))
+        .group(podgroup("ns", "low").min_member(1).priority(0).queue("q"))
+        .pod(
+            caldera_testkit::builders::pod("ns", "low-0")
+                .group("low")
+                .gpus(8)
+                .on("n0")
+                .running()
+                .started(Time::from_secs(started)),
+        )
+        .group(
+            podgroup("ns", "high")
+                .min_member(1)
+                .priority(5)
+                .queue("q")
+                .created(NOW - 60),
+        )
+        .pod(
+            caldera_testkit::builders::pod("ns", "high-0")
+                .group("high")
+                .gpus(8)
+                .priority(5)
+                .created(NOW - 60),
+        )
+        .snapshot()
+}
+
+fn evicted(plan: &Plan) -> Vec<&str> {
+    plan.evictions.iter().map(|e| &*e.name).collect()
+}
+
+#[test]
+fn a_victim_younger_than_min_runtime_is_not_evicted() {
+    let young = low_running_since(NOW - 5 * 60);
+    assert_eq!(
+        evicted(&run(&evicting(None), &young, NOW)),
+        vec!["low-0"],
+        "without minRuntime the younger, lower-priority run is the victim"
+    );
+    assert!(evicted(&run(&evicting(Some("10m")), &young, NOW)).is_empty());
+    // Once it has run minRuntime it may be evicted.
+    assert_eq!(
+        evicted(&run(&evicting(Some("10m")), &young, NOW + 5 * 60)),
+        vec!["low-0"]
+    );
+    // 0 turns it off.
+    assert_eq!(
+        evicted(&run(&evicting(Some("\"0\"")), &young, NOW)),
+        vec!["low-0"]
+    );
+}
+
+#[test]
+fn reclaim_spares_runs_younger_than_min_runtime() {
+    // team-a holds both nodes (over its share); team-b asks for one node's worth.
+    let snapshot = |started: i64| {
+        let mut c = Cluster::new()
+            .queue(queue("a"))
+            .queue(queue("b"))
+            .node(node("n0").gpus(8).cpu(64))
+            .node(node("n1").gpus(8).cpu(64));
+        for (i, n) in ["n0", "n1"].iter().enumerate() {
+            let name = format!("a-run-{i}");
+            c = c.group(podgroup("ns", &name).min_member(1).queue("a")).pod(
+                caldera_testkit::builders::pod("ns", &format!("{name}-0"))
+                    .group(&name)
+                    .gpus(8)
+                    .on(n)
+                    .running()
+                    .started(Time::from_secs(started)),
+            );
+        }
+        c.group(
+            podgroup("ns", "b-job")
+                .min_member(1)
+                .queue("b")
+                .created(NOW - 60),
+        )
+        .pod(
+            caldera_testkit::builders::pod("ns", "b-job-0")
+                .group("b-job")
+                .gpus(8)
+                .created(NOW - 60),
+        )
+        .snapshot()
+    };
+    let young = snapshot(NOW - 60);
+    assert_eq!(evicted(&run(&evicting(None), &young, NOW)).len(), 1);
+    assert!(evicted(&run(&evicting(Some("10m")), &young, NOW)).is_empty());
+    let old = snapshot(NOW - 3600);
+    assert_eq!(evicted(&run(&evicting(Some("10m")), &old, NOW)).len(), 1);
+}
+
+/// `low` (priority 0) has run for an hour on the only node; `high` (priority 5, same queue)
+/// has waited since `waiting_since` (its PodGroup's Unschedulable condition).
+fn high_waiting_since(waiting_since: i64) -> Snapshot {
+    let mut snapshot = low_running_since(NOW - 3600);
+    let high = snapshot
+        .jobs
+        .iter()
+        .position(|j| &*j.id == "ns/high")
+        .expect("high exists");
+    snapshot.jobs[high].pending_since = Some(Time::from_secs(waiting_since));
+    snapshot
+}
+
+#[test]
+fn a_preemptor_waits_preemption_delay_before_evicting() {
+    let cfg = evicting_with(Some("preemptionDelay: 30s"));
+    let snapshot = high_waiting_since(NOW - 10);
+    assert!(
+        evicted(&run(&cfg, &snapshot, NOW)).is_empty(),
+        "waited 10 s of 30"
+    );
+    assert_eq!(evicted(&run(&cfg, &snapshot, NOW + 20)), vec!["low-0"]);
+    // Not yet seen waiting (no Unschedulable condition): the delay has not started.
+    let mut fresh = snapshot.clone();
+    for j in &mut fresh.jobs {
+        j.pending_since = None;
+    }
+    assert!(evicted(&run(&cfg, &fresh, NOW + 3600)).is_empty());
+    // Without the delay the same snapshot evicts at once.
+    assert_eq!(evicted(&run(&evicting(None), &fresh, NOW)), vec!["low-0"]);
+}
+
+#[test]
+fn room_that_frees_within_the_delay_is_taken_and_nothing_is_evicted() {
+    let cfg = evicting_with(Some("preemptionDelay: 30s"));
+    // Session 1: high has waited 10 s; nothing is evicted.
+    let mut snapshot = high_waiting_since(NOW - 10);
+    let plan = run(&cfg, &snapshot, NOW);
+    assert!(evicted(&plan).is_empty());
+    // low ends 15 s later, before the delay is over: high binds, nothing was evicted.
+    let low = snapshot
+        .tasks
+        .iter()
+        .position(|t| &*t.name == "low-0")
+        .expect("low-0 exists");
+    snapshot.tasks[low].status = caldera_model::TaskStatus::Succeeded;
+    let request = snapshot.tasks[low].request.clone();
+    snapshot.nodes[0].remove_pod(&request, &[]);
+    let plan = run(&cfg, &snapshot, NOW + 15);
+    assert!(evicted(&plan).is_empty());
+    assert_eq!(gpus_bound(&plan, "high-"), 1);
+}

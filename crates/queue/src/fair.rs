@@ -1,0 +1,294 @@
+//! Fairness over time: decayed usage per queue and the weights it adjusts (`fairshare`).
+//!
+//! A queue's usage is the exponentially decayed mean of the fraction of the cluster it held
+//! (per resource, normalised to the cluster's capacity), recorded on the Queue's status as a
+//! [`QueueUsage`] so that a restart resumes it. Usage turns weights into shares with KAI's
+//! formula `P = max(W' + k(W' − U'), 0)` (`W'`: the queue's weight over the weights of the
+//! queues compared with it; `U'`: its usage over theirs), which the water-filling then splits
+//! by in place of the weights. Only the weight split changes: explicit `deserved` and
+//! `guarantee` are applied as before.
+
+use caldera_model::{QueueUsage, Resources, Time, USAGE_SCALE};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The `fairshare` plugin's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FairSettings {
+    /// Usage half-life in milliseconds; 0 keeps no memory (shares as without the plugin).
+    pub half_life_ms: i64,
+    /// KAI's `k`: how strongly usage moves a share; 0 keeps the weights.
+    pub k: f64,
+    /// Weight of each resource in a queue's usage (resources absent weigh 0).
+    pub resource_weights: BTreeMap<String, f64>,
+    /// Least time between two usage records of a queue, in milliseconds.
+    pub write_period_ms: i64,
+    /// A pod that has run less than this (milliseconds) is never a victim of preempt, reclaim
+    /// or consolidate; 0: off.
+    pub min_runtime_ms: i64,
+    /// A starving job evicts nothing until it has waited this long (milliseconds, from its
+    /// `pending_since`), so room that frees meanwhile is used instead; 0: off.
+    pub preemption_delay_ms: i64,
+}
+
+impl Default for FairSettings {
+    fn default() -> Self {
+        FairSettings {
+            half_life_ms: DEFAULT_HALF_LIFE_MS,
+            k: DEFAULT_K,
+            resource_weights: default_resource_weights(),
+            write_period_ms: DEFAULT_WRITE_PERIOD_MS,
+            min_runtime_ms: 0,
+            preemption_delay_ms: 0,
+        }
+    }
+}
+
+/// Default half-life: 7 days (Slurm's `PriorityDecayHalfLife` default).
+pub const DEFAULT_HALF_LIFE_MS: i64 = 7 * 24 * 3600 * 1000;
+/// Default `kValue` (KAI's default).
+pub const DEFAULT_K: f64 = 1.0;
+/// Default `usageWritePeriod`: one minute.
+pub const DEFAULT_WRITE_PERIOD_MS: i64 = 60 * 1000;
+
+/// GPUs count fully; cpu and memory a tenth each, so a CPU-only cluster still has usage.
+pub fn default_resource_weights() -> BTreeMap<String, f64> {
+    BTreeMap::from([
+        ("nvidia.com/gpu".to_string(), 1.0),
+        (caldera_model::CPU.to_string(), 0.1),
+        (caldera_model::MEMORY.to_string(), 0.1),
+    ])
+}
+
+impl FairSettings {
+    /// Whether a pod that started at `started` is still protected by `minRuntime` at `now`.
+    pub fn too_young(&self, started: Time, now: Time) -> bool {
+        self.min_runtime_ms > 0 && now.millis_since(started) < self.min_runtime_ms
+    }
+
+    /// Whether a job waiting since `pending_since` (`None`: not seen waiting yet) may evict at
+    /// `now` under `preemptionDelay`.
+    pub fn may_preempt(&self, pending_since: Option<Time>, now: Time) -> bool {
+        self.preemption_delay_ms <= 0
+            || pending_since.is_some_and(|t| now.millis_since(t) >= self.preemption_delay_ms)
+    }
+
+    /// Whether usage is kept at all (a half-life of 0 keeps no memory).
+    pub fn remembers(&self) -> bool {
+        self.half_life_ms > 0
+    }
+
+    /// The fraction of `total` that `allocated` is, per weighted resource the cluster has, in
+    /// millionths (capped at one whole cluster).
+    pub fn held(&self, allocated: &Resources, total: &Resources) -> BTreeMap<Arc<str>, u32> {
+        let mut out = BTreeMap::new();
+        for (name, weight) in &self.resource_weights {
+            let cap = total.get(name);
+            if *weight <= 0.0 || cap <= 0 {
+                continue;
+            }
+            let fraction = (allocated.get(name).max(0) as f64 / cap as f64).min(1.0);
+            let ppm = (fraction * f64::from(USAGE_SCALE)).round() as u32;
+            if ppm > 0 {
+                out.insert(Arc::from(name.as_str()), ppm);
+            }
+        }
+        out
+    }
+
+    /// A queue's usage at `now` as one number (0..=1): the weighted mean, over the weighted
+    /// resources the cluster has (`total`), of its decayed fractions. No record, or no memory:
+    /// 0.
+    pub fn usage(&self, record: Option<&QueueUsage>, now: Time, total: &Resources) -> f64 {
+        let Some(record) = record.filter(|_| self.remembers()) else {
+            return 0.0;
+        };
+        let decayed = record.decayed_at(now, self.half_life_ms);
+        let (mut sum, mut weights) = (0.0, 0.0);
+        for (name, weight) in &self.resource_weights {
+            if *weight <= 0.0 || total.get(name) <= 0 {
+                continue;
+            }
+            sum += weight * decayed.get(name.as_str()).copied().unwrap_or(0.0);
+            weights += weight;
+        }
+        if weights > 0.0 {
+            sum / weights
+        } else {
+            0.0
+        }
+    }
+
+    /// The record to write at `now` for a queue that holds `held` (from [`Self::held`]) after
+    /// the session, given its last record: `None` when the last one still describes it (what it
+    /// holds has not changed, or the last record is younger than the write period, or it never
+    /// held anything).
+    pub fn next_record(
+        &self,
+        last: Option<&QueueUsage>,
+        held: BTreeMap<Arc<str>, u32>,
+        now: Time,
+    ) -> Option<QueueUsage> {
+        if !self.remembers() {
+            return None;
+        }
+        let Some(last) = last else {
+            return (!held.is_empty()).then(|| QueueUsage {
+                at: now,
+                decayed: BTreeMap::new(),
+                held,
+            });
+        };
+        if last.held == held || now.millis_since(last.at) < self.write_period_ms {
+            return None;
+        }
+        let scale = f64::from(USAGE_SCALE);
+        let decayed = last
+            .decayed_at(now, self.half_life_ms)
+            .into_iter()
+            .map(|(name, v)| (name, (v * scale).round() as u32))
+            .filter(|(_, v)| *v > 0)
+            .collect();
+        Some(QueueUsage {
+            at: now,
+            decayed,
+            held,
+        })
+    }
+}
+
+/// KAI's adjusted weights for queues compared with each other: `P = max(W' + k(W' − U'), 0)`
+/// with `W'` each queue's weight over their sum and `U'` its usage over their sum (0 for all
+/// when nobody has used anything). `k` 0, or no usage, gives weights proportional to the
+/// given ones.
+pub fn adjusted_weights(weights: &[f64], usage: &[f64], k: f64) -> Vec<f64> {
+    let total_weight: f64 = weights.iter().sum();
+    let total_usage: f64 = usage.iter().sum();
+    weights
+        .iter()
+        .zip(usage)
+        .map(|(w, u)| {
+            let w = if total_weight > 0.0 {
+                w / total_weight
+            } else {
+                0.0
+            };
+            let u = if total_usage > 0.0 {
+                u / total_usage
+            } else {
+                w
+            };
+            (w + k * (w - u)).max(0.0)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR: i64 = 3600 * 1000;
+
+    fn gpus(n: i64) -> Resources {
+        Resources::from_pairs([("nvidia.com/gpu", n)])
+    }
+
+    fn settings(half_life_hours: i64) -> FairSettings {
+        FairSettings {
+            half_life_ms: half_life_hours * HOUR,
+            ..FairSettings::default()
+        }
+    }
+
+    #[test]
+    fn usage_halves_over_one_half_life_without_work() {
+        let s = settings(24);
+        let total = gpus(64);
+        let record = QueueUsage {
+            at: Time(0),
+            decayed: BTreeMap::from([(Arc::from("nvidia.com/gpu"), 800_000)]),
+            held: BTreeMap::new(),
+        };
+        let at = |h: i64| s.usage(Some(&record), Time(h * HOUR), &total);
+        assert!((at(0) - 0.8).abs() < 1e-9);
+        assert!((at(24) - 0.4).abs() < 1e-9, "{}", at(24));
+        assert!((at(48) - 0.2).abs() < 1e-9, "{}", at(48));
+    }
+
+    #[test]
+    fn holding_the_whole_cluster_for_one_half_life_is_half_a_cluster() {
+        let s = settings(12);
+        let total = gpus(64);
+        let held = s.held(&gpus(64), &total);
+        let record = s.next_record(None, held, Time(0)).expect("first record");
+        let u = s.usage(Some(&record), Time(12 * HOUR), &total);
+        assert!((u - 0.5).abs() < 1e-9, "{u}");
+    }
+
+    #[test]
+    fn records_are_written_only_when_what_is_held_changes_and_the_period_passed() {
+        let s = settings(24);
+        let total = gpus(64);
+        let first = s
+            .next_record(None, s.held(&gpus(32), &total), Time(0))
+            .expect("first record");
+        assert_eq!(
+            s.next_record(Some(&first), s.held(&gpus(32), &total), Time(10 * HOUR)),
+            None,
+            "the same holding needs no record"
+        );
+        assert_eq!(
+            s.next_record(Some(&first), s.held(&gpus(0), &total), Time(1000)),
+            None,
+            "younger than the write period"
+        );
+        let next = s
+            .next_record(Some(&first), s.held(&gpus(0), &total), Time(24 * HOUR))
+            .expect("changed after the period");
+        assert_eq!(next.decayed.get("nvidia.com/gpu"), Some(&250_000));
+        assert!(next.held.is_empty());
+    }
+
+    #[test]
+    fn half_life_zero_keeps_no_usage() {
+        let s = settings(0);
+        let total = gpus(64);
+        assert_eq!(
+            s.next_record(None, s.held(&gpus(64), &total), Time(0)),
+            None
+        );
+        let record = QueueUsage {
+            at: Time(0),
+            decayed: BTreeMap::from([(Arc::from("nvidia.com/gpu"), 800_000)]),
+            held: BTreeMap::new(),
+        };
+        assert_eq!(s.usage(Some(&record), Time(HOUR), &total), 0.0);
+    }
+
+    #[test]
+    fn kai_formula() {
+        // Equal weights, one queue did all the using: with k = 1 it gets no over-quota share.
+        let p = adjusted_weights(&[1.0, 1.0], &[0.3, 0.0], 1.0);
+        assert_eq!(p, vec![0.0, 1.0]);
+        let p = adjusted_weights(&[1.0, 1.0], &[0.3, 0.0], 0.5);
+        assert_eq!(p, vec![0.25, 0.75]);
+        // k = 0, or nobody used anything: proportional to the weights.
+        let p = adjusted_weights(&[1.0, 3.0], &[0.3, 0.0], 0.0);
+        assert_eq!(p, vec![0.25, 0.75]);
+        let p = adjusted_weights(&[1.0, 3.0], &[0.0, 0.0], 2.0);
+        assert_eq!(p, vec![0.25, 0.75]);
+    }
+
+    #[test]
+    fn cpu_only_clusters_count_cpu_and_memory() {
+        let s = settings(24);
+        let total = Resources::from_pairs([("cpu", 1000), ("memory", 1000)]);
+        let held = s.held(
+            &Resources::from_pairs([("cpu", 500), ("memory", 500)]),
+            &total,
+        );
+        let record = s.next_record(None, held, Time(0)).expect("record");
+        let u = s.usage(Some(&record), Time(24 * HOUR), &total);
+        assert!((u - 0.25).abs() < 1e-9, "{u}");
+    }
+}
