@@ -142,6 +142,17 @@ impl NodeRoom {
         self.cpu_left -= cpu;
     }
 
+    /// Takes the given shares (GPU index, thousandths) and `cpu` millicores; an index past
+    /// the node's GPUs is ignored (the caller's ledger checks devices).
+    pub fn take_shares(&mut self, shares: &[(usize, u32)], cpu: i64) {
+        for &(k, milli) in shares {
+            if let Some(l) = self.gpu_left.get_mut(k) {
+                *l = l.saturating_sub(milli);
+            }
+        }
+        self.cpu_left -= cpu;
+    }
+
     /// Idle GPU thousandths.
     pub fn idle(&self) -> u64 {
         self.gpu_left.iter().map(|&l| u64::from(l)).sum()
