@@ -1,5 +1,5 @@
 //! The scheduling plugins: gang, priority, drf, proportion, capacity, predicates, nodeorder, binpack,
-//! overcommit, conformance, network-topology-aware — with Volcano's names and arguments.
+//! fgd, overcommit, conformance, network-topology-aware — with Volcano's names and arguments.
 //!
 //! Each plugin is built fresh for every session from its config arguments (see
 //! [`registry`]); it reads the session's state through the hooks of
@@ -11,6 +11,7 @@ pub mod binpack;
 pub mod capacity;
 pub mod conformance;
 pub mod drf;
+pub mod fgd;
 pub mod gang;
 pub mod network_topology;
 pub mod nodeorder;
@@ -25,7 +26,7 @@ use caldera_session::{Registry, Scheduler, SessionError};
 /// Every plugin Caldera ships, by its config name.
 pub fn registry() -> Registry {
     let mut r = Registry::new();
-    let all: [(&'static str, caldera_session::PluginFactory); 11] = [
+    let all: [(&'static str, caldera_session::PluginFactory); 12] = [
         ("capacity", capacity::build),
         ("gang", gang::build),
         ("priority", priority::build),
@@ -34,6 +35,7 @@ pub fn registry() -> Registry {
         ("predicates", predicates::build),
         ("nodeorder", nodeorder::build),
         ("binpack", binpack::build),
+        ("fgd", fgd::build),
         ("overcommit", overcommit::build),
         ("conformance", conformance::build),
         ("network-topology-aware", network_topology::build),

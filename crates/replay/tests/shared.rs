@@ -85,3 +85,72 @@ fn shares_pack_beside_a_whole_gpu_member() {
         assert_eq!(r.points.last().unwrap().idle_milli, 500);
     }
 }
+
+fn fgd() -> SchedulerConfig {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/replay/fgd-scheduler.conf"
+    ))
+    .unwrap();
+    caldera_config::parse(&text, None).unwrap()
+}
+
+fn nodes(gpus: &[u32]) -> Vec<caldera_sim::manifest::Object> {
+    gpus.iter()
+        .enumerate()
+        .map(|(i, &g)| {
+            cluster::node_object(&NodeSpec {
+                name: format!("n{i}"),
+                cpu_milli: 64_000,
+                memory: 512 << 30,
+                gpus: g,
+                gpu_model: None,
+                pods: 110,
+                labels: BTreeMap::new(),
+            })
+            .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn fgd_puts_shares_together_so_whole_gpus_stay_whole() {
+    // Two one-GPU nodes; two half-GPU pods and a whole-GPU pod, in every order the seeds
+    // give. fgd sends the second half to the GPU already half used (a whole GPU split in two
+    // halves on two nodes would leave no node for the whole-GPU pod): all three are placed.
+    // Spreading (nodeorder's least-allocated alone) splits them for some orders.
+    let spread = caldera_config::parse(
+        "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n\
+         - plugins:\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n",
+        None,
+    )
+    .unwrap();
+    let mut orders = std::collections::BTreeSet::new();
+    let mut spread_failed = 0;
+    for seed in 0..12 {
+        let jobs = vec![
+            pod("h0", Gpu::from_milli(500).unwrap()),
+            pod("h1", Gpu::from_milli(500).unwrap()),
+            pod("w", Gpu::whole(1)),
+        ];
+        let inputs = Inputs {
+            config: fgd(),
+            objects: nodes(&[1, 1]),
+            jobs: jobs.clone(),
+        };
+        let order: Vec<String> = inflation::arrivals(&jobs, 2000, 1.0, seed)
+            .into_iter()
+            .map(|j| j.name)
+            .collect();
+        orders.insert(order);
+        let r = inflation::run(&inputs, 1.0, seed, 1).unwrap();
+        assert_eq!((r.placed, r.failed), (3, 0), "seed {seed}");
+        let inputs = Inputs {
+            config: spread.clone(),
+            ..inputs
+        };
+        spread_failed += inflation::run(&inputs, 1.0, seed, 1).unwrap().failed;
+    }
+    assert!(orders.len() > 1, "the seeds gave one order only");
+    assert!(spread_failed > 0, "spreading never split the halves");
+}
