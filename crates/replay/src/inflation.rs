@@ -233,7 +233,9 @@ pub fn run(inputs: &Inputs, arrival: f64, seed: u64, batch: usize) -> Result<Inf
                     let before = room.idle();
                     if shared {
                         let taken = shares_taken(&sim, &format!("p{i:07}"))?;
-                        room.take_shares(&taken, pod.cpu_milli);
+                        room.take_shares(&taken, pod.cpu_milli).map_err(|e| {
+                            Error::Invalid(format!("{node}: GPU over-allocated: {e}"))
+                        })?;
                     } else {
                         room.take_whole(pod.gpu.whole_gpus().unwrap_or(0), pod.cpu_milli);
                     }
