@@ -431,6 +431,20 @@ impl TryFrom<&Pod> for PodInfo {
                             .into(),
                     );
                 }
+                // KAI's GPU sharing annotations are never ignored: placed without them, the
+                // pod would get no GPU (or a whole one) instead of the share it asks.
+                if let Some(key) = KAI_SHARE_ANNOTATIONS
+                    .into_iter()
+                    .find(|k| annotation(k).is_some())
+                {
+                    placement.unsupported.get_or_insert_with(|| {
+                        format!(
+                            "annotation {key} (KAI's GPU sharing; ask for a share through a DRA \
+                             ResourceClaim's capacity request on a shared GPU instead, \
+                             docs/gpu-sharing.md)"
+                        )
+                    });
+                }
                 placement
             }),
             labels: Arc::new(labels.clone()),
@@ -468,6 +482,9 @@ impl TryFrom<&Pod> for PodInfo {
         })
     }
 }
+
+/// KAI scheduler's pod annotations asking for a share of a GPU (a fraction, or GPU memory).
+pub const KAI_SHARE_ANNOTATIONS: [&str; 2] = ["gpu-fraction", "gpu-memory"];
 
 /// The pod's placement constraints.
 fn placement(

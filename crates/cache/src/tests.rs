@@ -1584,3 +1584,27 @@ fn gate_mode_leaves_native_gangs_to_kube_scheduler() {
         snap.jobs
     );
 }
+
+#[test]
+fn kai_gpu_share_annotations_are_refused_naming_the_supported_way() {
+    for key in ["gpu-fraction", "gpu-memory"] {
+        let pod = mk_pod(
+            "ml",
+            "infer",
+            json!({"metadata": {"annotations": {key: "0.5"}}}),
+        );
+        let what = PodInfo::try_from(&pod).unwrap().spec.unsupported.clone();
+        let what = what.expect("a KAI share annotation is not ignored");
+        assert!(what.starts_with(&format!("annotation {key} ")), "{what}");
+        assert!(
+            what.contains("DRA ResourceClaim's capacity request"),
+            "{what}"
+        );
+    }
+    let plain = mk_pod("ml", "infer", json!({}));
+    assert!(PodInfo::try_from(&plain)
+        .unwrap()
+        .spec
+        .unsupported
+        .is_none());
+}

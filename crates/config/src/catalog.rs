@@ -40,7 +40,7 @@ pub(crate) fn all_action_names() -> Vec<&'static str> {
 }
 
 /// Plugins Caldera implements, in the order the shipped config lists them.
-pub(crate) const SUPPORTED_PLUGINS: [&str; 12] = [
+pub(crate) const SUPPORTED_PLUGINS: [&str; 13] = [
     "priority",
     "gang",
     "conformance",
@@ -50,6 +50,7 @@ pub(crate) const SUPPORTED_PLUGINS: [&str; 12] = [
     "proportion",
     "nodeorder",
     "binpack",
+    "fgd",
     "capacity",
     "network-topology-aware",
     "fairshare",
@@ -187,6 +188,12 @@ const BINPACK: &[ArgSpec] = &[
     },
 ];
 
+/// fgd's arguments (Caldera's own plugin; see `caldera_plugins::fgd`).
+const FGD: &[ArgSpec] = &[
+    used("fgd.weight", WEIGHT),
+    used("fgd.workloadCoverage", WEIGHT),
+];
+
 /// Volcano's network-topology-aware arguments: the HyperNode binpack weights order the
 /// domains a gang may go to. Binpacking of pods without a topology rule across HyperNodes
 /// (`normal-pod`) and the eviction search's cap are not done: accepted with a warning.
@@ -284,6 +291,7 @@ pub(crate) fn argument_specs(plugin: &str) -> &'static [ArgSpec] {
         "overcommit" => OVERCOMMIT,
         "nodeorder" => NODEORDER,
         "binpack" => BINPACK,
+        "fgd" => FGD,
         "predicates" => PREDICATES,
         "network-topology-aware" => NETWORK_TOPOLOGY,
         "fairshare" => FAIRSHARE,

@@ -64,6 +64,7 @@
 //! | nodeorder | `nodeaffinity.weight`, `podaffinity.weight`, `leastrequested.weight`, `balancedresource.weight`, `mostrequested.weight`, `tainttoleration.weight`, `imagelocality.weight`, `podtopologyspread.weight` | integer ≥ 0 |
 //! | binpack | `binpack.weight`, `binpack.cpu`, `binpack.memory`, `binpack.resources.<resource>` | integer ≥ 0 |
 //! | binpack | `binpack.resources` | comma-separated resource names ([`ArgValue::List`]) |
+//! | fgd | `fgd.weight`, `fgd.workloadCoverage` | integer ≥ 0 |
 //! | network-topology-aware | `weight`, `hypernode.binpack.cpu`, `hypernode.binpack.memory`, `hypernode.binpack.resources.<resource>` | integer ≥ 0 |
 //! | network-topology-aware | `hypernode.binpack.resources` | comma-separated resource names ([`ArgValue::List`]) |
 //! | predicates | `predicate.NodeAffinityEnable`, `predicate.NodePortsEnable`, `predicate.TaintTolerationEnable`, `predicate.PodAffinityEnable`, `predicate.PodTopologySpreadEnable` | boolean ([`ArgValue::Bool`]) |

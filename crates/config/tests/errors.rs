@@ -23,7 +23,7 @@ enabledOverused, enabledAllocatable, enabledHyperNodeOrder, enabledSubJobReady, 
 enabledSubJobPipelined, enabledSubJobOrder, enabledHyperNodeGradient";
 
 const SUPPORTED: &str =
-    "priority, gang, conformance, overcommit, drf, predicates, proportion, nodeorder, binpack, capacity, network-topology-aware, fairshare";
+    "priority, gang, conformance, overcommit, drf, predicates, proportion, nodeorder, binpack, fgd, capacity, network-topology-aware, fairshare";
 
 #[test]
 fn bad_configs_name_file_line_column_and_key() {

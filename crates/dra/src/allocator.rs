@@ -79,6 +79,8 @@ pub struct Allocator {
     usage: sharing::Usage,
     /// Selector answers, per inventory device index (kept per device content inside).
     selectors: Selectors,
+    /// Try a node's devices fullest first ([`Allocator::set_pack_shares`]).
+    pack_shares: bool,
 }
 
 impl Allocator {
@@ -116,6 +118,7 @@ impl Allocator {
             usage: sharing::Usage::new(&inventory),
             selectors,
             inventory,
+            pack_shares: false,
         };
         let taken: Vec<Hold> = out
             .inventory
@@ -138,6 +141,36 @@ impl Allocator {
     /// The inventory it was built from, shared.
     pub fn inventory_arc(&self) -> &Arc<DeviceInventory> {
         &self.inventory
+    }
+
+    /// Whether the search tries a node's devices fullest first: by [`Allocator::room`]
+    /// ascending, inventory order among equals, so a share goes to the device with the least
+    /// room that can still serve it and devices stay whole for whole-device requests (a GPU
+    /// placement policy, FGD's, asks for it). Off: inventory order, as upstream.
+    pub fn set_pack_shares(&mut self, on: bool) {
+        self.pack_shares = on;
+    }
+
+    /// Thousandths of device `index` still free: 1000 when nothing holds it, 0 when it is
+    /// held whole, and for a shared device the least free part of any of its capacities.
+    pub fn room(&self, index: u32) -> u32 {
+        let i = index as usize;
+        if self.usage.whole.get(i).is_some_and(|&n| n > 0) {
+            return 0;
+        }
+        let Some(device) = self.inventory.devices.get(i) else {
+            return 0;
+        };
+        let consumed = self.usage.consumed.get(i).map(|c| &c[..]).unwrap_or(&[]);
+        let mut room = 1000u32;
+        for (cap, used) in device.capacity.values().zip(consumed) {
+            if cap.milli > 0 {
+                let free = (cap.milli - used).clamp(0, cap.milli);
+                let part = i128::from(free) * 1000 / i128::from(cap.milli);
+                room = room.min(u32::try_from(part).unwrap_or(0));
+            }
+        }
+        room
     }
 
     /// Whether the device at `index` is allocated to a claim, whole or in shares (admin access
@@ -281,7 +314,11 @@ impl Allocator {
         if claims.is_empty() {
             return Ok(Some(Vec::new()));
         }
-        let candidates = self.reachable(node);
+        let mut candidates = self.reachable(node);
+        if self.pack_shares {
+            // Stable: inventory order among devices with equal room.
+            candidates.sort_by_key(|&d| self.room(d));
+        }
         let mut search = Search {
             inventory: &self.inventory,
             selectors: &mut self.selectors,

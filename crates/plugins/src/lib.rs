@@ -1,5 +1,6 @@
 //! The scheduling plugins: gang, priority, drf, proportion, capacity, fairshare, predicates,
-//! nodeorder, binpack, overcommit, conformance, network-topology-aware — with Volcano's names and arguments.
+//! nodeorder, binpack, fgd, overcommit, conformance, network-topology-aware — with Volcano's names
+//! and arguments.
 //!
 //! Each plugin is built fresh for every session from its config arguments (see
 //! [`registry`]); it reads the session's state through the hooks of
@@ -12,6 +13,7 @@ pub mod capacity;
 pub mod conformance;
 pub mod drf;
 pub mod fairshare;
+pub mod fgd;
 pub mod gang;
 pub mod network_topology;
 pub mod nodeorder;
@@ -26,7 +28,7 @@ use caldera_session::{Registry, Scheduler, SessionError};
 /// Every plugin Caldera ships, by its config name.
 pub fn registry() -> Registry {
     let mut r = Registry::new();
-    let all: [(&'static str, caldera_session::PluginFactory); 12] = [
+    let all: [(&'static str, caldera_session::PluginFactory); 13] = [
         ("capacity", capacity::build),
         ("gang", gang::build),
         ("priority", priority::build),
@@ -35,6 +37,7 @@ pub fn registry() -> Registry {
         ("predicates", predicates::build),
         ("nodeorder", nodeorder::build),
         ("binpack", binpack::build),
+        ("fgd", fgd::build),
         ("overcommit", overcommit::build),
         ("conformance", conformance::build),
         ("network-topology-aware", network_topology::build),

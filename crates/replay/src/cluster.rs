@@ -6,6 +6,16 @@
 //! `nvidia.com/gpu.product`), optional `pods` (default 110), and any other column as a node
 //! label of that name (a rack, an NVLink domain). Queues CSV: `queue`, `weight`, optional
 //! `parent`, optional `capability_gpu`.
+//!
+//! GPUs reach pods one of two ways. A trace of whole GPUs only: each node lists
+//! `nvidia.com/gpu` (a device plugin) and members request it. A trace with a fraction of a GPU
+//! anywhere ([`share_gpus`]): each node publishes its GPUs as shared DRA devices instead (one
+//! ResourceSlice per node, driver [`GPU_DRIVER`], devices `gpu-0`… with
+//! `allowMultipleAllocations` and one capacity [`SHARE_CAPACITY`] of `1`, a whole GPU), as
+//! NVIDIA's DRA driver does with consumable capacity (KEP-5075), and every GPU member asks
+//! through a ResourceClaim of its own ([`claim_object`]): a fraction as a capacity request of
+//! one device (`share: 250m`), whole GPUs as `count` devices each asked all of its share, so a
+//! GPU that holds any fraction cannot serve a whole-GPU member.
 
 use crate::csv::Table;
 use crate::error::{Error, Result};
@@ -22,6 +32,18 @@ pub const GPU_MODEL_LABEL: &str = "nvidia.com/gpu.product";
 
 /// The extended resource whole GPUs are requested as.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// The DRA driver whose devices are the replay's shared GPUs.
+pub const GPU_DRIVER: &str = "gpu.nvidia.com";
+
+/// The DeviceClass of those devices.
+pub const GPU_CLASS: &str = "gpu.nvidia.com";
+
+/// The capacity of a shared GPU its shares consume: `1` is the whole GPU.
+pub const SHARE_CAPACITY: &str = "share";
+
+/// The name of a pod's claim (in the pod, and the ResourceClaim's own name is the pod's).
+const CLAIM_REQUEST: &str = "gpu";
 
 /// The namespace every replayed job's objects live in.
 pub const NAMESPACE: &str = "replay";
@@ -194,9 +216,102 @@ pub fn podgroup_object(id: &str, job: &JobSpec) -> Result<Object> {
 
 /// A member pod `name` of job `id`: Caldera's, in the job's gang (a job of one member has
 /// no PodGroup: it is scheduled as a group of one in its queue), requesting the member's
-/// shape, restricted to the job's GPU models. A fractional GPU is never requested here: the
-/// replay refuses such jobs until GPU sharing exists.
+/// shape, restricted to the job's GPU models. A fraction of a GPU is never requested here: only
+/// [`shared_pod_object`] can ask for one.
 pub fn pod_object(id: &str, name: &str, job: &JobSpec, grouped: bool) -> Result<Pod> {
+    pod_with(id, name, job, grouped, false)
+}
+
+/// A member pod as [`pod_object`] builds it, on a cluster whose GPUs are shared DRA devices
+/// ([`share_gpus`]): a GPU member names its own ResourceClaim (called `name`, made by
+/// [`claim_object`]) instead of requesting `nvidia.com/gpu`.
+pub fn shared_pod_object(id: &str, name: &str, job: &JobSpec, grouped: bool) -> Result<Pod> {
+    pod_with(id, name, job, grouped, true)
+}
+
+/// The ResourceClaim of member `name` on a cluster of shared GPUs, `None` for a member
+/// asking for no GPU: a fraction of a GPU is one device asked that much of its
+/// [`SHARE_CAPACITY`]; `n` whole GPUs are `n` devices (different ones, as a request's slots
+/// are) each asked all of it.
+pub fn claim_object(name: &str, job: &JobSpec) -> Result<Option<Object>> {
+    let (count, share) = match job.gpu.whole_gpus() {
+        Some(0) => return Ok(None),
+        Some(n) => (n, "1".to_string()),
+        None => (1, format_milli(i64::from(job.gpu.milli()))),
+    };
+    Ok(Some(Object::ResourceClaim(typed(json!({
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"devices": {"requests": [{"name": CLAIM_REQUEST, "exactly": {
+            "deviceClassName": GPU_CLASS, "allocationMode": "ExactCount", "count": count,
+            "capacity": {"requests": {SHARE_CAPACITY: share}}}}]}}
+    }))?)))
+}
+
+/// Whether a trace needs shared GPUs: some member asks for a fraction of one.
+pub fn needs_sharing(jobs: &[JobSpec]) -> bool {
+    jobs.iter().any(|j| j.gpu.is_fraction())
+}
+
+/// `objects` with every node's `nvidia.com/gpu` published as shared DRA devices instead (see
+/// the module doc): the node no longer lists the resource; a ResourceSlice per node offers
+/// its GPUs, with its GPU model as the devices' `productName`; one DeviceClass selects them.
+pub fn share_gpus(objects: &[Object]) -> Result<Vec<Object>> {
+    let capacity = crate::timeline::gpu_capacity(objects);
+    let mut out = Vec::with_capacity(objects.len() * 2 + 1);
+    out.push(Object::DeviceClass(typed(json!({
+        "metadata": {"name": GPU_CLASS},
+        "spec": {"selectors": [{"cel": {"expression":
+            format!("device.driver == '{GPU_DRIVER}' && device.allowMultipleAllocations")}}]}
+    }))?));
+    for o in objects {
+        let Object::Node(node) = o else {
+            out.push(o.clone());
+            continue;
+        };
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let gpus = capacity.get(&name).copied().unwrap_or(0) / 1000;
+        if gpus == 0 {
+            out.push(o.clone());
+            continue;
+        }
+        let mut node = node.clone();
+        if let Some(status) = node.status.as_mut() {
+            for list in [status.allocatable.as_mut(), status.capacity.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                list.remove(GPU_RESOURCE);
+            }
+        }
+        let model = node
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(GPU_MODEL_LABEL))
+            .cloned();
+        let devices: Vec<serde_json::Value> = (0..gpus)
+            .map(|k| {
+                let mut attributes = json!({"type": {"string": "gpu"}});
+                if let Some(m) = &model {
+                    attributes["productName"] = json!({"string": m});
+                }
+                json!({"name": format!("gpu-{k}"), "allowMultipleAllocations": true,
+                       "attributes": attributes,
+                       "capacity": {SHARE_CAPACITY: {"value": "1"}}})
+            })
+            .collect();
+        out.push(Object::Node(node));
+        out.push(Object::ResourceSlice(typed(json!({
+            "metadata": {"name": format!("{name}-{GPU_DRIVER}")},
+            "spec": {"driver": GPU_DRIVER, "nodeName": name,
+                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                     "devices": devices}
+        }))?));
+    }
+    Ok(out)
+}
+
+fn pod_with(id: &str, name: &str, job: &JobSpec, grouped: bool, shared: bool) -> Result<Pod> {
     let mut requests = serde_json::Map::new();
     if job.cpu_milli > 0 {
         requests.insert("cpu".into(), json!(format_milli(job.cpu_milli)));
@@ -205,7 +320,8 @@ pub fn pod_object(id: &str, name: &str, job: &JobSpec, grouped: bool) -> Result<
         requests.insert("memory".into(), json!(format_bytes(job.memory)));
     }
     let mut limits = serde_json::Map::new();
-    if let Some(g) = job.gpu.whole_gpus().filter(|g| *g > 0) {
+    let claim = shared && job.gpu.milli() > 0;
+    if let Some(g) = job.gpu.whole_gpus().filter(|g| *g > 0 && !shared) {
         requests.insert(GPU_RESOURCE.into(), json!(g.to_string()));
         // Extended resources cannot be overcommitted: the API server wants limit = request.
         limits.insert(GPU_RESOURCE.into(), json!(g.to_string()));
@@ -221,11 +337,18 @@ pub fn pod_object(id: &str, name: &str, job: &JobSpec, grouped: bool) -> Result<
         "volcano.sh/preemptable".into(),
         json!(job.preemptible.to_string()),
     );
+    let mut resources = json!({"requests": requests, "limits": limits});
+    if claim {
+        resources["claims"] = json!([{"name": CLAIM_REQUEST}]);
+    }
     let mut spec = json!({
         "schedulerName": "caldera",
         "priorityClassName": priority_class_name(job.priority),
-        "containers": [{"name": "main", "image": "replay", "resources": {"requests": requests, "limits": limits}}],
+        "containers": [{"name": "main", "image": "replay", "resources": resources}],
     });
+    if claim {
+        spec["resourceClaims"] = json!([{"name": CLAIM_REQUEST, "resourceClaimName": name}]);
+    }
     if !job.gpu_models.is_empty() {
         spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
             {"nodeSelectorTerms": [{"matchExpressions": [

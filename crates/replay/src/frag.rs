@@ -142,6 +142,23 @@ impl NodeRoom {
         self.cpu_left -= cpu;
     }
 
+    /// Takes the given shares (GPU index, thousandths) and `cpu` millicores. `Err` names the
+    /// first share that is more than its GPU has left, or a GPU the node does not have: the
+    /// scheduler promised a GPU twice (nothing is taken then).
+    pub fn take_shares(&mut self, shares: &[(usize, u32)], cpu: i64) -> Result<(), String> {
+        let mut left = self.gpu_left.clone();
+        for &(k, milli) in shares {
+            match left.get_mut(k) {
+                Some(l) if *l >= milli => *l -= milli,
+                Some(l) => return Err(format!("gpu-{k} has {l} thousandths left, {milli} taken")),
+                None => return Err(format!("gpu-{k} is not one of its {} GPUs", left.len())),
+            }
+        }
+        self.gpu_left = left;
+        self.cpu_left -= cpu;
+        Ok(())
+    }
+
     /// Idle GPU thousandths.
     pub fn idle(&self) -> u64 {
         self.gpu_left.iter().map(|&l| u64::from(l)).sum()
@@ -165,6 +182,23 @@ mod tests {
         assert_eq!(typical.node_frag(&node), 0.0);
         node.take_whole(7, 0);
         assert_eq!(typical.node_frag(&node), 1000.0);
+    }
+
+    #[test]
+    fn a_share_past_what_a_gpu_has_left_is_an_error_and_takes_nothing() {
+        let mut node = NodeRoom {
+            gpu_left: vec![1000, 1000],
+            cpu_left: 8000,
+            model: None,
+        };
+        node.take_shares(&[(0, 600)], 1000).unwrap();
+        let err = node.take_shares(&[(1, 500), (0, 600)], 1000).unwrap_err();
+        assert_eq!(err, "gpu-0 has 400 thousandths left, 600 taken");
+        assert_eq!(
+            (node.gpu_left.clone(), node.cpu_left),
+            (vec![400, 1000], 7000)
+        );
+        assert!(node.take_shares(&[(2, 1)], 0).is_err());
     }
 
     #[test]

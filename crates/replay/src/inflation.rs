@@ -22,9 +22,10 @@ use crate::cluster::{self, NAMESPACE};
 use crate::error::{Error, Result};
 use crate::frag::{NodeRoom, Typical};
 use crate::rng::Rng;
-use crate::timeline::{simulation, Inputs, FRACTION_REFUSED};
+use crate::timeline::{simulation, Inputs};
 use crate::trace::JobSpec;
-use caldera_sim::manifest::Object;
+use caldera_sim::manifest::{Kind, Object};
+use caldera_sim::Simulation;
 use std::collections::{BTreeMap, HashMap};
 
 /// Arrivals per session: a session over consecutive arrivals places them in arrival order
@@ -114,7 +115,13 @@ pub fn run(inputs: &Inputs, arrival: f64, seed: u64, batch: usize) -> Result<Inf
         return Err(Error::Invalid("the cluster has no GPUs".into()));
     }
     let pods = arrivals(&inputs.jobs, total, arrival, seed);
-    let (mut sim, _) = simulation(&inputs.config, &inputs.objects, &pods)?;
+    let shared = cluster::needs_sharing(&inputs.jobs);
+    let objects = if shared {
+        cluster::share_gpus(&inputs.objects)?
+    } else {
+        inputs.objects.clone()
+    };
+    let (mut sim, _) = simulation(&inputs.config, &objects, &pods)?;
     let typical = Typical::of(&inputs.jobs);
     let mut rooms: BTreeMap<String, NodeRoom> = BTreeMap::new();
     for o in &inputs.objects {
@@ -168,9 +175,6 @@ pub fn run(inputs: &Inputs, arrival: f64, seed: u64, batch: usize) -> Result<Inf
         // This batch's pods, created 1 ms apart so creation order is arrival order.
         let mut names: HashMap<String, usize> = HashMap::new();
         for (i, pod) in pods.iter().enumerate().take(end).skip(next) {
-            if pod.gpu.is_fraction() {
-                continue;
-            }
             if priorities.insert(pod.priority) {
                 let now = sim.now();
                 sim.store_mut()
@@ -178,8 +182,17 @@ pub fn run(inputs: &Inputs, arrival: f64, seed: u64, batch: usize) -> Result<Inf
                     .map_err(|e| Error::Invalid(e.to_string()))?;
             }
             let name = format!("p{i:07}");
-            let object = cluster::pod_object(&name, &name, pod, false)?;
             let now = sim.now();
+            let object = if shared {
+                if let Some(claim) = cluster::claim_object(&name, pod)? {
+                    sim.store_mut()
+                        .apply(claim, now)
+                        .map_err(|e| Error::Invalid(format!("claim of {}: {e}", pod.name)))?;
+                }
+                cluster::shared_pod_object(&name, &name, pod, false)?
+            } else {
+                cluster::pod_object(&name, &name, pod, false)?
+            };
             sim.store_mut()
                 .apply(Object::Pod(object), now)
                 .map_err(|e| Error::Invalid(format!("pod {}: {e}", pod.name)))?;
@@ -203,18 +216,29 @@ pub fn run(inputs: &Inputs, arrival: f64, seed: u64, batch: usize) -> Result<Inf
                 .collect();
             let now = sim.now();
             sim.store_mut().force_delete_pods(NAMESPACE, &failed, now);
+            if shared {
+                for name in &failed {
+                    sim.store_mut()
+                        .delete(Kind::ResourceClaim, Some(NAMESPACE), name, now);
+                }
+            }
         }
         for (i, pod) in pods.iter().enumerate().take(end).skip(next) {
             out.submitted += 1;
             arrived += pod.gpu_milli_total();
-            if pod.gpu.is_fraction() {
-                *out.refused.entry(FRACTION_REFUSED.to_string()).or_default() += 1;
-            } else if let Some(node) = bound.get(&i) {
+            if let Some(node) = bound.get(&i) {
                 out.placed += 1;
                 allocated += pod.gpu_milli_total();
                 if let Some(room) = rooms.get_mut(node) {
                     let before = room.idle();
-                    room.take_whole(pod.gpu.whole_gpus().unwrap_or(0), pod.cpu_milli);
+                    if shared {
+                        let taken = shares_taken(&sim, &format!("p{i:07}"))?;
+                        room.take_shares(&taken, pod.cpu_milli).map_err(|e| {
+                            Error::Invalid(format!("{node}: GPU over-allocated: {e}"))
+                        })?;
+                    } else {
+                        room.take_whole(pod.gpu.whole_gpus().unwrap_or(0), pod.cpu_milli);
+                    }
                     idle = idle + room.idle() - before;
                     let f = typical.node_frag(room);
                     let old = frag_of.insert(node.clone(), f).unwrap_or(0.0);
@@ -233,6 +257,44 @@ pub fn run(inputs: &Inputs, arrival: f64, seed: u64, batch: usize) -> Result<Inf
         next = end;
     }
     out.unallocated_end_gpus = idle / 1000;
+    Ok(out)
+}
+
+/// What the claim `name` (a replayed member's) took, as its allocation in the store says:
+/// (GPU index on its node, thousandths of that GPU) per device.
+fn shares_taken(sim: &Simulation, name: &str) -> Result<Vec<(usize, u32)>> {
+    let Some(claim) = sim.store().resource_claim(NAMESPACE, name) else {
+        return Ok(Vec::new());
+    };
+    let results = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+        .and_then(|d| d.results.as_deref())
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(results.len());
+    for r in results {
+        let index = r
+            .device
+            .strip_prefix("gpu-")
+            .and_then(|k| k.parse::<usize>().ok())
+            .ok_or_else(|| {
+                Error::Invalid(format!("claim {name} holds device {}, not a GPU", r.device))
+            })?;
+        let milli = match r
+            .consumed_capacity
+            .as_ref()
+            .and_then(|c| c.get(cluster::SHARE_CAPACITY))
+        {
+            Some(q) => {
+                caldera_model::quantity::parse_quantity(&q.0, caldera_model::quantity::Scale::Milli)
+                    .map_err(|e| Error::Invalid(format!("claim {name}: {e}")))?
+            }
+            None => 1000,
+        };
+        out.push((index, u32::try_from(milli.clamp(0, 1000)).unwrap_or(1000)));
+    }
     Ok(out)
 }
 

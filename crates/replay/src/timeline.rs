@@ -27,9 +27,10 @@ use caldera_sim::Simulation;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
-/// Why jobs asking for a share of one GPU are not replayed.
+/// Why jobs asking for a share of one GPU are not replayed in this mode (`--mode inflation`
+/// replays them on shared GPUs).
 pub const FRACTION_REFUSED: &str =
-    "asks for a fraction of a GPU: GPU sharing is not supported yet (issue 33)";
+    "asks for a fraction of a GPU: the timeline mode does not replay shared GPUs yet (--mode inflation does)";
 
 /// Which periodic sessions run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -36,6 +36,20 @@ pub use caldera_dra::CANNOT_ALLOCATE;
 /// kube-scheduler's reason when an allocated claim's node selector excludes the node.
 pub const NOT_AVAILABLE: &str = "resourceclaim not available on the node";
 
+/// (DeviceClass, capacity name as a request writes it).
+type ClassCapacity = (Arc<str>, Arc<str>);
+
+/// What a member asks of devices, as [`Devices::share_ask`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ShareAsk {
+    /// The DeviceClass.
+    pub class: Arc<str>,
+    /// Devices.
+    pub count: u32,
+    /// Thousandths of each device (1000: whole).
+    pub milli: u32,
+}
+
 /// The session's view of one claim.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct ClaimState {
@@ -109,6 +123,9 @@ pub struct Devices {
     backed: BTreeMap<Arc<str>, Vec<bool>>,
     allocator: RefCell<Allocator>,
     node_count: u32,
+    /// Per (class, capacity as a request names it): that capacity of the class's first device
+    /// that has it, thousandths (what [`Devices::share_ask`] divides by).
+    unit: RefCell<HashMap<ClassCapacity, Option<i64>>>,
 }
 
 const NONE: u32 = u32::MAX;
@@ -133,6 +150,7 @@ impl Default for Devices {
             backed: BTreeMap::new(),
             allocator: RefCell::new(Allocator::new(DeviceInventory::default())),
             node_count: 0,
+            unit: RefCell::default(),
         }
     }
 }
@@ -162,6 +180,7 @@ impl Clone for Devices {
             backed: self.backed.clone(),
             allocator: RefCell::new(allocator),
             node_count: self.node_count,
+            unit: RefCell::default(),
         }
     }
 }
@@ -448,7 +467,95 @@ impl Devices {
             allocator: RefCell::new(allocator),
             node_count: nodes.len() as u32,
             inv,
+            unit: RefCell::default(),
         }
+    }
+
+    /// Tries a node's devices fullest first in every later allocation of this session (see
+    /// [`Allocator::set_pack_shares`]); what a GPU placement policy that packs shares asks for.
+    pub fn pack_shares(&self) {
+        self.allocator.borrow_mut().set_pack_shares(true);
+    }
+
+    /// What `task`'s claims ask of devices as one GPU placement policy sees it: `count`
+    /// devices of one class, each `milli` thousandths of it (1000: the whole device; a capacity
+    /// request as the share of the class's devices' capacity it asks, the largest share where
+    /// it asks several). `None`: no claim, or claims this view cannot express (several
+    /// requests or claims, `All`, `firstAvailable`, admin access, a class without devices).
+    /// Read from the claims' requests, allocated or not, so running members count too.
+    pub fn share_ask(&self, task: &Task) -> Option<ShareAsk> {
+        let tc = task.claims.as_ref()?;
+        let [pc] = tc.claims.as_slice() else {
+            return None;
+        };
+        if !tc.extended.is_empty() {
+            return None;
+        }
+        let claim = &self.inv.claims[self.inv.claim_index(&task.namespace, &pc.claim)?];
+        let [req] = claim.requests.as_slice() else {
+            return None;
+        };
+        let RequestKind::Exactly(e) = &req.kind else {
+            return None;
+        };
+        let caldera_model::AllocationMode::ExactCount(count) = e.mode else {
+            return None;
+        };
+        if e.admin_access {
+            return None;
+        }
+        let mut milli = if e.capacity.is_empty() { 1000 } else { 0 };
+        for (name, q) in &e.capacity {
+            let unit = self.unit_of(&e.class, name)?;
+            let part = (i128::from(q.milli) * 1000 + i128::from(unit) - 1) / i128::from(unit);
+            milli = milli.max(u32::try_from(part.clamp(0, 1000)).unwrap_or(1000));
+        }
+        Some(ShareAsk {
+            class: e.class.clone(),
+            count,
+            milli,
+        })
+    }
+
+    /// Capacity `name` (as a request names it) of the first device of `class` having it.
+    fn unit_of(&self, class: &Arc<str>, name: &Arc<str>) -> Option<i64> {
+        let key = (class.clone(), name.clone());
+        if let Some(u) = self.unit.borrow().get(&key) {
+            return *u;
+        }
+        let mut allocator = self.allocator.borrow_mut();
+        let found = (0..self.inv.devices.len()).find_map(|d| {
+            let dev = &self.inv.devices[d];
+            let qualified = if name.contains('/') {
+                name.to_string()
+            } else {
+                format!("{}/{name}", dev.driver)
+            };
+            let cap = dev.capacity.get(qualified.as_str())?;
+            (cap.milli > 0 && allocator.in_class(class, d as u32)).then_some(cap.milli)
+        });
+        self.unit.borrow_mut().insert(key, found);
+        found
+    }
+
+    /// Thousandths still free of each device of `class` local to `node` (see
+    /// [`Allocator::room`]), as this session leaves them, in inventory order.
+    pub fn rooms(&self, node: &Node, class: &str) -> Vec<u32> {
+        let mut allocator = self.allocator.borrow_mut();
+        let view = NodeView {
+            name: &node.name,
+            labels: &node.labels,
+        };
+        let devices = allocator.reachable(view);
+        let mut rooms = Vec::with_capacity(devices.len());
+        for d in devices {
+            if matches!(self.inv.devices[d as usize].nodes, DeviceNodes::Node(_))
+                && allocator.in_class(class, d)
+            {
+                rooms.push(allocator.room(d));
+            }
+        }
+        rooms
     }
 
     /// The inventory.

@@ -796,3 +796,38 @@ fn a_capacity_named_with_the_driver_domain_is_the_unqualified_one() {
         results(&[&["req-0 pool-1/device-1 share capacity-0=3"]])
     );
 }
+
+/// Caldera's own (not upstream's): with `set_pack_shares`, a node's devices are tried fullest
+/// first, so a share goes to the device with the least room that serves it; without, in
+/// inventory order, as upstream.
+#[test]
+fn packing_shares_tries_the_fullest_device_first() {
+    let devices = vec![
+        multi(with_capacity(one("device-1"), "capacity-0", "1")),
+        multi(with_capacity(one("device-2"), "capacity-0", "1")),
+    ];
+    let inv = inventory(vec![multi_class(CLASS_A, A, true)], devices);
+    let ask = claim("claim-0", vec![asking(req(CLASS_A), "300m")]);
+    let l = labels("region-1");
+    let view = NodeView {
+        name: "node-1",
+        labels: &l,
+    };
+    for pack in [false, true] {
+        let mut alloc = Allocator::new(inv.clone());
+        // device-2 already holds 0.6.
+        alloc.take(&crate::Hold {
+            devices: Vec::new(),
+            shares: vec![crate::Share {
+                device: 1,
+                consumed: vec![600],
+            }],
+        });
+        assert_eq!((alloc.room(0), alloc.room(1)), (1000, 400));
+        alloc.set_pack_shares(pack);
+        let found = alloc.allocate(&[&ask], view).unwrap().unwrap();
+        let got: Vec<String> = found[0].allocation.devices.iter().map(shown).collect();
+        let want = if pack { "device-2" } else { "device-1" };
+        assert_eq!(got, [format!("req-0 pool-1/{want} share capacity-0=300m")]);
+    }
+}
