@@ -283,10 +283,15 @@ async fn caldera_snapshot_feeds_explain() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Under the shipped ServiceAccount with the `list pods` rule removed from its ClusterRole,
-/// `caldera run` does not wait silently: it exits non-zero naming the missing rule.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn caldera_run_exits_naming_the_rule_when_pods_are_refused() {
+/// A stand-in enforcing `deploy/`'s ClusterRole for the ServiceAccount's token `sa-token`, less
+/// `verb` on `resource` in `group`; and `caldera run` against it with that token and the
+/// default log filter, its stderr piped.
+async fn shipped_rbac_without(
+    group: &str,
+    resource: &str,
+    verb: &str,
+    dir: &Path,
+) -> (ApiServer, Spawned) {
     use caldera_testkit::apiserver::{yaml_documents, Options, Rbac};
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
     let mut docs = Vec::new();
@@ -295,30 +300,29 @@ async fn caldera_run_exits_naming_the_rule_when_pods_are_refused() {
     }
     let rbac = Rbac::service_account(&docs, "caldera-system", "caldera", "sa-token")
         .unwrap()
-        .without("", "pods", "list");
+        .without(group, resource, verb);
     let server = ApiServer::start_with(Options {
         rbac: Some(rbac),
         ..Options::default()
     })
     .await
     .unwrap();
-    let dir = temp_dir("refused");
-    let path = kubeconfig_with_token(&server, &dir, Some("sa-token"));
-    let mut child = Spawned(
+    let path = kubeconfig_with_token(&server, dir, Some("sa-token"));
+    let child = Spawned(
         caldera()
             .args(["run", "--kubeconfig"])
             .arg(&path)
             .args(["--metrics-addr", "127.0.0.1:0", "--leader-elect=false"])
+            .env_remove("RUST_LOG")
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    let mut status = None;
-    wait(30, "caldera run to exit", || {
-        status = child.0.try_wait().unwrap();
-        status.is_some()
-    })
-    .await;
+    (server, child)
+}
+
+/// Everything `child` wrote to its (piped) stderr, once it has exited.
+fn stderr_of(child: &mut Spawned) -> String {
     let mut logs = String::new();
     child
         .0
@@ -327,6 +331,22 @@ async fn caldera_run_exits_naming_the_rule_when_pods_are_refused() {
         .unwrap()
         .read_to_string(&mut logs)
         .unwrap();
+    logs
+}
+
+/// Under the shipped ServiceAccount with the `list pods` rule removed from its ClusterRole,
+/// `caldera run` does not wait silently: it exits non-zero naming the missing rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caldera_run_exits_naming_the_rule_when_pods_are_refused() {
+    let dir = temp_dir("refused");
+    let (_server, mut child) = shipped_rbac_without("", "pods", "list", &dir).await;
+    let mut status = None;
+    wait(30, "caldera run to exit", || {
+        status = child.0.try_wait().unwrap();
+        status.is_some()
+    })
+    .await;
+    let logs = stderr_of(&mut child);
     assert!(!status.unwrap().success(), "{logs}");
     assert!(
         logs.contains("cannot schedule without pods")
@@ -341,34 +361,10 @@ async fn caldera_run_exits_naming_the_rule_when_pods_are_refused() {
 /// its 10 s back-off (kube-runtime's own warning per retry is filtered out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caldera_run_names_a_refused_optional_kind_once_in_its_log() {
-    use caldera_testkit::apiserver::{yaml_documents, Options, Rbac};
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
-    let mut docs = Vec::new();
-    for file in ["serviceaccount.yaml", "rbac.yaml"] {
-        docs.extend(yaml_documents(&std::fs::read_to_string(root.join(file)).unwrap()).unwrap());
-    }
-    let rbac = Rbac::service_account(&docs, "caldera-system", "caldera", "sa-token")
-        .unwrap()
-        .without("resource.k8s.io", "resourceslices", "list");
-    let server = ApiServer::start_with(Options {
-        rbac: Some(rbac),
-        ..Options::default()
-    })
-    .await
-    .unwrap();
-    setup(&server);
     let dir = temp_dir("refused-optional");
-    let path = kubeconfig_with_token(&server, &dir, Some("sa-token"));
-    let mut child = Spawned(
-        caldera()
-            .args(["run", "--kubeconfig"])
-            .arg(&path)
-            .args(["--metrics-addr", "127.0.0.1:0", "--leader-elect=false"])
-            .env_remove("RUST_LOG")
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let (server, mut child) =
+        shipped_rbac_without("resource.k8s.io", "resourceslices", "list", &dir).await;
+    setup(&server);
     wait(30, "the gang bound", || bound(&server) == 4).await;
     // Past the first 10 s back-off: the refused list has been asked again at least once.
     let asked = || {
@@ -381,14 +377,7 @@ async fn caldera_run_names_a_refused_optional_kind_once_in_its_log() {
     wait(30, "the refused list asked again", || asked() >= 2).await;
     child.0.kill().unwrap();
     child.0.wait().unwrap();
-    let mut logs = String::new();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut logs)
-        .unwrap();
+    let logs = stderr_of(&mut child);
     let named: Vec<&str> = logs
         .lines()
         .filter(|l| l.to_lowercase().contains("forbidden"))

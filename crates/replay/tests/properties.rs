@@ -5,30 +5,13 @@
 //! arrivals places them as one session each would, and the readers refuse bad input without
 //! panicking.
 
+mod common;
+
 use caldera_config::SchedulerConfig;
-use caldera_replay::cluster::{self, NodeSpec};
 use caldera_replay::trace::{Gpu, JobSpec};
 use caldera_replay::{inflation, metrics, timeline};
+use common::nodes;
 use proptest::prelude::*;
-use std::collections::BTreeMap;
-
-fn nodes(gpus: &[u32]) -> Vec<caldera_sim::manifest::Object> {
-    gpus.iter()
-        .enumerate()
-        .map(|(i, &g)| {
-            cluster::node_object(&NodeSpec {
-                name: format!("n{i}"),
-                cpu_milli: 64_000,
-                memory: 512 << 30,
-                gpus: g,
-                gpu_model: None,
-                pods: 110,
-                labels: BTreeMap::new(),
-            })
-            .unwrap()
-        })
-        .collect()
-}
 
 fn job() -> impl Strategy<Value = JobSpec> {
     (

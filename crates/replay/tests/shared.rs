@@ -2,25 +2,13 @@
 //! devices, each member's claim asks its share, and the real session places them (a GPU holds
 //! shares up to one GPU; a whole-GPU member never lands on a GPU that holds a share).
 
+mod common;
+
 use caldera_config::SchedulerConfig;
-use caldera_replay::cluster::{self, NodeSpec};
 use caldera_replay::inflation;
 use caldera_replay::timeline::Inputs;
 use caldera_replay::trace::{Gpu, JobSpec};
-use std::collections::BTreeMap;
-
-fn one_node(gpus: u32) -> Vec<caldera_sim::manifest::Object> {
-    vec![cluster::node_object(&NodeSpec {
-        name: "n0".into(),
-        cpu_milli: 64_000,
-        memory: 512 << 30,
-        gpus,
-        gpu_model: None,
-        pods: 110,
-        labels: BTreeMap::new(),
-    })
-    .unwrap()]
-}
+use common::nodes;
 
 fn pod(name: &str, gpu: Gpu) -> JobSpec {
     let mut j = JobSpec::new(name, 0, 0, 1, gpu);
@@ -31,7 +19,7 @@ fn pod(name: &str, gpu: Gpu) -> JobSpec {
 fn run(gpus: u32, jobs: Vec<JobSpec>, arrival: f64, seed: u64) -> inflation::Inflation {
     let inputs = Inputs {
         config: SchedulerConfig::default(),
-        objects: one_node(gpus),
+        objects: nodes(&[gpus]),
         jobs,
     };
     inflation::run(&inputs, arrival, seed, inflation::BATCH).unwrap()
@@ -93,24 +81,6 @@ fn fgd() -> SchedulerConfig {
     ))
     .unwrap();
     caldera_config::parse(&text, None).unwrap()
-}
-
-fn nodes(gpus: &[u32]) -> Vec<caldera_sim::manifest::Object> {
-    gpus.iter()
-        .enumerate()
-        .map(|(i, &g)| {
-            cluster::node_object(&NodeSpec {
-                name: format!("n{i}"),
-                cpu_milli: 64_000,
-                memory: 512 << 30,
-                gpus: g,
-                gpu_model: None,
-                pods: 110,
-                labels: BTreeMap::new(),
-            })
-            .unwrap()
-        })
-        .collect()
 }
 
 #[test]

@@ -44,6 +44,31 @@ fn unfit_for_real_server(scenario: &Scenario) -> Option<String> {
     None
 }
 
+/// The most wall-clock time a scenario's `run` steps may add up to live. Live runs take real
+/// time (periods and timeouts are not shortened); a scenario that runs hours of the
+/// simulator's virtual clock (usage decaying over a half-life) is checked by the simulator
+/// only (`cargo test -p caldera-plugins --test scenarios`, `caldera simulate`).
+const LIVE_RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Why a scenario is not run live, if its `run` steps add up to more than [`LIVE_RUN_LIMIT`].
+fn too_long_live(scenario: &Scenario) -> Option<String> {
+    let total: std::time::Duration = scenario
+        .steps
+        .iter()
+        .map(|step| match step {
+            Step::Run(d, _) => *d,
+            _ => std::time::Duration::ZERO,
+        })
+        .sum();
+    (total > LIVE_RUN_LIMIT).then(|| {
+        format!(
+            "its run steps take {} s of the virtual clock, more than the {} s a live run may take; the simulator checks it",
+            total.as_secs(),
+            LIVE_RUN_LIMIT.as_secs()
+        )
+    })
+}
+
 /// Scenarios that pass in the simulator but race live, with the known cause. Each is a bug
 /// to fix, not an expectation to relax; the simulator still runs them in `cargo test`.
 const KNOWN_LIVE_RACES: &[(&str, &str)] = &[];
@@ -53,6 +78,9 @@ async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
         return Ok(Completion::ignored_with(*why));
     }
     let scenario = load(&file)?;
+    if let Some(why) = too_long_live(&scenario) {
+        return Ok(Completion::ignored_with(why));
+    }
     if target.is_real() {
         if let Some(why) = unfit_for_real_server(&scenario) {
             return Ok(Completion::ignored_with(why));
