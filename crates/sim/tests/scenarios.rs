@@ -135,6 +135,7 @@ scenarios! {
     preempt_respects_disruption_budget => "preempt-respects-disruption-budget.yaml",
     preemption_policy_never => "preemption-policy-never.yaml",
     priority_first => "priority-first.yaml",
+    proportion_gang_larger_than_deserved_waits => "proportion-gang-larger-than-deserved-waits.yaml",
     queue_weighted_share => "queue-weighted-share.yaml",
     reclaim_not_reclaimable => "reclaim-not-reclaimable.yaml",
     reclaim_whole_gang => "reclaim-whole-gang.yaml",
