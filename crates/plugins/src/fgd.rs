@@ -62,27 +62,12 @@ impl Workload {
     /// percent of them, renormalised.
     pub fn learn(shapes: impl IntoIterator<Item = Shape>, coverage: u32) -> Workload {
         let mut counts: BTreeMap<Shape, u64> = BTreeMap::new();
-        let mut total = 0u64;
         for s in shapes {
             *counts.entry(s).or_default() += 1;
-            total += 1;
         }
-        let mut ranked: Vec<(Shape, u64)> = counts.into_iter().collect();
-        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let mut out = Vec::new();
-        let mut covered = 0u64;
-        for (shape, n) in ranked {
-            if covered * 100 >= total * u64::from(coverage) {
-                break;
-            }
-            covered += n;
-            out.push((shape, n as f64));
+        Workload {
+            shapes: most_frequent(counts, coverage),
         }
-        let sum: f64 = out.iter().map(|(_, n)| n).sum();
-        for s in &mut out {
-            s.1 /= sum.max(1.0);
-        }
-        Workload { shapes: out }
     }
 
     /// Fragmented thousandths of a GPU of a node with `rooms` (thousandths free per device)
@@ -113,6 +98,30 @@ impl Workload {
         }
         frag
     }
+}
+
+/// The paper's typical tasks: of the shapes counted in `counts`, the most frequent (ties in
+/// the shapes' order) until they cover `coverage` percent of all counted, with their
+/// frequencies renormalised to 1 (the public simulator's `podPopularityThreshold`). The
+/// replay's fragmentation measure (`caldera_replay::frag`) ranks its shapes with this too.
+pub fn most_frequent<S: Ord>(counts: BTreeMap<S, u64>, coverage: u32) -> Vec<(S, f64)> {
+    let total: u64 = counts.values().sum();
+    let mut ranked: Vec<(S, u64)> = counts.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut out = Vec::new();
+    let mut covered = 0u64;
+    for (shape, n) in ranked {
+        if covered * 100 >= total * u64::from(coverage) {
+            break;
+        }
+        covered += n;
+        out.push((shape, n as f64));
+    }
+    let sum: f64 = out.iter().map(|(_, n)| n).sum();
+    for s in &mut out {
+        s.1 /= sum.max(1.0);
+    }
+    out
 }
 
 /// Takes `count` devices of `milli` each from `rooms` as the allocator packing shares does:

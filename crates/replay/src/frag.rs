@@ -38,7 +38,6 @@ impl Typical {
     /// The typical tasks of `jobs` (each member counts once).
     pub fn of(jobs: &[JobSpec]) -> Typical {
         let mut counts: BTreeMap<Shape, u64> = BTreeMap::new();
-        let mut total = 0u64;
         for j in jobs {
             let (gpus, gpu_milli) = match j.gpu.whole_gpus() {
                 Some(0) => (0, 0),
@@ -52,24 +51,10 @@ impl Typical {
                 models: j.gpu_models.clone(),
             };
             *counts.entry(shape).or_default() += u64::from(j.members);
-            total += u64::from(j.members);
         }
-        let mut ranked: Vec<(Shape, u64)> = counts.into_iter().collect();
-        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let mut shapes = Vec::new();
-        let mut covered = 0u64;
-        for (shape, n) in ranked {
-            if total == 0 || covered * 100 >= total * 95 {
-                break;
-            }
-            covered += n;
-            shapes.push((shape, n as f64));
+        Typical {
+            shapes: caldera_plugins::fgd::most_frequent(counts, 95),
         }
-        let sum: f64 = shapes.iter().map(|(_, n)| n).sum();
-        for s in &mut shapes {
-            s.1 /= sum.max(1.0);
-        }
-        Typical { shapes }
     }
 
     /// Fragmented GPU thousandths of `node`.
