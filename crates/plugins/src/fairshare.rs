@@ -16,9 +16,10 @@ pub struct FairShare {
     usage_per_weight: Vec<f64>,
 }
 
-/// Builds the plugin, refusing arguments it does not honour.
-pub fn build(option: &PluginOption) -> Result<Box<dyn Plugin>, String> {
-    caldera_session::fair::settings(option)?;
+/// Builds the plugin. Its arguments are read (and a bad one refused) once per config by
+/// `Scheduler::new` into the session's settings ([`caldera_session::fair::settings`]), which
+/// `on_open` reads; the plugin keeps none of its own.
+pub fn build(_option: &PluginOption) -> Result<Box<dyn Plugin>, String> {
     Ok(Box::new(FairShare::default()))
 }
 
@@ -39,12 +40,10 @@ impl Plugin for FairShare {
         let Some(fair) = state.fair.as_ref().filter(|f| f.remembers() && f.k > 0.0) else {
             return;
         };
-        self.usage_per_weight = state
-            .queues
-            .iter()
+        self.usage_per_weight = (0..state.queues.len())
             .map(|q| {
-                let record = q.status.as_ref().and_then(|s| s.usage.as_ref());
-                fair.usage(record, state.now, &state.total) / f64::from(q.weight.max(1))
+                caldera_session::fair::queue_usage(state, fair, q)
+                    / f64::from(state.queues[q].weight.max(1))
             })
             .collect();
     }

@@ -47,13 +47,7 @@ fn adjust_for_usage(state: &State, shares: &mut [QueueShare]) {
         .collect();
     let usage: Vec<f64> = split
         .iter()
-        .map(|&q| {
-            let record = state.queues[q]
-                .status
-                .as_ref()
-                .and_then(|s| s.usage.as_ref());
-            fair.usage(record, state.now, &state.total)
-        })
+        .map(|&q| caldera_session::fair::queue_usage(state, fair, q))
         .collect();
     if usage.iter().all(|u| *u <= 0.0) {
         return;

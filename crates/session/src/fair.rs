@@ -1,8 +1,19 @@
 //! The `fairshare` plugin's settings, read from its config arguments, and the usage records
 //! written at session close (Queue `status.usage`): the memory that outlives a session.
 
+use crate::state::State;
 use caldera_config::{ArgValue, PluginOption};
 use caldera_queue::fair::FairSettings;
+
+/// Queue `q`'s decayed usage at the session's time, from its last record on the Queue's
+/// status (0 without a record, or when `fair` keeps no memory).
+pub fn queue_usage(state: &State, fair: &FairSettings, q: usize) -> f64 {
+    let record = state.queues[q]
+        .status
+        .as_ref()
+        .and_then(|s| s.usage.as_ref());
+    fair.usage(record, state.now, &state.total)
+}
 
 /// Arguments named by the design but not implemented yet: refused, never ignored.
 const NOT_YET: [&str; 3] = ["window", "tenantKey", "maxWait"];
