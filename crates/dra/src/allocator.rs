@@ -214,7 +214,7 @@ impl Allocator {
                 .map(|key| {
                     r.consumed
                         .iter()
-                        .find(|(name, _)| qualified(&device.driver, name) == **key)
+                        .find(|(name, _)| sharing::qualified(&device.driver, name) == **key)
                         .map_or(0, |(_, q)| q.milli)
                 })
                 .collect();
@@ -433,15 +433,6 @@ struct Pick {
     admin: bool,
     /// How many entries it pushed on the search's `drawn` (counters of a device it put in use).
     drew: usize,
-}
-
-/// The fully qualified form of a capacity name a result or request wrote.
-fn qualified(driver: &str, name: &str) -> String {
-    if name.contains('/') {
-        name.to_string()
-    } else {
-        format!("{driver}/{name}")
-    }
 }
 
 struct Search<'a> {

@@ -137,15 +137,23 @@ pub fn violates(amount: &Quantity, policy: Option<&RequestPolicy>) -> bool {
     false
 }
 
-/// The device's capacity key a request's capacity name refers to: a name without a domain is
-/// the device driver's (`memory` is `<driver>/memory`), as the device's own capacity names are.
-fn resolve<'d>(device: &'d Device, name: &str) -> Option<&'d Arc<str>> {
-    let key = if name.contains('/') {
+/// The fully qualified form of a capacity name a request or result wrote: a name without a
+/// domain is the device driver's (`memory` is `<driver>/memory`), as the device's own capacity
+/// names are.
+pub fn qualified(driver: &str, name: &str) -> String {
+    if name.contains('/') {
         name.to_string()
     } else {
-        format!("{}/{name}", device.driver)
-    };
-    device.capacity.get_key_value(key.as_str()).map(|(k, _)| k)
+        format!("{driver}/{name}")
+    }
+}
+
+/// The device's capacity key a request's capacity name refers to ([`qualified`]).
+fn resolve<'d>(device: &'d Device, name: &str) -> Option<&'d Arc<str>> {
+    device
+        .capacity
+        .get_key_value(qualified(&device.driver, name).as_str())
+        .map(|(k, _)| k)
 }
 
 /// What one allocation of `device` for a request asking `asked` consumes of each of its

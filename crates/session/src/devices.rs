@@ -526,12 +526,9 @@ impl Devices {
         let mut allocator = self.allocator.borrow_mut();
         let found = (0..self.inv.devices.len()).find_map(|d| {
             let dev = &self.inv.devices[d];
-            let qualified = if name.contains('/') {
-                name.to_string()
-            } else {
-                format!("{}/{name}", dev.driver)
-            };
-            let cap = dev.capacity.get(qualified.as_str())?;
+            let cap = dev
+                .capacity
+                .get(caldera_dra::sharing::qualified(&dev.driver, name).as_str())?;
             (cap.milli > 0 && allocator.in_class(class, d as u32)).then_some(cap.milli)
         });
         self.unit.borrow_mut().insert(key, found);
