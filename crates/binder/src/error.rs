@@ -45,6 +45,14 @@ pub enum WriteKind {
     /// `PATCH podgroups` (merge patch of `metadata.annotations`): the room held for pods
     /// `consolidate` moved (`caldera.sh/consolidation`).
     ConsolidationHolds,
+    /// `POST`/`PATCH` of a Queue Caldera keeps (`default`, and `root` under the queue tree).
+    Queue,
+    /// `POST`/`PATCH`/`DELETE` of a PodGroup derived from a workload.
+    PodGroup,
+    /// `POST`/`PATCH`/`DELETE` of a HyperNode discovered from node labels.
+    HyperNode,
+    /// `PATCH hypernodes/status` (`status.nodeCount`).
+    HyperNodeStatus,
 }
 
 /// How urgent a kind of write is: acts go first; reports and events follow behind them (see
@@ -79,6 +87,9 @@ impl WriteKind {
             | Self::QueueStatus
             | Self::Nomination
             | Self::ConsolidationHolds => Class::Report,
+            // The objects Caldera's controllers keep (`owned.rs`): what they say holds until a
+            // newer round says otherwise.
+            Self::Queue | Self::PodGroup | Self::HyperNode | Self::HyperNodeStatus => Class::Report,
             // Nodes an autoscaler adds take minutes to come: a request waits behind the binds
             // like a status write (see `capacity.rs`).
             Self::ProvisioningRequest | Self::PodTemplate | Self::ConsumeAnnotations => {
@@ -90,7 +101,8 @@ impl WriteKind {
 
     /// A short label for logs and metrics: `binding`, `pod_status`, `podgroup_status`,
     /// `queue_status`, `event`, `eviction`, `nomination`, `provisioningrequest`, `podtemplate`,
-    /// `pod` (consume annotations).
+    /// `pod` (consume annotations), `queue`, `podgroup`, `hypernode`, `hypernode_status`
+    /// (objects Caldera's controllers keep).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Binding => "binding",
@@ -108,6 +120,10 @@ impl WriteKind {
             Self::VolumePreBind => "volume_prebind",
             Self::ResourceClaim => "resourceclaim",
             Self::ConsolidationHolds => "consolidation_holds",
+            Self::Queue => "queue",
+            Self::PodGroup => "podgroup",
+            Self::HyperNode => "hypernode",
+            Self::HyperNodeStatus => "hypernode_status",
         }
     }
 }

@@ -66,12 +66,14 @@ mod events;
 mod follow;
 pub mod limiter;
 mod outage;
+mod owned;
 mod reports;
 pub mod writes;
 
 pub use error::{Class, Error, Result, WriteKind};
 pub use events::Group;
 pub use limiter::TokenBucket;
+pub use owned::{ObjectOp, ObjectWrite, Owned};
 pub use writes::Reporter;
 
 use acts::{Act, ActTicket, BindJob, RetryEntry};
@@ -193,6 +195,13 @@ pub enum Target {
         /// Name.
         name: Arc<str>,
     },
+    /// An object one of Caldera's controllers keeps (see [`ObjectWrite`]).
+    Object {
+        /// Namespace (`None`: cluster-scoped).
+        namespace: Option<Arc<str>>,
+        /// Name.
+        name: Arc<str>,
+    },
     /// A PodGroup's autoscaler requests (ProvisioningRequests, their PodTemplates, the
     /// members' consume annotations).
     Capacity {
@@ -217,6 +226,14 @@ impl Target {
                 podgroup,
             } => format!("{namespace}/{podgroup}"),
             Target::Queue { name } => name.to_string(),
+            Target::Object {
+                namespace: Some(namespace),
+                name,
+            } => format!("{namespace}/{name}"),
+            Target::Object {
+                namespace: None,
+                name,
+            } => name.to_string(),
         }
     }
 }
@@ -591,6 +608,20 @@ impl Binder {
         done
     }
 
+    /// Queues writes of the objects Caldera's controllers keep (the default Queue, derived
+    /// PodGroups, discovered HyperNodes), decided at `now`, as reports: behind the binds, one
+    /// per object and kind of write, a newer one replacing one still waiting (see `owned.rs`).
+    /// Does nothing while paused (the next leader decides them again).
+    pub fn write_objects(&self, writes: Vec<ObjectWrite>, now: Time) {
+        if writes.is_empty() || !self.is_active() {
+            return;
+        }
+        self.ensure_pump();
+        let inner = &self.inner;
+        inner.queue_reports(writes.into_iter().map(StatusWrite::Object).collect(), now);
+        inner.wake.notify_one();
+    }
+
     /// Starts carrying out `plan`, decided on `snapshot` at `now`, and returns at once. Due
     /// retry-list binds go first, then the plan's binds in plan order; its status writes and
     /// events are queued behind them (see the crate docs). Does nothing while paused.
@@ -781,19 +812,7 @@ impl Binder {
             .chain(capacity_requests.into_iter().map(CapacityWrites::create));
         status.extend(capacity.map(StatusWrite::Capacity));
         status.extend(move_holds.into_iter().map(StatusWrite::MoveHolds));
-        if !status.is_empty() {
-            let mut reports = lock(&inner.reports);
-            for write in status {
-                let replaced = reports.push(Waiting {
-                    write,
-                    now,
-                    _pending: Some(inner.tracker.token()),
-                });
-                if replaced {
-                    inner.stats.status_coalesced.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
+        inner.queue_reports(status, now);
         // Events.
         for e in other_events {
             let g = groups.of(&e);
@@ -895,6 +914,24 @@ impl Groups {
 }
 
 impl Inner {
+    /// Queues reports, each replacing a write waiting for its object (counted as coalesced).
+    fn queue_reports(&self, writes: Vec<StatusWrite>, now: Time) {
+        if writes.is_empty() {
+            return;
+        }
+        let mut reports = lock(&self.reports);
+        for write in writes {
+            let replaced = reports.push(Waiting {
+                write,
+                now,
+                _pending: Some(self.tracker.token()),
+            });
+            if replaced {
+                self.stats.status_coalesced.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     fn current(&self, epoch: u64) -> bool {
         self.active.load(Ordering::SeqCst) && self.epoch.load(Ordering::SeqCst) == epoch
     }

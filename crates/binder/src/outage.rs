@@ -73,6 +73,10 @@ fn plural(kind: WriteKind) -> &'static str {
         WriteKind::VolumePreBind => "volume pre-binds",
         WriteKind::ResourceClaim => "resource claim allocations",
         WriteKind::ConsolidationHolds => "consolidation hold writes",
+        WriteKind::Queue => "Queue writes",
+        WriteKind::PodGroup => "derived PodGroup writes",
+        WriteKind::HyperNode => "HyperNode writes",
+        WriteKind::HyperNodeStatus => "HyperNode status writes",
     }
 }
 

@@ -39,6 +39,8 @@ pub(crate) enum StatusWrite {
     Capacity(CapacityWrites),
     /// A PodGroup's consolidation holds (annotation `caldera.sh/consolidation`).
     MoveHolds(caldera_model::MoveHoldWrite),
+    /// An object one of Caldera's controllers keeps (`owned.rs`).
+    Object(crate::owned::ObjectWrite),
 }
 
 /// `(kind, key)`: what coalesces.
@@ -108,6 +110,13 @@ impl StatusWrite {
                 },
                 WriteKind::ConsolidationHolds,
             ),
+            StatusWrite::Object(w) => (
+                Target::Object {
+                    namespace: w.namespace.clone(),
+                    name: w.name.clone(),
+                },
+                w.write_kind(),
+            ),
         }
     }
 
@@ -152,6 +161,7 @@ impl StatusWrite {
             }
             StatusWrite::Nomination(n) => writes::nominate(client, fm, n).await,
             StatusWrite::MoveHolds(w) => writes::move_holds(client, fm, w).await,
+            StatusWrite::Object(w) => w.send(client).await,
             StatusWrite::Capacity(_) => Ok(None),
         }
     }

@@ -4,16 +4,15 @@
 //! never touches hand-made ones. It also writes every HyperNode's `status.nodeCount` (the
 //! nodes under it, at any depth), as Volcano's HyperNode controller does. It reads nodes and HyperNodes from the watch-fed index, so
 //! a round costs no API reads: once a second when anything in the cluster changed, and at
-//! least every `interval`. Only the leader writes. Its own writes come back through the
-//! HyperNode watch, so the next round sees them and finds nothing to do.
+//! least every `interval`. Only the leader writes, through the binder
+//! ([`Binder::write_objects`]: the rate limit, backoff and order of every other write). Its
+//! own writes come back through the HyperNode watch, so the next round sees them and finds
+//! nothing to do.
 
 use crate::Shared;
 use caldera_api::HyperNode;
+use caldera_binder::{Binder, ObjectOp, ObjectWrite, Owned};
 use caldera_cache::discovery::{reconcile, Changes};
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
-use kube::Client;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -26,12 +25,7 @@ const POLL: Duration = Duration::from_secs(1);
 const RESYNC: Duration = Duration::from_secs(60);
 
 /// Runs rounds until `stop`: node counts always, discovery while the config asks for it.
-pub(crate) async fn run(shared: Arc<Shared>, client: Client, stop: CancellationToken) {
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("topology.volcano.sh", "v1alpha1", "HyperNode"),
-        "hypernodes",
-    );
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+pub(crate) async fn run(shared: Arc<Shared>, binder: Binder, stop: CancellationToken) {
     let mut seen_changes = u64::MAX;
     let mut last_round: Option<Instant> = None;
     let mut told_unserved = false;
@@ -79,6 +73,7 @@ pub(crate) async fn run(shared: Arc<Shared>, client: Client, stop: CancellationT
         };
         seen_changes = changes_now;
         last_round = Some(Instant::now());
+        let mut writes = Vec::new();
         if let Some(changes) = changes {
             if changes.problems != last_problems {
                 for p in &changes.problems {
@@ -87,18 +82,16 @@ pub(crate) async fn run(shared: Arc<Shared>, client: Client, stop: CancellationT
                 last_problems = changes.problems.clone();
             }
             if !changes.is_empty() {
-                write(&api, changes).await;
+                writes.extend(discovered(changes));
             }
         }
-        for (name, count) in counts {
-            let patch = serde_json::json!({"status": {"nodeCount": count}});
-            if let Err(e) = api
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                warn!(hypernode = %name, error = %e, "could not write status.nodeCount; retrying next round");
-            }
-        }
+        writes.extend(counts.into_iter().map(|(name, count)| ObjectWrite {
+            kind: Owned::HyperNode,
+            namespace: None,
+            name: name.into(),
+            op: ObjectOp::PatchStatus(serde_json::json!({"status": {"nodeCount": count}})),
+        }));
+        binder.write_objects(writes, crate::wall_clock());
     }
 }
 
@@ -118,25 +111,26 @@ fn stale_node_counts(index: &caldera_cache::ClusterIndex) -> Vec<(String, i64)> 
         .collect()
 }
 
-/// Carries out one round's changes; a failed write is logged and retried next round (the
-/// index still shows the old state).
-async fn write(api: &Api<DynamicObject>, changes: Changes) {
+/// One round's changes as writes; a write that fails is retried by the binder's backoff, and
+/// the next round asks again while the index still shows the old state.
+fn discovered(changes: Changes) -> Vec<ObjectWrite> {
     let (created, updated, deleted) = (
         changes.create.len(),
         changes.update.len(),
         changes.delete.len(),
     );
+    let hypernode = |name: String, op| ObjectWrite {
+        kind: Owned::HyperNode,
+        namespace: None,
+        name: name.into(),
+        op,
+    };
+    let mut writes = Vec::with_capacity(created + updated + deleted);
     for h in changes.create {
         let name = h.metadata.name.clone().unwrap_or_default();
-        let result = match to_dynamic(&h) {
-            Ok(obj) => api.create(&PostParams::default(), &obj).await.map(drop),
-            Err(e) => {
-                warn!(hypernode = %name, error = %e, "cannot encode a discovered HyperNode");
-                continue;
-            }
-        };
-        if let Err(e) = result {
-            warn!(hypernode = %name, error = %e, "could not create a discovered HyperNode; retrying next round");
+        match serde_json::to_value(&h) {
+            Ok(body) => writes.push(hypernode(name, ObjectOp::Create(body))),
+            Err(e) => warn!(hypernode = %name, error = %e, "cannot encode a discovered HyperNode"),
         }
     }
     for h in changes.update {
@@ -147,31 +141,14 @@ async fn write(api: &Api<DynamicObject>, changes: Changes) {
             "metadata": {"labels": h.metadata.labels},
             "spec": h.spec,
         });
-        if let Err(e) = api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            warn!(hypernode = %name, error = %e, "could not update a discovered HyperNode; retrying next round");
-        }
+        writes.push(hypernode(name, ObjectOp::Patch(patch)));
     }
     for name in changes.delete {
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => {
-                warn!(hypernode = %name, error = %e, "could not delete a HyperNode no label implies; retrying next round")
-            }
-        }
+        writes.push(hypernode(name, ObjectOp::Delete { uid: None }));
     }
     info!(
         created,
-        updated, deleted, "HyperNodes discovered from node labels"
+        updated, deleted, "HyperNodes discovered from node labels: writes queued"
     );
-}
-
-fn to_dynamic(h: &HyperNode) -> Result<DynamicObject, serde_json::Error> {
-    let mut value = serde_json::to_value(h)?;
-    value["apiVersion"] = "topology.volcano.sh/v1alpha1".into();
-    value["kind"] = "HyperNode".into();
-    serde_json::from_value(value)
+    writes
 }

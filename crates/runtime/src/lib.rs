@@ -43,6 +43,8 @@ pub mod leader;
 pub mod manifests;
 mod metrics;
 mod native;
+#[cfg(test)]
+mod one_writer;
 mod optional;
 mod overlay;
 mod rbac;
@@ -317,6 +319,8 @@ fn target_key(t: &Target) -> Option<(Kind, String)> {
         Target::Queue { .. } => Some((Kind::Queue, t.key())),
         // Autoscaler writes are idempotent: a session repeats them until the watch shows them.
         Target::Capacity { .. } => None,
+        // So are the controllers' writes: each round states what the object must be.
+        Target::Object { .. } => None,
     }
 }
 
@@ -545,7 +549,7 @@ impl Runtime {
         // Discovery from node labels: idle unless the config (as reloaded) asks for it.
         tasks.push(tokio::spawn(discovery::run(
             shared.clone(),
-            client.clone(),
+            binder.clone(),
             stop_rest.clone(),
         )));
         // The owners gangs are derived from (JobSet, LeaderWorkerSet, ...): each watched only
@@ -632,7 +636,6 @@ impl Runtime {
         let schedule_task = tokio::spawn(schedule::run(
             shared.clone(),
             binder.clone(),
-            client,
             leader_rx.clone(),
             stop_scheduling.clone(),
         ));

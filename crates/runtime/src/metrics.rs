@@ -14,7 +14,7 @@
 //! | `caldera_queue_share` | gauge | `queue` (max over resources of allocated/deserved) |
 //! | `caldera_queue_usage` | gauge | `queue`, `resource` (with `fairshare`: decayed usage, a fraction of the cluster) |
 //! | `caldera_pod_schedule_latency_seconds` | histogram | (pod creation → bind) |
-//! | `caldera_api_writes_total` | counter | `kind` (`binding`, `pod_status`, `podgroup_status`, `queue_status`, `event`, `lease`, `queue`, `release`) |
+//! | `caldera_api_writes_total` | counter | `kind` (`binding`, `pod_status`, `podgroup_status`, `queue_status`, `event`, `lease`, `queue`, `release`, … — see docs/metrics.md) |
 //! | `caldera_leader` | gauge | (1 while this replica holds the lease) |
 //! | `caldera_events_folded_total` | counter | (events folded into a queued one of the same reason and PodGroup: the event queue was over 1000) |
 //! | `caldera_events_dropped_total` | counter | (events dropped: the queue was at its memory cap, 128 MiB, with nothing to fold into) |

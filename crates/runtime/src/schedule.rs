@@ -7,15 +7,13 @@
 use crate::cluster::{Invalid, Watched};
 use crate::overlay::{Kind, Written};
 use crate::{wall_clock, Shared};
-use caldera_binder::Binder;
+use caldera_binder::{Binder, ObjectOp, ObjectWrite, Owned};
 use caldera_cache::workload::DerivedWrite;
 use caldera_model::{
     Condition, Event, EventObject, PendingReason, Plan, PodGroupStatusUpdate, Snapshot, Time,
 };
 use caldera_session::close::NOT_BOUND_AFTER_RELEASE;
 use caldera_session::{Outcome, Scheduler};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
-use kube::Client;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,11 +60,6 @@ fn run_timed(scheduler: &Scheduler, snapshot: &Snapshot, now: Time) -> Timed {
 struct LoopState {
     /// The last session placed nothing (logged once at info).
     idle: bool,
-    /// The `default` queue exists (or was created) in this term.
-    default_queue: bool,
-    /// The `root` queue exists (or was created) in this term; only asked for while the
-    /// config uses the queue tree.
-    root_queue: bool,
     /// Gate mode: members released in this term, when, and whether their overrun was
     /// reported.
     released: HashMap<Arc<str>, (Instant, bool)>,
@@ -78,7 +71,6 @@ struct LoopState {
 pub(crate) async fn run(
     shared: Arc<Shared>,
     binder: Binder,
-    client: Client,
     mut leader: watch::Receiver<bool>,
     stop: CancellationToken,
 ) {
@@ -140,19 +132,18 @@ pub(crate) async fn run(
             }
         }
         seen_changes = Some(shared.changes());
-        if !state.default_queue {
-            state.default_queue =
-                ensure_queue(&shared, &client, caldera_api::DEFAULT_QUEUE, true).await;
+        let mut writes = Vec::new();
+        ensure_queue(&shared, &mut writes, caldera_api::DEFAULT_QUEUE, true);
+        if uses_queue_tree(&active.config) {
+            ensure_queue(&shared, &mut writes, caldera_api::ROOT_QUEUE, false);
         }
-        if !state.root_queue && uses_queue_tree(&active.config) {
-            state.root_queue = ensure_queue(&shared, &client, caldera_api::ROOT_QUEUE, false).await;
-        }
-        ensure_derived_podgroups(&shared, &client, &mut state).await;
+        ensure_derived_podgroups(&shared, &mut state, &mut writes);
         // A pause that raced with the start of this term (the leadership guard saw the old
         // value) must not stop this leader's writes.
         if !binder.is_active() && *leader.borrow() {
             binder.resume();
         }
+        binder.write_objects(writes, wall_clock());
         let started = Instant::now();
         session(&shared, &binder, &leader, &mut state).await;
         next_periodic = started + shared.active().config.schedule_period;
@@ -166,42 +157,39 @@ fn uses_queue_tree(config: &caldera_config::SchedulerConfig) -> bool {
         .is_some_and(|p| p.enabled(caldera_config::Hook::Hierarchy))
 }
 
-/// Creates the Queue `name` (weight 1) if the cache has none: `default` (reclaimable) always,
-/// as Volcano's scheduler does; `root` (not reclaimable, as Volcano makes it) only while the
-/// queue tree is in use, so a flat cluster gets no object it has no use for. Scheduling never
-/// waits for either: a missing `default` is implicit and a missing `root` is virtual.
-async fn ensure_queue(shared: &Shared, client: &Client, name: &str, reclaimable: bool) -> bool {
+/// Asks the writer to create the Queue `name` (weight 1) while the cache has none: `default`
+/// (reclaimable) always, as Volcano's scheduler does; `root` (not reclaimable, as Volcano makes
+/// it) only while the queue tree is in use, so a flat cluster gets no object it has no use for.
+/// Scheduling never waits for either: a missing `default` is implicit and a missing `root` is
+/// virtual. Asked again each session until the watch shows it (the writer keeps one create
+/// per Queue waiting; a 409 means it is there).
+fn ensure_queue(shared: &Shared, writes: &mut Vec<ObjectWrite>, name: &str, reclaimable: bool) {
     if shared.lock_cluster().has_queue(name) {
-        return true;
+        return;
     }
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &crate::watch::queue_resource());
-    let mut queue = DynamicObject::new(name, &crate::watch::queue_resource());
-    queue.data = serde_json::json!({ "spec": { "weight": 1, "reclaimable": reclaimable } });
-    shared.metrics.api_write("queue");
-    match api.create(&PostParams::default(), &queue).await {
-        Ok(_) => {
-            info!("created Queue {name} (weight 1)");
-            true
-        }
-        Err(kube::Error::Api(s)) if s.code == 409 => true,
-        Err(e) => {
-            warn!(error = %e, "could not create Queue {name}; will try again");
-            false
-        }
-    }
+    writes.push(ObjectWrite {
+        kind: Owned::Queue,
+        namespace: None,
+        name: name.into(),
+        op: ObjectOp::Create(serde_json::json!({
+            "metadata": { "name": name },
+            "spec": { "weight": 1, "reclaimable": reclaimable },
+        })),
+    });
 }
 
-/// How long a derived PodGroup this term created is not created again while the watch has
-/// not shown it yet.
+/// How long a derived PodGroup this term asked for is not asked again while the watch has not
+/// shown it yet.
 const DERIVED_RETRY: Duration = Duration::from_secs(10);
 
-/// Creates the PodGroups Caldera derives from workloads that the cache does not hold yet, and
-/// patches the derived fields of those whose workload now derives other ones
-/// (`ClusterIndex::derived_podgroups`, docs/workloads.md), and deletes those Caldera derived
-/// that their workload no longer derives. Pods wait ("PodGroup … does not
-/// exist yet") until the watch brings a new one. A 409 on create means it exists already;
-/// other failures are retried after [`DERIVED_RETRY`], as is a write the watch has not shown.
-async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut LoopState) {
+/// Asks the writer to create the PodGroups Caldera derives from workloads that the cache does
+/// not hold yet, to patch the derived fields of those whose workload now derives other ones
+/// (`ClusterIndex::derived_podgroups`, docs/workloads.md), and to delete those Caldera derived
+/// that their workload no longer derives (with its uid as precondition: a PodGroup of that name
+/// made since is not ours to delete). Pods wait ("PodGroup … does not exist yet") until the
+/// watch brings a new one. A write the watch has not shown is asked again after
+/// [`DERIVED_RETRY`].
+fn ensure_derived_podgroups(shared: &Shared, state: &mut LoopState, writes: &mut Vec<ObjectWrite>) {
     let wanted = {
         let active = shared.active();
         shared
@@ -221,42 +209,26 @@ async fn ensure_derived_podgroups(shared: &Shared, client: &Client, state: &mut 
         if state.derived.contains_key(&key) {
             continue;
         }
-        state.derived.insert(key.clone(), now);
-        let api: Api<caldera_api::PodGroup> = Api::namespaced(client.clone(), &namespace);
-        shared.metrics.api_write("podgroup");
-        let result = match &write {
-            DerivedWrite::Create(pg) => api.create(&PostParams::default(), pg).await.map(drop),
-            DerivedWrite::Update { .. } => api
-                .patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(write.spec_patch()),
-                )
-                .await
-                .map(drop),
-            // With its uid as precondition: a PodGroup of that name made since is not ours
-            // to delete.
-            DerivedWrite::Delete(pg) => {
-                let params = DeleteParams {
-                    preconditions: pg.metadata.uid.clone().map(|uid| Preconditions {
-                        uid: Some(uid),
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                api.delete(&name, &params).await.map(drop)
-            }
+        let op = match &write {
+            DerivedWrite::Create(pg) => match serde_json::to_value(pg) {
+                Ok(body) => ObjectOp::Create(body),
+                Err(e) => {
+                    warn!(podgroup = %key, error = %e, "cannot encode a derived PodGroup");
+                    continue;
+                }
+            },
+            DerivedWrite::Update { .. } => ObjectOp::Patch(write.spec_patch()),
+            DerivedWrite::Delete(pg) => ObjectOp::Delete {
+                uid: pg.metadata.uid.clone(),
+            },
         };
-        match result {
-            Ok(()) if matches!(write, DerivedWrite::Delete(_)) => {
-                info!(podgroup = %key, "deleted PodGroup its workload no longer derives")
-            }
-            Ok(()) => info!(podgroup = %key, "wrote PodGroup derived from its workload"),
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
-            Err(e) => {
-                warn!(podgroup = %key, error = %e, "could not write derived PodGroup; will try again")
-            }
-        }
+        state.derived.insert(key, now);
+        writes.push(ObjectWrite {
+            kind: Owned::PodGroup,
+            namespace: Some(namespace.into()),
+            name: name.into(),
+            op,
+        });
     }
 }
 

@@ -405,12 +405,6 @@ pub(crate) fn spawn_all(
     ]
 }
 
-/// The resource of Volcano's Queue, for creating the `default` queue.
-pub(crate) fn queue_resource() -> ApiResource {
-    let r = &caldera_api::calls::QUEUES.resource;
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(r.group, r.version, r.kind), r.plural)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
