@@ -9,6 +9,8 @@
 #![warn(missing_docs)]
 
 pub mod calls;
+#[macro_use]
+mod null_spec;
 mod crd;
 mod hypernode;
 mod podgroup;

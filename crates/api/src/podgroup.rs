@@ -43,9 +43,8 @@ use crate::string_enum::string_enum;
         json_path = ".metadata.creationTimestamp"
     )
 )]
-// `remote = "Self"` makes the derives emit inherent `serialize`/`deserialize` functions instead
-// of the traits; the hand-written trait impls below wrap them so that an object with no `spec`
-// at all (which Volcano accepts) reads as an empty spec instead of failing.
+// `remote = "Self"`: `null_spec_is_default!` below writes the serde traits, so that an object
+// with no `spec` at all (which Volcano accepts) reads as an empty spec instead of failing.
 #[serde(remote = "Self", rename_all = "camelCase")]
 #[schemars(rename = "PodGroupSpec")]
 pub struct PodGroupSpec {
@@ -91,26 +90,7 @@ pub struct PodGroupSpec {
     pub topology: Option<TopologySpec>,
 }
 
-impl Serialize for PodGroupSpec {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        PodGroupSpec::serialize(self, serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for PodGroupSpec {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        /// Routes through `Option` so that a missing or `null` spec becomes the default spec.
-        struct Present(PodGroupSpec);
-        impl<'de> Deserialize<'de> for Present {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                PodGroupSpec::deserialize(d).map(Present)
-            }
-        }
-        Ok(Option::<Present>::deserialize(deserializer)?
-            .map(|present| present.0)
-            .unwrap_or_default())
-    }
-}
+null_spec_is_default!(PodGroupSpec);
 
 impl PodGroupSpec {
     /// Members that must be placed together: `minMember`, where 0 or absent means 1.

@@ -42,7 +42,7 @@ use crate::string_enum::string_enum;
         json_path = ".metadata.creationTimestamp"
     )
 )]
-// See `PodGroupSpec`: the trait impls below read a missing `spec` as the default spec.
+// See `PodGroupSpec`: `null_spec_is_default!` below reads a missing `spec` as the default.
 #[serde(remote = "Self", rename_all = "camelCase")]
 #[schemars(rename = "QueueSpec")]
 pub struct QueueSpec {
@@ -95,26 +95,7 @@ pub struct QueueSpec {
     pub dequeue_strategy: Option<DequeueStrategy>,
 }
 
-impl Serialize for QueueSpec {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        QueueSpec::serialize(self, serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for QueueSpec {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        /// Routes through `Option` so that a missing or `null` spec becomes the default spec.
-        struct Present(QueueSpec);
-        impl<'de> Deserialize<'de> for Present {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                QueueSpec::deserialize(d).map(Present)
-            }
-        }
-        Ok(Option::<Present>::deserialize(deserializer)?
-            .map(|present| present.0)
-            .unwrap_or_default())
-    }
-}
+null_spec_is_default!(QueueSpec);
 
 impl QueueSpec {
     /// The queue's weight: `weight`, or 1 when absent or out of range.
