@@ -9,9 +9,10 @@
 //! other write. A `409` on create and a `404` on delete mean the object already is as wanted.
 
 use crate::error::{Error, Result, WriteKind};
+use crate::writes::{self, Part};
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-    PostParams, Preconditions,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PostParams,
+    Preconditions,
 };
 use kube::Client;
 use serde_json::Value;
@@ -107,34 +108,53 @@ impl ObjectWrite {
 
     /// Sends it; `Ok` also when the object already is as wanted (409 on create, 404 on
     /// delete). The object's new resourceVersion, when the answer has one.
-    pub(crate) async fn send(&self, client: &Client) -> Result<Option<String>> {
+    pub(crate) async fn send(
+        &self,
+        client: &Client,
+        field_manager: &str,
+    ) -> Result<Option<String>> {
         let api = self.api(client);
+        let (kind, object) = (self.write_kind(), self.key());
         let failed = |source| Error::Write {
-            kind: self.write_kind(),
-            object: self.key(),
+            kind,
+            object: object.clone(),
             source,
         };
         let result = match &self.op {
             ObjectOp::Create(body) => {
-                let mut object: DynamicObject = serde_json::from_value(body.clone())
+                let mut created: DynamicObject = serde_json::from_value(body.clone())
                     .map_err(|e| failed(kube::Error::SerdeError(e)))?;
                 let resource = self.kind.api_resource();
-                object.types = Some(kube::api::TypeMeta {
-                    api_version: resource.api_version.clone(),
-                    kind: resource.kind.clone(),
+                created.types = Some(kube::api::TypeMeta {
+                    api_version: resource.api_version,
+                    kind: resource.kind,
                 });
-                api.create(&PostParams::default(), &object)
+                let params = PostParams {
+                    field_manager: Some(field_manager.to_string()),
+                    ..PostParams::default()
+                };
+                api.create(&params, &created)
                     .await
                     .map(|o| o.metadata.resource_version)
+                    .map_err(failed)
             }
-            ObjectOp::Patch(patch) => api
-                .patch(&self.name, &PatchParams::default(), &Patch::Merge(patch))
+            ObjectOp::Patch(patch) | ObjectOp::PatchStatus(patch) => {
+                let part = match self.op {
+                    ObjectOp::PatchStatus(_) => Part::Status,
+                    _ => Part::Object,
+                };
+                let patch = Patch::Merge(patch.clone());
+                writes::patch(
+                    &api,
+                    field_manager,
+                    &self.name,
+                    part,
+                    patch,
+                    kind,
+                    object.clone(),
+                )
                 .await
-                .map(|o| o.metadata.resource_version),
-            ObjectOp::PatchStatus(patch) => api
-                .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map(|o| o.metadata.resource_version),
+            }
             ObjectOp::Delete { uid } => {
                 let params = DeleteParams {
                     preconditions: uid.clone().map(|uid| Preconditions {
@@ -143,26 +163,29 @@ impl ObjectWrite {
                     }),
                     ..DeleteParams::default()
                 };
-                api.delete(&self.name, &params).await.map(|_| None)
+                api.delete(&self.name, &params)
+                    .await
+                    .map(|_| None)
+                    .map_err(failed)
             }
         };
         match result {
             Ok(rv) => {
                 // HyperNodes are many and their controller says what a round changed.
                 if self.kind == Owned::HyperNode {
-                    tracing::debug!(object = %self.key(), "{}", self.done());
+                    tracing::debug!(object = %object, "{}", self.done());
                 } else {
-                    tracing::info!(object = %self.key(), "{}", self.done());
+                    tracing::info!(object = %object, "{}", self.done());
                 }
                 Ok(rv)
             }
-            Err(kube::Error::Api(s))
-                if (s.code == 409 && matches!(self.op, ObjectOp::Create(_)))
-                    || (s.code == 404 && matches!(self.op, ObjectOp::Delete { .. })) =>
+            Err(e)
+                if (e.code() == Some(409) && matches!(self.op, ObjectOp::Create(_)))
+                    || (e.code() == Some(404) && matches!(self.op, ObjectOp::Delete { .. })) =>
             {
                 Ok(None)
             }
-            Err(e) => Err(failed(e)),
+            Err(e) => Err(e),
         }
     }
 

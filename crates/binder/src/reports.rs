@@ -161,7 +161,7 @@ impl StatusWrite {
             }
             StatusWrite::Nomination(n) => writes::nominate(client, fm, n).await,
             StatusWrite::MoveHolds(w) => writes::move_holds(client, fm, w).await,
-            StatusWrite::Object(w) => w.send(client).await,
+            StatusWrite::Object(w) => w.send(client, fm).await,
             StatusWrite::Capacity(_) => Ok(None),
         }
     }

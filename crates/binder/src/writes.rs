@@ -179,8 +179,41 @@ fn patch_params(field_manager: &str) -> PatchParams {
     }
 }
 
-fn resource_version(meta: &ObjectMeta) -> Option<String> {
-    meta.resource_version.clone()
+/// Which part of an object a patch writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// The object itself.
+    Object,
+    /// Its `status` subresource.
+    Status,
+}
+
+/// `PATCH` of `name` (its `status` subresource for [`Part::Status`]) under the field manager:
+/// the new resourceVersion; a failure is an [`Error::Status`] of `kind` about `object`.
+pub(crate) async fn patch<K>(
+    api: &Api<K>,
+    field_manager: &str,
+    name: &str,
+    part: Part,
+    patch: Patch<Value>,
+    kind: WriteKind,
+    object: String,
+) -> Result<Option<String>>
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = patch_params(field_manager);
+    let answer = match part {
+        Part::Object => api.patch(name, &params, &patch).await,
+        Part::Status => api.patch_status(name, &params, &patch).await,
+    };
+    answer
+        .map(|o| o.meta().resource_version.clone())
+        .map_err(|source| Error::Status {
+            kind,
+            object,
+            source,
+        })
 }
 
 /// The `PodScheduled=False` condition. `keep_transition`: the pod already has
@@ -224,14 +257,18 @@ async fn pod_status(
     patch: Value,
 ) -> Result<Option<String>> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    api.patch_status(name, &patch_params(field_manager), &Patch::Strategic(patch))
-        .await
-        .map(|p| resource_version(&p.metadata))
-        .map_err(|source| Error::Status {
-            kind: WriteKind::PodStatus,
-            object: format!("{namespace}/{name}"),
-            source,
-        })
+    let object = format!("{namespace}/{name}");
+    let patch = Patch::Strategic(patch);
+    self::patch(
+        &api,
+        field_manager,
+        name,
+        Part::Status,
+        patch,
+        WriteKind::PodStatus,
+        object,
+    )
+    .await
 }
 
 /// `POST pods/{name}/eviction` (`policy/v1`), with the pod's uid as precondition so a pod
@@ -275,18 +312,18 @@ pub async fn nominate(
     n: &Nomination,
 ) -> Result<Option<String>> {
     let api: Api<Pod> = Api::namespaced(client.clone(), &n.namespace);
-    api.patch_status(
+    let object = format!("{}/{}", n.namespace, n.name);
+    let patch = Patch::Merge(preemptor_nomination_patch(n));
+    self::patch(
+        &api,
+        field_manager,
         &n.name,
-        &patch_params(field_manager),
-        &Patch::Merge(preemptor_nomination_patch(n)),
+        Part::Status,
+        patch,
+        WriteKind::Nomination,
+        object,
     )
     .await
-    .map(|p| resource_version(&p.metadata))
-    .map_err(|source| Error::Status {
-        kind: WriteKind::Nomination,
-        object: format!("{}/{}", n.namespace, n.name),
-        source,
-    })
 }
 
 /// Phase Failed with the gang-timeout reason, and `PodScheduled=False` saying the same.
@@ -370,18 +407,19 @@ pub async fn move_holds(
 ) -> Result<Option<String>> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &w.namespace, &api_resource(PODGROUP));
-    api.patch(
+    let object = format!("{}/{}", w.namespace, w.name);
+    let patch = Patch::Merge(move_holds_patch(w));
+    let kind = WriteKind::ConsolidationHolds;
+    self::patch(
+        &api,
+        field_manager,
         &w.name,
-        &patch_params(field_manager),
-        &Patch::Merge(move_holds_patch(w)),
+        Part::Object,
+        patch,
+        kind,
+        object,
     )
     .await
-    .map(|o| resource_version(&o.metadata))
-    .map_err(|source| Error::Status {
-        kind: WriteKind::ConsolidationHolds,
-        object: format!("{}/{}", w.namespace, w.name),
-        source,
-    })
 }
 
 /// `PATCH podgroups/{name}/status` (merge patch, no resourceVersion: cannot conflict).
@@ -394,18 +432,10 @@ pub async fn podgroup_status(
 ) -> Result<Option<String>> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &api_resource(PODGROUP));
-    api.patch_status(
-        name,
-        &patch_params(field_manager),
-        &Patch::Merge(podgroup_status_patch(s)),
-    )
-    .await
-    .map(|o| resource_version(&o.metadata))
-    .map_err(|source| Error::Status {
-        kind: WriteKind::PodGroupStatus,
-        object: format!("{namespace}/{name}"),
-        source,
-    })
+    let object = format!("{namespace}/{name}");
+    let patch = Patch::Merge(podgroup_status_patch(s));
+    let kind = WriteKind::PodGroupStatus;
+    self::patch(&api, field_manager, name, Part::Status, patch, kind, object).await
 }
 
 /// The strategic merge patch of a native PodGroup's `status`: only its `PodGroupScheduled`
@@ -440,14 +470,10 @@ pub async fn native_podgroup_status(
     };
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &api_resource(NATIVE_PODGROUP));
-    api.patch_status(name, &patch_params(field_manager), &Patch::Strategic(patch))
-        .await
-        .map(|o| resource_version(&o.metadata))
-        .map_err(|source| Error::Status {
-            kind: WriteKind::PodGroupStatus,
-            object: format!("{namespace}/{name}"),
-            source,
-        })
+    let object = format!("{namespace}/{name}");
+    let patch = Patch::Strategic(patch);
+    let kind = WriteKind::PodGroupStatus;
+    self::patch(&api, field_manager, name, Part::Status, patch, kind, object).await
 }
 
 /// The merge patch of a Queue's `status`: the PodGroup counts and `allocated` (resources that
@@ -524,18 +550,18 @@ pub async fn queue_status(
     old: Option<&QueueStatus>,
 ) -> Result<Option<String>> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(QUEUE));
-    api.patch_status(
+    let patch = Patch::Merge(queue_status_patch(s, old));
+    let kind = WriteKind::QueueStatus;
+    self::patch(
+        &api,
+        field_manager,
         name,
-        &patch_params(field_manager),
-        &Patch::Merge(queue_status_patch(s, old)),
+        Part::Status,
+        patch,
+        kind,
+        name.to_string(),
     )
     .await
-    .map(|o| resource_version(&o.metadata))
-    .map_err(|source| Error::Status {
-        kind: WriteKind::QueueStatus,
-        object: name.to_string(),
-        source,
-    })
 }
 
 /// The largest `note` the API server accepts (1 kB).
