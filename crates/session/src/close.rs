@@ -121,8 +121,11 @@ pub fn close(ssn: &Session) -> Plan {
     }
     volume_writes(ssn, &mut plan);
     // DRA claims: every committed member's claims are allocated and reserved before any bind.
-    plan.claim_writes = st.devices.writes(&ssn.committed, &st.tasks);
-    plan.extended_claims = st.devices.extended_claims(&ssn.committed, &st.tasks);
+    plan.claim_writes = st.trackers.devices.writes(&ssn.committed, &st.tasks);
+    plan.extended_claims = st
+        .trackers
+        .devices
+        .extended_claims(&ssn.committed, &st.tasks);
     // Members keeping their nodes until their claims are bound, by job.
     let mut waits: std::collections::HashMap<usize, Vec<usize>> = std::collections::HashMap::new();
     for &(t, _) in &ssn.volume_waits {
@@ -259,7 +262,8 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
                 node: Some(node.clone()),
             });
         }
-        let (Some(choices), Some(names)) = (st.volumes.chosen(ti), t.volumes.as_ref()) else {
+        let (Some(choices), Some(names)) = (st.trackers.volumes.chosen(ti), t.volumes.as_ref())
+        else {
             continue;
         };
         for (choice, (claim, uid)) in choices.iter().zip(&names.claims) {
@@ -270,7 +274,7 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
                     node: node.clone(),
                 }),
                 Choice::Static(v) => plan.volume_writes.push(VolumeWrite::PreBind {
-                    volume: st.volumes.volume(v).name.clone(),
+                    volume: st.trackers.volumes.volume(v).name.clone(),
                     namespace: t.namespace.clone(),
                     claim: claim.clone(),
                     uid: uid.clone(),

@@ -66,6 +66,7 @@ use crate::attempt::probe;
 use crate::reserve;
 use crate::session::Session;
 use crate::state::{holds_node, Holdup};
+use crate::track::Hold;
 use caldera_model::resources::{CPU, MEMORY};
 use caldera_model::{PodGroupPhase, Resources, TaskStatus, Time, TopologyTree};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -223,50 +224,19 @@ pub(crate) fn take(ssn: &mut Session, task: usize, node: Option<usize>) -> TaskS
     for s in ssn.slots.iter_mut().rev() {
         s.plugin.on_deallocate(&ssn.state, task);
     }
-    let st = &mut ssn.state;
-    let t = &mut st.tasks[task];
+    let t = &mut ssn.state.tasks[task];
     let prev = t.status;
     t.status = TaskStatus::Releasing;
-    let (req, job) = (t.request.clone(), t.job);
-    let ports = t.spec.host_ports.clone();
-    if let Some(n) = node {
-        st.nodes[n].remove_pod(&req, &ports);
-    }
-    st.job_runs[job].allocated.sub(&req);
-    if prev.is_ready() {
-        st.job_runs[job].ready -= 1;
-    }
-    let q = st.job_queue[job];
-    st.discharge_queue(q, &req);
-    if let Some(n) = node {
-        ssn.touch_nodes(&[n as u32]);
-    }
-    let touched = ssn.state.devices.leave(&ssn.state.tasks[task]);
-    ssn.touch_nodes(&touched);
+    let ready = prev.is_ready();
+    ssn.unplace(task, Hold::Running { node, ready });
     prev
 }
 
 /// Undoes [`take`].
 pub(crate) fn give_back(ssn: &mut Session, task: usize, node: Option<usize>, prev: TaskStatus) {
-    let st = &mut ssn.state;
-    let t = &mut st.tasks[task];
-    t.status = prev;
-    let (req, job) = (t.request.clone(), t.job);
-    let ports = t.spec.host_ports.clone();
-    if let Some(n) = node {
-        st.nodes[n].add_pod(&req, &ports);
-    }
-    st.job_runs[job].allocated.add(&req);
-    if prev.is_ready() {
-        st.job_runs[job].ready += 1;
-    }
-    let q = st.job_queue[job];
-    st.charge_queue(q, &req);
-    if let Some(n) = node {
-        ssn.touch_nodes(&[n as u32]);
-    }
-    let touched = ssn.state.devices.back(&ssn.state.tasks[task]);
-    ssn.touch_nodes(&touched);
+    ssn.state.tasks[task].status = prev;
+    let ready = prev.is_ready();
+    ssn.place(task, Hold::Running { node, ready });
     for s in &mut ssn.slots {
         s.plugin.on_allocate(&ssn.state, task);
     }
@@ -849,12 +819,7 @@ impl Leaving {
         let Some(n) = at.node(t) else {
             return;
         };
-        let task = &ssn.state.tasks[t];
-        let (req, ports) = (task.request.clone(), task.spec.host_ports.clone());
-        ssn.state.nodes[n].remove_pod(&req, &ports);
-        ssn.touch_nodes(&[n as u32]);
-        let touched = ssn.state.devices.leave(&ssn.state.tasks[t]);
-        ssn.touch_nodes(&touched);
+        ssn.unplace(t, Hold::Terminating(n));
         self.tasks.push((t, n));
         self.on_node[n] = true;
     }
@@ -881,12 +846,7 @@ impl Leaving {
     /// Puts every pod taken off back on its node.
     pub(crate) fn restore(self, ssn: &mut Session) {
         for (t, n) in self.tasks {
-            let task = &ssn.state.tasks[t];
-            let (req, ports) = (task.request.clone(), task.spec.host_ports.clone());
-            ssn.state.nodes[n].add_pod(&req, &ports);
-            ssn.touch_nodes(&[n as u32]);
-            let touched = ssn.state.devices.back(&ssn.state.tasks[t]);
-            ssn.touch_nodes(&touched);
+            ssn.place(t, Hold::Terminating(n));
         }
     }
 }

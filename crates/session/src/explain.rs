@@ -172,7 +172,7 @@ impl Scheduler {
         let claims: Vec<String> = ssn.state.jobs[ji]
             .tasks
             .iter()
-            .flat_map(|&t| ssn.state.devices.describe(t, &ssn.state.tasks[t]))
+            .flat_map(|&t| ssn.state.trackers.devices.describe(t, &ssn.state.tasks[t]))
             .collect();
         let topology = snapshot.jobs[ji].topology.as_ref().map(|rule| {
             let mode = if rule.required { "hard" } else { "soft" };
@@ -299,11 +299,14 @@ fn volume_lines(ssn: &Session, ji: usize) -> Vec<String> {
         let task = &st.tasks[t];
         let node = &st.nodes[node].name;
         let mut claims = Vec::new();
-        if let (Some(choices), Some(v)) = (st.volumes.chosen(t), task.volumes.as_ref()) {
+        if let (Some(choices), Some(v)) = (st.trackers.volumes.chosen(t), task.volumes.as_ref()) {
             for (c, (name, _)) in choices.iter().zip(&v.claims) {
                 let what = match *c {
                     Choice::Static(pv) => {
-                        format!("volume {} pre-bound to it", st.volumes.volume(pv).name)
+                        format!(
+                            "volume {} pre-bound to it",
+                            st.trackers.volumes.volume(pv).name
+                        )
                     }
                     Choice::Provision => format!("to be provisioned for {node}"),
                     Choice::Selected => format!("provisioning for {node} (selected before)"),

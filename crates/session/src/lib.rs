@@ -21,6 +21,7 @@ pub mod session;
 pub mod shortfall;
 pub mod state;
 pub mod topology;
+pub mod track;
 pub mod volumes;
 
 use actions::{Action, Allocate, Backfill, Consolidate, Enqueue, Preempt, Reclaim};

@@ -2,6 +2,7 @@
 
 use crate::plugin::{FitReason, Hooks, Plugin, Verdict};
 use crate::state::{Holdup, State};
+use crate::track::{Hold, Tracker};
 use caldera_model::{PlacementSpec, Resources, Task, TaskStatus};
 use std::cell::RefCell;
 use std::cmp::Ordering;
@@ -185,7 +186,7 @@ impl Reasons {
 }
 
 /// Why a node booked for another gang was not considered.
-pub const BOOKED: &str = "node(s) were booked for another gang";
+pub use crate::track::BOOKED;
 
 /// Identifies a kind of member: what it asks for, where it may go, and what other pods'
 /// constraints see of it (see [`crate::state::State::traits`]).
@@ -255,6 +256,8 @@ pub struct Session {
     /// While a preemption search tries one domain: the domain (index in the tree of the
     /// preemptor's rule) a hard-topology gang must be placed inside (see [`crate::evict`]).
     pub(crate) topology_within: Option<u32>,
+    /// Scratch: the nodes the trackers touched in the latest place or unplace.
+    touched: Vec<u32>,
 }
 
 /// Identifies gangs that place alike: member request, spec and traits, topology, queue index.
@@ -296,6 +299,7 @@ impl Session {
             label_trees: HashMap::new(),
             domain_rooms: HashMap::new(),
             topology_within: None,
+            touched: Vec::new(),
         };
         for slot in &mut s.slots {
             slot.plugin.on_open(&s.state);
@@ -408,33 +412,7 @@ impl Session {
         let t = &mut self.state.tasks[task];
         t.status = TaskStatus::Allocated;
         t.node = Some(self.state.nodes[node].name.clone());
-        let (req, job) = (t.request.clone(), t.job);
-        let ports = t.spec.host_ports.clone();
-        self.state.nodes[node].add_pod(&req, &ports);
-        self.state.job_runs[job].allocated.add(&req);
-        self.state.job_runs[job].ready += 1;
-        let q = self.state.job_queue[job];
-        self.state.charge_queue(q, &req);
-        self.bump(node);
-        let touched = self.state.interpod.place(
-            task,
-            &self.state.tasks[task],
-            node as u32,
-            &self.state.nodes,
-        );
-        self.touch_nodes(&touched);
-        let touched = self.state.volumes.place(
-            task,
-            &self.state.tasks[task],
-            node as u32,
-            &self.state.nodes,
-        );
-        self.touch_nodes(&touched);
-        let touched =
-            self.state
-                .devices
-                .place(task, &self.state.tasks[task], node, &self.state.nodes);
-        self.touch_nodes(&touched);
+        self.place(task, Hold::Placed(node));
         stmt.ops.push((task, node));
         for s in &mut self.slots {
             s.plugin.on_allocate(&self.state, task);
@@ -450,24 +428,31 @@ impl Session {
             let t = &mut self.state.tasks[task];
             t.status = TaskStatus::Pending;
             t.node = None;
-            let (req, job) = (t.request.clone(), t.job);
-            let ports = t.spec.host_ports.clone();
-            self.state.nodes[node].remove_pod(&req, &ports);
-            self.state.job_runs[job].allocated.sub(&req);
-            self.state.job_runs[job].ready -= 1;
-            let q = self.state.job_queue[job];
-            self.state.discharge_queue(q, &req);
-            self.bump(node);
-            let touched = self.state.interpod.unplace(task, &self.state.nodes);
-            self.touch_nodes(&touched);
-            let touched = self.state.volumes.unplace(task, &self.state.tasks[task]);
-            self.touch_nodes(&touched);
-            let touched = self.state.devices.unplace(task, &self.state.tasks[task]);
-            self.touch_nodes(&touched);
+            self.unplace(task, Hold::Placed(node));
         }
         if !stmt.ops.is_empty() {
             self.stats.discards += 1;
         }
+    }
+
+    /// Tells every tracker that `task` holds room as `hold` says, and re-scores the nodes
+    /// whose fit that changed.
+    pub(crate) fn place(&mut self, task: usize, hold: Hold) {
+        self.track(task, hold, true);
+    }
+
+    /// Undoes [`Session::place`].
+    pub(crate) fn unplace(&mut self, task: usize, hold: Hold) {
+        self.track(task, hold, false);
+    }
+
+    fn track(&mut self, task: usize, hold: Hold, place: bool) {
+        // One buffer for the session: telling the trackers allocates nothing of its own.
+        let mut touched = std::mem::take(&mut self.touched);
+        self.state.track(task, hold, place, &mut touched);
+        self.touch_nodes(&touched);
+        touched.clear();
+        self.touched = touched;
     }
 
     /// Commits every placement of `stmt` into the plan.
@@ -556,7 +541,7 @@ impl Session {
             let mut first = short();
             let mut reasons = self.reasons.borrow_mut();
             // A resource devices serve on this node is DRA's: kube-scheduler says so.
-            let devices = &self.state.devices;
+            let devices = &self.state.trackers.devices;
             let say = |r: &str| {
                 if devices.backs(r, node) {
                     crate::devices::CANNOT_ALLOCATE.to_string()
@@ -578,13 +563,10 @@ impl Session {
                 .filter(&self.state, task, n)
                 .map_err(|r| self.reasons.borrow_mut().single(r))?;
         }
-        if task.claims.is_some() {
-            self.state
-                .devices
-                .check(task, node, &self.state.nodes)
-                .map_err(|r| self.reasons.borrow_mut().single(r))?;
-        }
-        Ok(())
+        self.state
+            .trackers
+            .check(&self.state.nodes, task, node)
+            .map_err(|r| self.reasons.borrow_mut().single(r))
     }
 
     fn score(&self, task: &Task, node: usize, placement: &Placement) -> f64 {
@@ -607,9 +589,9 @@ impl Session {
     fn evaluate(&self, task: usize, node: u32, c: &mut Candidates, placement: &Placement) {
         let t = &self.state.tasks[task];
         let n = node as usize;
-        self.state.interpod.defer(c.deferred);
+        self.state.trackers.interpod.defer(c.deferred);
         let fit = self.fits(t, n);
-        self.state.interpod.defer(false);
+        self.state.trackers.interpod.defer(false);
         match fit {
             Ok(()) => {
                 let version = self.node_version[n];
@@ -675,12 +657,15 @@ impl Session {
             Some(only) => only,
         };
         if self.state.has_bookings {
-            let job = self.state.tasks[task].job;
             for &node in scope {
                 let node = node as usize;
-                if c.in_scope[node] && self.state.booked_for_other(node, job) {
+                if !c.in_scope[node] {
+                    continue;
+                }
+                let bookings = &self.state.trackers.bookings;
+                if let Err(why) = bookings.check(&self.state.nodes, &self.state.tasks[task], node) {
                     c.in_scope[node] = false;
-                    *c.static_reasons.entry(BOOKED.into()).or_insert(0) += 1;
+                    *c.static_reasons.entry(why).or_insert(0) += 1;
                 }
             }
         }
@@ -837,7 +822,7 @@ impl Session {
                 return (0, Some(r));
             }
         }
-        if let Err(r) = self.state.devices.check(t, node, &self.state.nodes) {
+        if let Err(r) = self.state.trackers.check(&self.state.nodes, t, node) {
             return (0, Some(r));
         }
         let mut probe = n.clone();

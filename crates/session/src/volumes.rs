@@ -332,7 +332,7 @@ impl Volumes {
 /// minutes) of the choice. Then the job is released (its selections undone and its nodes
 /// freed, said in its condition and events) and tried again in a later session.
 pub fn timed_out(ssn: &mut Session, job: usize) -> bool {
-    if ssn.state.volumes.left_to_kube_scheduler {
+    if ssn.state.trackers.volumes.left_to_kube_scheduler {
         return false;
     }
     let st = &ssn.state;
