@@ -89,9 +89,10 @@ impl Scheduler {
             a.execute(&mut ssn);
         }
         let placed = ssn
+            .decisions
             .committed
             .iter()
-            .chain(&ssn.volume_waits)
+            .chain(&ssn.decisions.volume_waits)
             .filter(|&&(t, _)| ssn.state.tasks[t].job == ji)
             .count();
         let held = ssn.state.job_runs[ji].holdup.as_ref().map(|h| match h {
@@ -100,26 +101,31 @@ impl Scheduler {
             Holdup::Fit(m) => format!("no room: {m}"),
         });
         let invalid = ssn.state.job_runs[ji].invalid.clone();
-        let victims = ssn.preemptions.iter().find(|p| p.job == ji).map(|p| {
-            let pods = p
-                .victims
-                .iter()
-                .map(|&v| {
-                    let t = &ssn.state.tasks[v];
-                    format!(
-                        "{} on {} (PodGroup {}, priority {})",
-                        t.key(),
-                        t.node.as_deref().unwrap_or("?"),
-                        ssn.state.jobs[t.job].id,
-                        t.priority
-                    )
-                })
-                .collect();
-            (p.why.clone(), pods)
-        });
+        let victims = ssn
+            .decisions
+            .preemptions
+            .iter()
+            .find(|p| p.job == ji)
+            .map(|p| {
+                let pods = p
+                    .victims
+                    .iter()
+                    .map(|&v| {
+                        let t = &ssn.state.tasks[v];
+                        format!(
+                            "{} on {} (PodGroup {}, priority {})",
+                            t.key(),
+                            t.node.as_deref().unwrap_or("?"),
+                            ssn.state.jobs[t.job].id,
+                            t.priority
+                        )
+                    })
+                    .collect();
+                (p.why.clone(), pods)
+            });
         let mut moves: Vec<String> = Vec::new();
         let mut why_moved = None;
-        if let Some(c) = ssn.consolidations.iter().find(|c| c.job == ji) {
+        if let Some(c) = ssn.decisions.consolidations.iter().find(|c| c.job == ji) {
             why_moved = Some(c.why.clone());
             for &(t, n) in &c.moved {
                 let task = &ssn.state.tasks[t];
@@ -133,7 +139,10 @@ impl Scheduler {
                 ));
             }
         }
-        for h in ssn.move_holds[ji].iter().filter(|h| h.hold.since < now) {
+        for h in ssn.decisions.move_holds[ji]
+            .iter()
+            .filter(|h| h.hold.since < now)
+        {
             moves.push(format!(
                 "held from an earlier move: {} for the replacement of {} until {}",
                 h.hold.node,
@@ -292,6 +301,7 @@ fn volume_lines(ssn: &Session, ji: usize) -> Vec<String> {
     let st = &ssn.state;
     let mut out = Vec::new();
     for &(t, node) in ssn
+        .decisions
         .volume_waits
         .iter()
         .filter(|(t, _)| st.tasks[*t].job == ji)
@@ -324,7 +334,7 @@ fn volume_lines(ssn: &Session, ji: usize) -> Vec<String> {
             claims.join("; ")
         ));
     }
-    for (j, why) in &ssn.volume_releases {
+    for (j, why) in &ssn.decisions.volume_releases {
         if *j == ji && !out.iter().any(|l| l == why) {
             out.push(why.clone());
         }

@@ -220,7 +220,9 @@ pub fn restore(ssn: &mut Session, job: usize, released: Released) {
         if !fits {
             let tasks: Vec<usize> = ssn.reservations.of_job(j).iter().map(|r| r.task).collect();
             drop_job(ssn, j);
-            ssn.nominations.extend(tasks.into_iter().map(|t| (t, None)));
+            ssn.decisions
+                .nominations
+                .extend(tasks.into_iter().map(|t| (t, None)));
         }
     }
 }
@@ -296,7 +298,7 @@ pub fn open(ssn: &mut Session) {
         });
         match node {
             Some(n) if fits => hold(ssn, task, n),
-            _ => ssn.nominations.push((task, None)),
+            _ => ssn.decisions.nominations.push((task, None)),
         }
     }
 }

@@ -201,6 +201,40 @@ pub struct Placement {
     pub bonus: Option<Arc<Vec<f64>>>,
 }
 
+/// What the actions of a session decided, in the order they decided it: the one accumulator
+/// closing the session reads ([`crate::close::close`]) to write the plan. Actions add to it;
+/// nothing else of the session is an output.
+#[derive(Debug, Clone, Default)]
+pub struct Decisions {
+    /// Committed placements, in commit order.
+    pub committed: Vec<(usize, usize)>,
+    /// Placements committed but not bound: members that keep their node until their claims
+    /// are bound (see [`crate::volumes`]).
+    pub volume_waits: Vec<(usize, usize)>,
+    /// Jobs whose wait for volumes ended without them (timeout, provisioning failed): their
+    /// claims' selections are undone and their nodes released, with why.
+    pub volume_releases: Vec<(usize, String)>,
+    /// `nominatedNodeName` writes: (task, node or `None` to clear).
+    pub nominations: Vec<(usize, Option<Arc<str>>)>,
+    /// Preemptions and reclaims decided in this session (see [`crate::evict`]).
+    pub preemptions: Vec<crate::evict::Preemption>,
+    /// Consolidations decided in this session (see [`crate::consolidate`]).
+    pub consolidations: Vec<crate::consolidate::Consolidation>,
+    /// Per job: the room held for pods moved to make room for it (see
+    /// [`crate::consolidate`]).
+    pub move_holds: Vec<Vec<crate::consolidate::Hold>>,
+}
+
+impl Decisions {
+    /// Nothing decided yet, for a session of `jobs` jobs.
+    pub fn new(jobs: usize) -> Self {
+        Decisions {
+            move_holds: vec![Vec::new(); jobs],
+            ..Decisions::default()
+        }
+    }
+}
+
 /// The session: state plus plugins plus bookkeeping.
 #[derive(Debug)]
 pub struct Session {
@@ -208,8 +242,8 @@ pub struct Session {
     pub state: State,
     /// Plugins in tier order, then config order.
     pub slots: Vec<Slot>,
-    /// Committed placements, in commit order.
-    pub committed: Vec<(usize, usize)>,
+    /// What the actions decided: what closing the session writes (see [`Decisions`]).
+    pub decisions: Decisions,
     /// Counters.
     pub stats: Stats,
     /// Bumped on every commit; failure-cache entries are valid for one epoch.
@@ -228,25 +262,11 @@ pub struct Session {
     reasons: RefCell<Reasons>,
     /// Capacity held for pending tasks (see [`crate::reserve`]).
     pub reservations: crate::reserve::Reservations,
-    /// `nominatedNodeName` writes: (task, node or `None` to clear).
-    pub nominations: Vec<(usize, Option<Arc<str>>)>,
-    /// Preemptions and reclaims decided in this session (see [`crate::evict`]).
-    pub preemptions: Vec<crate::evict::Preemption>,
-    /// Consolidations decided in this session (see [`crate::consolidate`]).
-    pub consolidations: Vec<crate::consolidate::Consolidation>,
-    /// Per job: the room held for pods moved to make room for it (see
-    /// [`crate::consolidate`]).
-    pub move_holds: Vec<Vec<crate::consolidate::Hold>>,
+    /// The placements of the last successful [`crate::attempt::probe`]: its answer, handed
+    /// back through the placement functions (a probe decides nothing).
+    pub(crate) probed: Vec<(usize, usize)>,
     /// What may evict: `preempt` and `reclaim` switches from the config.
     pub eviction: crate::evict::Switches,
-    /// The placements of the last successful [`crate::attempt::probe`].
-    pub probed: Vec<(usize, usize)>,
-    /// Placements committed but not bound: members that keep their node until their claims
-    /// are bound (see [`crate::volumes`]).
-    pub volume_waits: Vec<(usize, usize)>,
-    /// Jobs whose wait for volumes ended without them (timeout, provisioning failed): their
-    /// claims' selections are undone and their nodes released, with why.
-    pub volume_releases: Vec<(usize, String)>,
     /// One-tier topology trees of node labels, built on first use (see
     /// [`Session::topology_tree`]).
     pub(crate) label_trees: HashMap<Arc<str>, Arc<caldera_model::TopologyTree>>,
@@ -277,7 +297,7 @@ impl Session {
         let mut s = Session {
             state,
             slots,
-            committed: Vec::new(),
+            decisions: Decisions::new(jobs),
             stats: Stats::default(),
             epoch: 0,
             fail_cache: HashMap::new(),
@@ -288,14 +308,8 @@ impl Session {
             kind_cache: HashMap::new(),
             reasons: RefCell::default(),
             reservations: crate::reserve::Reservations::new(jobs),
-            nominations: Vec::new(),
-            preemptions: Vec::new(),
-            consolidations: Vec::new(),
-            move_holds: vec![Vec::new(); jobs],
             eviction: crate::evict::Switches::default(),
             probed: Vec::new(),
-            volume_waits: Vec::new(),
-            volume_releases: Vec::new(),
             label_trees: HashMap::new(),
             domain_rooms: HashMap::new(),
             topology_within: None,
@@ -459,7 +473,7 @@ impl Session {
     pub fn commit(&mut self, stmt: Statement) {
         for &(task, node) in &stmt.ops {
             self.state.tasks[task].status = TaskStatus::Binding;
-            self.committed.push((task, node));
+            self.decisions.committed.push((task, node));
         }
         self.stats.placements += stmt.ops.len() as u64;
         if !stmt.ops.is_empty() {
@@ -472,7 +486,7 @@ impl Session {
     pub fn commit_waiting_for_volumes(&mut self, stmt: Statement) {
         for &(task, node) in &stmt.ops {
             self.state.tasks[task].status = TaskStatus::Binding;
-            self.volume_waits.push((task, node));
+            self.decisions.volume_waits.push((task, node));
         }
         self.stats.placements += stmt.ops.len() as u64;
         if !stmt.ops.is_empty() {

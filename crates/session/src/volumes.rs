@@ -378,10 +378,10 @@ pub fn timed_out(ssn: &mut Session, job: usize) -> bool {
     for &t in &ssn.state.jobs[job].tasks {
         let task = &ssn.state.tasks[t];
         if task.schedulable_pending() && task.nominated.is_some() {
-            ssn.nominations.push((t, None));
+            ssn.decisions.nominations.push((t, None));
         }
     }
     ssn.hold(job, Holdup::Fit(why.clone()));
-    ssn.volume_releases.push((job, why));
+    ssn.decisions.volume_releases.push((job, why));
     true
 }

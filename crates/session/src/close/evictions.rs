@@ -7,7 +7,7 @@ use super::*;
 /// on its PodGroup), and the holds to write on the PodGroups they made room for.
 pub(super) fn consolidations(ssn: &Session, plan: &mut Plan) {
     let st = &ssn.state;
-    for c in &ssn.consolidations {
+    for c in &ssn.decisions.consolidations {
         let job = &st.jobs[c.job];
         // Per moved job: its members a budget covers first (see `preemptions`).
         let mut moved = c.moved.clone();
@@ -73,7 +73,7 @@ pub(super) fn consolidations(ssn: &Session, plan: &mut Plan) {
 /// and, once, on its PodGroup), and the nominations to write.
 pub(super) fn preemptions(ssn: &Session, plan: &mut Plan) {
     let st = &ssn.state;
-    for p in &ssn.preemptions {
+    for p in &ssn.decisions.preemptions {
         let job = &st.jobs[p.job];
         let mut nodes: Vec<&str> = p
             .placement
@@ -147,10 +147,10 @@ pub(super) fn preemptions(ssn: &Session, plan: &mut Plan) {
     // A task nominated more than once in the session (its room lent to a job of higher
     // priority, then chosen again by preempt) ends where the last one says.
     let mut last: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-    for (i, (task, _)) in ssn.nominations.iter().enumerate() {
+    for (i, (task, _)) in ssn.decisions.nominations.iter().enumerate() {
         last.insert(*task, i);
     }
-    for (i, (task, node)) in ssn.nominations.iter().enumerate() {
+    for (i, (task, node)) in ssn.decisions.nominations.iter().enumerate() {
         let t = &st.tasks[*task];
         if last.get(task) != Some(&i)
             || t.nominated.as_deref() == node.as_deref()

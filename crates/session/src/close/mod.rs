@@ -102,7 +102,7 @@ pub fn close(ssn: &Session) -> Plan {
     let st = &ssn.state;
     let now = st.now;
     let mut plan = Plan::default();
-    for &(task, node) in &ssn.committed {
+    for &(task, node) in &ssn.decisions.committed {
         let t = &st.tasks[task];
         let node = st.nodes[node].name.clone();
         plan.events.push(Event {
@@ -127,14 +127,17 @@ pub fn close(ssn: &Session) -> Plan {
     }
     volume_writes(ssn, &mut plan);
     // DRA claims: every committed member's claims are allocated and reserved before any bind.
-    plan.claim_writes = st.trackers.devices.writes(&ssn.committed, &st.tasks);
+    plan.claim_writes = st
+        .trackers
+        .devices
+        .writes(&ssn.decisions.committed, &st.tasks);
     plan.extended_claims = st
         .trackers
         .devices
-        .extended_claims(&ssn.committed, &st.tasks);
+        .extended_claims(&ssn.decisions.committed, &st.tasks);
     // Members keeping their nodes until their claims are bound, by job.
     let mut waits: std::collections::HashMap<usize, Vec<usize>> = std::collections::HashMap::new();
-    for &(t, _) in &ssn.volume_waits {
+    for &(t, _) in &ssn.decisions.volume_waits {
         waits.entry(st.tasks[t].job).or_default().push(t);
     }
     let mut phases = vec![PodGroupPhase::Pending; st.jobs.len()];
@@ -257,7 +260,7 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
     use crate::volumes::Choice;
     use caldera_model::VolumeWrite;
     let st = &ssn.state;
-    for &(ti, node) in &ssn.volume_waits {
+    for &(ti, node) in &ssn.decisions.volume_waits {
         let t = &st.tasks[ti];
         let node = st.nodes[node].name.clone();
         if t.nominated.as_deref() != Some(&*node) {
@@ -289,7 +292,12 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
             }
         }
     }
-    let mut released: Vec<usize> = ssn.volume_releases.iter().map(|(j, _)| *j).collect();
+    let mut released: Vec<usize> = ssn
+        .decisions
+        .volume_releases
+        .iter()
+        .map(|(j, _)| *j)
+        .collect();
     released.sort_unstable();
     released.dedup();
     for j in released {

@@ -253,7 +253,7 @@ pub fn run(ssn: &mut Session, mode: Mode) {
             Mode::Preempt => (q, ssn.state.jobs[job].priority),
             Mode::Reclaim => (q, 0),
         };
-        let decided = ssn.preemptions.len();
+        let decided = ssn.decisions.preemptions.len();
         let known_short = short
             .get(&alike)
             .is_some_and(|(at, most)| *at == decided && !need.fits_in(most));
@@ -265,7 +265,7 @@ pub fn run(ssn: &mut Session, mode: Mode) {
                         pool.refresh(ssn, v);
                     }
                     let mut touched: BTreeSet<usize> = BTreeSet::new();
-                    if let Some(p) = ssn.preemptions.last() {
+                    if let Some(p) = ssn.decisions.preemptions.last() {
                         touched.extend(p.placement.iter().map(|&(_, n)| n));
                         touched.extend(p.victims.iter().filter_map(|&t| pool.at.node(t)));
                         for &t in &p.victims {
@@ -283,7 +283,11 @@ pub fn run(ssn: &mut Session, mode: Mode) {
                         // A queue that reclaimed is not reclaimed from in this session.
                         protected.insert(q);
                     }
-                    let none = ssn.preemptions.last().is_some_and(|p| p.victims.is_empty());
+                    let none = ssn
+                        .decisions
+                        .preemptions
+                        .last()
+                        .is_some_and(|p| p.victims.is_empty());
                     outcome = if none { "held" } else { "evicted" };
                 }
                 Searched::Short(most) => {

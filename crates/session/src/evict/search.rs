@@ -309,7 +309,7 @@ pub(super) fn commit(
     for &(t, n) in &placement {
         reserve::hold(ssn, t, n);
         let node = ssn.state.nodes[n].name.clone();
-        ssn.nominations.push((t, Some(node)));
+        ssn.decisions.nominations.push((t, Some(node)));
     }
     *ssn.stats.victims.entry(mode.name()).or_insert(0) += victims.len() as u64;
     let order = match mode {
@@ -338,7 +338,7 @@ pub(super) fn commit(
         placement.len(),
     )
     };
-    ssn.preemptions.push(Preemption {
+    ssn.decisions.preemptions.push(Preemption {
         action: mode.name(),
         job,
         victims,

@@ -189,7 +189,12 @@ pub(super) fn protected_queues(ssn: &Session) -> BTreeSet<usize> {
         .jobs()
         .map(|j| ssn.state.job_queue[j])
         .collect();
-    for p in ssn.preemptions.iter().filter(|p| p.action == "reclaim") {
+    for p in ssn
+        .decisions
+        .preemptions
+        .iter()
+        .filter(|p| p.action == "reclaim")
+    {
         out.insert(ssn.state.job_queue[p.job]);
     }
     out
