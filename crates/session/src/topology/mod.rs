@@ -18,8 +18,10 @@ use caldera_model::{Resources, Topology, TopologySource, TopologyTree};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod search;
 mod sub_groups;
 
+pub(crate) use search::*;
 pub(crate) use sub_groups::*;
 
 const USED_DOMAIN_BONUS: f64 = 1.0e6;
@@ -260,21 +262,7 @@ fn job_source(ssn: &Session, job: usize) -> TopologySource {
 
 /// The nodes members of `job` already hold, sorted.
 pub(crate) fn held_nodes(ssn: &Session, job: usize) -> Vec<u32> {
-    let st = &ssn.state;
-    let mut held: Vec<u32> = st.jobs[job]
-        .tasks
-        .iter()
-        .filter_map(|&t| {
-            let t = &st.tasks[t];
-            if !t.status.occupies_node() {
-                return None;
-            }
-            st.node_index(t.node.as_deref()?).map(|n| n as u32)
-        })
-        .collect();
-    held.sort_unstable();
-    held.dedup();
-    held
+    held_by(ssn, &ssn.state.jobs[job].tasks)
 }
 
 /// Why `job`'s hard topology rule could never be met, even on empty nodes: no domain of an
@@ -360,13 +348,8 @@ pub(crate) fn place_in_topology(
     // Members already holding nodes pin the gang: the smallest domain holding them, and the
     // highest allowed domain around it bounds a hard rule.
     let held = held_nodes(ssn, job);
-    let anchor = tree.smallest_holding(&held);
-    let scope = anchor.and_then(|a| {
-        tree.ancestors(a)
-            .into_iter()
-            .take_while(|&d| tree.domains[d as usize].tier <= allowed)
-            .last()
-    });
+    let pin = Pin::of(&tree, &held, allowed);
+    let scope = pin.pin;
     if topo.required && !held.is_empty() && scope.is_none() && allowed < root_tier {
         let msg = format!(
             "the gang's members already hold nodes in no single {} domain of tier {allowed} or lower; the rest cannot join them",
@@ -376,72 +359,54 @@ pub(crate) fn place_in_topology(
         return Err(None);
     }
     let pinned = !held.is_empty();
-    // A preemption search trying one domain places the gang inside it and nowhere else.
-    let confine = ssn.topology_within;
     let mut gang = Resources::new();
     for &t in tasks.iter().take(need as usize) {
         gang.add(&ssn.state.tasks[t].request);
     }
-    let mut considered = 0usize;
-    let mut with_room = 0usize;
+    let search = DomainSearch {
+        tree: &tree,
+        source: &topo.source,
+        allowed,
+        among: None,
+        pin,
+        // A preemption search trying one domain places the gang inside it and nowhere else.
+        confine: ssn.topology_within,
+        need: &gang,
+    };
     // Why the first domain with room enough still could not take the gang (its members'
     // other constraints: anti-affinity, spread, volumes, ports), for the message.
     let mut other_cause: Option<String> = None;
-    for tier in tree.tiers().into_iter().filter(|&t| t <= allowed) {
-        let mut candidates: Vec<(bool, f64, u32)> = Vec::new();
-        let fitting: Vec<(u32, f64)> = {
-            let weights = ssn.domain_weights().cloned();
-            let rooms = ssn.rooms(&topo.source, &tree);
-            tree.domains
-                .iter()
-                .enumerate()
-                .filter(|(i, d)| {
-                    d.tier == tier
-                        && scope.is_none_or(|s| tree.is_within(*i as u32, s))
-                        && confine.is_none_or(|w| tree.is_within(*i as u32, w))
-                })
-                .inspect(|_| considered += 1)
-                .filter(|(i, _)| gang.fits_in(&rooms[*i].1))
-                .map(|(i, _)| {
-                    let (alloc, idle) = &rooms[i];
-                    (i as u32, fullness(weights.as_ref(), alloc, idle, &gang))
-                })
-                .collect()
+    let (looked, placed) = search.run(ssn, |ssn, i| {
+        let nodes = tree.domains[i as usize].nodes.clone();
+        let mut placement = Placement {
+            only: Some(Arc::new(nodes)),
+            bonus: None,
         };
-        for (i, score) in fitting {
-            let holds_anchor = anchor.is_some_and(|a| tree.is_within(a, i));
-            candidates.push((holds_anchor, score, i));
+        let saved = ssn.state.job_runs[job].holdup.clone();
+        if let Ok(n) = place_within(ssn, job, tasks, &mut placement, None, dry) {
+            ssn.state.job_runs[job].domain = Some(tree.domains[i as usize].name.clone());
+            return Some(Ok(n));
         }
-        with_room += candidates.len();
-        candidates.sort_by(|a, b| {
-            b.0.cmp(&a.0)
-                .then_with(|| b.1.total_cmp(&a.1))
-                .then_with(|| a.2.cmp(&b.2))
-        });
-        for (_, _, i) in candidates {
-            let nodes = tree.domains[i as usize].nodes.clone();
-            let mut placement = Placement {
-                only: Some(Arc::new(nodes)),
-                bonus: None,
-            };
-            let saved = ssn.state.job_runs[job].holdup.clone();
-            if let Ok(n) = place_within(ssn, job, tasks, &mut placement, None, dry) {
-                ssn.state.job_runs[job].domain = Some(tree.domains[i as usize].name.clone());
-                return Ok(n);
+        match &ssn.state.job_runs[job].holdup {
+            Some(Holdup::Quota(_)) => return Some(Err(None)),
+            Some(Holdup::Fit(msg)) if saved.is_none() && other_cause.is_none() => {
+                // kube-scheduler's summary for the member that did not fit in that
+                // domain (not the whole shortfall message of that attempt).
+                let fit = ssn.state.job_runs[job].shortfall.as_ref().map(|s| &s.fit);
+                other_cause = Some(fit.unwrap_or(msg).clone());
             }
-            match &ssn.state.job_runs[job].holdup {
-                Some(Holdup::Quota(_)) => return Err(None),
-                Some(Holdup::Fit(msg)) if saved.is_none() && other_cause.is_none() => {
-                    // kube-scheduler's summary for the member that did not fit in that
-                    // domain (not the whole shortfall message of that attempt).
-                    let fit = ssn.state.job_runs[job].shortfall.as_ref().map(|s| &s.fit);
-                    other_cause = Some(fit.unwrap_or(msg).clone());
-                }
-                _ => {}
-            }
-            ssn.state.job_runs[job].holdup = saved;
+            _ => {}
         }
+        ssn.state.job_runs[job].holdup = saved;
+        None
+    });
+    if let Some(result) = placed {
+        return result;
     }
+    let Looked {
+        considered,
+        with_room,
+    } = looked;
     // A hard rule reaches the root only above real tiers: with no domains at all it holds.
     if allowed >= root_tier && (!topo.required || !tree.is_empty()) {
         // The cluster root: a hard rule that allows it places anywhere (inside the pinned
@@ -475,12 +440,7 @@ pub(crate) fn place_in_topology(
     };
     if let Some(&first) = tasks.first() {
         let req = ssn.state.tasks[first].request.clone();
-        let domains: Vec<u32> = (0..tree.domains.len() as u32)
-            .filter(|&i| {
-                tree.domains[i as usize].tier <= allowed
-                    && scope.is_none_or(|s| tree.is_within(i, s))
-            })
-            .collect();
+        let domains = search.eligible();
         let best = closest(ssn, &topo.source, &tree, &domains, None, &req, need)
             .map(|(count, d)| (count, &tree.domains[d as usize]));
         if let Some((count, d)) = best {

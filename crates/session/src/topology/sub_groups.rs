@@ -250,26 +250,9 @@ pub(super) fn place_one_sub_group(
         )));
     }
     // Members of the sub-group already holding nodes pin it, as members pin a gang.
-    let mut held: Vec<u32> = group
-        .tasks
-        .iter()
-        .filter_map(|&t| {
-            let t = &ssn.state.tasks[t];
-            if !t.status.occupies_node() {
-                return None;
-            }
-            ssn.state.node_index(t.node.as_deref()?).map(|n| n as u32)
-        })
-        .collect();
-    held.sort_unstable();
-    held.dedup();
-    let anchor = tree.smallest_holding(&held);
-    let pin = anchor.and_then(|a| {
-        tree.ancestors(a)
-            .into_iter()
-            .take_while(|&d| tree.domains[d as usize].tier <= allowed)
-            .last()
-    });
+    let held = held_by(ssn, &group.tasks);
+    let pinned = Pin::of(&tree, &held, allowed);
+    let pin = pinned.pin;
     if rule.required && !held.is_empty() && pin.is_none() && allowed < root_tier {
         return Err(Holdup::Fit(format!(
             "its members already hold nodes in no single {} domain of tier {allowed} or lower",
@@ -283,56 +266,41 @@ pub(super) fn place_one_sub_group(
     // The domains of allowed tiers that hold a node of the scope, found from the scope's
     // nodes up (a gang's domain is a few of thousands), by index (i.e. by tier, then name).
     let domains = domains_touching(&tree, scope.as_deref().map(Vec::as_slice), allowed);
-    let mut considered = 0usize;
-    let mut best: Option<(u32, u32)> = None;
-    for tier in tree.tiers().into_iter().filter(|&t| t <= allowed) {
-        let weights = ssn.domain_weights().cloned();
-        let rooms = ssn.rooms(&rule.source, &tree);
-        let mut candidates: Vec<(bool, f64, u32)> = Vec::new();
-        for &i in &domains {
-            let (i, d) = (i as usize, &tree.domains[i as usize]);
-            if d.tier != tier || pin.is_some_and(|p| !tree.is_within(i as u32, p)) {
-                continue;
-            }
-            considered += 1;
-            if !req.fits_in(&rooms[i].1) {
-                continue;
-            }
-            let (alloc, idle) = &rooms[i];
-            let holds_anchor = anchor.is_some_and(|a| tree.is_within(a, i as u32));
-            candidates.push((
-                holds_anchor,
-                fullness(weights.as_ref(), alloc, idle, &req),
-                i as u32,
-            ));
+    let search = DomainSearch {
+        tree: &tree,
+        source: &rule.source,
+        allowed,
+        among: Some(&domains),
+        pin: pinned,
+        confine: None,
+        need: &req,
+    };
+    let (looked, placed) = search.run(ssn, |ssn, i| {
+        let d = &tree.domains[i as usize];
+        let nodes: Vec<u32> = match scope {
+            None => d.nodes.clone(),
+            Some(s) => d
+                .nodes
+                .iter()
+                .copied()
+                .filter(|n| s.binary_search(n).is_ok())
+                .collect(),
+        };
+        let placement = Placement {
+            only: Some(Arc::new(nodes)),
+            bonus: None,
+        };
+        match place_members(ssn, stmt, pending, need, &placement) {
+            Ok(()) => Some(Ok(format!("placed in {}", d.name))),
+            Err(Holdup::Quota(m)) => Some(Err(Holdup::Quota(m))),
+            Err(_) => None,
         }
-        candidates.sort_by(|a, b| {
-            b.0.cmp(&a.0)
-                .then_with(|| b.1.total_cmp(&a.1))
-                .then_with(|| a.2.cmp(&b.2))
-        });
-        for (_, _, i) in candidates {
-            let d = &tree.domains[i as usize];
-            let nodes: Vec<u32> = match scope {
-                None => d.nodes.clone(),
-                Some(s) => d
-                    .nodes
-                    .iter()
-                    .copied()
-                    .filter(|n| s.binary_search(n).is_ok())
-                    .collect(),
-            };
-            let placement = Placement {
-                only: Some(Arc::new(nodes)),
-                bonus: None,
-            };
-            match place_members(ssn, stmt, pending, need, &placement) {
-                Ok(()) => return Ok(format!("placed in {}", d.name)),
-                Err(Holdup::Quota(m)) => return Err(Holdup::Quota(m)),
-                Err(_) => {}
-            }
-        }
+    });
+    if let Some(result) = placed {
+        return result;
     }
+    let considered = looked.considered;
+    let mut best: Option<(u32, u32)> = None;
     if allowed >= root_tier {
         // A soft rule (or a hard one allowing the root): anywhere in scope, inside the
         // pinned domain's top ancestor under a hard rule.
@@ -356,12 +324,9 @@ pub(super) fn place_one_sub_group(
     // The closest domain is worth its cost only for the message that will be shown.
     if let Some(&first) = pending.first().filter(|_| explain) {
         let one = ssn.state.tasks[first].request.clone();
-        let mut looked: Vec<u32> = domains.clone();
-        if let Some(p) = pin {
-            looked.retain(|&d| tree.is_within(d, p));
-        }
+        let eligible = search.eligible();
         let scope_nodes = scope.as_deref().map(Vec::as_slice);
-        best = closest(ssn, &rule.source, &tree, &looked, scope_nodes, &one, need);
+        best = closest(ssn, &rule.source, &tree, &eligible, scope_nodes, &one, need);
     }
     let inside = if scope.is_some() {
         " inside the gang's domain"
