@@ -173,7 +173,7 @@ impl Fgd {
     /// The shape `task` asks for, with its device class; `None` for a claim fgd cannot read.
     fn shape(state: &State, task: &Task) -> Option<(Shape, Option<Arc<str>>)> {
         let cpu_milli = task.request.cpu;
-        match state.devices.share_ask(task) {
+        match state.trackers.devices.share_ask(task) {
             Some(ask) => Some((
                 Shape {
                     cpu_milli,
@@ -223,7 +223,7 @@ impl Plugin for Fgd {
             .map(|(c, _)| c);
         if self.class.is_some() {
             self.workload = Workload::learn(shapes, self.coverage);
-            state.devices.pack_shares();
+            state.trackers.devices.pack_shares();
         }
     }
 
@@ -239,7 +239,7 @@ impl Plugin for Fgd {
             return 0.0;
         };
         let class = class.as_ref().unwrap_or(default_class);
-        let mut rooms = state.devices.rooms(node, class);
+        let mut rooms = state.trackers.devices.rooms(node, class);
         if rooms.is_empty() {
             return 0.0;
         }

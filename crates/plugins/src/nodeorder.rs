@@ -101,16 +101,19 @@ impl Plugin for NodeOrder {
         }
         let pods = &task.spec.pods;
         // Other pods' terms may score this one even when it states none itself.
-        let scored = state.interpod.scores_others();
+        let scored = state.trackers.interpod.scores_others();
         if (self.pod_affinity > 0.0 || self.spread > 0.0) && (scored || !pods.is_empty()) {
             if let Some(i) = state.index_of(node) {
                 let i = i as u32;
                 if self.pod_affinity > 0.0 {
-                    let s = state.interpod.affinity_score(task, i, &state.nodes);
+                    let s = state
+                        .trackers
+                        .interpod
+                        .affinity_score(task, i, &state.nodes);
                     score += self.pod_affinity * MAX_SCORE * s;
                 }
                 if self.spread > 0.0 && !pods.is_empty() {
-                    let s = state.interpod.spread_score(task, i, &state.nodes);
+                    let s = state.trackers.interpod.spread_score(task, i, &state.nodes);
                     score += self.spread * MAX_SCORE * s;
                 }
             }

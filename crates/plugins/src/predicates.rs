@@ -140,7 +140,7 @@ impl Plugin for Predicates {
         ports_check(task, node, self.node_ports)?;
         if task.spec.volumes.dynamic() && (self.volume_binding || self.volume_limits) {
             if let Some(i) = state.index_of(node) {
-                state.volumes.check(
+                state.trackers.volumes.check(
                     task,
                     i as u32,
                     &state.nodes,
@@ -149,7 +149,7 @@ impl Plugin for Predicates {
                 )?;
             }
         }
-        let interpod = &state.interpod;
+        let interpod = &state.trackers.interpod;
         if !(self.pod_affinity || self.spread) || (interpod.quiet() && task.spec.pods.is_empty()) {
             return Ok(());
         }

@@ -419,7 +419,7 @@ pub(crate) fn place_gang(
 /// volumes are bound. How many members it placed.
 pub(crate) fn settle(ssn: &mut Session, job: usize, stmt: Statement) -> usize {
     let n = stmt.len();
-    let volumes_pending = !ssn.state.volumes.left_to_kube_scheduler
+    let volumes_pending = !ssn.state.trackers.volumes.left_to_kube_scheduler
         && stmt
             .ops()
             .iter()

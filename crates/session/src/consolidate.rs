@@ -353,7 +353,7 @@ fn consolidate_for(
     // not fit now either, and the probe, a full placement search, is saved.
     let unchanged = !pool.grown
         && leaving.is_empty()
-        && ssn.preemptions.is_empty()
+        && ssn.decisions.preemptions.is_empty()
         && matches!(ssn.state.job_runs[job].holdup, Some(Holdup::Fit(_)));
     if !unchanged && probe(ssn, job).is_some() {
         // It fits as things are (or once terminating pods are gone): nothing to move.
@@ -384,7 +384,7 @@ fn consolidate_for(
         }
         match try_plan(ssn, cfg, job, at, pool, &plan, budget) {
             Tried::Moved(moved_units) => {
-                if let Some(c) = ssn.consolidations.last() {
+                if let Some(c) = ssn.decisions.consolidations.last() {
                     let touched: Vec<usize> = c
                         .placement
                         .iter()
@@ -735,7 +735,7 @@ fn commit(
                 since: ssn.state.now,
                 until,
             };
-            ssn.move_holds[job].push(Hold {
+            ssn.decisions.move_holds[job].push(Hold {
                 hold,
                 task: Some(t),
             });
@@ -743,7 +743,7 @@ fn commit(
     }
     for &(t, n) in &placement {
         let node = ssn.state.nodes[n].name.clone();
-        ssn.nominations.push((t, Some(node)));
+        ssn.decisions.nominations.push((t, Some(node)));
     }
     let mut lines = Vec::new();
     for (i, _) in taken {
@@ -779,7 +779,7 @@ fn commit(
         placement.len(),
         until.to_rfc3339()
     );
-    ssn.consolidations.push(Consolidation {
+    ssn.decisions.consolidations.push(Consolidation {
         job,
         moved,
         placement,
@@ -842,7 +842,7 @@ pub fn open(ssn: &mut Session) {
                 claimed.insert(t);
                 reserve::hold(ssn, t, n);
             }
-            ssn.move_holds[job].push(Hold { hold, task });
+            ssn.decisions.move_holds[job].push(Hold { hold, task });
         }
     }
 }
@@ -853,7 +853,7 @@ pub fn holds_to_write(ssn: &Session) -> Vec<MoveHoldWrite> {
     let st = &ssn.state;
     let mut out = Vec::new();
     for (j, job) in st.jobs.iter().enumerate() {
-        let mut holds: Vec<MoveHold> = ssn.move_holds[j]
+        let mut holds: Vec<MoveHold> = ssn.decisions.move_holds[j]
             .iter()
             // A held task placed in this session used its hold (the moved pod itself, which
             // terminates, never is).

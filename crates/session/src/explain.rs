@@ -89,9 +89,10 @@ impl Scheduler {
             a.execute(&mut ssn);
         }
         let placed = ssn
+            .decisions
             .committed
             .iter()
-            .chain(&ssn.volume_waits)
+            .chain(&ssn.decisions.volume_waits)
             .filter(|&&(t, _)| ssn.state.tasks[t].job == ji)
             .count();
         let held = ssn.state.job_runs[ji].holdup.as_ref().map(|h| match h {
@@ -100,26 +101,31 @@ impl Scheduler {
             Holdup::Fit(m) => format!("no room: {m}"),
         });
         let invalid = ssn.state.job_runs[ji].invalid.clone();
-        let victims = ssn.preemptions.iter().find(|p| p.job == ji).map(|p| {
-            let pods = p
-                .victims
-                .iter()
-                .map(|&v| {
-                    let t = &ssn.state.tasks[v];
-                    format!(
-                        "{} on {} (PodGroup {}, priority {})",
-                        t.key(),
-                        t.node.as_deref().unwrap_or("?"),
-                        ssn.state.jobs[t.job].id,
-                        t.priority
-                    )
-                })
-                .collect();
-            (p.why.clone(), pods)
-        });
+        let victims = ssn
+            .decisions
+            .preemptions
+            .iter()
+            .find(|p| p.job == ji)
+            .map(|p| {
+                let pods = p
+                    .victims
+                    .iter()
+                    .map(|&v| {
+                        let t = &ssn.state.tasks[v];
+                        format!(
+                            "{} on {} (PodGroup {}, priority {})",
+                            t.key(),
+                            t.node.as_deref().unwrap_or("?"),
+                            ssn.state.jobs[t.job].id,
+                            t.priority
+                        )
+                    })
+                    .collect();
+                (p.why.clone(), pods)
+            });
         let mut moves: Vec<String> = Vec::new();
         let mut why_moved = None;
-        if let Some(c) = ssn.consolidations.iter().find(|c| c.job == ji) {
+        if let Some(c) = ssn.decisions.consolidations.iter().find(|c| c.job == ji) {
             why_moved = Some(c.why.clone());
             for &(t, n) in &c.moved {
                 let task = &ssn.state.tasks[t];
@@ -133,7 +139,10 @@ impl Scheduler {
                 ));
             }
         }
-        for h in ssn.move_holds[ji].iter().filter(|h| h.hold.since < now) {
+        for h in ssn.decisions.move_holds[ji]
+            .iter()
+            .filter(|h| h.hold.since < now)
+        {
             moves.push(format!(
                 "held from an earlier move: {} for the replacement of {} until {}",
                 h.hold.node,
@@ -172,7 +181,7 @@ impl Scheduler {
         let claims: Vec<String> = ssn.state.jobs[ji]
             .tasks
             .iter()
-            .flat_map(|&t| ssn.state.devices.describe(t, &ssn.state.tasks[t]))
+            .flat_map(|&t| ssn.state.trackers.devices.describe(t, &ssn.state.tasks[t]))
             .collect();
         let topology = snapshot.jobs[ji].topology.as_ref().map(|rule| {
             let mode = if rule.required { "hard" } else { "soft" };
@@ -292,6 +301,7 @@ fn volume_lines(ssn: &Session, ji: usize) -> Vec<String> {
     let st = &ssn.state;
     let mut out = Vec::new();
     for &(t, node) in ssn
+        .decisions
         .volume_waits
         .iter()
         .filter(|(t, _)| st.tasks[*t].job == ji)
@@ -299,11 +309,14 @@ fn volume_lines(ssn: &Session, ji: usize) -> Vec<String> {
         let task = &st.tasks[t];
         let node = &st.nodes[node].name;
         let mut claims = Vec::new();
-        if let (Some(choices), Some(v)) = (st.volumes.chosen(t), task.volumes.as_ref()) {
+        if let (Some(choices), Some(v)) = (st.trackers.volumes.chosen(t), task.volumes.as_ref()) {
             for (c, (name, _)) in choices.iter().zip(&v.claims) {
                 let what = match *c {
                     Choice::Static(pv) => {
-                        format!("volume {} pre-bound to it", st.volumes.volume(pv).name)
+                        format!(
+                            "volume {} pre-bound to it",
+                            st.trackers.volumes.volume(pv).name
+                        )
                     }
                     Choice::Provision => format!("to be provisioned for {node}"),
                     Choice::Selected => format!("provisioning for {node} (selected before)"),
@@ -321,7 +334,7 @@ fn volume_lines(ssn: &Session, ji: usize) -> Vec<String> {
             claims.join("; ")
         ));
     }
-    for (j, why) in &ssn.volume_releases {
+    for (j, why) in &ssn.decisions.volume_releases {
         if *j == ji && !out.iter().any(|l| l == why) {
             out.push(why.clone());
         }

@@ -21,6 +21,7 @@ pub mod session;
 pub mod shortfall;
 pub mod state;
 pub mod topology;
+pub mod track;
 pub mod volumes;
 
 use actions::{Action, Allocate, Backfill, Consolidate, Enqueue, Preempt, Reclaim};
@@ -142,7 +143,7 @@ pub struct QueueReport {
 /// when the rule let them reach the cluster root.
 fn topology_placements(ssn: &Session) -> std::collections::BTreeMap<String, u64> {
     let mut jobs: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
-    for &(task, _) in &ssn.committed {
+    for &(task, _) in &ssn.decisions.committed {
         let job = ssn.state.tasks[task].job;
         if ssn.state.jobs[job].topology.is_some() {
             jobs.insert(job);

@@ -27,6 +27,7 @@
 //! room for the task; otherwise it is dropped and the plan clears `nominatedNodeName`.
 
 use crate::session::Session;
+use crate::track::Hold;
 use caldera_model::{Resources, TaskStatus};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -120,12 +121,8 @@ pub struct Released {
 
 /// Holds `task` at `node`: its request counts there for everyone else from now on.
 pub fn hold(ssn: &mut Session, task: usize, node: usize) {
-    let t = &ssn.state.tasks[task];
-    let (req, ports, job) = (t.request.clone(), t.spec.host_ports.clone(), t.job);
-    ssn.state.nodes[node].add_pod(&req, &ports);
-    let st = &mut ssn.state;
-    st.interpod.nominate(task, &st.tasks[task], node as u32);
-    ssn.touch_nodes(&[node as u32]);
+    let job = ssn.state.tasks[task].job;
+    ssn.place(task, Hold::Nominated(node));
     ssn.reservations.by_job[job].push(Reservation {
         task,
         node,
@@ -148,20 +145,12 @@ fn set_held(ssn: &mut Session, job: usize, i: usize, held: bool) {
     if r.held == held {
         return;
     }
-    let t = &ssn.state.tasks[r.task];
-    let (req, ports) = (t.request.clone(), t.spec.host_ports.clone());
-    let node = &mut ssn.state.nodes[r.node];
     if held {
-        node.add_pod(&req, &ports);
-        let st = &mut ssn.state;
-        st.interpod
-            .nominate(r.task, &st.tasks[r.task], r.node as u32);
+        ssn.place(r.task, Hold::Nominated(r.node));
     } else {
-        node.remove_pod(&req, &ports);
-        ssn.state.interpod.unnominate(r.task, r.node as u32);
+        ssn.unplace(r.task, Hold::Nominated(r.node));
     }
     ssn.reservations.by_job[job][i].held = held;
-    ssn.touch_nodes(&[r.node as u32]);
 }
 
 /// Lets `job` use the room held for its own tasks and for jobs of lower priority (before it
@@ -231,7 +220,9 @@ pub fn restore(ssn: &mut Session, job: usize, released: Released) {
         if !fits {
             let tasks: Vec<usize> = ssn.reservations.of_job(j).iter().map(|r| r.task).collect();
             drop_job(ssn, j);
-            ssn.nominations.extend(tasks.into_iter().map(|t| (t, None)));
+            ssn.decisions
+                .nominations
+                .extend(tasks.into_iter().map(|t| (t, None)));
         }
     }
 }
@@ -307,7 +298,7 @@ pub fn open(ssn: &mut Session) {
         });
         match node {
             Some(n) if fits => hold(ssn, task, n),
-            _ => ssn.nominations.push((task, None)),
+            _ => ssn.decisions.nominations.push((task, None)),
         }
     }
 }

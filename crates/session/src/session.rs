@@ -2,6 +2,7 @@
 
 use crate::plugin::{FitReason, Hooks, Plugin, Verdict};
 use crate::state::{Holdup, State};
+use crate::track::{Hold, Tracker};
 use caldera_model::{PlacementSpec, Resources, Task, TaskStatus};
 use std::cell::RefCell;
 use std::cmp::Ordering;
@@ -185,7 +186,7 @@ impl Reasons {
 }
 
 /// Why a node booked for another gang was not considered.
-pub const BOOKED: &str = "node(s) were booked for another gang";
+pub use crate::track::BOOKED;
 
 /// Identifies a kind of member: what it asks for, where it may go, and what other pods'
 /// constraints see of it (see [`crate::state::State::traits`]).
@@ -200,6 +201,40 @@ pub struct Placement {
     pub bonus: Option<Arc<Vec<f64>>>,
 }
 
+/// What the actions of a session decided, in the order they decided it: the one accumulator
+/// closing the session reads ([`crate::close::close`]) to write the plan. Actions add to it;
+/// nothing else of the session is an output.
+#[derive(Debug, Clone, Default)]
+pub struct Decisions {
+    /// Committed placements, in commit order.
+    pub committed: Vec<(usize, usize)>,
+    /// Placements committed but not bound: members that keep their node until their claims
+    /// are bound (see [`crate::volumes`]).
+    pub volume_waits: Vec<(usize, usize)>,
+    /// Jobs whose wait for volumes ended without them (timeout, provisioning failed): their
+    /// claims' selections are undone and their nodes released, with why.
+    pub volume_releases: Vec<(usize, String)>,
+    /// `nominatedNodeName` writes: (task, node or `None` to clear).
+    pub nominations: Vec<(usize, Option<Arc<str>>)>,
+    /// Preemptions and reclaims decided in this session (see [`crate::evict`]).
+    pub preemptions: Vec<crate::evict::Preemption>,
+    /// Consolidations decided in this session (see [`crate::consolidate`]).
+    pub consolidations: Vec<crate::consolidate::Consolidation>,
+    /// Per job: the room held for pods moved to make room for it (see
+    /// [`crate::consolidate`]).
+    pub move_holds: Vec<Vec<crate::consolidate::Hold>>,
+}
+
+impl Decisions {
+    /// Nothing decided yet, for a session of `jobs` jobs.
+    pub fn new(jobs: usize) -> Self {
+        Decisions {
+            move_holds: vec![Vec::new(); jobs],
+            ..Decisions::default()
+        }
+    }
+}
+
 /// The session: state plus plugins plus bookkeeping.
 #[derive(Debug)]
 pub struct Session {
@@ -207,8 +242,8 @@ pub struct Session {
     pub state: State,
     /// Plugins in tier order, then config order.
     pub slots: Vec<Slot>,
-    /// Committed placements, in commit order.
-    pub committed: Vec<(usize, usize)>,
+    /// What the actions decided: what closing the session writes (see [`Decisions`]).
+    pub decisions: Decisions,
     /// Counters.
     pub stats: Stats,
     /// Bumped on every commit; failure-cache entries are valid for one epoch.
@@ -227,25 +262,11 @@ pub struct Session {
     reasons: RefCell<Reasons>,
     /// Capacity held for pending tasks (see [`crate::reserve`]).
     pub reservations: crate::reserve::Reservations,
-    /// `nominatedNodeName` writes: (task, node or `None` to clear).
-    pub nominations: Vec<(usize, Option<Arc<str>>)>,
-    /// Preemptions and reclaims decided in this session (see [`crate::evict`]).
-    pub preemptions: Vec<crate::evict::Preemption>,
-    /// Consolidations decided in this session (see [`crate::consolidate`]).
-    pub consolidations: Vec<crate::consolidate::Consolidation>,
-    /// Per job: the room held for pods moved to make room for it (see
-    /// [`crate::consolidate`]).
-    pub move_holds: Vec<Vec<crate::consolidate::Hold>>,
+    /// The placements of the last successful [`crate::attempt::probe`]: its answer, handed
+    /// back through the placement functions (a probe decides nothing).
+    pub(crate) probed: Vec<(usize, usize)>,
     /// What may evict: `preempt` and `reclaim` switches from the config.
     pub eviction: crate::evict::Switches,
-    /// The placements of the last successful [`crate::attempt::probe`].
-    pub probed: Vec<(usize, usize)>,
-    /// Placements committed but not bound: members that keep their node until their claims
-    /// are bound (see [`crate::volumes`]).
-    pub volume_waits: Vec<(usize, usize)>,
-    /// Jobs whose wait for volumes ended without them (timeout, provisioning failed): their
-    /// claims' selections are undone and their nodes released, with why.
-    pub volume_releases: Vec<(usize, String)>,
     /// One-tier topology trees of node labels, built on first use (see
     /// [`Session::topology_tree`]).
     pub(crate) label_trees: HashMap<Arc<str>, Arc<caldera_model::TopologyTree>>,
@@ -255,6 +276,8 @@ pub struct Session {
     /// While a preemption search tries one domain: the domain (index in the tree of the
     /// preemptor's rule) a hard-topology gang must be placed inside (see [`crate::evict`]).
     pub(crate) topology_within: Option<u32>,
+    /// Scratch: the nodes the trackers touched in the latest place or unplace.
+    touched: Vec<u32>,
 }
 
 /// Identifies gangs that place alike: member request, spec and traits, topology, queue index.
@@ -274,7 +297,7 @@ impl Session {
         let mut s = Session {
             state,
             slots,
-            committed: Vec::new(),
+            decisions: Decisions::new(jobs),
             stats: Stats::default(),
             epoch: 0,
             fail_cache: HashMap::new(),
@@ -285,17 +308,12 @@ impl Session {
             kind_cache: HashMap::new(),
             reasons: RefCell::default(),
             reservations: crate::reserve::Reservations::new(jobs),
-            nominations: Vec::new(),
-            preemptions: Vec::new(),
-            consolidations: Vec::new(),
-            move_holds: vec![Vec::new(); jobs],
             eviction: crate::evict::Switches::default(),
             probed: Vec::new(),
-            volume_waits: Vec::new(),
-            volume_releases: Vec::new(),
             label_trees: HashMap::new(),
             domain_rooms: HashMap::new(),
             topology_within: None,
+            touched: Vec::new(),
         };
         for slot in &mut s.slots {
             slot.plugin.on_open(&s.state);
@@ -408,33 +426,7 @@ impl Session {
         let t = &mut self.state.tasks[task];
         t.status = TaskStatus::Allocated;
         t.node = Some(self.state.nodes[node].name.clone());
-        let (req, job) = (t.request.clone(), t.job);
-        let ports = t.spec.host_ports.clone();
-        self.state.nodes[node].add_pod(&req, &ports);
-        self.state.job_runs[job].allocated.add(&req);
-        self.state.job_runs[job].ready += 1;
-        let q = self.state.job_queue[job];
-        self.state.charge_queue(q, &req);
-        self.bump(node);
-        let touched = self.state.interpod.place(
-            task,
-            &self.state.tasks[task],
-            node as u32,
-            &self.state.nodes,
-        );
-        self.touch_nodes(&touched);
-        let touched = self.state.volumes.place(
-            task,
-            &self.state.tasks[task],
-            node as u32,
-            &self.state.nodes,
-        );
-        self.touch_nodes(&touched);
-        let touched =
-            self.state
-                .devices
-                .place(task, &self.state.tasks[task], node, &self.state.nodes);
-        self.touch_nodes(&touched);
+        self.place(task, Hold::Placed(node));
         stmt.ops.push((task, node));
         for s in &mut self.slots {
             s.plugin.on_allocate(&self.state, task);
@@ -450,31 +442,38 @@ impl Session {
             let t = &mut self.state.tasks[task];
             t.status = TaskStatus::Pending;
             t.node = None;
-            let (req, job) = (t.request.clone(), t.job);
-            let ports = t.spec.host_ports.clone();
-            self.state.nodes[node].remove_pod(&req, &ports);
-            self.state.job_runs[job].allocated.sub(&req);
-            self.state.job_runs[job].ready -= 1;
-            let q = self.state.job_queue[job];
-            self.state.discharge_queue(q, &req);
-            self.bump(node);
-            let touched = self.state.interpod.unplace(task, &self.state.nodes);
-            self.touch_nodes(&touched);
-            let touched = self.state.volumes.unplace(task, &self.state.tasks[task]);
-            self.touch_nodes(&touched);
-            let touched = self.state.devices.unplace(task, &self.state.tasks[task]);
-            self.touch_nodes(&touched);
+            self.unplace(task, Hold::Placed(node));
         }
         if !stmt.ops.is_empty() {
             self.stats.discards += 1;
         }
     }
 
+    /// Tells every tracker that `task` holds room as `hold` says, and re-scores the nodes
+    /// whose fit that changed.
+    pub(crate) fn place(&mut self, task: usize, hold: Hold) {
+        self.track(task, hold, true);
+    }
+
+    /// Undoes [`Session::place`].
+    pub(crate) fn unplace(&mut self, task: usize, hold: Hold) {
+        self.track(task, hold, false);
+    }
+
+    fn track(&mut self, task: usize, hold: Hold, place: bool) {
+        // One buffer for the session: telling the trackers allocates nothing of its own.
+        let mut touched = std::mem::take(&mut self.touched);
+        self.state.track(task, hold, place, &mut touched);
+        self.touch_nodes(&touched);
+        touched.clear();
+        self.touched = touched;
+    }
+
     /// Commits every placement of `stmt` into the plan.
     pub fn commit(&mut self, stmt: Statement) {
         for &(task, node) in &stmt.ops {
             self.state.tasks[task].status = TaskStatus::Binding;
-            self.committed.push((task, node));
+            self.decisions.committed.push((task, node));
         }
         self.stats.placements += stmt.ops.len() as u64;
         if !stmt.ops.is_empty() {
@@ -487,7 +486,7 @@ impl Session {
     pub fn commit_waiting_for_volumes(&mut self, stmt: Statement) {
         for &(task, node) in &stmt.ops {
             self.state.tasks[task].status = TaskStatus::Binding;
-            self.volume_waits.push((task, node));
+            self.decisions.volume_waits.push((task, node));
         }
         self.stats.placements += stmt.ops.len() as u64;
         if !stmt.ops.is_empty() {
@@ -556,7 +555,7 @@ impl Session {
             let mut first = short();
             let mut reasons = self.reasons.borrow_mut();
             // A resource devices serve on this node is DRA's: kube-scheduler says so.
-            let devices = &self.state.devices;
+            let devices = &self.state.trackers.devices;
             let say = |r: &str| {
                 if devices.backs(r, node) {
                     crate::devices::CANNOT_ALLOCATE.to_string()
@@ -578,13 +577,10 @@ impl Session {
                 .filter(&self.state, task, n)
                 .map_err(|r| self.reasons.borrow_mut().single(r))?;
         }
-        if task.claims.is_some() {
-            self.state
-                .devices
-                .check(task, node, &self.state.nodes)
-                .map_err(|r| self.reasons.borrow_mut().single(r))?;
-        }
-        Ok(())
+        self.state
+            .trackers
+            .check(&self.state.nodes, task, node)
+            .map_err(|r| self.reasons.borrow_mut().single(r))
     }
 
     fn score(&self, task: &Task, node: usize, placement: &Placement) -> f64 {
@@ -607,9 +603,9 @@ impl Session {
     fn evaluate(&self, task: usize, node: u32, c: &mut Candidates, placement: &Placement) {
         let t = &self.state.tasks[task];
         let n = node as usize;
-        self.state.interpod.defer(c.deferred);
+        self.state.trackers.interpod.defer(c.deferred);
         let fit = self.fits(t, n);
-        self.state.interpod.defer(false);
+        self.state.trackers.interpod.defer(false);
         match fit {
             Ok(()) => {
                 let version = self.node_version[n];
@@ -675,12 +671,15 @@ impl Session {
             Some(only) => only,
         };
         if self.state.has_bookings {
-            let job = self.state.tasks[task].job;
             for &node in scope {
                 let node = node as usize;
-                if c.in_scope[node] && self.state.booked_for_other(node, job) {
+                if !c.in_scope[node] {
+                    continue;
+                }
+                let bookings = &self.state.trackers.bookings;
+                if let Err(why) = bookings.check(&self.state.nodes, &self.state.tasks[task], node) {
                     c.in_scope[node] = false;
-                    *c.static_reasons.entry(BOOKED.into()).or_insert(0) += 1;
+                    *c.static_reasons.entry(why).or_insert(0) += 1;
                 }
             }
         }
@@ -837,7 +836,7 @@ impl Session {
                 return (0, Some(r));
             }
         }
-        if let Err(r) = self.state.devices.check(t, node, &self.state.nodes) {
+        if let Err(r) = self.state.trackers.check(&self.state.nodes, t, node) {
             return (0, Some(r));
         }
         let mut probe = n.clone();

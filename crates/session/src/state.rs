@@ -78,8 +78,9 @@ pub struct State {
     pub used: Resources,
     /// Pods waiting for a PodGroup that does not exist.
     pub waiting: Vec<WaitingPod>,
-    /// Pods counted by inter-pod constraints, this session's placements included.
-    pub interpod: InterPod,
+    /// Everything that holds capacity: the ledger, inter-pod counts, volumes, devices,
+    /// bookings (see [`crate::track`]).
+    pub trackers: crate::track::Trackers,
     /// Per task: an id of what other pods' constraints can see of it (namespace and the label
     /// keys any selector in the session reads). Members alike in request, spec and this id
     /// place alike.
@@ -95,10 +96,6 @@ pub struct State {
     pub budgets: Vec<caldera_model::Budget>,
     /// Disruptions each budget still allows in this session (evictions decided here count).
     pub budget_left: Vec<u32>,
-    /// Volumes taken by this session's placements, claims in use, attach counts.
-    pub volumes: crate::volumes::Volumes,
-    /// DRA devices: which are allocated, the claims this session allocated and for whom.
-    pub devices: crate::devices::Devices,
     /// The HyperNode tree over `nodes` (see [`caldera_model::Snapshot::topology`]).
     pub topology: std::sync::Arc<caldera_model::TopologyTree>,
     /// Per job: its sub-groups (`subGroupPolicy`; empty for most jobs), see
@@ -160,7 +157,8 @@ impl State {
         let mut jobs = snapshot.jobs;
         let mut nodes = snapshot.nodes;
         expire_bookings(&mut jobs, &mut nodes, snapshot.provisioning.as_ref(), now);
-        let has_bookings = nodes.iter().any(|n| n.booked_for.is_some());
+        let bookings = crate::track::Bookings::new(&nodes, &jobs);
+        let has_bookings = bookings.any();
         let no_groups = std::sync::Arc::new(Vec::new());
         let sub_groups = jobs
             .iter()
@@ -179,9 +177,13 @@ impl State {
             fair: None,
             sub_groups,
             topology: std::sync::Arc::new(snapshot.topology),
-            interpod,
-            volumes,
-            devices,
+            trackers: crate::track::Trackers {
+                ledger: crate::track::Ledger,
+                interpod,
+                volumes,
+                devices,
+                bookings,
+            },
             traits,
             now,
             nodes,
@@ -206,29 +208,58 @@ impl State {
 
     /// Counts `req` on queue `q` and every queue above it.
     pub fn charge_queue(&mut self, q: usize, req: &Resources) {
-        self.queue_allocated[q].add(req);
-        self.tree_allocated[q].add(req);
-        for &p in self.tree.ancestors(q) {
-            self.tree_allocated[p].add(req);
-        }
+        crate::track::charge(
+            &self.tree,
+            &mut self.queue_allocated,
+            &mut self.tree_allocated,
+            q,
+            req,
+            true,
+        );
     }
 
     /// Undoes [`State::charge_queue`].
     pub fn discharge_queue(&mut self, q: usize, req: &Resources) {
-        self.queue_allocated[q].sub(req);
-        self.tree_allocated[q].sub(req);
-        for &p in self.tree.ancestors(q) {
-            self.tree_allocated[p].sub(req);
+        crate::track::charge(
+            &self.tree,
+            &mut self.queue_allocated,
+            &mut self.tree_allocated,
+            q,
+            req,
+            false,
+        );
+    }
+
+    /// Tells every tracker that `task` holds room as `hold` says (`place`) or no longer does;
+    /// the nodes whose fit changed are pushed onto `touched`.
+    pub(crate) fn track(
+        &mut self,
+        task: usize,
+        hold: crate::track::Hold,
+        place: bool,
+        touched: &mut Vec<u32>,
+    ) {
+        let mut w = crate::track::World {
+            tasks: &self.tasks,
+            nodes: &mut self.nodes,
+            runs: &mut self.job_runs,
+            job_queue: &self.job_queue,
+            queue_allocated: &mut self.queue_allocated,
+            tree_allocated: &mut self.tree_allocated,
+            tree: &self.tree,
+            touched,
+        };
+        if place {
+            self.trackers.place(&mut w, task, hold);
+        } else {
+            self.trackers.unplace(&mut w, task, hold);
         }
     }
 
     /// Whether `node` is booked and not for `job` to use now (capacity held for another job,
     /// or held for `job` while its request is only accepted: see [`State::may_use_booking`]).
     pub fn booked_for_other(&self, node: usize, job: usize) -> bool {
-        self.nodes[node]
-            .booked_for
-            .as_ref()
-            .is_some_and(|b| *b != self.jobs[job].id || !self.may_use_booking(job))
+        self.trackers.bookings.booked_for_other(node, job)
     }
 
     /// Whether `job` may be placed on the nodes booked for it: only once its request is

@@ -332,7 +332,7 @@ impl Volumes {
 /// minutes) of the choice. Then the job is released (its selections undone and its nodes
 /// freed, said in its condition and events) and tried again in a later session.
 pub fn timed_out(ssn: &mut Session, job: usize) -> bool {
-    if ssn.state.volumes.left_to_kube_scheduler {
+    if ssn.state.trackers.volumes.left_to_kube_scheduler {
         return false;
     }
     let st = &ssn.state;
@@ -378,10 +378,10 @@ pub fn timed_out(ssn: &mut Session, job: usize) -> bool {
     for &t in &ssn.state.jobs[job].tasks {
         let task = &ssn.state.tasks[t];
         if task.schedulable_pending() && task.nominated.is_some() {
-            ssn.nominations.push((t, None));
+            ssn.decisions.nominations.push((t, None));
         }
     }
     ssn.hold(job, Holdup::Fit(why.clone()));
-    ssn.volume_releases.push((job, why));
+    ssn.decisions.volume_releases.push((job, why));
     true
 }

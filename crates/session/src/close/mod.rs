@@ -9,6 +9,12 @@ use caldera_model::{
 };
 use std::sync::Arc;
 
+mod capacity;
+mod evictions;
+
+use capacity::*;
+use evictions::*;
+
 /// Reason of the pod condition when a queue limit holds a member (SPEC §8).
 pub const QUEUE_QUOTA_EXCEEDED: &str = "QueueQuotaExceeded";
 /// Reason of the pod condition when no node fits (read by cluster-autoscaler).
@@ -96,7 +102,7 @@ pub fn close(ssn: &Session) -> Plan {
     let st = &ssn.state;
     let now = st.now;
     let mut plan = Plan::default();
-    for &(task, node) in &ssn.committed {
+    for &(task, node) in &ssn.decisions.committed {
         let t = &st.tasks[task];
         let node = st.nodes[node].name.clone();
         plan.events.push(Event {
@@ -121,11 +127,17 @@ pub fn close(ssn: &Session) -> Plan {
     }
     volume_writes(ssn, &mut plan);
     // DRA claims: every committed member's claims are allocated and reserved before any bind.
-    plan.claim_writes = st.devices.writes(&ssn.committed, &st.tasks);
-    plan.extended_claims = st.devices.extended_claims(&ssn.committed, &st.tasks);
+    plan.claim_writes = st
+        .trackers
+        .devices
+        .writes(&ssn.decisions.committed, &st.tasks);
+    plan.extended_claims = st
+        .trackers
+        .devices
+        .extended_claims(&ssn.decisions.committed, &st.tasks);
     // Members keeping their nodes until their claims are bound, by job.
     let mut waits: std::collections::HashMap<usize, Vec<usize>> = std::collections::HashMap::new();
-    for &(t, _) in &ssn.volume_waits {
+    for &(t, _) in &ssn.decisions.volume_waits {
         waits.entry(st.tasks[t].job).or_default().push(t);
     }
     let mut phases = vec![PodGroupPhase::Pending; st.jobs.len()];
@@ -248,7 +260,7 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
     use crate::volumes::Choice;
     use caldera_model::VolumeWrite;
     let st = &ssn.state;
-    for &(ti, node) in &ssn.volume_waits {
+    for &(ti, node) in &ssn.decisions.volume_waits {
         let t = &st.tasks[ti];
         let node = st.nodes[node].name.clone();
         if t.nominated.as_deref() != Some(&*node) {
@@ -259,7 +271,8 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
                 node: Some(node.clone()),
             });
         }
-        let (Some(choices), Some(names)) = (st.volumes.chosen(ti), t.volumes.as_ref()) else {
+        let (Some(choices), Some(names)) = (st.trackers.volumes.chosen(ti), t.volumes.as_ref())
+        else {
             continue;
         };
         for (choice, (claim, uid)) in choices.iter().zip(&names.claims) {
@@ -270,7 +283,7 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
                     node: node.clone(),
                 }),
                 Choice::Static(v) => plan.volume_writes.push(VolumeWrite::PreBind {
-                    volume: st.volumes.volume(v).name.clone(),
+                    volume: st.trackers.volumes.volume(v).name.clone(),
                     namespace: t.namespace.clone(),
                     claim: claim.clone(),
                     uid: uid.clone(),
@@ -279,7 +292,12 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
             }
         }
     }
-    let mut released: Vec<usize> = ssn.volume_releases.iter().map(|(j, _)| *j).collect();
+    let mut released: Vec<usize> = ssn
+        .decisions
+        .volume_releases
+        .iter()
+        .map(|(j, _)| *j)
+        .collect();
     released.sort_unstable();
     released.dedup();
     for j in released {
@@ -304,170 +322,6 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
                 });
             }
         }
-    }
-}
-
-/// Evictions decided by consolidate, their `Consolidated` events (on each moved pod and, once,
-/// on its PodGroup), and the holds to write on the PodGroups they made room for.
-fn consolidations(ssn: &Session, plan: &mut Plan) {
-    let st = &ssn.state;
-    for c in &ssn.consolidations {
-        let job = &st.jobs[c.job];
-        // Per moved job: its members a budget covers first (see `preemptions`).
-        let mut moved = c.moved.clone();
-        moved.sort_by_key(|&(t, _)| (st.tasks[t].job, st.tasks[t].budget.is_none(), t));
-        let mut told: Vec<usize> = Vec::new();
-        for &(t, to) in &moved {
-            let task = &st.tasks[t];
-            let Some(node) = task.node.clone() else {
-                continue;
-            };
-            let to = &st.nodes[to].name;
-            let moved_job = &st.jobs[task.job];
-            plan.evictions.push(Eviction {
-                namespace: task.namespace.clone(),
-                name: task.name.clone(),
-                uid: task.uid.clone(),
-                node: node.clone(),
-                job: moved_job.id.clone(),
-                preemptor: job.id.clone(),
-                action: "consolidate",
-                budgeted: task.budget.is_some(),
-            });
-            plan.events.push(Event {
-                object: EventObject::Pod,
-                namespace: task.namespace.clone(),
-                name: task.name.clone(),
-                uid: task.uid.clone(),
-                warning: false,
-                reason: "Consolidated".into(),
-                message: format!(
-                    "Moved off node {node} to make room for {}; its replacement is expected on node {to}, held for it",
-                    job.id
-                ),
-            });
-            if moved_job.has_podgroup() && !told.contains(&task.job) {
-                told.push(task.job);
-                let places: Vec<String> = moved
-                    .iter()
-                    .filter(|&&(x, _)| st.tasks[x].job == task.job)
-                    .map(|&(x, n)| format!("{} → {}", st.tasks[x].name, st.nodes[n].name))
-                    .collect();
-                plan.events.push(Event {
-                    object: podgroup_object(moved_job),
-                    namespace: moved_job.namespace.clone(),
-                    name: moved_job.name.clone(),
-                    uid: moved_job.uid.clone(),
-                    warning: false,
-                    reason: "Consolidated".into(),
-                    message: format!(
-                        "{} member(s) moved to make room for {}; expected: {}",
-                        places.len(),
-                        job.id,
-                        places.join(", ")
-                    ),
-                });
-            }
-        }
-    }
-    plan.move_holds = crate::consolidate::holds_to_write(ssn);
-}
-
-/// Evictions decided by preempt and reclaim, their `Preempted` events (on each victim pod
-/// and, once, on its PodGroup), and the nominations to write.
-fn preemptions(ssn: &Session, plan: &mut Plan) {
-    let st = &ssn.state;
-    for p in &ssn.preemptions {
-        let job = &st.jobs[p.job];
-        let mut nodes: Vec<&str> = p
-            .placement
-            .iter()
-            .map(|&(_, n)| &*st.nodes[n].name)
-            .collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-        let by = match p.action {
-            "reclaim" => format!("reclaimed for queue {} by {}", job.queue, job.id),
-            _ => format!("preempted by {} (priority {})", job.id, job.priority),
-        };
-        // Each victim job's evictions stop at the first refused (the binder): members a
-        // PodDisruptionBudget covers — the only ones the API server may refuse — go first, one
-        // at a time, so a refusal leaves the gang whole; the rest then go together.
-        let mut first_of: std::collections::HashMap<usize, usize> = Default::default();
-        for (i, &v) in p.victims.iter().enumerate() {
-            first_of.entry(st.tasks[v].job).or_insert(i);
-        }
-        let mut victims = p.victims.clone();
-        victims.sort_by_key(|&v| (first_of.get(&st.tasks[v].job), st.tasks[v].budget.is_none()));
-        let mut told: Vec<usize> = Vec::new();
-        for &v in &victims {
-            let t = &st.tasks[v];
-            let Some(node) = t.node.clone() else { continue };
-            let victim_job = &st.jobs[t.job];
-            plan.evictions.push(Eviction {
-                namespace: t.namespace.clone(),
-                name: t.name.clone(),
-                uid: t.uid.clone(),
-                node: node.clone(),
-                job: victim_job.id.clone(),
-                preemptor: job.id.clone(),
-                action: p.action,
-                budgeted: t.budget.is_some(),
-            });
-            plan.events.push(Event {
-                object: EventObject::Pod,
-                namespace: t.namespace.clone(),
-                name: t.name.clone(),
-                uid: t.uid.clone(),
-                warning: false,
-                reason: "Preempted".into(),
-                message: format!(
-                    "Evicted from node {node}: {by}, which will run on node(s) {}",
-                    nodes.join(", ")
-                ),
-            });
-            if victim_job.has_podgroup() && !told.contains(&t.job) {
-                told.push(t.job);
-                let count = p
-                    .victims
-                    .iter()
-                    .filter(|&&x| st.tasks[x].job == t.job)
-                    .count();
-                plan.events.push(Event {
-                    object: podgroup_object(victim_job),
-                    namespace: victim_job.namespace.clone(),
-                    name: victim_job.name.clone(),
-                    uid: victim_job.uid.clone(),
-                    warning: true,
-                    reason: "Preempted".into(),
-                    message: format!(
-                        "{count} member(s) evicted: {by}, which will run on node(s) {}",
-                        nodes.join(", ")
-                    ),
-                });
-            }
-        }
-    }
-    // A task nominated more than once in the session (its room lent to a job of higher
-    // priority, then chosen again by preempt) ends where the last one says.
-    let mut last: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-    for (i, (task, _)) in ssn.nominations.iter().enumerate() {
-        last.insert(*task, i);
-    }
-    for (i, (task, node)) in ssn.nominations.iter().enumerate() {
-        let t = &st.tasks[*task];
-        if last.get(task) != Some(&i)
-            || t.nominated.as_deref() == node.as_deref()
-            || t.status != TaskStatus::Pending
-        {
-            continue;
-        }
-        plan.nominations.push(Nomination {
-            namespace: t.namespace.clone(),
-            name: t.name.clone(),
-            uid: t.uid.clone(),
-            node: node.clone(),
-        });
     }
 }
 
@@ -674,184 +528,6 @@ fn verdict(ssn: &Session, ji: usize, waiting: &[usize]) -> Verdict {
                 Some(Holdup::Fit(_)) | Some(Holdup::NotAdmitted { quota: false, .. })
             ),
         ..none
-    }
-}
-
-/// Autoscaler requests of job `ji`: asks for one when the gang is short of nodes and has none
-/// (or its last one is over and the back-off has passed), deletes one it no longer needs, and
-/// says on the PodGroup's condition where the request is.
-fn capacity(ssn: &Session, ji: usize, v: &mut Verdict, plan: &mut Plan) {
-    let st = &ssn.state;
-    let Some(policy) = &st.provisioning else {
-        return;
-    };
-    let job = &st.jobs[ji];
-    let run = &st.job_runs[ji];
-    let needs = job.autoscale && run.invalid.is_none() && v.short_of_nodes;
-    let current = job.capacity.as_ref();
-    if !needs {
-        // Kept while the session could not tell (the gang was not tried); released once the
-        // gang is placed, timed out, gone, held by its queue, or opted out.
-        let unknown = run.holdup.is_none()
-            && st.pending_tasks(ji).next().is_some()
-            && st.ready_count(ji) < job.min_member
-            && !v.timed_out
-            && job.autoscale;
-        if let (Some(c), false) = (current, unknown) {
-            let why = if v.timed_out {
-                "the gang timed out"
-            } else if st.ready_count(ji) >= job.min_member {
-                "the gang is placed"
-            } else if !job.autoscale {
-                "the PodGroup opted out"
-            } else {
-                "the gang no longer waits for nodes"
-            };
-            // Members still waiting stop consuming it, so cluster-autoscaler sees them again
-            // (not those a timeout fails in this plan). A member the cache shows without the
-            // annotation is included too: its annotation may have been written and not yet seen
-            // (the pod's watch lags the PodGroup's), and removing an absent annotation is a no-op,
-            // whereas a missed one would keep cluster-autoscaler away from the pod for good.
-            let pods = job
-                .tasks
-                .iter()
-                .copied()
-                .filter(|&ti| {
-                    let t = &st.tasks[ti];
-                    !v.timed_out
-                        && t.node.is_none()
-                        && t.status == caldera_model::TaskStatus::Pending
-                        && t.consumes.as_deref().is_none_or(|r| r == &*c.name)
-                })
-                .map(|ti| {
-                    let t = &st.tasks[ti];
-                    caldera_model::ConsumingPod {
-                        namespace: t.namespace.clone(),
-                        name: t.name.clone(),
-                        uid: t.uid.clone(),
-                    }
-                })
-                .collect();
-            plan.capacity_releases.push(caldera_model::CapacityRelease {
-                namespace: c.namespace.clone(),
-                podgroup: job.name.clone(),
-                name: c.name.clone(),
-                pods,
-                pod_sets: c.pod_sets,
-                why: why.into(),
-            });
-        }
-        return;
-    }
-    let fit = v
-        .condition
-        .as_ref()
-        .map(|c| c.2.clone())
-        .unwrap_or_default();
-    let attempt = match current {
-        None => 1,
-        Some(c) if c.state.over() => {
-            let retry_at = c.since.plus_millis(policy.backoff_ms(c.attempt));
-            if st.now < retry_at {
-                // A fixed time, not a countdown: the condition (and its event) changes only
-                // when something happens.
-                let message = format!(
-                    "ProvisioningRequest {}/{} {} ({}); attempt {} at {}; {fit}",
-                    c.namespace,
-                    c.name,
-                    c.state.as_str(),
-                    c.message,
-                    c.attempt + 1,
-                    retry_at.to_rfc3339()
-                );
-                v.condition = Some(("Unschedulable", PROVISIONING_FAILED, message));
-                return;
-            }
-            // The next attempt annotates the waiting members with its own name.
-            plan.capacity_releases.push(caldera_model::CapacityRelease {
-                namespace: c.namespace.clone(),
-                podgroup: job.name.clone(),
-                name: c.name.clone(),
-                pods: Vec::new(),
-                pod_sets: c.pod_sets,
-                why: format!("replaced by attempt {}", c.attempt + 1),
-            });
-            c.attempt + 1
-        }
-        Some(c) => {
-            let message = format!(
-                "waiting for capacity: ProvisioningRequest {}/{} is {} (attempt {}); {fit}",
-                c.namespace,
-                c.name,
-                c.state.as_str(),
-                c.attempt
-            );
-            v.condition = Some(("Unschedulable", WAITING_FOR_CAPACITY, message));
-            return;
-        }
-    };
-    let need = capacity_need(ssn, ji, attempt, &policy.class_name);
-    if need.pod_sets.len() > MAX_POD_SETS {
-        // The API refuses such a request; say why instead of asking every session.
-        let message = format!(
-            "no ProvisioningRequest: the gang's members come in {} shapes and a request holds at most {MAX_POD_SETS}; {fit}",
-            need.pod_sets.len()
-        );
-        v.condition = Some(("Unschedulable", NOT_ENOUGH_RESOURCES, message));
-        return;
-    }
-    let message = format!(
-        "waiting for capacity: ProvisioningRequest {}/{} created for {} pods (attempt {attempt}); {fit}",
-        need.namespace,
-        need.name,
-        need.pod_sets.iter().map(|p| p.count).sum::<u32>()
-    );
-    v.condition = Some(("Unschedulable", WAITING_FOR_CAPACITY, message));
-    plan.capacity_requests.push(need);
-}
-
-/// What to ask for: the pending members the gang lacks of `minMember`, in placement order,
-/// one pod set per distinct kind (request and placement).
-fn capacity_need(
-    ssn: &Session,
-    ji: usize,
-    attempt: u32,
-    class: &str,
-) -> caldera_model::CapacityNeed {
-    let st = &ssn.state;
-    let job = &st.jobs[ji];
-    let lacking = job.min_member.saturating_sub(st.ready_count(ji)).max(1) as usize;
-    let members = ssn.order_tasks(ji, st.pending_tasks(ji).collect());
-    let mut pod_sets: Vec<caldera_model::PodSetNeed> = Vec::new();
-    let mut pods = Vec::new();
-    for &t in members.iter().take(lacking) {
-        let t = &st.tasks[t];
-        pods.push(caldera_model::ConsumingPod {
-            namespace: t.namespace.clone(),
-            name: t.name.clone(),
-            uid: t.uid.clone(),
-        });
-        match pod_sets
-            .iter_mut()
-            .find(|p| p.request == t.request && p.spec == t.spec)
-        {
-            Some(p) => p.count += 1,
-            None => pod_sets.push(caldera_model::PodSetNeed {
-                request: t.request.clone(),
-                spec: t.spec.clone(),
-                count: 1,
-            }),
-        }
-    }
-    caldera_model::CapacityNeed {
-        namespace: job.namespace.clone(),
-        podgroup: job.name.clone(),
-        podgroup_uid: job.uid.clone(),
-        name: caldera_model::request_name(&job.name, attempt).into(),
-        attempt,
-        class_name: class.to_string(),
-        pod_sets,
-        pods,
     }
 }
 
