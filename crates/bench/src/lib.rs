@@ -12,6 +12,7 @@ pub mod cold_start;
 pub mod e2e;
 pub mod gen;
 pub mod live;
+pub mod perf;
 pub mod replay;
 pub mod session;
 

@@ -4,6 +4,7 @@ use crate::CommandResult;
 use caldera_bench::cold_start::{self, ColdStartOptions, ColdStartResult};
 use caldera_bench::e2e::{self, E2eOptions, E2eResult};
 use caldera_bench::live::Backend;
+use caldera_bench::perf::{self, format::Source, PerfOptions, WorkloadResult};
 use caldera_bench::session::{self, SessionResult};
 use clap::{Args, ValueEnum};
 use std::io::Write;
@@ -31,6 +32,10 @@ pub enum Kind {
     ColdStart,
     /// `caldera replay`: a synthetic timeline trace, and an openb trace in inflation mode.
     Replay,
+    /// kube-scheduler's scheduler_perf workloads (CONFIG: a `performance-config.yaml`, or
+    /// `basicscheduling`, `gangscheduling`, `tas` for the shipped ones) run in-process:
+    /// SchedulingThroughput per workload.
+    Perf,
 }
 
 /// A figure of `caldera bench session` run on its own.
@@ -51,6 +56,20 @@ pub enum Figure {
 pub struct BenchArgs {
     /// Which benchmark.
     kind: Kind,
+    /// `perf`: the scheduler_perf config (a path, or a shipped one: `basicscheduling`,
+    /// `gangscheduling`, `tas`).
+    #[arg(value_name = "CONFIG")]
+    config: Option<String>,
+    /// `perf`: run the workloads carrying every one of these labels (scheduler_perf's
+    /// `performance`, `integration-test`, `short`).
+    #[arg(long = "label", default_value = "performance")]
+    labels: Vec<String>,
+    /// `perf`: run only this workload (`Name` or `TestCase/Name`), whatever its labels.
+    #[arg(long)]
+    workload: Option<String>,
+    /// `perf`: runs of each workload, each on a fresh cluster (samples pooled).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
     /// Node counts to run (each 8 GPUs, 64 CPU, 512Gi), comma-separated. Default: 5000
     /// (`e2e`: 1000).
     #[arg(long, value_delimiter = ',')]
@@ -127,7 +146,23 @@ pub fn run(args: BenchArgs) -> CommandResult {
     } else {
         args.nodes.clone()
     };
+    if args.config.is_some() && args.kind != Kind::Perf {
+        return Err("CONFIG is read by `caldera bench perf` only".into());
+    }
     match args.kind {
+        Kind::Perf => {
+            let config = args
+                .config
+                .as_deref()
+                .ok_or("caldera bench perf needs CONFIG: a performance-config.yaml, or basicscheduling, gangscheduling or tas")?;
+            let opts = PerfOptions {
+                labels: args.labels.clone(),
+                workload: args.workload.clone(),
+                runs: args.runs,
+            };
+            let results = perf::run(Source::of(config), &opts)?;
+            print_figure(&results, args.output, perf_table)
+        }
         Kind::E2e => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -571,6 +606,61 @@ fn queues_table(out: &mut dyn Write, results: &[session::QueuesResult]) -> Comma
             r.hierarchical_placements,
             r.queues_ratio,
             r.hierarchical_session_seconds / r.flat_queues_session_seconds.max(1e-9)
+        )?;
+    }
+    Ok(())
+}
+
+fn perf_table(out: &mut dyn Write, results: &[WorkloadResult]) -> CommandResult {
+    writeln!(
+        out,
+        "{:<46} {:>6} {:>6} {:>6} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9}",
+        "workload",
+        "nodes",
+        "pods",
+        "gangs",
+        "all-bound",
+        "avg pods/s",
+        "p50",
+        "p90",
+        "p95",
+        "p99",
+        "seconds",
+        "session/s"
+    )?;
+    for r in results {
+        writeln!(
+            out,
+            "{:<46} {:>6} {:>6} {:>6} {:>9} {:>10.0} {:>10.0} {:>10.0} {:>10.0} {:>10.0} {:>7.3}s {:>9.0}",
+            format!("{}/{}", r.test_case, r.workload),
+            r.nodes,
+            r.pods,
+            r.gangs,
+            if r.all_bound { "yes" } else { "NO" },
+            r.throughput_average,
+            r.throughput_p50,
+            r.throughput_p90,
+            r.throughput_p95,
+            r.throughput_p99,
+            r.seconds,
+            r.session_pods_per_second
+        )?;
+    }
+    if let Some(r) = results.first() {
+        writeln!(
+            out,
+            "SchedulingThroughput: one sample per session that bound pods (pods bound / the session's snapshot, \
+             session and binds into the in-memory store), {} run(s) per workload pooled; average = mean of the \
+             samples, pN = nearest rank, as scheduler_perf computes them over its 1 s samples. seconds: per run. \
+             session/s: pods / Caldera's session time alone. docs/scale.md",
+            r.runs
+        )?;
+    }
+    for r in results.iter().filter(|r| !r.all_bound) {
+        writeln!(
+            out,
+            "{}/{}: {} pods unbound, {} gangs bound in part, {} gangs across topology domains",
+            r.test_case, r.workload, r.unbound_pods, r.partial_gangs, r.topology_violations
         )?;
     }
     Ok(())
