@@ -21,15 +21,15 @@ pub(crate) fn optional(client: Client) -> KindWatch<ProvisioningRequest> {
         api: Api::all(client),
         config: watcher::Config::default().labels(SELECTOR),
         reset: Box::new(|cluster, requests| {
-            cluster.index.reset_provisioning_requests(&requests);
+            cluster.index.reset(&requests);
         }),
         apply: changed(|cluster, pr: ProvisioningRequest| {
-            cluster.index.apply_provisioning_request(&pr)
+            let _ = cluster.index.apply(&pr);
         }),
         delete: gone(|cluster, pr: ProvisioningRequest| {
             let ns = pr.metadata.namespace.as_deref().unwrap_or("default");
             let name = pr.metadata.name.as_deref().unwrap_or_default();
-            cluster.index.delete_provisioning_request(ns, name);
+            cluster.index.delete::<ProvisioningRequest>((ns, name));
         }),
     }
 }

@@ -347,7 +347,7 @@ impl Cluster {
         let name = pod.name_any();
         let key = pod_key(&ns, &name);
         let old = self.index.pod(&ns, &name).cloned();
-        let result = self.index.apply_pod(pod);
+        let result = self.index.apply(pod);
         self.set_rv((Kind::Pod, key.clone()), pod.resource_version());
         match &result {
             Ok(()) => self.mark_valid(Watched::Pods, &key),
@@ -385,7 +385,7 @@ impl Cluster {
         let name = pod.name_any();
         let key = pod_key(&ns, &name);
         let old = self.index.pod(&ns, &name).cloned();
-        self.index.delete_pod(&ns, &name);
+        self.index.delete::<Pod>((&ns, &name));
         self.forget(&(Kind::Pod, key.clone()));
         self.mark_valid(Watched::Pods, &key);
         if let Some(uid) = pod.uid() {
@@ -397,7 +397,7 @@ impl Cluster {
     pub fn reset_pods(&mut self, pods: &[Pod]) {
         self.rvs.retain(|(k, _), _| *k != Kind::Pod);
         // Conversion errors are recorded per pod below, with the object's key.
-        let _ = self.index.reset_pods(pods);
+        let _ = self.index.reset(pods);
         let mut still_invalid = std::collections::HashSet::new();
         for pod in pods {
             let key = pod_key(&ns_of(pod), &pod.name_any());
@@ -433,7 +433,7 @@ impl Cluster {
 
     pub fn apply_node(&mut self, node: &KubeNode) -> bool {
         let name = node.name_any();
-        let result = self.index.apply_node(node);
+        let result = self.index.apply(node);
         match result {
             Ok(()) => {
                 self.mark_valid(Watched::Nodes, &name);
@@ -457,7 +457,7 @@ impl Cluster {
 
     pub fn delete_node(&mut self, node: &KubeNode) -> bool {
         let name = node.name_any();
-        self.index.delete_node(&name);
+        self.index.delete::<KubeNode>(&name);
         self.nodes.remove(&name);
         self.mark_valid(Watched::Nodes, &name);
         true
@@ -466,7 +466,7 @@ impl Cluster {
     pub fn reset_nodes(&mut self, nodes: &[KubeNode]) {
         self.nodes.clear();
         let before = self.invalid_keys(Watched::Nodes);
-        let _ = self.index.reset_nodes(std::iter::empty());
+        let _ = self.index.reset::<KubeNode>([]);
         for n in nodes {
             self.apply_node(n);
         }
@@ -484,12 +484,11 @@ impl Cluster {
         self.set_rv((Kind::PodGroup, key.clone()), obj.resource_version());
         let uid = obj.uid().unwrap_or_default();
         let decoded = decode::<PodGroup>(obj, "scheduling.volcano.sh/v1beta1", "PodGroup");
-        let result =
-            decoded.and_then(|pg| self.index.apply_podgroup(&pg).map_err(|e| e.to_string()));
+        let result = decoded.and_then(|pg| self.index.apply(&pg).map_err(|e| e.to_string()));
         match result {
             Ok(()) => self.mark_valid(Watched::PodGroups, &key),
             Err(message) => {
-                self.index.delete_podgroup(&ns, &name);
+                self.index.delete::<PodGroup>((&ns, &name));
                 self.mark_invalid(Watched::PodGroups, key.clone(), uid.clone(), message);
             }
         }
@@ -501,7 +500,7 @@ impl Cluster {
         let ns = ns_of(obj);
         let name = obj.name_any();
         let key = pod_key(&ns, &name);
-        self.index.delete_podgroup(&ns, &name);
+        self.index.delete::<PodGroup>((&ns, &name));
         self.forget(&(Kind::PodGroup, key.clone()));
         self.podgroups.remove(&key);
         self.mark_valid(Watched::PodGroups, &key);
@@ -512,7 +511,7 @@ impl Cluster {
         self.rvs.retain(|(k, _), _| *k != Kind::PodGroup);
         let before = self.invalid_keys(Watched::PodGroups);
         self.podgroups.clear();
-        let _ = self.index.reset_podgroups(std::iter::empty());
+        let _ = self.index.reset::<PodGroup>([]);
         for o in objs {
             self.apply_podgroup(o);
         }
@@ -537,11 +536,11 @@ impl Cluster {
             .and_then(|q| q.status.as_ref())
             .and_then(|s| s.state.as_ref())
             .map(|s| s.to_string());
-        let result = decoded.and_then(|q| self.index.apply_queue(&q).map_err(|e| e.to_string()));
+        let result = decoded.and_then(|q| self.index.apply(&q).map_err(|e| e.to_string()));
         match result {
             Ok(()) => self.mark_valid(Watched::Queues, &name),
             Err(message) => {
-                self.index.delete_queue(&name);
+                self.index.delete::<ApiQueue>(&name);
                 self.mark_invalid(Watched::Queues, name.clone(), uid.clone(), message);
             }
         }
@@ -551,7 +550,7 @@ impl Cluster {
 
     pub fn delete_queue(&mut self, obj: &DynamicObject) -> bool {
         let name = obj.name_any();
-        self.index.delete_queue(&name);
+        self.index.delete::<ApiQueue>(&name);
         self.forget(&(Kind::Queue, name.clone()));
         self.queues.remove(&name);
         self.mark_valid(Watched::Queues, &name);
@@ -562,7 +561,7 @@ impl Cluster {
         self.rvs.retain(|(k, _), _| *k != Kind::Queue);
         let before = self.invalid_keys(Watched::Queues);
         self.queues.clear();
-        let _ = self.index.reset_queues(std::iter::empty());
+        let _ = self.index.reset::<ApiQueue>([]);
         for o in objs {
             self.apply_queue(o);
         }
@@ -574,7 +573,7 @@ impl Cluster {
 
     pub fn apply_priority_class(&mut self, pc: &PriorityClass) -> bool {
         let name = pc.name_any();
-        match self.index.apply_priority_class(pc) {
+        match self.index.apply(pc) {
             Ok(()) => self.mark_valid(Watched::PriorityClasses, &name),
             Err(e) => self.mark_invalid(
                 Watched::PriorityClasses,
@@ -588,14 +587,14 @@ impl Cluster {
 
     pub fn delete_priority_class(&mut self, pc: &PriorityClass) -> bool {
         let name = pc.name_any();
-        self.index.delete_priority_class(&name);
+        self.index.delete::<PriorityClass>(&name);
         self.mark_valid(Watched::PriorityClasses, &name);
         true
     }
 
     pub fn reset_priority_classes(&mut self, pcs: &[PriorityClass]) {
         let before = self.invalid_keys(Watched::PriorityClasses);
-        let _ = self.index.reset_priority_classes(std::iter::empty());
+        let _ = self.index.reset::<PriorityClass>([]);
         for pc in pcs {
             self.apply_priority_class(pc);
         }
@@ -612,53 +611,54 @@ impl Cluster {
     // ----- pod disruption budgets -----
 
     pub fn apply_budget(&mut self, pdb: &PodDisruptionBudget) -> bool {
-        self.index.apply_budget(pdb);
+        let _ = self.index.apply(pdb);
         true
     }
 
     pub fn delete_budget(&mut self, pdb: &PodDisruptionBudget) -> bool {
         let namespace = pdb.metadata.namespace.as_deref().unwrap_or("default");
-        self.index.delete_budget(namespace, &pdb.name_any());
+        self.index
+            .delete::<PodDisruptionBudget>((namespace, &pdb.name_any()));
         true
     }
 
     pub fn reset_budgets(&mut self, pdbs: &[PodDisruptionBudget]) {
-        self.index.reset_budgets(pdbs.iter());
+        self.index.reset(pdbs.iter());
         self.synced.insert(Watched::Budgets, true);
     }
 
     // ----- namespaces -----
 
     pub fn apply_namespace(&mut self, ns: &Namespace) -> bool {
-        self.index.apply_namespace(ns);
+        let _ = self.index.apply(ns);
         true
     }
 
     pub fn delete_namespace(&mut self, ns: &Namespace) -> bool {
-        self.index.delete_namespace(&ns.name_any());
+        self.index.delete::<Namespace>(&ns.name_any());
         true
     }
 
     pub fn reset_namespaces(&mut self, namespaces: &[Namespace]) {
-        self.index.reset_namespaces(namespaces.iter());
+        self.index.reset(namespaces.iter());
         self.synced.insert(Watched::Namespaces, true);
     }
 
     // ----- jobs -----
 
     pub fn apply_job(&mut self, job: &Job) -> bool {
-        self.index.apply_job(job);
+        let _ = self.index.apply(job);
         true
     }
 
     pub fn delete_job(&mut self, job: &Job) -> bool {
         let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
-        self.index.delete_job(namespace, &job.name_any());
+        self.index.delete::<Job>((namespace, &job.name_any()));
         true
     }
 
     pub fn reset_jobs(&mut self, jobs: &[Job]) {
-        self.index.reset_jobs(jobs.iter());
+        self.index.reset(jobs.iter());
         self.synced.insert(Watched::Jobs, true);
     }
 }
@@ -672,7 +672,7 @@ impl Cluster {
             pvc.metadata.namespace.as_deref().unwrap_or("default"),
             pvc.name_any()
         );
-        match self.index.apply_claim(pvc) {
+        match self.index.apply(pvc) {
             Ok(()) => self.mark_valid(Watched::Claims, &key),
             Err(e) => self.mark_invalid(
                 Watched::Claims,
@@ -687,14 +687,15 @@ impl Cluster {
     pub fn delete_claim(&mut self, pvc: &PersistentVolumeClaim) -> bool {
         let namespace = pvc.metadata.namespace.as_deref().unwrap_or("default");
         let name = pvc.name_any();
-        self.index.delete_claim(namespace, &name);
+        self.index
+            .delete::<PersistentVolumeClaim>((namespace, &name));
         self.mark_valid(Watched::Claims, &format!("{namespace}/{name}"));
         true
     }
 
     pub fn reset_claims(&mut self, claims: &[PersistentVolumeClaim]) {
         let before = self.invalid_keys(Watched::Claims);
-        let _ = self.index.reset_claims(std::iter::empty());
+        let _ = self.index.reset::<PersistentVolumeClaim>([]);
         for c in claims {
             self.apply_claim(c);
         }
@@ -711,7 +712,7 @@ impl Cluster {
 
     pub fn apply_volume(&mut self, pv: &PersistentVolume) -> bool {
         let name = pv.name_any();
-        match self.index.apply_volume(pv) {
+        match self.index.apply(pv) {
             Ok(()) => self.mark_valid(Watched::Volumes, &name),
             Err(e) => self.mark_invalid(
                 Watched::Volumes,
@@ -725,14 +726,14 @@ impl Cluster {
 
     pub fn delete_volume(&mut self, pv: &PersistentVolume) -> bool {
         let name = pv.name_any();
-        self.index.delete_volume(&name);
+        self.index.delete::<PersistentVolume>(&name);
         self.mark_valid(Watched::Volumes, &name);
         true
     }
 
     pub fn reset_volumes(&mut self, pvs: &[PersistentVolume]) {
         let before = self.invalid_keys(Watched::Volumes);
-        let _ = self.index.reset_volumes(std::iter::empty());
+        let _ = self.index.reset::<PersistentVolume>([]);
         for pv in pvs {
             self.apply_volume(pv);
         }
@@ -742,7 +743,7 @@ impl Cluster {
 
     pub fn apply_storage_class(&mut self, sc: &StorageClass) -> bool {
         let name = sc.name_any();
-        match self.index.apply_storage_class(sc) {
+        match self.index.apply(sc) {
             Ok(()) => self.mark_valid(Watched::StorageClasses, &name),
             Err(e) => self.mark_invalid(
                 Watched::StorageClasses,
@@ -756,14 +757,14 @@ impl Cluster {
 
     pub fn delete_storage_class(&mut self, sc: &StorageClass) -> bool {
         let name = sc.name_any();
-        self.index.delete_storage_class(&name);
+        self.index.delete::<StorageClass>(&name);
         self.mark_valid(Watched::StorageClasses, &name);
         true
     }
 
     pub fn reset_storage_classes(&mut self, classes: &[StorageClass]) {
         let before = self.invalid_keys(Watched::StorageClasses);
-        let _ = self.index.reset_storage_classes(std::iter::empty());
+        let _ = self.index.reset::<StorageClass>([]);
         for sc in classes {
             self.apply_storage_class(sc);
         }
@@ -773,12 +774,12 @@ impl Cluster {
     }
 
     pub fn apply_csinode(&mut self, n: &CSINode) -> bool {
-        self.index.apply_csinode(n);
+        let _ = self.index.apply(n);
         true
     }
 
     pub fn delete_csinode(&mut self, n: &CSINode) -> bool {
-        self.index.delete_csinode(&n.name_any());
+        self.index.delete::<CSINode>(&n.name_any());
         true
     }
 
@@ -794,7 +795,7 @@ impl Cluster {
     }
 
     pub fn reset_csinodes(&mut self, nodes: &[CSINode]) {
-        self.index.reset_csinodes(nodes.iter());
+        self.index.reset(nodes.iter());
         self.synced.insert(Watched::CsiNodes, true);
     }
 }

@@ -66,19 +66,19 @@ fn watches(client: Client) -> Watches {
             api: Api::all(client.clone()),
             config: watcher::Config::default(),
             reset: Box::new(|cluster, classes| {
-                for e in cluster.index.reset_device_classes(&classes) {
+                for e in cluster.index.reset(&classes) {
                     warn!(error = %e, "DeviceClass left out");
                 }
             }),
             apply: changed(|cluster, c: DeviceClass| {
-                if let Err(e) = cluster.index.apply_device_class(&c) {
+                if let Err(e) = cluster.index.apply(&c) {
                     warn!(error = %e, "DeviceClass left out");
                 }
             }),
             delete: gone(|cluster, c: DeviceClass| {
                 cluster
                     .index
-                    .delete_device_class(c.metadata.name.as_deref().unwrap_or_default());
+                    .delete::<DeviceClass>(c.metadata.name.as_deref().unwrap_or_default());
             }),
         },
         slices: KindWatch {
@@ -86,19 +86,19 @@ fn watches(client: Client) -> Watches {
             api: Api::all(client.clone()),
             config: watcher::Config::default(),
             reset: Box::new(|cluster, slices| {
-                for e in cluster.index.reset_resource_slices(&slices) {
+                for e in cluster.index.reset(&slices) {
                     warn!(error = %e, "ResourceSlice left out");
                 }
             }),
             apply: changed(|cluster, s: ResourceSlice| {
-                if let Err(e) = cluster.index.apply_resource_slice(&s) {
+                if let Err(e) = cluster.index.apply(&s) {
                     warn!(error = %e, "ResourceSlice left out");
                 }
             }),
             delete: gone(|cluster, s: ResourceSlice| {
                 cluster
                     .index
-                    .delete_resource_slice(s.metadata.name.as_deref().unwrap_or_default());
+                    .delete::<ResourceSlice>(s.metadata.name.as_deref().unwrap_or_default());
             }),
         },
         claims: KindWatch {
@@ -106,18 +106,18 @@ fn watches(client: Client) -> Watches {
             api: Api::all(client.clone()),
             config: watcher::Config::default(),
             reset: Box::new(|cluster, claims| {
-                for e in cluster.index.reset_resource_claims(&claims) {
+                for e in cluster.index.reset(&claims) {
                     warn!(error = %e, "ResourceClaim left out");
                 }
             }),
             apply: changed(|cluster, c: ResourceClaim| {
-                if let Err(e) = cluster.index.apply_resource_claim(&c) {
+                if let Err(e) = cluster.index.apply(&c) {
                     warn!(error = %e, "ResourceClaim left out");
                 }
             }),
             delete: gone(|cluster, c: ResourceClaim| {
                 let (ns, name) = ns_name(&c.metadata);
-                cluster.index.delete_resource_claim(ns, name);
+                cluster.index.delete::<ResourceClaim>((ns, name));
             }),
         },
         templates: KindWatch {
@@ -125,18 +125,18 @@ fn watches(client: Client) -> Watches {
             api: Api::all(client),
             config: watcher::Config::default(),
             reset: Box::new(|cluster, templates| {
-                for e in cluster.index.reset_resource_claim_templates(&templates) {
+                for e in cluster.index.reset(&templates) {
                     warn!(error = %e, "ResourceClaimTemplate left out");
                 }
             }),
             apply: changed(|cluster, t: ResourceClaimTemplate| {
-                if let Err(e) = cluster.index.apply_resource_claim_template(&t) {
+                if let Err(e) = cluster.index.apply(&t) {
                     warn!(error = %e, "ResourceClaimTemplate left out");
                 }
             }),
             delete: gone(|cluster, t: ResourceClaimTemplate| {
                 let (ns, name) = ns_name(&t.metadata);
-                cluster.index.delete_resource_claim_template(ns, name);
+                cluster.index.delete::<ResourceClaimTemplate>((ns, name));
             }),
         },
     }

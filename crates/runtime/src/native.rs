@@ -27,18 +27,18 @@ pub(crate) fn podgroups(client: Client) -> KindWatch<PodGroup> {
         api: Api::all(client),
         config: watcher::Config::default(),
         reset: Box::new(|cluster, podgroups| {
-            for e in cluster.index.reset_native_podgroups(&podgroups) {
+            for e in cluster.index.reset(&podgroups) {
                 warn!(error = %e, "native PodGroup left out");
             }
         }),
         apply: changed(|cluster, pg: PodGroup| {
-            if let Err(e) = cluster.index.apply_native_podgroup(&pg) {
+            if let Err(e) = cluster.index.apply(&pg) {
                 warn!(error = %e, "native PodGroup left out");
             }
         }),
         delete: gone(|cluster, pg: PodGroup| {
             let (ns, name) = ns_name(&pg.metadata);
-            cluster.index.delete_native_podgroup(ns, name);
+            cluster.index.delete::<PodGroup>((ns, name));
         }),
     }
 }
@@ -50,12 +50,14 @@ pub(crate) fn workloads(client: Client) -> KindWatch<Workload> {
         api: Api::all(client),
         config: watcher::Config::default(),
         reset: Box::new(|cluster, workloads| {
-            cluster.index.reset_native_workloads(&workloads);
+            cluster.index.reset(&workloads);
         }),
-        apply: changed(|cluster, w: Workload| cluster.index.apply_native_workload(&w)),
+        apply: changed(|cluster, w: Workload| {
+            let _ = cluster.index.apply(&w);
+        }),
         delete: gone(|cluster, w: Workload| {
             let (ns, name) = ns_name(&w.metadata);
-            cluster.index.delete_native_workload(ns, name);
+            cluster.index.delete::<Workload>((ns, name));
         }),
     }
 }
