@@ -2,28 +2,39 @@
 //! [`Overlay`] of work in flight, which caches have synced, and objects that failed to
 //! convert. Everything here is synchronous; the watch tasks call it under one lock.
 //!
-//! Each `apply_*`/`delete_*` returns whether the change may let a session place something
-//! (a new pending pod of ours, freed capacity, a new node, a changed PodGroup or Queue spec):
-//! the scheduling loop then runs a session after the debounce instead of waiting for the
-//! period. Status-only changes (most of them Caldera's own writes) do not trigger.
+//! Every kind read with its own type goes through [`Cluster::apply`], [`Cluster::delete`] and
+//! [`Cluster::reset`], written once over [`Fed`]; pods (the assumed binds) and Volcano's
+//! PodGroups and Queues (read untyped, their resourceVersions kept for status writes) have
+//! their own. Each `apply`/`delete` returns whether the change may let a session place
+//! something (a new pending pod of ours, freed capacity, a new node, a changed PodGroup or
+//! Queue spec): the scheduling loop then runs a session after the debounce instead of waiting
+//! for the period. Status-only changes (most of them Caldera's own writes) do not trigger.
 
 use crate::overlay::{Kind, ObjKey, Overlay};
 use caldera_api::calls::{self, Resource, Watch};
-use caldera_api::{PodGroup, Queue as ApiQueue};
-use caldera_cache::{ClusterIndex, PodInfo};
+use caldera_api::{PodGroup, ProvisioningRequest, Queue as ApiQueue};
+use caldera_cache::{ClusterIndex, Indexed, PodInfo};
 use caldera_model::{Node, TaskStatus};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     Namespace, Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1alpha2::{
+    PodGroup as NativePodGroup, Workload as NativeWorkload,
+};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{DynamicObject, TypeMeta};
 use kube::ResourceExt;
+use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
+use std::fmt::{self, Debug};
 use std::sync::Arc;
+use tracing::warn;
 
 /// The kinds the runtime watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -87,6 +98,13 @@ impl Watched {
             Watched::CsiNodes => &calls::CSI_NODES,
             Watched::Jobs => &calls::JOBS,
         }
+    }
+
+    /// The required kind `w` is, if it is one.
+    pub fn of(w: &Watch) -> Option<Watched> {
+        Watched::ALL
+            .into_iter()
+            .find(|k| k.watch().resource == w.resource)
     }
 
     /// Plural resource name.
@@ -429,51 +447,6 @@ impl Cluster {
         self.synced.insert(Watched::Pods, true);
     }
 
-    // ----- nodes -----
-
-    pub fn apply_node(&mut self, node: &KubeNode) -> bool {
-        let name = node.name_any();
-        let result = self.index.apply(node);
-        match result {
-            Ok(()) => {
-                self.mark_valid(Watched::Nodes, &name);
-                match caldera_cache::node(node) {
-                    Ok(n) => self.nodes.insert(name, n.clone()).as_ref() != Some(&n),
-                    Err(_) => false,
-                }
-            }
-            Err(e) => {
-                self.nodes.remove(&name);
-                self.mark_invalid(
-                    Watched::Nodes,
-                    name,
-                    node.uid().unwrap_or_default(),
-                    e.to_string(),
-                );
-                false
-            }
-        }
-    }
-
-    pub fn delete_node(&mut self, node: &KubeNode) -> bool {
-        let name = node.name_any();
-        self.index.delete::<KubeNode>(&name);
-        self.nodes.remove(&name);
-        self.mark_valid(Watched::Nodes, &name);
-        true
-    }
-
-    pub fn reset_nodes(&mut self, nodes: &[KubeNode]) {
-        self.nodes.clear();
-        let before = self.invalid_keys(Watched::Nodes);
-        let _ = self.index.reset::<KubeNode>([]);
-        for n in nodes {
-            self.apply_node(n);
-        }
-        self.drop_unlisted(Watched::Nodes, before, nodes.iter().map(|n| n.name_any()));
-        self.synced.insert(Watched::Nodes, true);
-    }
-
     // ----- podgroups (watched as untyped objects: one malformed object must not stop the
     // watch, so each is decoded on its own) -----
 
@@ -569,220 +542,6 @@ impl Cluster {
         self.synced.insert(Watched::Queues, true);
     }
 
-    // ----- priority classes -----
-
-    pub fn apply_priority_class(&mut self, pc: &PriorityClass) -> bool {
-        let name = pc.name_any();
-        match self.index.apply(pc) {
-            Ok(()) => self.mark_valid(Watched::PriorityClasses, &name),
-            Err(e) => self.mark_invalid(
-                Watched::PriorityClasses,
-                name,
-                pc.uid().unwrap_or_default(),
-                e.to_string(),
-            ),
-        }
-        true
-    }
-
-    pub fn delete_priority_class(&mut self, pc: &PriorityClass) -> bool {
-        let name = pc.name_any();
-        self.index.delete::<PriorityClass>(&name);
-        self.mark_valid(Watched::PriorityClasses, &name);
-        true
-    }
-
-    pub fn reset_priority_classes(&mut self, pcs: &[PriorityClass]) {
-        let before = self.invalid_keys(Watched::PriorityClasses);
-        let _ = self.index.reset::<PriorityClass>([]);
-        for pc in pcs {
-            self.apply_priority_class(pc);
-        }
-        self.drop_unlisted(
-            Watched::PriorityClasses,
-            before,
-            pcs.iter().map(|p| p.name_any()),
-        );
-        self.synced.insert(Watched::PriorityClasses, true);
-    }
-}
-
-impl Cluster {
-    // ----- pod disruption budgets -----
-
-    pub fn apply_budget(&mut self, pdb: &PodDisruptionBudget) -> bool {
-        let _ = self.index.apply(pdb);
-        true
-    }
-
-    pub fn delete_budget(&mut self, pdb: &PodDisruptionBudget) -> bool {
-        let namespace = pdb.metadata.namespace.as_deref().unwrap_or("default");
-        self.index
-            .delete::<PodDisruptionBudget>((namespace, &pdb.name_any()));
-        true
-    }
-
-    pub fn reset_budgets(&mut self, pdbs: &[PodDisruptionBudget]) {
-        self.index.reset(pdbs.iter());
-        self.synced.insert(Watched::Budgets, true);
-    }
-
-    // ----- namespaces -----
-
-    pub fn apply_namespace(&mut self, ns: &Namespace) -> bool {
-        let _ = self.index.apply(ns);
-        true
-    }
-
-    pub fn delete_namespace(&mut self, ns: &Namespace) -> bool {
-        self.index.delete::<Namespace>(&ns.name_any());
-        true
-    }
-
-    pub fn reset_namespaces(&mut self, namespaces: &[Namespace]) {
-        self.index.reset(namespaces.iter());
-        self.synced.insert(Watched::Namespaces, true);
-    }
-
-    // ----- jobs -----
-
-    pub fn apply_job(&mut self, job: &Job) -> bool {
-        let _ = self.index.apply(job);
-        true
-    }
-
-    pub fn delete_job(&mut self, job: &Job) -> bool {
-        let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
-        self.index.delete::<Job>((namespace, &job.name_any()));
-        true
-    }
-
-    pub fn reset_jobs(&mut self, jobs: &[Job]) {
-        self.index.reset(jobs.iter());
-        self.synced.insert(Watched::Jobs, true);
-    }
-}
-
-impl Cluster {
-    // ----- volumes -----
-
-    pub fn apply_claim(&mut self, pvc: &PersistentVolumeClaim) -> bool {
-        let key = format!(
-            "{}/{}",
-            pvc.metadata.namespace.as_deref().unwrap_or("default"),
-            pvc.name_any()
-        );
-        match self.index.apply(pvc) {
-            Ok(()) => self.mark_valid(Watched::Claims, &key),
-            Err(e) => self.mark_invalid(
-                Watched::Claims,
-                key,
-                pvc.uid().unwrap_or_default(),
-                e.to_string(),
-            ),
-        }
-        true
-    }
-
-    pub fn delete_claim(&mut self, pvc: &PersistentVolumeClaim) -> bool {
-        let namespace = pvc.metadata.namespace.as_deref().unwrap_or("default");
-        let name = pvc.name_any();
-        self.index
-            .delete::<PersistentVolumeClaim>((namespace, &name));
-        self.mark_valid(Watched::Claims, &format!("{namespace}/{name}"));
-        true
-    }
-
-    pub fn reset_claims(&mut self, claims: &[PersistentVolumeClaim]) {
-        let before = self.invalid_keys(Watched::Claims);
-        let _ = self.index.reset::<PersistentVolumeClaim>([]);
-        for c in claims {
-            self.apply_claim(c);
-        }
-        let listed = claims.iter().map(|c| {
-            format!(
-                "{}/{}",
-                c.metadata.namespace.as_deref().unwrap_or("default"),
-                c.name_any()
-            )
-        });
-        self.drop_unlisted(Watched::Claims, before, listed);
-        self.synced.insert(Watched::Claims, true);
-    }
-
-    pub fn apply_volume(&mut self, pv: &PersistentVolume) -> bool {
-        let name = pv.name_any();
-        match self.index.apply(pv) {
-            Ok(()) => self.mark_valid(Watched::Volumes, &name),
-            Err(e) => self.mark_invalid(
-                Watched::Volumes,
-                name,
-                pv.uid().unwrap_or_default(),
-                e.to_string(),
-            ),
-        }
-        true
-    }
-
-    pub fn delete_volume(&mut self, pv: &PersistentVolume) -> bool {
-        let name = pv.name_any();
-        self.index.delete::<PersistentVolume>(&name);
-        self.mark_valid(Watched::Volumes, &name);
-        true
-    }
-
-    pub fn reset_volumes(&mut self, pvs: &[PersistentVolume]) {
-        let before = self.invalid_keys(Watched::Volumes);
-        let _ = self.index.reset::<PersistentVolume>([]);
-        for pv in pvs {
-            self.apply_volume(pv);
-        }
-        self.drop_unlisted(Watched::Volumes, before, pvs.iter().map(|p| p.name_any()));
-        self.synced.insert(Watched::Volumes, true);
-    }
-
-    pub fn apply_storage_class(&mut self, sc: &StorageClass) -> bool {
-        let name = sc.name_any();
-        match self.index.apply(sc) {
-            Ok(()) => self.mark_valid(Watched::StorageClasses, &name),
-            Err(e) => self.mark_invalid(
-                Watched::StorageClasses,
-                name,
-                sc.uid().unwrap_or_default(),
-                e.to_string(),
-            ),
-        }
-        true
-    }
-
-    pub fn delete_storage_class(&mut self, sc: &StorageClass) -> bool {
-        let name = sc.name_any();
-        self.index.delete::<StorageClass>(&name);
-        self.mark_valid(Watched::StorageClasses, &name);
-        true
-    }
-
-    pub fn reset_storage_classes(&mut self, classes: &[StorageClass]) {
-        let before = self.invalid_keys(Watched::StorageClasses);
-        let _ = self.index.reset::<StorageClass>([]);
-        for sc in classes {
-            self.apply_storage_class(sc);
-        }
-        let listed = classes.iter().map(|c| c.name_any());
-        self.drop_unlisted(Watched::StorageClasses, before, listed);
-        self.synced.insert(Watched::StorageClasses, true);
-    }
-
-    pub fn apply_csinode(&mut self, n: &CSINode) -> bool {
-        let _ = self.index.apply(n);
-        true
-    }
-
-    pub fn delete_csinode(&mut self, n: &CSINode) -> bool {
-        self.index.delete::<CSINode>(&n.name_any());
-        true
-    }
-
     /// The plan's volume writes, assumed done until the watches show them.
     pub fn assume_volume_writes(
         &mut self,
@@ -792,11 +551,6 @@ impl Cluster {
         for w in writes {
             self.index.assume_volume_write(w, now);
         }
-    }
-
-    pub fn reset_csinodes(&mut self, nodes: &[CSINode]) {
-        self.index.reset(nodes.iter());
-        self.synced.insert(Watched::CsiNodes, true);
     }
 }
 
@@ -822,6 +576,139 @@ impl Cluster {
     /// Whether a Queue object of that name is in the cache.
     pub fn has_queue(&self, name: &str) -> bool {
         self.queues.contains_key(name)
+    }
+}
+
+/// What one kind read with its own type means to `caldera run` besides feeding the index
+/// (the index's side is [`Indexed`]): which watch it is, and whether a change may let a
+/// session place something. [`Cluster::apply`], [`Cluster::delete`] and [`Cluster::reset`]
+/// are written once over it, and [`crate::watch::fed`] wires its watch, as linkerd's policy
+/// controller wires each kubert index. A required kind ([`Watched`]) records the objects that
+/// do not convert ([`Invalid`], reported as events) and marks itself synced after a list; an
+/// optional kind logs them (its sync is [`Cluster::listed`]).
+pub(crate) trait Fed:
+    Indexed + kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + 'static
+{
+    /// Its entry in the list of what `caldera run` watches.
+    const WATCH: &'static Watch;
+
+    /// After `self` was applied (`converted`: whether it converted): whether a session may
+    /// place something now. Any change may, unless the kind says otherwise.
+    fn applied(&self, _cluster: &mut Cluster, _converted: bool) -> bool {
+        true
+    }
+
+    /// After `self` was deleted.
+    fn deleted(&self, _cluster: &mut Cluster) {}
+
+    /// Before a list replaces every object of the kind.
+    fn relisted(_cluster: &mut Cluster) {}
+}
+
+macro_rules! fed {
+    ($($kind:ty => $watch:expr),* $(,)?) => {
+        $(impl Fed for $kind {
+            const WATCH: &'static Watch = $watch;
+        })*
+    };
+}
+
+// Every change of these may let a session place something.
+fed! {
+    PriorityClass => &calls::PRIORITY_CLASSES,
+    PodDisruptionBudget => &calls::BUDGETS,
+    Namespace => &calls::NAMESPACES,
+    Job => &calls::JOBS,
+    PersistentVolumeClaim => &calls::CLAIMS,
+    PersistentVolume => &calls::VOLUMES,
+    StorageClass => &calls::STORAGE_CLASSES,
+    CSINode => &calls::CSI_NODES,
+    DeviceClass => &calls::DEVICE_CLASSES,
+    ResourceSlice => &calls::RESOURCE_SLICES,
+    ResourceClaim => &calls::RESOURCE_CLAIMS,
+    ResourceClaimTemplate => &calls::RESOURCE_CLAIM_TEMPLATES,
+    NativePodGroup => &calls::NATIVE_PODGROUPS,
+    NativeWorkload => &calls::NATIVE_WORKLOADS,
+    ProvisioningRequest => &calls::PROVISIONING_REQUESTS,
+}
+
+/// A node's heartbeat (its status' times) changes nothing: only a node that converts to
+/// something new may let a session place something.
+impl Fed for KubeNode {
+    const WATCH: &'static Watch = &calls::NODES;
+
+    fn applied(&self, cluster: &mut Cluster, converted: bool) -> bool {
+        let name = self.name_any();
+        if !converted {
+            cluster.nodes.remove(&name);
+            return false;
+        }
+        match caldera_cache::node(self) {
+            Ok(n) => cluster.nodes.insert(name, n.clone()).as_ref() != Some(&n),
+            Err(_) => false,
+        }
+    }
+
+    fn deleted(&self, cluster: &mut Cluster) {
+        cluster.nodes.remove(&self.name_any());
+    }
+
+    fn relisted(cluster: &mut Cluster) {
+        cluster.nodes.clear();
+    }
+}
+
+/// The key of `o` among the invalid objects: `namespace/name`, or its name.
+fn id<K: Fed>(o: &K) -> String {
+    if K::WATCH.resource.namespaced {
+        pod_key(&ns_of(o), &o.name_any())
+    } else {
+        o.name_any()
+    }
+}
+
+impl Cluster {
+    /// Feeds an object added or changed to the index; whether a session may place something
+    /// now ([`Fed::applied`]).
+    pub fn apply<K: Fed>(&mut self, o: &K) -> bool {
+        let result = self.index.apply(o);
+        let converted = result.is_ok();
+        match (Watched::of(K::WATCH), result) {
+            (Some(kind), Ok(())) => self.mark_valid(kind, &id(o)),
+            (Some(kind), Err(e)) => {
+                self.mark_invalid(kind, id(o), o.uid().unwrap_or_default(), e.to_string())
+            }
+            (None, Ok(())) => {}
+            (None, Err(e)) => warn!(kind = %K::WATCH.resource, error = %e, "left out"),
+        }
+        o.applied(self, converted)
+    }
+
+    /// Forgets an object deleted; a session may place something now.
+    pub fn delete<K: Fed>(&mut self, o: &K) -> bool {
+        if let Some(key) = o.key() {
+            self.index.delete::<K>(key);
+        }
+        if let Some(kind) = Watched::of(K::WATCH) {
+            self.mark_valid(kind, &id(o));
+        }
+        o.deleted(self);
+        true
+    }
+
+    /// Replaces every object of the kind (a list); a required kind is synced from now on.
+    pub fn reset<K: Fed>(&mut self, objects: &[K]) {
+        K::relisted(self);
+        let kind = Watched::of(K::WATCH);
+        let before = kind.map(|k| self.invalid_keys(k)).unwrap_or_default();
+        let _ = self.index.reset::<K>([]);
+        for o in objects {
+            self.apply(o);
+        }
+        if let Some(kind) = kind {
+            self.drop_unlisted(kind, before, objects.iter().map(id));
+            self.synced.insert(kind, true);
+        }
     }
 }
 
