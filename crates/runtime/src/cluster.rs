@@ -135,6 +135,9 @@ pub struct Invalid {
     pub reported: bool,
 }
 
+/// What of a Volcano PodGroup or Queue says whether it changed: `(uid, generation, state)`.
+type Seen = (String, Option<i64>, Option<String>);
+
 /// See the module docs.
 #[derive(Debug, Default)]
 pub(crate) struct Cluster {
@@ -145,10 +148,9 @@ pub(crate) struct Cluster {
     rvs: HashMap<ObjKey, String>,
     /// Converted nodes, to tell a real change from a heartbeat.
     nodes: HashMap<String, Node>,
-    /// PodGroup `(uid, generation)`: generation moves only with the spec.
-    podgroups: HashMap<String, (String, Option<i64>)>,
-    /// Queue `(uid, generation, state)`.
-    queues: HashMap<String, (String, Option<i64>, Option<String>)>,
+    /// Volcano PodGroups and Queues as last seen: `(uid, generation, state)` (the generation
+    /// moves only with the spec; a Queue's state is `status.state`), by kind and key.
+    seen: HashMap<ObjKey, Seen>,
     invalid: BTreeMap<(Watched, String), Invalid>,
     /// The optional kinds the API server serves ([`caldera_api::calls::Need::Optional`]:
     /// HyperNodes, the native gang API, DRA, the owners gangs are derived from,
@@ -447,99 +449,45 @@ impl Cluster {
         self.synced.insert(Watched::Pods, true);
     }
 
-    // ----- podgroups (watched as untyped objects: one malformed object must not stop the
-    // watch, so each is decoded on its own) -----
+    // ----- Volcano's PodGroups and Queues ([`Untyped`]) -----
 
-    pub fn apply_podgroup(&mut self, obj: &DynamicObject) -> bool {
-        let ns = ns_of(obj);
-        let name = obj.name_any();
-        let key = pod_key(&ns, &name);
-        self.set_rv((Kind::PodGroup, key.clone()), obj.resource_version());
+    pub fn apply_untyped<K: Untyped>(&mut self, obj: &DynamicObject) -> bool {
+        let key = untyped_id::<K>(obj);
+        self.set_rv((K::OBJECT, key.clone()), obj.resource_version());
         let uid = obj.uid().unwrap_or_default();
-        let decoded = decode::<PodGroup>(obj, "scheduling.volcano.sh/v1beta1", "PodGroup");
-        let result = decoded.and_then(|pg| self.index.apply(&pg).map_err(|e| e.to_string()));
+        let decoded = decode::<K>(obj, K::WATCHED.watch());
+        let state = decoded.as_ref().ok().and_then(K::state);
+        let result = decoded.and_then(|o| self.index.apply(&o).map_err(|e| e.to_string()));
         match result {
-            Ok(()) => self.mark_valid(Watched::PodGroups, &key),
+            Ok(()) => self.mark_valid(K::WATCHED, &key),
             Err(message) => {
-                self.index.delete::<PodGroup>((&ns, &name));
-                self.mark_invalid(Watched::PodGroups, key.clone(), uid.clone(), message);
-            }
-        }
-        let seen = (uid, obj.metadata.generation);
-        self.podgroups.insert(key, seen.clone()) != Some(seen)
-    }
-
-    pub fn delete_podgroup(&mut self, obj: &DynamicObject) -> bool {
-        let ns = ns_of(obj);
-        let name = obj.name_any();
-        let key = pod_key(&ns, &name);
-        self.index.delete::<PodGroup>((&ns, &name));
-        self.forget(&(Kind::PodGroup, key.clone()));
-        self.podgroups.remove(&key);
-        self.mark_valid(Watched::PodGroups, &key);
-        true
-    }
-
-    pub fn reset_podgroups(&mut self, objs: &[DynamicObject]) {
-        self.rvs.retain(|(k, _), _| *k != Kind::PodGroup);
-        let before = self.invalid_keys(Watched::PodGroups);
-        self.podgroups.clear();
-        let _ = self.index.reset::<PodGroup>([]);
-        for o in objs {
-            self.apply_podgroup(o);
-        }
-        self.drop_unlisted(
-            Watched::PodGroups,
-            before,
-            objs.iter().map(|o| pod_key(&ns_of(o), &o.name_any())),
-        );
-        self.synced.insert(Watched::PodGroups, true);
-    }
-
-    // ----- queues -----
-
-    pub fn apply_queue(&mut self, obj: &DynamicObject) -> bool {
-        let name = obj.name_any();
-        self.set_rv((Kind::Queue, name.clone()), obj.resource_version());
-        let uid = obj.uid().unwrap_or_default();
-        let decoded = decode::<ApiQueue>(obj, "scheduling.volcano.sh/v1beta1", "Queue");
-        let state = decoded
-            .as_ref()
-            .ok()
-            .and_then(|q| q.status.as_ref())
-            .and_then(|s| s.state.as_ref())
-            .map(|s| s.to_string());
-        let result = decoded.and_then(|q| self.index.apply(&q).map_err(|e| e.to_string()));
-        match result {
-            Ok(()) => self.mark_valid(Watched::Queues, &name),
-            Err(message) => {
-                self.index.delete::<ApiQueue>(&name);
-                self.mark_invalid(Watched::Queues, name.clone(), uid.clone(), message);
+                K::forget(&mut self.index, &ns_of(obj), &obj.name_any());
+                self.mark_invalid(K::WATCHED, key.clone(), uid.clone(), message);
             }
         }
         let seen = (uid, obj.metadata.generation, state);
-        self.queues.insert(name, seen.clone()) != Some(seen)
+        self.seen.insert((K::OBJECT, key), seen.clone()) != Some(seen)
     }
 
-    pub fn delete_queue(&mut self, obj: &DynamicObject) -> bool {
-        let name = obj.name_any();
-        self.index.delete::<ApiQueue>(&name);
-        self.forget(&(Kind::Queue, name.clone()));
-        self.queues.remove(&name);
-        self.mark_valid(Watched::Queues, &name);
+    pub fn delete_untyped<K: Untyped>(&mut self, obj: &DynamicObject) -> bool {
+        let key = untyped_id::<K>(obj);
+        K::forget(&mut self.index, &ns_of(obj), &obj.name_any());
+        self.forget(&(K::OBJECT, key.clone()));
+        self.seen.remove(&(K::OBJECT, key.clone()));
+        self.mark_valid(K::WATCHED, &key);
         true
     }
 
-    pub fn reset_queues(&mut self, objs: &[DynamicObject]) {
-        self.rvs.retain(|(k, _), _| *k != Kind::Queue);
-        let before = self.invalid_keys(Watched::Queues);
-        self.queues.clear();
-        let _ = self.index.reset::<ApiQueue>([]);
+    pub fn reset_untyped<K: Untyped>(&mut self, objs: &[DynamicObject]) {
+        self.rvs.retain(|(k, _), _| *k != K::OBJECT);
+        let before = self.invalid_keys(K::WATCHED);
+        self.seen.retain(|(k, _), _| *k != K::OBJECT);
+        let _ = self.index.reset::<K>([]);
         for o in objs {
-            self.apply_queue(o);
+            self.apply_untyped::<K>(o);
         }
-        self.drop_unlisted(Watched::Queues, before, objs.iter().map(|o| o.name_any()));
-        self.synced.insert(Watched::Queues, true);
+        self.drop_unlisted(K::WATCHED, before, objs.iter().map(untyped_id::<K>));
+        self.synced.insert(K::WATCHED, true);
     }
 
     /// The plan's volume writes, assumed done until the watches show them.
@@ -554,28 +502,76 @@ impl Cluster {
     }
 }
 
-/// Decodes an untyped object into `K`, filling in `apiVersion`/`kind` when a list left them
-/// out. The error names the object and what serde found wrong.
-fn decode<K: serde::de::DeserializeOwned>(
-    obj: &DynamicObject,
-    api_version: &str,
-    kind: &str,
-) -> Result<K, String> {
+/// Decodes an untyped object of `w` into `K`, filling in `apiVersion`/`kind` when a list left
+/// them out. The error names the object and what serde found wrong.
+fn decode<K: DeserializeOwned>(obj: &DynamicObject, w: &Watch) -> Result<K, String> {
     let mut obj = obj.clone();
     if obj.types.is_none() {
         obj.types = Some(TypeMeta {
-            api_version: api_version.to_string(),
-            kind: kind.to_string(),
+            api_version: w.resource.api_version(),
+            kind: w.resource.kind.to_string(),
         });
     }
     let value = serde_json::to_value(&obj).map_err(|e| format!("cannot encode: {e}"))?;
     serde_json::from_value(value).map_err(|e| format!("cannot decode: {e}"))
 }
 
+/// Volcano's PodGroups and Queues, read untyped: one malformed object must not stop the watch,
+/// so each is decoded on its own (and recorded [`Invalid`] when it does not decode). Their
+/// resourceVersions are kept for Caldera's status writes, and a change counts only when the
+/// spec moves (`metadata.generation`), or what [`Untyped::state`] reads.
+pub(crate) trait Untyped: Indexed + DeserializeOwned {
+    /// Its required kind.
+    const WATCHED: Watched;
+    /// Its kind among the objects Caldera writes the status of.
+    const OBJECT: Kind;
+
+    /// What else makes a change count besides the spec: nothing, unless the kind says so.
+    fn state(&self) -> Option<String> {
+        None
+    }
+
+    /// Forgets the object `namespace/name` (or `name`) in the index.
+    fn forget(index: &mut ClusterIndex, namespace: &str, name: &str);
+}
+
+impl Untyped for PodGroup {
+    const WATCHED: Watched = Watched::PodGroups;
+    const OBJECT: Kind = Kind::PodGroup;
+
+    fn forget(index: &mut ClusterIndex, namespace: &str, name: &str) {
+        index.delete::<PodGroup>((namespace, name));
+    }
+}
+
+/// A Queue opened or closed (`status.state`) counts as a change.
+impl Untyped for ApiQueue {
+    const WATCHED: Watched = Watched::Queues;
+    const OBJECT: Kind = Kind::Queue;
+
+    fn state(&self) -> Option<String> {
+        let state = self.status.as_ref()?.state.as_ref()?;
+        Some(state.to_string())
+    }
+
+    fn forget(index: &mut ClusterIndex, _namespace: &str, name: &str) {
+        index.delete::<ApiQueue>(name);
+    }
+}
+
+/// The key of an untyped `obj` of `K` among the invalid objects and resourceVersions.
+fn untyped_id<K: Untyped>(obj: &DynamicObject) -> String {
+    if K::WATCHED.watch().resource.namespaced {
+        pod_key(&ns_of(obj), &obj.name_any())
+    } else {
+        obj.name_any()
+    }
+}
+
 impl Cluster {
     /// Whether a Queue object of that name is in the cache.
     pub fn has_queue(&self, name: &str) -> bool {
-        self.queues.contains_key(name)
+        self.seen.contains_key(&(Kind::Queue, name.to_string()))
     }
 }
 

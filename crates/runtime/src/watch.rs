@@ -12,9 +12,10 @@
 //! kind is reported once (error log, `caldera_watch_forbidden{kind}`, a Warning event on the
 //! leader Lease) and only its dependants wait (`ClusterIndex::set_refused`).
 
-use crate::cluster::{Cluster, Fed, Watched};
+use crate::cluster::{Cluster, Fed, Untyped, Watched};
 use crate::Shared;
 use caldera_api::calls::{Need, Watch};
+use caldera_api::{PodGroup, Queue};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -235,22 +236,15 @@ pub(crate) fn fed<K: Fed>(client: &Client) -> KindWatch<K> {
     }
 }
 
-/// A required kind read untyped (Volcano's PodGroups and Queues: one malformed object must
-/// not stop the watch).
-fn untyped(
-    client: &Client,
-    kind: Watched,
-    apply: fn(&mut Cluster, &DynamicObject) -> bool,
-    delete: fn(&mut Cluster, &DynamicObject) -> bool,
-    reset: fn(&mut Cluster, &[DynamicObject]),
-) -> KindWatch<DynamicObject> {
+/// The watch of Volcano's PodGroups or Queues, read untyped ([`Untyped`]).
+fn untyped<K: Untyped>(client: &Client) -> KindWatch<DynamicObject> {
     KindWatch {
-        watch: kind.watch(),
-        api: dynamic(client.clone(), kind.watch()),
+        watch: K::WATCHED.watch(),
+        api: dynamic(client.clone(), K::WATCHED.watch()),
         config: watcher::Config::default(),
-        reset: Box::new(move |c, objects| reset(c, &objects)),
-        apply: Box::new(move |c, o, _| apply(c, &o)),
-        delete: Box::new(move |c, o| delete(c, &o)),
+        reset: Box::new(|c, objects| c.reset_untyped::<K>(&objects)),
+        apply: Box::new(|c, o, _| c.apply_untyped::<K>(&o)),
+        delete: Box::new(|c, o| c.delete_untyped::<K>(&o)),
     }
 }
 
@@ -272,28 +266,8 @@ pub(crate) fn spawn_all(
     vec![
         spawn(s, pods, t),
         spawn(s, fed::<Node>(c), t),
-        spawn(
-            s,
-            untyped(
-                c,
-                Watched::PodGroups,
-                Cluster::apply_podgroup,
-                Cluster::delete_podgroup,
-                Cluster::reset_podgroups,
-            ),
-            t,
-        ),
-        spawn(
-            s,
-            untyped(
-                c,
-                Watched::Queues,
-                Cluster::apply_queue,
-                Cluster::delete_queue,
-                Cluster::reset_queues,
-            ),
-            t,
-        ),
+        spawn(s, untyped::<PodGroup>(c), t),
+        spawn(s, untyped::<Queue>(c), t),
         spawn(s, fed::<PriorityClass>(c), t),
         spawn(s, fed::<PodDisruptionBudget>(c), t),
         spawn(s, fed::<Namespace>(c), t),
