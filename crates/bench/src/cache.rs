@@ -51,33 +51,33 @@ pub fn run(pod_events: usize, node_events: usize, seed: u64) -> CacheResult {
     let mut idx = ClusterIndex::new();
     let t = Instant::now();
     for n in &objects.nodes {
-        let _ = idx.apply_node(n);
+        let _ = idx.apply(n);
     }
     for n in objects
         .nodes
         .iter()
         .take(node_events - objects.nodes.len().min(node_events))
     {
-        let _ = idx.apply_node(n);
+        let _ = idx.apply(n);
     }
     let node_seconds = t.elapsed().as_secs_f64();
     let node_count = objects.nodes.len() + (node_events - objects.nodes.len().min(node_events));
     for q in &objects.queues {
-        let _ = idx.apply_queue(q);
+        let _ = idx.apply(q);
     }
     for pg in &objects.podgroups {
-        let _ = idx.apply_podgroup(pg);
+        let _ = idx.apply(pg);
     }
     let rss_before = crate::rss_bytes();
     let t = Instant::now();
     for p in &objects.pods {
-        let _ = idx.apply_pod(p);
+        let _ = idx.apply(p);
     }
     let add_seconds = t.elapsed().as_secs_f64();
     let rss_after = crate::rss_bytes();
     let t = Instant::now();
     for p in &updates {
-        let _ = idx.apply_pod(p);
+        let _ = idx.apply(p);
     }
     let update_seconds = t.elapsed().as_secs_f64();
     let applied = objects.pods.len() + updates.len();

@@ -577,25 +577,25 @@ pub fn dra_figure(nodes: usize, seed: u64) -> (u64, f64) {
 fn index_of(objects: &gen::Objects) -> ClusterIndex {
     let mut idx = ClusterIndex::new();
     for n in &objects.nodes {
-        let _ = idx.apply_node(n);
+        let _ = idx.apply(n);
     }
     for q in &objects.queues {
-        let _ = idx.apply_queue(q);
+        let _ = idx.apply(q);
     }
     for pg in &objects.podgroups {
-        let _ = idx.apply_podgroup(pg);
+        let _ = idx.apply(pg);
     }
     for c in &objects.classes {
-        let _ = idx.apply_storage_class(c);
+        let _ = idx.apply(c);
     }
     for v in &objects.volumes {
-        let _ = idx.apply_volume(v);
+        let _ = idx.apply(v);
     }
     for c in &objects.claims {
-        let _ = idx.apply_claim(c);
+        let _ = idx.apply(c);
     }
     for p in &objects.pods {
-        let _ = idx.apply_pod(p);
+        let _ = idx.apply(p);
     }
     idx
 }

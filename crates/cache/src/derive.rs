@@ -1090,7 +1090,7 @@ mod tests {
         let mut index = ClusterIndex::new();
         for g in 0..2 {
             for w in 0..4 {
-                index.apply_pod(&lws_pod(g, w)).unwrap();
+                index.apply(&lws_pod(g, w)).unwrap();
             }
         }
         // Not watched (no CRD): scheduled alone, as before.
@@ -1103,7 +1103,7 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("waiting for LeaderWorkerSet ml/infer"));
-        index.apply_workload(&lws(4, 2));
+        index.apply(&lws(4, 2)).unwrap();
         let writes = index.derived_podgroups(&opts);
         let names: Vec<_> = writes
             .iter()
@@ -1113,7 +1113,7 @@ mod tests {
         for w in writes {
             let mut pg = w.podgroup().clone();
             pg.metadata.uid = Some(format!("u-{}", pg.metadata.name.as_deref().unwrap()));
-            index.apply_podgroup(&pg).unwrap();
+            index.apply(&pg).unwrap();
         }
         let snap = index.snapshot(&opts);
         assert_eq!(snap.jobs.len(), 2);
@@ -1131,7 +1131,7 @@ mod tests {
             )]
             .into(),
         );
-        index.apply_pod(&own).unwrap();
+        index.apply(&own).unwrap();
         let snap = index.snapshot(&opts);
         let waiting: Vec<_> = snap
             .waiting
@@ -1181,7 +1181,7 @@ mod tests {
             .is_none());
         for d in ["web", "ring"] {
             for i in 0..2 {
-                index.apply_pod(&rs_pod(d, i)).unwrap();
+                index.apply(&rs_pod(d, i)).unwrap();
             }
         }
         let writes = index.derived_podgroups(&opts);
@@ -1213,13 +1213,13 @@ mod tests {
                 DerivedWrite::Create(pg) => {
                     let mut pg = pg.clone();
                     pg.metadata.uid = Some(format!("u-{name}"));
-                    index.apply_podgroup(&pg).unwrap();
+                    index.apply(&pg).unwrap();
                     done.push(format!("C {name}"));
                 }
                 DerivedWrite::Update { .. } => panic!("no update expected: {w:?}"),
                 DerivedWrite::Delete(pg) => {
                     assert_eq!(pg.metadata.uid, Some(format!("u-{name}")));
-                    index.delete_podgroup(&ns, &name);
+                    index.delete::<PodGroup>((&ns, &name));
                     done.push(format!("D {name}"));
                 }
             }
@@ -1251,8 +1251,8 @@ mod tests {
         let mut own = gang(&lws(2, 8), Some("5"));
         own.metadata.annotations = None;
         own.metadata.uid = Some("u-own".into());
-        index.apply_podgroup(&own).unwrap();
-        index.apply_workload(&lws(2, 2));
+        index.apply(&own).unwrap();
+        index.apply(&lws(2, 2)).unwrap();
         assert_eq!(
             settle(&mut index, &opts),
             ["D lws-infer-2", "D lws-infer-3"]
@@ -1264,7 +1264,7 @@ mod tests {
             .iter()
             .any(|j| &*j.id == "ml/lws-infer-5"));
         // Scaled down while a pod names the group: it stays.
-        index.apply_workload(&lws(2, 1));
+        index.apply(&lws(2, 1)).unwrap();
         let mut naming = lws_pod(1, 0);
         naming.metadata.annotations = Some(
             [(
@@ -1273,7 +1273,7 @@ mod tests {
             )]
             .into(),
         );
-        index.apply_pod(&naming).unwrap();
+        index.apply(&naming).unwrap();
         assert!(settle(&mut index, &opts).is_empty());
 
         // A JobSet regrouped both ways.
@@ -1283,7 +1283,7 @@ mod tests {
             settle(&mut index, &opts),
             ["C jobset-train-driver", "C jobset-train-workers"]
         );
-        index.apply_workload(&jobset(json!({})));
+        index.apply(&jobset(json!({}))).unwrap();
         assert_eq!(
             settle(&mut index, &opts),
             [
@@ -1292,7 +1292,9 @@ mod tests {
                 "D jobset-train-workers"
             ]
         );
-        index.apply_workload(&jobset(json!({ANNOTATION_GANG_PER_REPLICATED_JOB: "true"})));
+        index
+            .apply(&jobset(json!({ANNOTATION_GANG_PER_REPLICATED_JOB: "true"})))
+            .unwrap();
         assert_eq!(
             settle(&mut index, &opts),
             [
@@ -1314,7 +1316,7 @@ mod tests {
             [&ring(json!({ANNOTATION_AUTO_GROUP: "true"}))],
         );
         assert_eq!(settle(&mut index, &opts), ["C deployment-ring"]);
-        index.apply_workload(&ring(json!({})));
+        index.apply(&ring(json!({}))).unwrap();
         assert_eq!(settle(&mut index, &opts), ["D deployment-ring"]);
     }
 
@@ -1344,7 +1346,7 @@ mod tests {
             let mut p = pod(&format!("pt-{i}"), json!({}), owner.clone());
             p.metadata.annotations =
                 Some([("scheduling.k8s.io/group-name".to_string(), "pt".to_string())].into());
-            index.apply_pod(&p).unwrap();
+            index.apply(&p).unwrap();
         }
         assert_eq!(settle(&mut index, &opts), ["D pytorchjob-pt"]);
         assert!(settle(&mut index, &opts).is_empty());

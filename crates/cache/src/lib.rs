@@ -3,7 +3,8 @@
 //! This crate is the one place where Kubernetes objects (`Pod`, `Node`, `PriorityClass`, and
 //! the Volcano `PodGroup` and `Queue`) turn into [`caldera_model`] values. It is pure and
 //! synchronous, in the style of linkerd's policy-controller index: the watch wiring lives one
-//! layer up and feeds [`ClusterIndex`] through `apply_*`, `delete_*` and `reset_*`; the
+//! layer up and feeds [`ClusterIndex`] through `apply`, `delete` and `reset`, written once over
+//! [`Indexed`], which each watched kind implements in a module of its own; the
 //! simulator feeds the very same index, so `caldera simulate` and the live scheduler see a
 //! cluster through one conversion.
 //!
@@ -21,11 +22,14 @@ pub mod discovery;
 pub mod dra;
 mod error;
 pub mod gate;
+mod grouping;
 mod index;
 mod intern;
+mod kinds;
 pub mod labels;
 pub mod native;
 pub mod provisioning;
+mod snapshot;
 pub mod topology;
 pub mod volumes;
 pub mod workload;
@@ -36,7 +40,8 @@ pub use convert::{
 };
 pub use error::{Error, ObjectKind, Problem, Result};
 pub use index::{
-    ClusterIndex, Predictor, SnapshotOptions, DEFAULT_SCHEDULER_NAMES, NAMESPACE_NAME_LABEL,
+    ClusterIndex, Indexed, Predictor, SnapshotOptions, DEFAULT_SCHEDULER_NAMES,
+    NAMESPACE_NAME_LABEL,
 };
 
 #[cfg(test)]

@@ -163,7 +163,7 @@ fn malformed_quantity_names_object_and_field() {
         "pod default/x: spec.containers[0].resources.requests.cpu: invalid quantity \"abc\": no digits"
     );
     let mut index = ClusterIndex::new();
-    assert!(index.apply_pod(&pod).is_err());
+    assert!(index.apply(&pod).is_err());
     assert_eq!(index.pod_count(), 0);
 
     let node = mk_node("n", 8, json!({"status": {"allocatable": {GPU: "eight"}}}));
@@ -237,7 +237,7 @@ fn pod_without_group_is_an_implicit_job_of_one() {
                 "message": "0/1 nodes", "lastTransitionTime": "2026-01-01T00:00:05Z"}]},
         }),
     );
-    index.apply_pod(&pod).unwrap();
+    index.apply(&pod).unwrap();
     let snap = snapshot(&index);
     let job = job(&snap, "ns/pod:solo");
     assert_eq!(&*job.name, "solo");
@@ -266,10 +266,10 @@ fn pod_without_group_is_an_implicit_job_of_one() {
 fn pods_of_a_missing_podgroup_wait() {
     let mut index = ClusterIndex::new();
     index
-        .apply_pod(&gpu_pod("ns", "late-0", 1, in_group("late")))
+        .apply(&gpu_pod("ns", "late-0", 1, in_group("late")))
         .unwrap();
     index
-        .apply_pod(&gpu_pod("ns", "late-1", 1, in_group("late")))
+        .apply(&gpu_pod("ns", "late-1", 1, in_group("late")))
         .unwrap();
     let snap = snapshot(&index);
     assert!(snap.jobs.is_empty());
@@ -277,7 +277,7 @@ fn pods_of_a_missing_podgroup_wait() {
     assert_eq!(waiting, [("late-0", "ns/late"), ("late-1", "ns/late")]);
 
     index
-        .apply_podgroup(&mk_podgroup("ns", "late", json!({"minMember": 2})))
+        .apply(&mk_podgroup("ns", "late", json!({"minMember": 2})))
         .unwrap();
     let snap = snapshot(&index);
     assert!(snap.waiting.is_empty());
@@ -326,32 +326,32 @@ fn task_status_follows_pod_state() {
 fn priority_resolves_through_classes_and_global_default() {
     let mut index = ClusterIndex::new();
     index
-        .apply_priority_class(&mk_priority_class("high", 1000, false))
+        .apply(&mk_priority_class("high", 1000, false))
         .unwrap();
     index
-        .apply_pod(&mk_pod(
+        .apply(&mk_pod(
             "ns",
             "explicit",
             json!({"spec": {"priority": 7, "priorityClassName": "high"}}),
         ))
         .unwrap();
     index
-        .apply_pod(&mk_pod(
+        .apply(&mk_pod(
             "ns",
             "by-class",
             json!({"spec": {"priorityClassName": "high"}}),
         ))
         .unwrap();
-    index.apply_pod(&mk_pod("ns", "plain", json!({}))).unwrap();
+    index.apply(&mk_pod("ns", "plain", json!({}))).unwrap();
     index
-        .apply_podgroup(&mk_podgroup(
+        .apply(&mk_podgroup(
             "ns",
             "pg",
             json!({"priorityClassName": "high"}),
         ))
         .unwrap();
     index
-        .apply_podgroup(&mk_podgroup("ns", "pg-plain", json!({})))
+        .apply(&mk_podgroup("ns", "pg-plain", json!({})))
         .unwrap();
     let prio = |snap: &Snapshot, name: &str| {
         snap.tasks
@@ -373,12 +373,12 @@ fn priority_resolves_through_classes_and_global_default() {
     assert_eq!(job(&snap, "ns/pg-plain").priority, 0);
 
     index
-        .apply_priority_class(&mk_priority_class("fallback", 50, true))
+        .apply(&mk_priority_class("fallback", 50, true))
         .unwrap();
     let snap = snapshot(&index);
     assert_eq!(prio(&snap, "plain"), 50);
     assert_eq!(job(&snap, "ns/pg-plain").priority, 50);
-    index.delete_priority_class("fallback");
+    index.delete::<PriorityClass>("fallback");
     assert_eq!(prio(&snapshot(&index), "plain"), 0);
 }
 
@@ -438,8 +438,8 @@ fn node_usage_follows_pods_incrementally() {
         2,
         json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "n1"}}),
     );
-    index.apply_pod(&other).unwrap();
-    index.apply_node(&mk_node("n1", 8, json!({}))).unwrap();
+    index.apply(&other).unwrap();
+    index.apply(&mk_node("n1", 8, json!({}))).unwrap();
     let used = |index: &ClusterIndex| {
         let snap = snapshot(index);
         let n = &snap.nodes[0];
@@ -454,20 +454,20 @@ fn node_usage_follows_pods_incrementally() {
         "ports": [{"containerPort": 80, "hostPort": 8080}],
         "resources": {"limits": {GPU: "3"}}}]}}),
     );
-    index.apply_pod(&ours).unwrap();
+    index.apply(&ours).unwrap();
     assert_eq!(used(&index), (5, 2));
     assert_eq!(snapshot(&index).nodes[0].host_ports.len(), 1);
     // Terminating pods still count.
     let mut terminating = ours.clone();
     terminating.metadata.deletion_timestamp = other.metadata.creation_timestamp.clone();
-    index.apply_pod(&terminating).unwrap();
+    index.apply(&terminating).unwrap();
     assert_eq!(used(&index), (5, 2));
     // Finished pods do not.
     let mut done = other.clone();
     done.status = Some(serde_json::from_value(json!({"phase": "Succeeded"})).unwrap());
-    index.apply_pod(&done).unwrap();
+    index.apply(&done).unwrap();
     assert_eq!(used(&index), (3, 1));
-    index.delete_pod("ns", "ours");
+    index.delete::<Pod>(("ns", "ours"));
     assert_eq!(used(&index), (0, 0));
     assert!(snapshot(&index).nodes[0].host_ports.is_empty());
     assert!(index.usage.is_empty(), "empty usage entries are dropped");
@@ -477,7 +477,7 @@ fn node_usage_follows_pods_incrementally() {
 fn podgroup_fields_convert_with_defaults() {
     let mut index = ClusterIndex::new();
     index
-        .apply_podgroup(&mk_podgroup(
+        .apply(&mk_podgroup(
             "ns",
             "pg",
             json!({"minMember": 0, "minTaskMember": {"worker": 2, "bad": -1},
@@ -495,7 +495,7 @@ fn podgroup_fields_convert_with_defaults() {
              "lastTransitionTime": "2026-01-01T00:00:10Z"}]}))
         .unwrap(),
     );
-    index.apply_podgroup(&timed).unwrap();
+    index.apply(&timed).unwrap();
     let mut tasks = mk_podgroup("ns", "few", json!({"minMember": 3}));
     tasks.status = Some(
         serde_json::from_value(json!({"conditions": [
@@ -503,8 +503,8 @@ fn podgroup_fields_convert_with_defaults() {
              "lastTransitionTime": "2026-01-01T00:00:10Z"}]}))
         .unwrap(),
     );
-    index.apply_podgroup(&tasks).unwrap();
-    index.apply_queue(&mk_queue("q", json!({}))).unwrap();
+    index.apply(&tasks).unwrap();
+    index.apply(&mk_queue("q", json!({}))).unwrap();
     let opts = SnapshotOptions {
         default_gang_timeout: Some(Duration::from_millis(1500)),
         ..SnapshotOptions::default()
@@ -558,9 +558,9 @@ fn queues_convert_with_defaults_and_state() {
         serde_json::from_value(json!({"state": "Closed", "allocated": {GPU: "2"}, "running": 1}))
             .unwrap(),
     );
-    index.apply_queue(&closed).unwrap();
+    index.apply(&closed).unwrap();
     index
-        .apply_queue(&mk_queue("default", json!({"weight": 0})))
+        .apply(&mk_queue("default", json!({"weight": 0})))
         .unwrap();
     let snap = snapshot(&index);
     let names: Vec<_> = snap.queues.iter().map(|q| &*q.name).collect();
@@ -590,13 +590,13 @@ fn queues_convert_with_defaults_and_state() {
 fn queue_parent_and_zero_capabilities_convert() {
     let mut index = ClusterIndex::new();
     index
-        .apply_queue(&mk_queue(
+        .apply(&mk_queue(
             "vision",
             json!({"parent": "research", "capability": {GPU: "0", "cpu": "0", "example.com/fpga": "2"}}),
         ))
         .unwrap();
     index
-        .apply_queue(&mk_queue("top", json!({"parent": ""})))
+        .apply(&mk_queue("top", json!({"parent": ""})))
         .unwrap();
     let snap = snapshot(&index);
     let find = |n: &str| snap.queues.iter().find(|q| &*q.name == n).unwrap();
@@ -613,9 +613,9 @@ fn queue_parent_and_zero_capabilities_convert() {
 #[test]
 fn only_our_pods_become_tasks_but_all_count_on_nodes() {
     let mut index = ClusterIndex::new();
-    index.apply_node(&mk_node("n1", 8, json!({}))).unwrap();
+    index.apply(&mk_node("n1", 8, json!({}))).unwrap();
     index
-        .apply_podgroup(&mk_podgroup("ns", "theirs", json!({})))
+        .apply(&mk_podgroup("ns", "theirs", json!({})))
         .unwrap();
     let foreign = gpu_pod(
         "ns",
@@ -624,7 +624,7 @@ fn only_our_pods_become_tasks_but_all_count_on_nodes() {
         json!({"metadata": {"annotations": {"scheduling.k8s.io/group-name": "theirs"}},
                "spec": {"schedulerName": "other", "nodeName": "n1"}}),
     );
-    index.apply_pod(&foreign).unwrap();
+    index.apply(&foreign).unwrap();
     let snap = snapshot(&index);
     assert!(snap.tasks.is_empty());
     assert!(
@@ -643,12 +643,12 @@ fn only_our_pods_become_tasks_but_all_count_on_nodes() {
 fn jobs_merge_pods_of_several_scheduler_names_in_name_order() {
     let mut index = ClusterIndex::new();
     index
-        .apply_podgroup(&mk_podgroup("ns", "g", json!({"minMember": 3})))
+        .apply(&mk_podgroup("ns", "g", json!({"minMember": 3})))
         .unwrap();
     for (name, sched) in [("m-2", "volcano"), ("m-0", "caldera"), ("m-1", "volcano")] {
         let mut patch = in_group("g");
         merge(&mut patch, json!({"spec": {"schedulerName": sched}}));
-        index.apply_pod(&mk_pod("ns", name, patch)).unwrap();
+        index.apply(&mk_pod("ns", name, patch)).unwrap();
     }
     let snap = snapshot(&index);
     let names: Vec<_> = job(&snap, "ns/g")
@@ -667,16 +667,12 @@ fn snapshot_is_deterministic_and_reset_replaces_everything() {
             .map(|i| gpu_pod(&format!("ns{}", i % 2), &format!("p{i}"), 1, in_group("g")))
             .collect();
         for &i in order {
-            index.apply_pod(&pods[i]).unwrap();
+            index.apply(&pods[i]).unwrap();
         }
-        index
-            .apply_podgroup(&mk_podgroup("ns0", "g", json!({})))
-            .unwrap();
-        index
-            .apply_podgroup(&mk_podgroup("ns1", "g", json!({})))
-            .unwrap();
+        index.apply(&mk_podgroup("ns0", "g", json!({}))).unwrap();
+        index.apply(&mk_podgroup("ns1", "g", json!({}))).unwrap();
         for n in ["b", "a", "c"] {
-            index.apply_node(&mk_node(n, 8, json!({}))).unwrap();
+            index.apply(&mk_node(n, 8, json!({}))).unwrap();
         }
         index
     };
@@ -687,11 +683,11 @@ fn snapshot_is_deterministic_and_reset_replaces_everything() {
     assert_eq!(names, ["a", "b", "c"]);
 
     let mut index = build(&[0, 1, 2]);
-    let errors = index.reset_pods(&[gpu_pod("ns0", "only", 1, in_group("g"))]);
+    let errors = index.reset(&[gpu_pod("ns0", "only", 1, in_group("g"))]);
     assert!(errors.is_empty());
     let snap = snapshot(&index);
     assert_eq!(snap.tasks.len(), 1);
-    let errors = index.reset_nodes(&[
+    let errors = index.reset(&[
         mk_node("z", 1, json!({})),
         mk_node("bad", 1, json!({"status": {"allocatable": {"cpu": "x"}}})),
     ]);
@@ -704,9 +700,9 @@ fn only_pending_pods_wait_for_a_missing_podgroup() {
     let mut index = ClusterIndex::new();
     let mut bound = in_group("gone");
     merge(&mut bound, json!({"spec": {"nodeName": "n1"}}));
-    index.apply_pod(&gpu_pod("ns", "bound", 1, bound)).unwrap();
+    index.apply(&gpu_pod("ns", "bound", 1, bound)).unwrap();
     index
-        .apply_pod(&gpu_pod("ns", "pending", 1, in_group("gone")))
+        .apply(&gpu_pod("ns", "pending", 1, in_group("gone")))
         .unwrap();
     let snap = snapshot(&index);
     let waiting: Vec<_> = snap.waiting.iter().map(|w| &*w.name).collect();
@@ -727,13 +723,13 @@ fn incremental_index_equals_one_built_from_scratch() {
     let mut live: std::collections::BTreeMap<String, Pod> = std::collections::BTreeMap::new();
     for n in 0..4 {
         index
-            .apply_node(&mk_node(&format!("n{n}"), 8, json!({})))
+            .apply(&mk_node(&format!("n{n}"), 8, json!({})))
             .unwrap();
     }
     for step in 0..2000 {
         let name = format!("p{}", next(60));
         if next(4) == 0 {
-            index.delete_pod("ns", &name);
+            index.delete::<Pod>(("ns", &name));
             live.remove(&name);
             continue;
         }
@@ -761,29 +757,29 @@ fn incremental_index_equals_one_built_from_scratch() {
             );
         }
         let pod = gpu_pod("ns", &name, 0, patch);
-        index.apply_pod(&pod).unwrap();
+        index.apply(&pod).unwrap();
         live.insert(name, pod);
         if step % 500 == 0 {
             index
-                .apply_podgroup(&mk_podgroup("ns", &format!("g{}", next(5)), json!({})))
+                .apply(&mk_podgroup("ns", &format!("g{}", next(5)), json!({})))
                 .unwrap();
         }
     }
     let mut fresh = ClusterIndex::new();
     for n in 0..4 {
         fresh
-            .apply_node(&mk_node(&format!("n{n}"), 8, json!({})))
+            .apply(&mk_node(&format!("n{n}"), 8, json!({})))
             .unwrap();
     }
     for g in 0..5 {
         fresh
-            .apply_podgroup(&mk_podgroup("ns", &format!("g{g}"), json!({})))
+            .apply(&mk_podgroup("ns", &format!("g{g}"), json!({})))
             .unwrap();
         index
-            .apply_podgroup(&mk_podgroup("ns", &format!("g{g}"), json!({})))
+            .apply(&mk_podgroup("ns", &format!("g{g}"), json!({})))
             .unwrap();
     }
-    assert!(fresh.reset_pods(live.values()).is_empty());
+    assert!(fresh.reset(live.values()).is_empty());
     let (a, b) = (snapshot(&index), snapshot(&fresh));
     assert_eq!(a, b);
     assert!(
@@ -947,7 +943,7 @@ mod provisioning {
     fn a_job_gets_its_newest_request_and_the_rest_are_stale() {
         let mut index = ClusterIndex::new();
         index
-            .apply_podgroup(&mk_podgroup("ns", "train", json!({"minMember": 8})))
+            .apply(&mk_podgroup("ns", "train", json!({"minMember": 8})))
             .unwrap();
         for (group, uid, attempt) in [
             ("train", "pg-train", 1),
@@ -955,7 +951,7 @@ mod provisioning {
             ("gone", "pg-gone", 1),
         ] {
             let (pr, _) = build(&need(group, uid, attempt));
-            index.apply_provisioning_request(&with_conditions(pr, json!([])));
+            index.apply(&with_conditions(pr, json!([]))).unwrap();
         }
         // Off: nothing attached, nothing stale.
         let snap = snapshot(&index);
@@ -974,27 +970,27 @@ mod provisioning {
     fn provisioned_requests_book_nodes_created_after_them() {
         let mut index = ClusterIndex::new();
         index
-            .apply_podgroup(&mk_podgroup("ns", "train", json!({"minMember": 2})))
+            .apply(&mk_podgroup("ns", "train", json!({"minMember": 2})))
             .unwrap();
         for i in 0..2 {
             index
-                .apply_pod(&gpu_pod("ns", &format!("t-{i}"), 4, in_group("train")))
+                .apply(&gpu_pod("ns", &format!("t-{i}"), 4, in_group("train")))
                 .unwrap();
         }
         let at = |t: &str| json!({"metadata": {"creationTimestamp": t}});
         index
-            .apply_node(&mk_node("old", 8, at("2025-12-31T00:00:00Z")))
+            .apply(&mk_node("old", 8, at("2025-12-31T00:00:00Z")))
             .unwrap();
         index
-            .apply_node(&mk_node("new-1", 8, at("2026-01-01T00:00:30Z")))
+            .apply(&mk_node("new-1", 8, at("2026-01-01T00:00:30Z")))
             .unwrap();
         index
-            .apply_node(&mk_node("new-2", 8, at("2026-01-01T00:00:31Z")))
+            .apply(&mk_node("new-2", 8, at("2026-01-01T00:00:31Z")))
             .unwrap();
         let (pr, _) = build(&need("train", "pg-train", 1));
         let c = json!([{"type": "Provisioned", "status": "True", "reason": "R", "message": "",
                         "lastTransitionTime": "2026-01-01T00:00:40Z"}]);
-        index.apply_provisioning_request(&with_conditions(pr, c));
+        index.apply(&with_conditions(pr, c)).unwrap();
         let snap = index.snapshot(&opts());
         let booked: Vec<(&str, Option<&str>)> = snap
             .nodes
@@ -1016,21 +1012,21 @@ mod provisioning {
         // it before its new node.
         let mut index = ClusterIndex::new();
         index
-            .apply_podgroup(&mk_podgroup("ns", "train", json!({"minMember": 2})))
+            .apply(&mk_podgroup("ns", "train", json!({"minMember": 2})))
             .unwrap();
         for i in 0..2 {
             index
-                .apply_pod(&gpu_pod("ns", &format!("t-{i}"), 4, in_group("train")))
+                .apply(&gpu_pod("ns", &format!("t-{i}"), 4, in_group("train")))
                 .unwrap();
         }
         let at = |t: &str| json!({"metadata": {"creationTimestamp": t}});
         index
-            .apply_node(&mk_node("same-second", 8, at("2026-01-01T00:00:00Z")))
+            .apply(&mk_node("same-second", 8, at("2026-01-01T00:00:00Z")))
             .unwrap();
         let (pr, _) = build(&need("train", "pg-train", 1));
         let c = json!([{"type": "Accepted", "status": "True", "reason": "R", "message": "",
                         "lastTransitionTime": "2026-01-01T00:00:01Z"}]);
-        index.apply_provisioning_request(&with_conditions(pr, c));
+        index.apply(&with_conditions(pr, c)).unwrap();
         let booked = |index: &ClusterIndex| -> Vec<(String, Option<String>)> {
             index
                 .snapshot(&opts())
@@ -1047,7 +1043,7 @@ mod provisioning {
         assert_eq!(booked(&index), [("same-second".to_string(), None)]);
         // The autoscaler's node, a second later or more, is the gang's.
         index
-            .apply_node(&mk_node("new", 8, at("2026-01-01T00:00:01Z")))
+            .apply(&mk_node("new", 8, at("2026-01-01T00:00:01Z")))
             .unwrap();
         assert_eq!(
             booked(&index),
@@ -1065,32 +1061,36 @@ mod provisioning {
         let mut index = ClusterIndex::new();
         for g in ["a", "b"] {
             index
-                .apply_podgroup(&mk_podgroup("ns", g, json!({"minMember": 2})))
+                .apply(&mk_podgroup("ns", g, json!({"minMember": 2})))
                 .unwrap();
             for i in 0..2 {
                 index
-                    .apply_pod(&gpu_pod("ns", &format!("{g}-{i}"), 4, in_group(g)))
+                    .apply(&gpu_pod("ns", &format!("{g}-{i}"), 4, in_group(g)))
                     .unwrap();
             }
         }
         let at = |t: &str| json!({"metadata": {"creationTimestamp": t}});
         index
-            .apply_node(&mk_node("new", 8, at("2026-01-01T00:00:30Z")))
+            .apply(&mk_node("new", 8, at("2026-01-01T00:00:30Z")))
             .unwrap();
         let cond = |type_: &str, t: &str| {
             json!([{"type": type_, "status": "True", "reason": "R", "message": "",
                     "lastTransitionTime": t}])
         };
         let (a, _) = build(&need("a", "pg-a", 1));
-        index.apply_provisioning_request(&with_conditions(
-            a,
-            cond("Provisioned", "2026-01-01T00:00:31Z"),
-        ));
+        index
+            .apply(&with_conditions(
+                a,
+                cond("Provisioned", "2026-01-01T00:00:31Z"),
+            ))
+            .unwrap();
         let (b, _) = build(&need("b", "pg-b", 1));
-        index.apply_provisioning_request(&with_conditions(
-            b,
-            cond("Accepted", "2026-01-01T00:00:01Z"),
-        ));
+        index
+            .apply(&with_conditions(
+                b,
+                cond("Accepted", "2026-01-01T00:00:01Z"),
+            ))
+            .unwrap();
         let snap = index.snapshot(&opts());
         assert_eq!(
             job(&snap, "ns/a").capacity.as_ref().unwrap().state,
@@ -1112,11 +1112,11 @@ mod provisioning {
         let mut index = ClusterIndex::new();
         for g in ["a", "b"] {
             index
-                .apply_podgroup(&mk_podgroup("ns", g, json!({"minMember": 2})))
+                .apply(&mk_podgroup("ns", g, json!({"minMember": 2})))
                 .unwrap();
             for i in 0..2 {
                 index
-                    .apply_pod(&gpu_pod("ns", &format!("{g}-{i}"), 4, in_group(g)))
+                    .apply(&gpu_pod("ns", &format!("{g}-{i}"), 4, in_group(g)))
                     .unwrap();
             }
         }
@@ -1126,13 +1126,15 @@ mod provisioning {
                     "lastTransitionTime": t}])
         };
         index
-            .apply_node(&mk_node("first", 8, at("2026-01-01T00:00:30Z")))
+            .apply(&mk_node("first", 8, at("2026-01-01T00:00:30Z")))
             .unwrap();
         let (a, _) = build(&need("a", "pg-a", 1));
-        index.apply_provisioning_request(&with_conditions(
-            a,
-            cond("Provisioned", "2026-01-01T00:00:40Z"),
-        ));
+        index
+            .apply(&with_conditions(
+                a,
+                cond("Provisioned", "2026-01-01T00:00:40Z"),
+            ))
+            .unwrap();
         let booked = |index: &ClusterIndex| -> Vec<(String, Option<String>)> {
             index
                 .snapshot(&opts())
@@ -1150,12 +1152,14 @@ mod provisioning {
         assert_eq!(booked(&index), [own("first", Some("ns/a"))]);
 
         let (b, _) = build(&need("b", "pg-b", 1));
-        index.apply_provisioning_request(&with_conditions(
-            b,
-            cond("Provisioned", "2026-01-01T00:00:35Z"),
-        ));
         index
-            .apply_node(&mk_node("second", 8, at("2026-01-01T00:00:31Z")))
+            .apply(&with_conditions(
+                b,
+                cond("Provisioned", "2026-01-01T00:00:35Z"),
+            ))
+            .unwrap();
+        index
+            .apply(&mk_node("second", 8, at("2026-01-01T00:00:31Z")))
             .unwrap();
         for _ in 0..2 {
             assert_eq!(
@@ -1164,7 +1168,7 @@ mod provisioning {
             );
         }
         // Once a's request is gone, its node is free for anyone; b keeps its own.
-        index.delete_provisioning_request("ns", "a-cap-1");
+        index.delete::<ProvisioningRequest>(("ns", "a-cap-1"));
         assert_eq!(
             booked(&index),
             [own("first", None), own("second", Some("ns/b"))]
@@ -1177,12 +1181,12 @@ fn namespace_selectors_are_resolved_against_current_namespace_labels() {
     use caldera_model::Namespaces;
     use k8s_openapi::api::core::v1::Namespace;
     let mut index = ClusterIndex::new();
-    index.apply_node(&mk_node("n0", 8, json!({}))).unwrap();
+    index.apply(&mk_node("n0", 8, json!({}))).unwrap();
     let ns = |name: &str, env: &str| -> Namespace {
         serde_json::from_value(json!({"metadata": {"name": name, "labels": {"env": env}}})).unwrap()
     };
-    index.apply_namespace(&ns("prod-a", "prod"));
-    index.apply_namespace(&ns("dev", "dev"));
+    index.apply(&ns("prod-a", "prod")).unwrap();
+    index.apply(&ns("dev", "dev")).unwrap();
     let term = |selector: Value| {
         json!({"spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchLabels": {"app": "ps"}},
@@ -1191,7 +1195,7 @@ fn namespace_selectors_are_resolved_against_current_namespace_labels() {
             "topologyKey": "kubernetes.io/hostname"}]}}}})
     };
     index
-        .apply_pod(&mk_pod(
+        .apply(&mk_pod(
             "ml",
             "w",
             term(json!({"matchLabels": {"env": "prod"}})),
@@ -1199,7 +1203,7 @@ fn namespace_selectors_are_resolved_against_current_namespace_labels() {
         .unwrap();
     // A pod's namespace without a Namespace object still has its name label.
     index
-        .apply_pod(&mk_pod(
+        .apply(&mk_pod(
             "other",
             "x",
             term(
@@ -1231,7 +1235,7 @@ fn namespace_selectors_are_resolved_against_current_namespace_labels() {
     .unsupported
     .is_none());
 
-    index.apply_namespace(&ns("dev", "prod"));
+    index.apply(&ns("dev", "prod")).unwrap();
     let snap = snapshot(&index);
     assert_eq!(
         namespaces(&snap, "w"),
@@ -1271,7 +1275,7 @@ fn hypernodes_resolve_exact_unanchored_regex_and_label_members_into_a_tree() {
         ("b-0", json!({"metadata": {"labels": {"rack": "b"}}})),
         ("c-0", json!({})),
     ] {
-        index.apply_node(&mk_node(name, 4, patch)).unwrap();
+        index.apply(&mk_node(name, 4, patch)).unwrap();
     }
     let hypernodes = [
         mk_hypernode(
@@ -1300,7 +1304,7 @@ fn hypernodes_resolve_exact_unanchored_regex_and_label_members_into_a_tree() {
             {"type": "HyperNode", "selector": {"exactMatch": {"name": "rack-b"}}}]),
         ),
     ];
-    assert!(index.reset_hypernodes(hypernodes.iter()).is_empty());
+    assert!(index.reset(hypernodes.iter()).is_empty());
     let snap = snapshot(&index);
     let tree = &snap.topology;
     assert_eq!(node_names(&snap, domain(&snap, "rack-a")), ["a-0", "ga-7"]);
@@ -1323,7 +1327,7 @@ fn hypernodes_resolve_exact_unanchored_regex_and_label_members_into_a_tree() {
 #[test]
 fn hypernode_cycles_are_broken_and_bad_members_are_named() {
     let mut index = ClusterIndex::default();
-    index.apply_node(&mk_node("n", 4, json!({}))).unwrap();
+    index.apply(&mk_node("n", 4, json!({}))).unwrap();
     let cycle = [
         mk_hypernode(
             "x",
@@ -1338,7 +1342,7 @@ fn hypernode_cycles_are_broken_and_bad_members_are_named() {
             {"type": "Node", "selector": {"exactMatch": {"name": "n"}}}]),
         ),
     ];
-    assert!(index.reset_hypernodes(cycle.iter()).is_empty());
+    assert!(index.reset(cycle.iter()).is_empty());
     let snap = snapshot(&index);
     assert_eq!(
         snap.topology.problems.len(),
@@ -1353,7 +1357,7 @@ fn hypernode_cycles_are_broken_and_bad_members_are_named() {
         1,
         json!([{"type": "Node", "selector": {"regexMatch": {"pattern": "("}}}]),
     );
-    let err = index.apply_hypernode(&bad).unwrap_err().to_string();
+    let err = index.apply(&bad).unwrap_err().to_string();
     assert!(
         err.starts_with("hypernode bad: spec.members[0].selector.regexMatch.pattern:"),
         "{err}"
@@ -1364,7 +1368,7 @@ fn hypernode_cycles_are_broken_and_bad_members_are_named() {
         json!([{"type": "Node", "selector": {
         "exactMatch": {"name": "n"}, "regexMatch": {"pattern": "n"}}}]),
     );
-    let err = index.apply_hypernode(&two).unwrap_err().to_string();
+    let err = index.apply(&two).unwrap_err().to_string();
     assert!(
         err.contains("exactly one of exactMatch, regexMatch, labelMatch"),
         "{err}"
@@ -1375,7 +1379,7 @@ fn hypernode_cycles_are_broken_and_bad_members_are_named() {
 fn network_topology_becomes_the_rule_and_sub_groups_their_policies() {
     let mut index = ClusterIndex::default();
     index
-        .apply_podgroup(&mk_podgroup(
+        .apply(&mk_podgroup(
             "ns",
             "hard",
             json!({"minMember": 2,
@@ -1383,7 +1387,7 @@ fn network_topology_becomes_the_rule_and_sub_groups_their_policies() {
         ))
         .unwrap();
     index
-        .apply_podgroup(&mk_podgroup(
+        .apply(&mk_podgroup(
             "ns",
             "split",
             json!({"minMember": 2,
@@ -1396,7 +1400,7 @@ fn network_topology_becomes_the_rule_and_sub_groups_their_policies() {
         ))
         .unwrap();
     index
-        .apply_podgroup(&mk_podgroup(
+        .apply(&mk_podgroup(
             "ns",
             "newer",
             json!({"minMember": 1, "subGroupPolicy": [{"name": "w", "subGroupPriority": 3}]}),
@@ -1454,7 +1458,7 @@ fn network_topology_becomes_the_rule_and_sub_groups_their_policies() {
 fn sub_group_size_below_one_is_an_error_naming_the_field() {
     let mut index = ClusterIndex::default();
     let err = index
-        .apply_podgroup(&mk_podgroup(
+        .apply(&mk_podgroup(
             "ns",
             "bad",
             json!({"minMember": 1, "subGroupPolicy": [{"name": "w", "subGroupSize": 0}]}),
@@ -1491,7 +1495,7 @@ fn in_native_group(group: &str) -> Value {
 fn native_podgroup_members_form_one_gang_with_its_workloads_queue_and_their_priority() {
     let mut index = ClusterIndex::new();
     index
-        .apply_native_podgroup(&mk_native_podgroup(
+        .apply(&mk_native_podgroup(
             "ml",
             "train-workers",
             json!({"schedulingPolicy": {"gang": {"minCount": 2}},
@@ -1499,7 +1503,7 @@ fn native_podgroup_members_form_one_gang_with_its_workloads_queue_and_their_prio
             json!({}),
         ))
         .unwrap();
-    index.apply_native_workload(
+    index.apply::<k8s_openapi::api::scheduling::v1alpha2::Workload>(
         &serde_json::from_value(json!({
             "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload",
             "metadata": {"namespace": "ml", "name": "train",
@@ -1507,13 +1511,13 @@ fn native_podgroup_members_form_one_gang_with_its_workloads_queue_and_their_prio
             "spec": {"podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}}}]},
         }))
         .unwrap(),
-    );
+    ).unwrap();
     let mut high = in_native_group("train-workers");
     merge(&mut high, json!({"spec": {"priority": 7}}));
     index
-        .apply_pod(&gpu_pod("ml", "w-0", 1, in_native_group("train-workers")))
+        .apply(&gpu_pod("ml", "w-0", 1, in_native_group("train-workers")))
         .unwrap();
-    index.apply_pod(&gpu_pod("ml", "w-1", 1, high)).unwrap();
+    index.apply(&gpu_pod("ml", "w-1", 1, high)).unwrap();
     let snap = snapshot(&index);
     let j = job(&snap, "ml/train-workers");
     assert_eq!(j.min_member, 2);
@@ -1526,7 +1530,7 @@ fn native_podgroup_members_form_one_gang_with_its_workloads_queue_and_their_prio
     );
     // The PodGroup's own queue wins over its Workload's.
     index
-        .apply_native_podgroup(&mk_native_podgroup(
+        .apply(&mk_native_podgroup(
             "ml",
             "train-workers",
             json!({"schedulingPolicy": {"gang": {"minCount": 2}},
@@ -1541,7 +1545,7 @@ fn native_podgroup_members_form_one_gang_with_its_workloads_queue_and_their_prio
 fn a_pod_naming_a_missing_native_podgroup_waits_with_a_message() {
     let mut index = ClusterIndex::new();
     index
-        .apply_pod(&gpu_pod("ml", "w-0", 1, in_native_group("nope")))
+        .apply(&gpu_pod("ml", "w-0", 1, in_native_group("nope")))
         .unwrap();
     let snap = snapshot(&index);
     assert!(snap.jobs.is_empty());
@@ -1553,7 +1557,7 @@ fn a_pod_naming_a_missing_native_podgroup_waits_with_a_message() {
         .is_some_and(|w| w.contains("PodGroup ml/nope (scheduling.k8s.io/v1alpha2")));
     // A Volcano PodGroup of that name is not the one the pod names.
     index
-        .apply_podgroup(&mk_podgroup("ml", "nope", json!({"minMember": 1})))
+        .apply(&mk_podgroup("ml", "nope", json!({"minMember": 1})))
         .unwrap();
     let snap = snapshot(&index);
     assert!(snap.jobs.iter().all(|j| j.tasks.is_empty()));
@@ -1564,7 +1568,7 @@ fn a_pod_naming_a_missing_native_podgroup_waits_with_a_message() {
 fn gate_mode_leaves_native_gangs_to_kube_scheduler() {
     let mut index = ClusterIndex::new();
     index
-        .apply_native_podgroup(&mk_native_podgroup(
+        .apply(&mk_native_podgroup(
             "ml",
             "g",
             json!({"schedulingPolicy": {"gang": {"minCount": 1}}}),
@@ -1576,7 +1580,7 @@ fn gate_mode_leaves_native_gangs_to_kube_scheduler() {
         &mut bound,
         json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "n1"}}),
     );
-    index.apply_pod(&gpu_pod("ml", "w-0", 1, bound)).unwrap();
+    index.apply(&gpu_pod("ml", "w-0", 1, bound)).unwrap();
     let snap = index.snapshot(&SnapshotOptions::gate(None));
     assert!(
         snap.jobs.iter().all(|j| j.native.is_none()),

@@ -676,12 +676,10 @@ mod tests {
     #[test]
     fn missing_and_ephemeral_claims_block_with_kube_schedulers_messages() {
         let mut index = ClusterIndex::new();
-        index.apply_node(&node("a")).unwrap();
-        index
-            .apply_pod(&pod("p", claim_vol("data-p"), None))
-            .unwrap();
+        index.apply(&node("a")).unwrap();
+        index.apply(&pod("p", claim_vol("data-p"), None)).unwrap();
         let eph = json!([{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]);
-        index.apply_pod(&pod("e", eph, None)).unwrap();
+        index.apply(&pod("e", eph, None)).unwrap();
         let s = snap(&index);
         assert_eq!(
             task(&s, "p").spec.volumes.blocked.as_deref(),
@@ -694,9 +692,9 @@ mod tests {
         // Once the claim exists (owned by another pod): not the pod's.
         let owned = json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
             "name": "other", "uid": "uid-other", "controller": true}]}});
-        index.apply_claim(&pvc("e-scratch", "fast", owned)).unwrap();
+        index.apply(&pvc("e-scratch", "fast", owned)).unwrap();
         index
-            .apply_storage_class(&class("fast", "csi.x", "WaitForFirstConsumer"))
+            .apply(&class("fast", "csi.x", "WaitForFirstConsumer"))
             .unwrap();
         let s = snap(&index);
         assert!(task(&s, "e")
@@ -710,12 +708,10 @@ mod tests {
     #[test]
     fn an_unbound_immediate_claim_blocks_and_a_bound_one_pins_to_its_volume() {
         let mut index = ClusterIndex::new();
-        index.apply_node(&node("a")).unwrap();
-        index.apply_pod(&pod("p", claim_vol("c"), None)).unwrap();
-        index
-            .apply_storage_class(&class("std", "csi.x", "Immediate"))
-            .unwrap();
-        index.apply_claim(&pvc("c", "std", json!({}))).unwrap();
+        index.apply(&node("a")).unwrap();
+        index.apply(&pod("p", claim_vol("c"), None)).unwrap();
+        index.apply(&class("std", "csi.x", "Immediate")).unwrap();
+        index.apply(&pvc("c", "std", json!({}))).unwrap();
         let s = snap(&index);
         assert_eq!(
             task(&s, "p").spec.volumes.blocked.as_deref(),
@@ -725,12 +721,10 @@ mod tests {
         // Bound by the PV controller (volumeName and bind-completed): pinned to the volume.
         let bound = json!({"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
             "spec": {"volumeName": "pv-a"}});
-        index.apply_claim(&pvc("c", "std", bound)).unwrap();
+        index.apply(&pvc("c", "std", bound)).unwrap();
         let s = snap(&index);
         assert_eq!(task(&s, "p").spec.volumes.every_node, Some(PV_NOT_EXIST));
-        index
-            .apply_volume(&pv("pv-a", "std", "a", json!({})))
-            .unwrap();
+        index.apply(&pv("pv-a", "std", "a", json!({}))).unwrap();
         let s = snap(&index);
         let t = task(&s, "p");
         assert!(t.volumes_bound());
@@ -746,26 +740,22 @@ mod tests {
     #[test]
     fn a_wait_for_first_consumer_claim_resolves_to_its_candidates() {
         let mut index = ClusterIndex::new();
-        index.apply_node(&node("a")).unwrap();
-        index.apply_node(&node("b")).unwrap();
+        index.apply(&node("a")).unwrap();
+        index.apply(&node("b")).unwrap();
         index
-            .apply_storage_class(&class(
+            .apply(&class(
                 "local",
                 super::NO_PROVISIONER,
                 "WaitForFirstConsumer",
             ))
             .unwrap();
-        index.apply_pod(&pod("p", claim_vol("c"), None)).unwrap();
-        index.apply_claim(&pvc("c", "local", json!({}))).unwrap();
-        index
-            .apply_volume(&pv("free", "local", "b", json!({})))
-            .unwrap();
+        index.apply(&pod("p", claim_vol("c"), None)).unwrap();
+        index.apply(&pvc("c", "local", json!({}))).unwrap();
+        index.apply(&pv("free", "local", "b", json!({}))).unwrap();
         let taken = json!({"spec": {"claimRef": {"namespace": "default", "name": "other"}}});
+        index.apply(&pv("taken", "local", "a", taken)).unwrap();
         index
-            .apply_volume(&pv("taken", "local", "a", taken))
-            .unwrap();
-        index
-            .apply_claim(&pvc(
+            .apply(&pvc(
                 "other",
                 "local",
                 json!({"spec": {"volumeName": "taken"},
@@ -790,7 +780,7 @@ mod tests {
         let at = Time::from_secs(100).to_rfc3339();
         let sel = json!({"metadata": {"annotations": {
             "volume.kubernetes.io/selected-node": "b", super::SELECTED_AT: at.clone()}}});
-        index.apply_claim(&pvc("c", "local", sel)).unwrap();
+        index.apply(&pvc("c", "local", sel)).unwrap();
         let s = snap(&index);
         let t = task(&s, "p");
         assert_eq!(t.spec.volumes.claims[0].selected.as_deref(), Some("b"));
@@ -799,7 +789,7 @@ mod tests {
             Some(Time::from_secs(100))
         );
         let lost = json!({"metadata": {"annotations": {super::SELECTED_AT: at}}});
-        index.apply_claim(&pvc("c", "local", lost)).unwrap();
+        index.apply(&pvc("c", "local", lost)).unwrap();
         let s = snap(&index);
         assert_eq!(
             task(&s, "p").volumes.as_ref().unwrap().failed,
@@ -810,24 +800,22 @@ mod tests {
     #[test]
     fn claims_in_use_count_for_read_write_once_pod_and_attach_limits() {
         let mut index = ClusterIndex::new();
-        index.apply_node(&node("a")).unwrap();
-        index
-            .apply_storage_class(&class("std", "ebs.csi", "Immediate"))
-            .unwrap();
+        index.apply(&node("a")).unwrap();
+        index.apply(&class("std", "ebs.csi", "Immediate")).unwrap();
         let bound = |pv: &str| {
             json!({"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
                 "spec": {"volumeName": pv, "accessModes": ["ReadWriteOncePod"]}})
         };
-        index.apply_claim(&pvc("c", "std", bound("pv-c"))).unwrap();
+        index.apply(&pvc("c", "std", bound("pv-c"))).unwrap();
         let csi = json!({"spec": {"csi": {"driver": "ebs.csi", "volumeHandle": "vol-c"}}});
-        index.apply_volume(&pv("pv-c", "std", "a", csi)).unwrap();
+        index.apply(&pv("pv-c", "std", "a", csi)).unwrap();
         index
-            .apply_pod(&pod("user", claim_vol("c"), Some("a")))
+            .apply(&pod("user", claim_vol("c"), Some("a")))
             .unwrap();
-        index.apply_pod(&pod("next", claim_vol("c"), None)).unwrap();
+        index.apply(&pod("next", claim_vol("c"), None)).unwrap();
         let limits: CSINode = obj(json!({"metadata": {"name": "a"}, "spec": {"drivers": [
             {"name": "ebs.csi", "nodeID": "a", "allocatable": {"count": 1}}]}}));
-        index.apply_csinode(&limits);
+        index.apply(&limits).unwrap();
         let s = snap(&index);
         assert_eq!(s.volumes.rwop_in_use, vec!["default/c".into()]);
         let t = task(&s, "next");
@@ -840,7 +828,7 @@ mod tests {
         assert_eq!(a.limits["ebs.csi"], 1);
         assert_eq!(a.attached["ebs.csi"], vec!["vol-c".into()]);
         // The user goes: the claim is free again.
-        index.delete_pod("default", "user");
+        index.delete::<Pod>(("default", "user"));
         assert!(snap(&index).volumes.rwop_in_use.is_empty());
     }
 
@@ -850,18 +838,14 @@ mod tests {
         // does not exist, counts under its class's provisioner, once however many pods use it;
         // a claim without a class does not count.
         let mut index = ClusterIndex::new();
-        index.apply_node(&node("a")).unwrap();
+        index.apply(&node("a")).unwrap();
         index
-            .apply_storage_class(&class("csi-sc", "ebs.csi", "WaitForFirstConsumer"))
+            .apply(&class("csi-sc", "ebs.csi", "WaitForFirstConsumer"))
             .unwrap();
-        index
-            .apply_claim(&pvc("pending", "csi-sc", json!({})))
-            .unwrap();
+        index.apply(&pvc("pending", "csi-sc", json!({}))).unwrap();
         let missing = json!({"spec": {"volumeName": "missing-in-action"}});
-        index
-            .apply_claim(&pvc("lost-pv", "csi-sc", missing))
-            .unwrap();
-        index.apply_claim(&pvc("no-class", "", json!({}))).unwrap();
+        index.apply(&pvc("lost-pv", "csi-sc", missing)).unwrap();
+        index.apply(&pvc("no-class", "", json!({}))).unwrap();
         for (pod_name, claim) in [
             ("p1", "pending"),
             ("p2", "pending"),
@@ -869,16 +853,16 @@ mod tests {
             ("p4", "no-class"),
         ] {
             index
-                .apply_pod(&pod(pod_name, claim_vol(claim), Some("a")))
+                .apply(&pod(pod_name, claim_vol(claim), Some("a")))
                 .unwrap();
         }
         // A pending pod with a claim: the snapshot carries the volume catalog.
         index
-            .apply_pod(&pod("next", claim_vol("pending"), None))
+            .apply(&pod("next", claim_vol("pending"), None))
             .unwrap();
         let limits: CSINode = obj(json!({"metadata": {"name": "a"}, "spec": {"drivers": [
             {"name": "ebs.csi", "nodeID": "a", "allocatable": {"count": 2}}]}}));
-        index.apply_csinode(&limits);
+        index.apply(&limits).unwrap();
         let s = snap(&index);
         let attached = &s.volumes.attach["a"].attached["ebs.csi"];
         assert_eq!(attached.len(), 2, "{attached:?}");

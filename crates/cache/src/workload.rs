@@ -602,11 +602,9 @@ mod tests {
     fn a_job_pod_counts_as_recreated_only_when_its_failure_policy_ignores_disruption() {
         let job = mk_job("train", json!({}));
         let mut index = ClusterIndex::new();
-        index.reset_jobs([&job]);
+        index.reset([&job]);
         for i in 0..4 {
-            index
-                .apply_pod(&job_pod(&job, &format!("train-{i}")))
-                .unwrap();
+            index.apply(&job_pod(&job, &format!("train-{i}"))).unwrap();
         }
         let opts = SnapshotOptions::default();
         let mut pg = match &index.derived_podgroups(&opts)[..] {
@@ -614,7 +612,7 @@ mod tests {
             other => panic!("{other:?}"),
         };
         pg.metadata.uid = Some("uid-pg".into());
-        index.apply_podgroup(&pg).unwrap();
+        index.apply(&pg).unwrap();
         let snap = index.snapshot(&opts);
         assert_eq!(snap.tasks.len(), 4);
         assert!(snap.tasks.iter().all(|t| t.controller.is_none()));
@@ -623,14 +621,14 @@ mod tests {
             json!({"spec": {"podFailurePolicy": {"rules": [
                 {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}}}),
         );
-        index.apply_job(&ignoring);
+        index.apply(&ignoring).unwrap();
         let snap = index.snapshot(&opts);
         assert!(snap
             .tasks
             .iter()
             .all(|t| t.controller.as_ref().is_some_and(|c| &*c.kind == "Job")));
         // Without the Job object nothing tells: not moved.
-        index.delete_job("ml", "train");
+        index.delete::<Job>(("ml", "train"));
         let snap = index.snapshot(&opts);
         assert!(snap.tasks.iter().all(|t| t.controller.is_none()));
     }
@@ -641,11 +639,9 @@ mod tests {
     fn index_resolves_job_pods_to_the_derived_gang() {
         let job = mk_job("train", json!({}));
         let mut index = ClusterIndex::new();
-        index.reset_jobs([&job]);
+        index.reset([&job]);
         for i in 0..4 {
-            index
-                .apply_pod(&job_pod(&job, &format!("train-{i}")))
-                .unwrap();
+            index.apply(&job_pod(&job, &format!("train-{i}"))).unwrap();
         }
         let opts = SnapshotOptions::default();
         let snap = index.snapshot(&opts);
@@ -661,17 +657,17 @@ mod tests {
             other => panic!("{other:?}"),
         };
         pg.metadata.uid = Some("uid-pg".into());
-        index.apply_podgroup(&pg).unwrap();
+        index.apply(&pg).unwrap();
         assert!(index.derived_podgroups(&opts).is_empty());
         // The Job scaled down: its PodGroup's spec follows.
         let mut scaled = job.clone();
         scaled.spec.as_mut().unwrap().parallelism = Some(2);
-        index.apply_job(&scaled);
+        index.apply(&scaled).unwrap();
         match &index.derived_podgroups(&opts)[..] {
             [DerivedWrite::Update { podgroup: pg, .. }] => assert_eq!(pg.spec.min_member, Some(2)),
             other => panic!("{other:?}"),
         }
-        index.apply_job(&job);
+        index.apply(&job).unwrap();
         let snap = index.snapshot(&opts);
         assert_eq!(snap.jobs.len(), 1);
         assert_eq!(&*snap.jobs[0].id, "ml/job-train");
@@ -693,7 +689,7 @@ mod tests {
         // A clash: the PodGroup is someone else's.
         let mut foreign = pg.clone();
         foreign.metadata.owner_references = None;
-        index.apply_podgroup(&foreign).unwrap();
+        index.apply(&foreign).unwrap();
         let snap = index.snapshot(&opts);
         assert_eq!(snap.waiting.len(), 4);
         let why = snap.waiting[0].why.as_deref().unwrap();
@@ -707,21 +703,21 @@ mod tests {
     fn update_clears_a_resource_dropped_from_the_template() {
         let job = mk_job("train", json!({}));
         let mut index = ClusterIndex::new();
-        index.reset_jobs([&job]);
+        index.reset([&job]);
         let opts = SnapshotOptions::default();
         let mut pg = match &index.derived_podgroups(&opts)[..] {
             [DerivedWrite::Create(pg)] => pg.clone(),
             other => panic!("{other:?}"),
         };
         pg.metadata.uid = Some("uid-pg".into());
-        index.apply_podgroup(&pg).unwrap();
+        index.apply(&pg).unwrap();
         // The GPU goes from the template: only cpu is requested now.
         let cpu_only = mk_job(
             "train",
             json!({"spec": {"template": {"spec": {"containers": [{"name": "main",
                 "resources": {"requests": {"cpu": "2"}}}]}}}}),
         );
-        index.apply_job(&cpu_only);
+        index.apply(&cpu_only).unwrap();
         let write = match &index.derived_podgroups(&opts)[..] {
             [w @ DerivedWrite::Update {
                 removed_resources, ..
@@ -741,13 +737,15 @@ mod tests {
         let min = stored.spec.min_resources.clone().unwrap();
         assert_eq!(min.keys().collect::<Vec<_>>(), ["cpu"]);
         assert_eq!(write.applied_to(&pg), stored);
-        index.apply_podgroup(&stored).unwrap();
+        index.apply(&stored).unwrap();
         assert!(index.derived_podgroups(&opts).is_empty());
         // Nothing requested any more: minResources goes whole.
-        index.apply_job(&mk_job(
-            "train",
-            json!({"spec": {"template": {"spec": {"containers": [{"name": "main"}]}}}}),
-        ));
+        index
+            .apply(&mk_job(
+                "train",
+                json!({"spec": {"template": {"spec": {"containers": [{"name": "main"}]}}}}),
+            ))
+            .unwrap();
         let write = index.derived_podgroups(&opts)[0].clone();
         let patch = write.spec_patch();
         assert_eq!(patch["spec"]["minResources"], Value::Null);
@@ -755,7 +753,7 @@ mod tests {
         merge(&mut cleared, patch);
         let cleared: PodGroup = serde_json::from_value(cleared).unwrap();
         assert_eq!(cleared.spec.min_resources, None);
-        index.apply_podgroup(&cleared).unwrap();
+        index.apply(&cleared).unwrap();
         assert!(index.derived_podgroups(&opts).is_empty());
     }
 
@@ -764,22 +762,24 @@ mod tests {
     fn job_podgroup_is_deleted_when_the_job_opts_out_and_kept_when_it_finished() {
         let job = mk_job("train", json!({}));
         let mut index = ClusterIndex::new();
-        index.reset_jobs([&job]);
+        index.reset([&job]);
         let opts = SnapshotOptions::default();
         let mut pg = index.derived_podgroups(&opts)[0].podgroup().clone();
         pg.metadata.uid = Some("uid-pg".into());
-        index.apply_podgroup(&pg).unwrap();
+        index.apply(&pg).unwrap();
         let finished = mk_job(
             "train",
             json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}},
                 "status": {"conditions": [{"type": "Complete", "status": "True"}]}}),
         );
-        index.apply_job(&finished);
+        index.apply(&finished).unwrap();
         assert!(index.derived_podgroups(&opts).is_empty());
-        index.apply_job(&mk_job(
-            "train",
-            json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}}}),
-        ));
+        index
+            .apply(&mk_job(
+                "train",
+                json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}}}),
+            ))
+            .unwrap();
         match &index.derived_podgroups(&opts)[..] {
             [DerivedWrite::Delete(d)] => {
                 assert_eq!(d.metadata.name.as_deref(), Some("job-train"));
@@ -793,7 +793,7 @@ mod tests {
             json!({"metadata": {"annotations": {ANNOTATION_AUTO_GROUP: "false"}}}),
         );
         other.metadata.uid = Some("uid-new".into());
-        index.apply_job(&other);
+        index.apply(&other).unwrap();
         assert!(index.derived_podgroups(&opts).is_empty());
     }
 
@@ -801,14 +801,14 @@ mod tests {
     fn pods_whose_job_is_not_seen_yet_wait_and_say_so() {
         let job = mk_job("train", json!({}));
         let mut index = ClusterIndex::new();
-        index.reset_jobs([]);
-        index.apply_pod(&job_pod(&job, "train-0")).unwrap();
+        index.reset::<k8s_openapi::api::batch::v1::Job>([]);
+        index.apply(&job_pod(&job, "train-0")).unwrap();
         let snap = index.snapshot(&SnapshotOptions::default());
         let why = snap.waiting[0].why.as_deref().unwrap();
         assert!(why.contains("waiting for Job ml/train"), "{why}");
         // Jobs not watched at all: the pod is scheduled alone, as before.
         let mut unwatched = ClusterIndex::new();
-        unwatched.apply_pod(&job_pod(&job, "train-0")).unwrap();
+        unwatched.apply(&job_pod(&job, "train-0")).unwrap();
         assert_eq!(
             unwatched.snapshot(&SnapshotOptions::default()).jobs.len(),
             1

@@ -91,11 +91,11 @@ fn snapshot_of_5000_nodes_and_150000_pods_is_fast() {
     let mut index = ClusterIndex::new();
     let start = Instant::now();
     for i in 0..NODES {
-        index.apply_node(&node(i)).unwrap();
+        index.apply(&node(i)).unwrap();
     }
     let pods: Vec<Pod> = (0..PODS).map(|i| pod(i, NODES)).collect();
     for p in &pods {
-        index.apply_pod(p).unwrap();
+        index.apply(p).unwrap();
     }
     for g in 0..=PODS / (15 * 8) {
         for ns in 0..20 {
@@ -105,7 +105,7 @@ fn snapshot_of_5000_nodes_and_150000_pods_is_fast() {
                 "spec": {"minMember": 1},
             }))
             .unwrap();
-            index.apply_podgroup(&pg).unwrap();
+            index.apply(&pg).unwrap();
         }
     }
     println!("load: {:?}", start.elapsed());
@@ -121,7 +121,7 @@ fn snapshot_of_5000_nodes_and_150000_pods_is_fast() {
     println!("snapshot: {best:?}");
     let start = Instant::now();
     for p in pods.iter().take(10_000) {
-        index.apply_pod(p).unwrap();
+        index.apply(p).unwrap();
     }
     println!("10,000 pod updates: {:?}", start.elapsed());
     assert!(best.as_millis() < 1000, "snapshot took {best:?}");

@@ -4,11 +4,9 @@
 //! go through the binder like every other write (`caldera_binder`'s `capacity.rs`: behind the
 //! binds, in order per PodGroup, idempotent).
 
-use crate::watch::{changed, gone, KindWatch};
-use caldera_api::calls;
+use crate::watch::{fed, KindWatch};
 use caldera_api::ProvisioningRequest;
 use caldera_cache::provisioning::SELECTOR;
-use kube::api::Api;
 use kube::runtime::watcher;
 use kube::Client;
 
@@ -17,19 +15,7 @@ use kube::Client;
 /// known.
 pub(crate) fn optional(client: Client) -> KindWatch<ProvisioningRequest> {
     KindWatch {
-        watch: &calls::PROVISIONING_REQUESTS,
-        api: Api::all(client),
         config: watcher::Config::default().labels(SELECTOR),
-        reset: Box::new(|cluster, requests| {
-            cluster.index.reset_provisioning_requests(&requests);
-        }),
-        apply: changed(|cluster, pr: ProvisioningRequest| {
-            cluster.index.apply_provisioning_request(&pr)
-        }),
-        delete: gone(|cluster, pr: ProvisioningRequest| {
-            let ns = pr.metadata.namespace.as_deref().unwrap_or("default");
-            let name = pr.metadata.name.as_deref().unwrap_or_default();
-            cluster.index.delete_provisioning_request(ns, name);
-        }),
+        ..fed(&client)
     }
 }

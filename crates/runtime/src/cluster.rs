@@ -2,28 +2,39 @@
 //! [`Overlay`] of work in flight, which caches have synced, and objects that failed to
 //! convert. Everything here is synchronous; the watch tasks call it under one lock.
 //!
-//! Each `apply_*`/`delete_*` returns whether the change may let a session place something
-//! (a new pending pod of ours, freed capacity, a new node, a changed PodGroup or Queue spec):
-//! the scheduling loop then runs a session after the debounce instead of waiting for the
-//! period. Status-only changes (most of them Caldera's own writes) do not trigger.
+//! Every kind read with its own type goes through [`Cluster::apply`], [`Cluster::delete`] and
+//! [`Cluster::reset`], written once over [`Fed`]; pods (the assumed binds) and Volcano's
+//! PodGroups and Queues (read untyped, their resourceVersions kept for status writes) have
+//! their own. Each `apply`/`delete` returns whether the change may let a session place
+//! something (a new pending pod of ours, freed capacity, a new node, a changed PodGroup or
+//! Queue spec): the scheduling loop then runs a session after the debounce instead of waiting
+//! for the period. Status-only changes (most of them Caldera's own writes) do not trigger.
 
 use crate::overlay::{Kind, ObjKey, Overlay};
 use caldera_api::calls::{self, Resource, Watch};
-use caldera_api::{PodGroup, Queue as ApiQueue};
-use caldera_cache::{ClusterIndex, PodInfo};
+use caldera_api::{PodGroup, ProvisioningRequest, Queue as ApiQueue};
+use caldera_cache::{ClusterIndex, Indexed, PodInfo};
 use caldera_model::{Node, TaskStatus};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     Namespace, Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::scheduling::v1alpha2::{
+    PodGroup as NativePodGroup, Workload as NativeWorkload,
+};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{DynamicObject, TypeMeta};
 use kube::ResourceExt;
+use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
+use std::fmt::{self, Debug};
 use std::sync::Arc;
+use tracing::warn;
 
 /// The kinds the runtime watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -89,6 +100,13 @@ impl Watched {
         }
     }
 
+    /// The required kind `w` is, if it is one.
+    pub fn of(w: &Watch) -> Option<Watched> {
+        Watched::ALL
+            .into_iter()
+            .find(|k| k.watch().resource == w.resource)
+    }
+
     /// Plural resource name.
     pub fn as_str(self) -> &'static str {
         self.watch().resource.plural
@@ -117,6 +135,9 @@ pub struct Invalid {
     pub reported: bool,
 }
 
+/// What of a Volcano PodGroup or Queue says whether it changed: `(uid, generation, state)`.
+type Seen = (String, Option<i64>, Option<String>);
+
 /// See the module docs.
 #[derive(Debug, Default)]
 pub(crate) struct Cluster {
@@ -127,10 +148,9 @@ pub(crate) struct Cluster {
     rvs: HashMap<ObjKey, String>,
     /// Converted nodes, to tell a real change from a heartbeat.
     nodes: HashMap<String, Node>,
-    /// PodGroup `(uid, generation)`: generation moves only with the spec.
-    podgroups: HashMap<String, (String, Option<i64>)>,
-    /// Queue `(uid, generation, state)`.
-    queues: HashMap<String, (String, Option<i64>, Option<String>)>,
+    /// Volcano PodGroups and Queues as last seen: `(uid, generation, state)` (the generation
+    /// moves only with the spec; a Queue's state is `status.state`), by kind and key.
+    seen: HashMap<ObjKey, Seen>,
     invalid: BTreeMap<(Watched, String), Invalid>,
     /// The optional kinds the API server serves ([`caldera_api::calls::Need::Optional`]:
     /// HyperNodes, the native gang API, DRA, the owners gangs are derived from,
@@ -347,7 +367,7 @@ impl Cluster {
         let name = pod.name_any();
         let key = pod_key(&ns, &name);
         let old = self.index.pod(&ns, &name).cloned();
-        let result = self.index.apply_pod(pod);
+        let result = self.index.apply(pod);
         self.set_rv((Kind::Pod, key.clone()), pod.resource_version());
         match &result {
             Ok(()) => self.mark_valid(Watched::Pods, &key),
@@ -385,7 +405,7 @@ impl Cluster {
         let name = pod.name_any();
         let key = pod_key(&ns, &name);
         let old = self.index.pod(&ns, &name).cloned();
-        self.index.delete_pod(&ns, &name);
+        self.index.delete::<Pod>((&ns, &name));
         self.forget(&(Kind::Pod, key.clone()));
         self.mark_valid(Watched::Pods, &key);
         if let Some(uid) = pod.uid() {
@@ -397,7 +417,7 @@ impl Cluster {
     pub fn reset_pods(&mut self, pods: &[Pod]) {
         self.rvs.retain(|(k, _), _| *k != Kind::Pod);
         // Conversion errors are recorded per pod below, with the object's key.
-        let _ = self.index.reset_pods(pods);
+        let _ = self.index.reset(pods);
         let mut still_invalid = std::collections::HashSet::new();
         for pod in pods {
             let key = pod_key(&ns_of(pod), &pod.name_any());
@@ -429,357 +449,45 @@ impl Cluster {
         self.synced.insert(Watched::Pods, true);
     }
 
-    // ----- nodes -----
+    // ----- Volcano's PodGroups and Queues ([`Untyped`]) -----
 
-    pub fn apply_node(&mut self, node: &KubeNode) -> bool {
-        let name = node.name_any();
-        let result = self.index.apply_node(node);
-        match result {
-            Ok(()) => {
-                self.mark_valid(Watched::Nodes, &name);
-                match caldera_cache::node(node) {
-                    Ok(n) => self.nodes.insert(name, n.clone()).as_ref() != Some(&n),
-                    Err(_) => false,
-                }
-            }
-            Err(e) => {
-                self.nodes.remove(&name);
-                self.mark_invalid(
-                    Watched::Nodes,
-                    name,
-                    node.uid().unwrap_or_default(),
-                    e.to_string(),
-                );
-                false
-            }
-        }
-    }
-
-    pub fn delete_node(&mut self, node: &KubeNode) -> bool {
-        let name = node.name_any();
-        self.index.delete_node(&name);
-        self.nodes.remove(&name);
-        self.mark_valid(Watched::Nodes, &name);
-        true
-    }
-
-    pub fn reset_nodes(&mut self, nodes: &[KubeNode]) {
-        self.nodes.clear();
-        let before = self.invalid_keys(Watched::Nodes);
-        let _ = self.index.reset_nodes(std::iter::empty());
-        for n in nodes {
-            self.apply_node(n);
-        }
-        self.drop_unlisted(Watched::Nodes, before, nodes.iter().map(|n| n.name_any()));
-        self.synced.insert(Watched::Nodes, true);
-    }
-
-    // ----- podgroups (watched as untyped objects: one malformed object must not stop the
-    // watch, so each is decoded on its own) -----
-
-    pub fn apply_podgroup(&mut self, obj: &DynamicObject) -> bool {
-        let ns = ns_of(obj);
-        let name = obj.name_any();
-        let key = pod_key(&ns, &name);
-        self.set_rv((Kind::PodGroup, key.clone()), obj.resource_version());
+    pub fn apply_untyped<K: Untyped>(&mut self, obj: &DynamicObject) -> bool {
+        let key = untyped_id::<K>(obj);
+        self.set_rv((K::OBJECT, key.clone()), obj.resource_version());
         let uid = obj.uid().unwrap_or_default();
-        let decoded = decode::<PodGroup>(obj, "scheduling.volcano.sh/v1beta1", "PodGroup");
-        let result =
-            decoded.and_then(|pg| self.index.apply_podgroup(&pg).map_err(|e| e.to_string()));
+        let decoded = decode::<K>(obj, K::WATCHED.watch());
+        let state = decoded.as_ref().ok().and_then(K::state);
+        let result = decoded.and_then(|o| self.index.apply(&o).map_err(|e| e.to_string()));
         match result {
-            Ok(()) => self.mark_valid(Watched::PodGroups, &key),
+            Ok(()) => self.mark_valid(K::WATCHED, &key),
             Err(message) => {
-                self.index.delete_podgroup(&ns, &name);
-                self.mark_invalid(Watched::PodGroups, key.clone(), uid.clone(), message);
-            }
-        }
-        let seen = (uid, obj.metadata.generation);
-        self.podgroups.insert(key, seen.clone()) != Some(seen)
-    }
-
-    pub fn delete_podgroup(&mut self, obj: &DynamicObject) -> bool {
-        let ns = ns_of(obj);
-        let name = obj.name_any();
-        let key = pod_key(&ns, &name);
-        self.index.delete_podgroup(&ns, &name);
-        self.forget(&(Kind::PodGroup, key.clone()));
-        self.podgroups.remove(&key);
-        self.mark_valid(Watched::PodGroups, &key);
-        true
-    }
-
-    pub fn reset_podgroups(&mut self, objs: &[DynamicObject]) {
-        self.rvs.retain(|(k, _), _| *k != Kind::PodGroup);
-        let before = self.invalid_keys(Watched::PodGroups);
-        self.podgroups.clear();
-        let _ = self.index.reset_podgroups(std::iter::empty());
-        for o in objs {
-            self.apply_podgroup(o);
-        }
-        self.drop_unlisted(
-            Watched::PodGroups,
-            before,
-            objs.iter().map(|o| pod_key(&ns_of(o), &o.name_any())),
-        );
-        self.synced.insert(Watched::PodGroups, true);
-    }
-
-    // ----- queues -----
-
-    pub fn apply_queue(&mut self, obj: &DynamicObject) -> bool {
-        let name = obj.name_any();
-        self.set_rv((Kind::Queue, name.clone()), obj.resource_version());
-        let uid = obj.uid().unwrap_or_default();
-        let decoded = decode::<ApiQueue>(obj, "scheduling.volcano.sh/v1beta1", "Queue");
-        let state = decoded
-            .as_ref()
-            .ok()
-            .and_then(|q| q.status.as_ref())
-            .and_then(|s| s.state.as_ref())
-            .map(|s| s.to_string());
-        let result = decoded.and_then(|q| self.index.apply_queue(&q).map_err(|e| e.to_string()));
-        match result {
-            Ok(()) => self.mark_valid(Watched::Queues, &name),
-            Err(message) => {
-                self.index.delete_queue(&name);
-                self.mark_invalid(Watched::Queues, name.clone(), uid.clone(), message);
+                K::forget(&mut self.index, &ns_of(obj), &obj.name_any());
+                self.mark_invalid(K::WATCHED, key.clone(), uid.clone(), message);
             }
         }
         let seen = (uid, obj.metadata.generation, state);
-        self.queues.insert(name, seen.clone()) != Some(seen)
+        self.seen.insert((K::OBJECT, key), seen.clone()) != Some(seen)
     }
 
-    pub fn delete_queue(&mut self, obj: &DynamicObject) -> bool {
-        let name = obj.name_any();
-        self.index.delete_queue(&name);
-        self.forget(&(Kind::Queue, name.clone()));
-        self.queues.remove(&name);
-        self.mark_valid(Watched::Queues, &name);
+    pub fn delete_untyped<K: Untyped>(&mut self, obj: &DynamicObject) -> bool {
+        let key = untyped_id::<K>(obj);
+        K::forget(&mut self.index, &ns_of(obj), &obj.name_any());
+        self.forget(&(K::OBJECT, key.clone()));
+        self.seen.remove(&(K::OBJECT, key.clone()));
+        self.mark_valid(K::WATCHED, &key);
         true
     }
 
-    pub fn reset_queues(&mut self, objs: &[DynamicObject]) {
-        self.rvs.retain(|(k, _), _| *k != Kind::Queue);
-        let before = self.invalid_keys(Watched::Queues);
-        self.queues.clear();
-        let _ = self.index.reset_queues(std::iter::empty());
+    pub fn reset_untyped<K: Untyped>(&mut self, objs: &[DynamicObject]) {
+        self.rvs.retain(|(k, _), _| *k != K::OBJECT);
+        let before = self.invalid_keys(K::WATCHED);
+        self.seen.retain(|(k, _), _| *k != K::OBJECT);
+        let _ = self.index.reset::<K>([]);
         for o in objs {
-            self.apply_queue(o);
+            self.apply_untyped::<K>(o);
         }
-        self.drop_unlisted(Watched::Queues, before, objs.iter().map(|o| o.name_any()));
-        self.synced.insert(Watched::Queues, true);
-    }
-
-    // ----- priority classes -----
-
-    pub fn apply_priority_class(&mut self, pc: &PriorityClass) -> bool {
-        let name = pc.name_any();
-        match self.index.apply_priority_class(pc) {
-            Ok(()) => self.mark_valid(Watched::PriorityClasses, &name),
-            Err(e) => self.mark_invalid(
-                Watched::PriorityClasses,
-                name,
-                pc.uid().unwrap_or_default(),
-                e.to_string(),
-            ),
-        }
-        true
-    }
-
-    pub fn delete_priority_class(&mut self, pc: &PriorityClass) -> bool {
-        let name = pc.name_any();
-        self.index.delete_priority_class(&name);
-        self.mark_valid(Watched::PriorityClasses, &name);
-        true
-    }
-
-    pub fn reset_priority_classes(&mut self, pcs: &[PriorityClass]) {
-        let before = self.invalid_keys(Watched::PriorityClasses);
-        let _ = self.index.reset_priority_classes(std::iter::empty());
-        for pc in pcs {
-            self.apply_priority_class(pc);
-        }
-        self.drop_unlisted(
-            Watched::PriorityClasses,
-            before,
-            pcs.iter().map(|p| p.name_any()),
-        );
-        self.synced.insert(Watched::PriorityClasses, true);
-    }
-}
-
-impl Cluster {
-    // ----- pod disruption budgets -----
-
-    pub fn apply_budget(&mut self, pdb: &PodDisruptionBudget) -> bool {
-        self.index.apply_budget(pdb);
-        true
-    }
-
-    pub fn delete_budget(&mut self, pdb: &PodDisruptionBudget) -> bool {
-        let namespace = pdb.metadata.namespace.as_deref().unwrap_or("default");
-        self.index.delete_budget(namespace, &pdb.name_any());
-        true
-    }
-
-    pub fn reset_budgets(&mut self, pdbs: &[PodDisruptionBudget]) {
-        self.index.reset_budgets(pdbs.iter());
-        self.synced.insert(Watched::Budgets, true);
-    }
-
-    // ----- namespaces -----
-
-    pub fn apply_namespace(&mut self, ns: &Namespace) -> bool {
-        self.index.apply_namespace(ns);
-        true
-    }
-
-    pub fn delete_namespace(&mut self, ns: &Namespace) -> bool {
-        self.index.delete_namespace(&ns.name_any());
-        true
-    }
-
-    pub fn reset_namespaces(&mut self, namespaces: &[Namespace]) {
-        self.index.reset_namespaces(namespaces.iter());
-        self.synced.insert(Watched::Namespaces, true);
-    }
-
-    // ----- jobs -----
-
-    pub fn apply_job(&mut self, job: &Job) -> bool {
-        self.index.apply_job(job);
-        true
-    }
-
-    pub fn delete_job(&mut self, job: &Job) -> bool {
-        let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
-        self.index.delete_job(namespace, &job.name_any());
-        true
-    }
-
-    pub fn reset_jobs(&mut self, jobs: &[Job]) {
-        self.index.reset_jobs(jobs.iter());
-        self.synced.insert(Watched::Jobs, true);
-    }
-}
-
-impl Cluster {
-    // ----- volumes -----
-
-    pub fn apply_claim(&mut self, pvc: &PersistentVolumeClaim) -> bool {
-        let key = format!(
-            "{}/{}",
-            pvc.metadata.namespace.as_deref().unwrap_or("default"),
-            pvc.name_any()
-        );
-        match self.index.apply_claim(pvc) {
-            Ok(()) => self.mark_valid(Watched::Claims, &key),
-            Err(e) => self.mark_invalid(
-                Watched::Claims,
-                key,
-                pvc.uid().unwrap_or_default(),
-                e.to_string(),
-            ),
-        }
-        true
-    }
-
-    pub fn delete_claim(&mut self, pvc: &PersistentVolumeClaim) -> bool {
-        let namespace = pvc.metadata.namespace.as_deref().unwrap_or("default");
-        let name = pvc.name_any();
-        self.index.delete_claim(namespace, &name);
-        self.mark_valid(Watched::Claims, &format!("{namespace}/{name}"));
-        true
-    }
-
-    pub fn reset_claims(&mut self, claims: &[PersistentVolumeClaim]) {
-        let before = self.invalid_keys(Watched::Claims);
-        let _ = self.index.reset_claims(std::iter::empty());
-        for c in claims {
-            self.apply_claim(c);
-        }
-        let listed = claims.iter().map(|c| {
-            format!(
-                "{}/{}",
-                c.metadata.namespace.as_deref().unwrap_or("default"),
-                c.name_any()
-            )
-        });
-        self.drop_unlisted(Watched::Claims, before, listed);
-        self.synced.insert(Watched::Claims, true);
-    }
-
-    pub fn apply_volume(&mut self, pv: &PersistentVolume) -> bool {
-        let name = pv.name_any();
-        match self.index.apply_volume(pv) {
-            Ok(()) => self.mark_valid(Watched::Volumes, &name),
-            Err(e) => self.mark_invalid(
-                Watched::Volumes,
-                name,
-                pv.uid().unwrap_or_default(),
-                e.to_string(),
-            ),
-        }
-        true
-    }
-
-    pub fn delete_volume(&mut self, pv: &PersistentVolume) -> bool {
-        let name = pv.name_any();
-        self.index.delete_volume(&name);
-        self.mark_valid(Watched::Volumes, &name);
-        true
-    }
-
-    pub fn reset_volumes(&mut self, pvs: &[PersistentVolume]) {
-        let before = self.invalid_keys(Watched::Volumes);
-        let _ = self.index.reset_volumes(std::iter::empty());
-        for pv in pvs {
-            self.apply_volume(pv);
-        }
-        self.drop_unlisted(Watched::Volumes, before, pvs.iter().map(|p| p.name_any()));
-        self.synced.insert(Watched::Volumes, true);
-    }
-
-    pub fn apply_storage_class(&mut self, sc: &StorageClass) -> bool {
-        let name = sc.name_any();
-        match self.index.apply_storage_class(sc) {
-            Ok(()) => self.mark_valid(Watched::StorageClasses, &name),
-            Err(e) => self.mark_invalid(
-                Watched::StorageClasses,
-                name,
-                sc.uid().unwrap_or_default(),
-                e.to_string(),
-            ),
-        }
-        true
-    }
-
-    pub fn delete_storage_class(&mut self, sc: &StorageClass) -> bool {
-        let name = sc.name_any();
-        self.index.delete_storage_class(&name);
-        self.mark_valid(Watched::StorageClasses, &name);
-        true
-    }
-
-    pub fn reset_storage_classes(&mut self, classes: &[StorageClass]) {
-        let before = self.invalid_keys(Watched::StorageClasses);
-        let _ = self.index.reset_storage_classes(std::iter::empty());
-        for sc in classes {
-            self.apply_storage_class(sc);
-        }
-        let listed = classes.iter().map(|c| c.name_any());
-        self.drop_unlisted(Watched::StorageClasses, before, listed);
-        self.synced.insert(Watched::StorageClasses, true);
-    }
-
-    pub fn apply_csinode(&mut self, n: &CSINode) -> bool {
-        self.index.apply_csinode(n);
-        true
-    }
-
-    pub fn delete_csinode(&mut self, n: &CSINode) -> bool {
-        self.index.delete_csinode(&n.name_any());
-        true
+        self.drop_unlisted(K::WATCHED, before, objs.iter().map(untyped_id::<K>));
+        self.synced.insert(K::WATCHED, true);
     }
 
     /// The plan's volume writes, assumed done until the watches show them.
@@ -792,35 +500,211 @@ impl Cluster {
             self.index.assume_volume_write(w, now);
         }
     }
-
-    pub fn reset_csinodes(&mut self, nodes: &[CSINode]) {
-        self.index.reset_csinodes(nodes.iter());
-        self.synced.insert(Watched::CsiNodes, true);
-    }
 }
 
-/// Decodes an untyped object into `K`, filling in `apiVersion`/`kind` when a list left them
-/// out. The error names the object and what serde found wrong.
-fn decode<K: serde::de::DeserializeOwned>(
-    obj: &DynamicObject,
-    api_version: &str,
-    kind: &str,
-) -> Result<K, String> {
+/// Decodes an untyped object of `w` into `K`, filling in `apiVersion`/`kind` when a list left
+/// them out. The error names the object and what serde found wrong.
+fn decode<K: DeserializeOwned>(obj: &DynamicObject, w: &Watch) -> Result<K, String> {
     let mut obj = obj.clone();
     if obj.types.is_none() {
         obj.types = Some(TypeMeta {
-            api_version: api_version.to_string(),
-            kind: kind.to_string(),
+            api_version: w.resource.api_version(),
+            kind: w.resource.kind.to_string(),
         });
     }
     let value = serde_json::to_value(&obj).map_err(|e| format!("cannot encode: {e}"))?;
     serde_json::from_value(value).map_err(|e| format!("cannot decode: {e}"))
 }
 
+/// Volcano's PodGroups and Queues, read untyped: one malformed object must not stop the watch,
+/// so each is decoded on its own (and recorded [`Invalid`] when it does not decode). Their
+/// resourceVersions are kept for Caldera's status writes, and a change counts only when the
+/// spec moves (`metadata.generation`), or what [`Untyped::state`] reads.
+pub(crate) trait Untyped: Indexed + DeserializeOwned {
+    /// Its required kind.
+    const WATCHED: Watched;
+    /// Its kind among the objects Caldera writes the status of.
+    const OBJECT: Kind;
+
+    /// What else makes a change count besides the spec: nothing, unless the kind says so.
+    fn state(&self) -> Option<String> {
+        None
+    }
+
+    /// Forgets the object `namespace/name` (or `name`) in the index.
+    fn forget(index: &mut ClusterIndex, namespace: &str, name: &str);
+}
+
+impl Untyped for PodGroup {
+    const WATCHED: Watched = Watched::PodGroups;
+    const OBJECT: Kind = Kind::PodGroup;
+
+    fn forget(index: &mut ClusterIndex, namespace: &str, name: &str) {
+        index.delete::<PodGroup>((namespace, name));
+    }
+}
+
+/// A Queue opened or closed (`status.state`) counts as a change.
+impl Untyped for ApiQueue {
+    const WATCHED: Watched = Watched::Queues;
+    const OBJECT: Kind = Kind::Queue;
+
+    fn state(&self) -> Option<String> {
+        let state = self.status.as_ref()?.state.as_ref()?;
+        Some(state.to_string())
+    }
+
+    fn forget(index: &mut ClusterIndex, _namespace: &str, name: &str) {
+        index.delete::<ApiQueue>(name);
+    }
+}
+
+/// The key of an untyped `obj` of `K` among the invalid objects and resourceVersions.
+fn untyped_id<K: Untyped>(obj: &DynamicObject) -> String {
+    if K::WATCHED.watch().resource.namespaced {
+        pod_key(&ns_of(obj), &obj.name_any())
+    } else {
+        obj.name_any()
+    }
+}
+
 impl Cluster {
     /// Whether a Queue object of that name is in the cache.
     pub fn has_queue(&self, name: &str) -> bool {
-        self.queues.contains_key(name)
+        self.seen.contains_key(&(Kind::Queue, name.to_string()))
+    }
+}
+
+/// What one kind read with its own type means to `caldera run` besides feeding the index
+/// (the index's side is [`Indexed`]): which watch it is, and whether a change may let a
+/// session place something. [`Cluster::apply`], [`Cluster::delete`] and [`Cluster::reset`]
+/// are written once over it, and [`crate::watch::fed`] wires its watch, as linkerd's policy
+/// controller wires each kubert index. A required kind ([`Watched`]) records the objects that
+/// do not convert ([`Invalid`], reported as events) and marks itself synced after a list; an
+/// optional kind logs them (its sync is [`Cluster::listed`]).
+pub(crate) trait Fed:
+    Indexed + kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + 'static
+{
+    /// Its entry in the list of what `caldera run` watches.
+    const WATCH: &'static Watch;
+
+    /// After `self` was applied (`converted`: whether it converted): whether a session may
+    /// place something now. Any change may, unless the kind says otherwise.
+    fn applied(&self, _cluster: &mut Cluster, _converted: bool) -> bool {
+        true
+    }
+
+    /// After `self` was deleted.
+    fn deleted(&self, _cluster: &mut Cluster) {}
+
+    /// Before a list replaces every object of the kind.
+    fn relisted(_cluster: &mut Cluster) {}
+}
+
+macro_rules! fed {
+    ($($kind:ty => $watch:expr),* $(,)?) => {
+        $(impl Fed for $kind {
+            const WATCH: &'static Watch = $watch;
+        })*
+    };
+}
+
+// Every change of these may let a session place something.
+fed! {
+    PriorityClass => &calls::PRIORITY_CLASSES,
+    PodDisruptionBudget => &calls::BUDGETS,
+    Namespace => &calls::NAMESPACES,
+    Job => &calls::JOBS,
+    PersistentVolumeClaim => &calls::CLAIMS,
+    PersistentVolume => &calls::VOLUMES,
+    StorageClass => &calls::STORAGE_CLASSES,
+    CSINode => &calls::CSI_NODES,
+    DeviceClass => &calls::DEVICE_CLASSES,
+    ResourceSlice => &calls::RESOURCE_SLICES,
+    ResourceClaim => &calls::RESOURCE_CLAIMS,
+    ResourceClaimTemplate => &calls::RESOURCE_CLAIM_TEMPLATES,
+    NativePodGroup => &calls::NATIVE_PODGROUPS,
+    NativeWorkload => &calls::NATIVE_WORKLOADS,
+    ProvisioningRequest => &calls::PROVISIONING_REQUESTS,
+}
+
+/// A node's heartbeat (its status' times) changes nothing: only a node that converts to
+/// something new may let a session place something.
+impl Fed for KubeNode {
+    const WATCH: &'static Watch = &calls::NODES;
+
+    fn applied(&self, cluster: &mut Cluster, converted: bool) -> bool {
+        let name = self.name_any();
+        if !converted {
+            cluster.nodes.remove(&name);
+            return false;
+        }
+        match caldera_cache::node(self) {
+            Ok(n) => cluster.nodes.insert(name, n.clone()).as_ref() != Some(&n),
+            Err(_) => false,
+        }
+    }
+
+    fn deleted(&self, cluster: &mut Cluster) {
+        cluster.nodes.remove(&self.name_any());
+    }
+
+    fn relisted(cluster: &mut Cluster) {
+        cluster.nodes.clear();
+    }
+}
+
+/// The key of `o` among the invalid objects: `namespace/name`, or its name.
+fn id<K: Fed>(o: &K) -> String {
+    if K::WATCH.resource.namespaced {
+        pod_key(&ns_of(o), &o.name_any())
+    } else {
+        o.name_any()
+    }
+}
+
+impl Cluster {
+    /// Feeds an object added or changed to the index; whether a session may place something
+    /// now ([`Fed::applied`]).
+    pub fn apply<K: Fed>(&mut self, o: &K) -> bool {
+        let result = self.index.apply(o);
+        let converted = result.is_ok();
+        match (Watched::of(K::WATCH), result) {
+            (Some(kind), Ok(())) => self.mark_valid(kind, &id(o)),
+            (Some(kind), Err(e)) => {
+                self.mark_invalid(kind, id(o), o.uid().unwrap_or_default(), e.to_string())
+            }
+            (None, Ok(())) => {}
+            (None, Err(e)) => warn!(kind = %K::WATCH.resource, error = %e, "left out"),
+        }
+        o.applied(self, converted)
+    }
+
+    /// Forgets an object deleted; a session may place something now.
+    pub fn delete<K: Fed>(&mut self, o: &K) -> bool {
+        if let Some(key) = o.key() {
+            self.index.delete::<K>(key);
+        }
+        if let Some(kind) = Watched::of(K::WATCH) {
+            self.mark_valid(kind, &id(o));
+        }
+        o.deleted(self);
+        true
+    }
+
+    /// Replaces every object of the kind (a list); a required kind is synced from now on.
+    pub fn reset<K: Fed>(&mut self, objects: &[K]) {
+        K::relisted(self);
+        let kind = Watched::of(K::WATCH);
+        let before = kind.map(|k| self.invalid_keys(k)).unwrap_or_default();
+        let _ = self.index.reset::<K>([]);
+        for o in objects {
+            self.apply(o);
+        }
+        if let Some(kind) = kind {
+            self.drop_unlisted(kind, before, objects.iter().map(id));
+            self.synced.insert(kind, true);
+        }
     }
 }
 

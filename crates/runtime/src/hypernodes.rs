@@ -42,7 +42,7 @@ pub(crate) fn optional(client: Client) -> KindWatch<DynamicObject> {
         config: watcher::Config::default(),
         reset: Box::new(|cluster, objects| {
             let hypernodes: Vec<HyperNode> = objects.into_iter().filter_map(decode).collect();
-            for e in cluster.index.reset_hypernodes(&hypernodes) {
+            for e in cluster.index.reset(&hypernodes) {
                 warn!(error = %e, "HyperNode left out of the topology");
             }
         }),
@@ -50,16 +50,16 @@ pub(crate) fn optional(client: Client) -> KindWatch<DynamicObject> {
             let name = obj.metadata.name.clone().unwrap_or_default();
             match decode(obj) {
                 Some(h) => {
-                    if let Err(e) = cluster.index.apply_hypernode(&h) {
+                    if let Err(e) = cluster.index.apply(&h) {
                         warn!(error = %e, "HyperNode left out of the topology");
                     }
                 }
-                None => cluster.index.delete_hypernode(&name),
+                None => cluster.index.delete::<HyperNode>(&name),
             }
         }),
         delete: gone(|cluster, obj: DynamicObject| {
             let name = obj.metadata.name.clone().unwrap_or_default();
-            cluster.index.delete_hypernode(&name);
+            cluster.index.delete::<HyperNode>(&name);
         }),
     }
 }

@@ -523,12 +523,7 @@ impl Runtime {
         // Kubernetes' own gang API (1.36 with GenericWorkload): gang gates of its own.
         let start = {
             let (shared, client, stop) = (shared.clone(), client.clone(), stop_rest.clone());
-            move || {
-                vec![
-                    watch::spawn(&shared, native::podgroups(client.clone()), &stop),
-                    watch::spawn(&shared, native::workloads(client), &stop),
-                ]
-            }
+            move || native::spawn_all(&shared, client, &stop)
         };
         let kinds = vec![&calls::NATIVE_PODGROUPS, &calls::NATIVE_WORKLOADS];
         tasks.extend(
@@ -539,7 +534,7 @@ impl Runtime {
         // Dynamic Resource Allocation (resource.k8s.io/v1): the four kinds, when served.
         let start = {
             let (shared, client, stop) = (shared.clone(), client.clone(), stop_rest.clone());
-            move || dra::spawn(&shared, client, &stop)
+            move || dra::spawn_all(&shared, client, &stop)
         };
         tasks.extend(
             optional::start_when_served(&shared, &client, dra::KINDS.to_vec(), &stop_rest, start)

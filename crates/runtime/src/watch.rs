@@ -12,9 +12,10 @@
 //! kind is reported once (error log, `caldera_watch_forbidden{kind}`, a Warning event on the
 //! leader Lease) and only its dependants wait (`ClusterIndex::set_refused`).
 
-use crate::cluster::{Cluster, Watched};
+use crate::cluster::{Cluster, Fed, Untyped, Watched};
 use crate::Shared;
 use caldera_api::calls::{Need, Watch};
+use caldera_api::{PodGroup, Queue};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -222,43 +223,28 @@ where
     tokio::spawn(follow(shared.clone(), w, stop.clone()))
 }
 
-/// A required kind read with its own type; `apply` and `delete` take the object by reference.
-fn typed<K>(
-    client: &Client,
-    kind: Watched,
-    apply: fn(&mut Cluster, &K, &[String]) -> bool,
-    delete: fn(&mut Cluster, &K) -> bool,
-    reset: fn(&mut Cluster, &[K]),
-) -> KindWatch<K>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + 'static,
-{
+/// The watch of a kind read with its own type ([`Fed`]): every event goes through
+/// [`Cluster::apply`], [`Cluster::delete`] or [`Cluster::reset`].
+pub(crate) fn fed<K: Fed>(client: &Client) -> KindWatch<K> {
     KindWatch {
-        watch: kind.watch(),
+        watch: K::WATCH,
         api: Api::all(client.clone()),
         config: watcher::Config::default(),
-        reset: Box::new(move |c, objects| reset(c, &objects)),
-        apply: Box::new(move |c, o, names| apply(c, &o, names)),
-        delete: Box::new(move |c, o| delete(c, &o)),
+        reset: Box::new(|c, objects| c.reset(&objects)),
+        apply: Box::new(|c, o, _| c.apply(&o)),
+        delete: Box::new(|c, o| c.delete(&o)),
     }
 }
 
-/// A required kind read untyped (Volcano's PodGroups and Queues: one malformed object must
-/// not stop the watch).
-fn untyped(
-    client: &Client,
-    kind: Watched,
-    apply: fn(&mut Cluster, &DynamicObject) -> bool,
-    delete: fn(&mut Cluster, &DynamicObject) -> bool,
-    reset: fn(&mut Cluster, &[DynamicObject]),
-) -> KindWatch<DynamicObject> {
+/// The watch of Volcano's PodGroups or Queues, read untyped ([`Untyped`]).
+fn untyped<K: Untyped>(client: &Client) -> KindWatch<DynamicObject> {
     KindWatch {
-        watch: kind.watch(),
-        api: dynamic(client.clone(), kind.watch()),
+        watch: K::WATCHED.watch(),
+        api: dynamic(client.clone(), K::WATCHED.watch()),
         config: watcher::Config::default(),
-        reset: Box::new(move |c, objects| reset(c, &objects)),
-        apply: Box::new(move |c, o, _| apply(c, &o)),
-        delete: Box::new(move |c, o| delete(c, &o)),
+        reset: Box::new(|c, objects| c.reset_untyped::<K>(&objects)),
+        apply: Box::new(|c, o, _| c.apply_untyped::<K>(&o)),
+        delete: Box::new(|c, o| c.delete_untyped::<K>(&o)),
     }
 }
 
@@ -269,139 +255,27 @@ pub(crate) fn spawn_all(
     stop: CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let (s, c, t) = (&shared, &client, &stop);
+    let pods = KindWatch {
+        watch: Watched::Pods.watch(),
+        api: Api::<Pod>::all(client.clone()),
+        config: watcher::Config::default(),
+        reset: Box::new(|c, pods| c.reset_pods(&pods)),
+        apply: Box::new(|c, pod, names| c.apply_pod(&pod, names)),
+        delete: Box::new(|c, pod| c.delete_pod(&pod)),
+    };
     vec![
-        tokio::spawn(follow(
-            s.clone(),
-            typed::<Pod>(
-                c,
-                Watched::Pods,
-                Cluster::apply_pod,
-                Cluster::delete_pod,
-                Cluster::reset_pods,
-            ),
-            t.clone(),
-        )),
-        tokio::spawn(follow(
-            s.clone(),
-            typed::<Node>(
-                c,
-                Watched::Nodes,
-                |c, n, _| c.apply_node(n),
-                Cluster::delete_node,
-                Cluster::reset_nodes,
-            ),
-            t.clone(),
-        )),
-        tokio::spawn(follow(
-            s.clone(),
-            untyped(
-                c,
-                Watched::PodGroups,
-                Cluster::apply_podgroup,
-                Cluster::delete_podgroup,
-                Cluster::reset_podgroups,
-            ),
-            t.clone(),
-        )),
-        tokio::spawn(follow(
-            s.clone(),
-            untyped(
-                c,
-                Watched::Queues,
-                Cluster::apply_queue,
-                Cluster::delete_queue,
-                Cluster::reset_queues,
-            ),
-            t.clone(),
-        )),
-        tokio::spawn(follow(
-            s.clone(),
-            typed::<PriorityClass>(
-                c,
-                Watched::PriorityClasses,
-                |c, p, _| c.apply_priority_class(p),
-                Cluster::delete_priority_class,
-                Cluster::reset_priority_classes,
-            ),
-            t.clone(),
-        )),
-        tokio::spawn(follow(
-            s.clone(),
-            typed::<PodDisruptionBudget>(
-                c,
-                Watched::Budgets,
-                |c, p, _| c.apply_budget(p),
-                Cluster::delete_budget,
-                Cluster::reset_budgets,
-            ),
-            t.clone(),
-        )),
-        tokio::spawn(follow(
-            s.clone(),
-            typed::<Namespace>(
-                c,
-                Watched::Namespaces,
-                |c, n, _| c.apply_namespace(n),
-                Cluster::delete_namespace,
-                Cluster::reset_namespaces,
-            ),
-            t.clone(),
-        )),
-        tokio::spawn(follow(
-            s.clone(),
-            typed::<PersistentVolumeClaim>(
-                c,
-                Watched::Claims,
-                |c, o, _| c.apply_claim(o),
-                Cluster::delete_claim,
-                Cluster::reset_claims,
-            ),
-            t.clone(),
-        )),
-        tokio::spawn(follow(
-            s.clone(),
-            typed::<PersistentVolume>(
-                c,
-                Watched::Volumes,
-                |c, o, _| c.apply_volume(o),
-                Cluster::delete_volume,
-                Cluster::reset_volumes,
-            ),
-            t.clone(),
-        )),
-        tokio::spawn(follow(
-            s.clone(),
-            typed::<StorageClass>(
-                c,
-                Watched::StorageClasses,
-                |c, o, _| c.apply_storage_class(o),
-                Cluster::delete_storage_class,
-                Cluster::reset_storage_classes,
-            ),
-            t.clone(),
-        )),
-        tokio::spawn(follow(
-            s.clone(),
-            typed::<CSINode>(
-                c,
-                Watched::CsiNodes,
-                |c, o, _| c.apply_csinode(o),
-                Cluster::delete_csinode,
-                Cluster::reset_csinodes,
-            ),
-            t.clone(),
-        )),
-        tokio::spawn(follow(
-            shared.clone(),
-            typed::<Job>(
-                c,
-                Watched::Jobs,
-                |c, o, _| c.apply_job(o),
-                Cluster::delete_job,
-                Cluster::reset_jobs,
-            ),
-            stop.clone(),
-        )),
+        spawn(s, pods, t),
+        spawn(s, fed::<Node>(c), t),
+        spawn(s, untyped::<PodGroup>(c), t),
+        spawn(s, untyped::<Queue>(c), t),
+        spawn(s, fed::<PriorityClass>(c), t),
+        spawn(s, fed::<PodDisruptionBudget>(c), t),
+        spawn(s, fed::<Namespace>(c), t),
+        spawn(s, fed::<PersistentVolumeClaim>(c), t),
+        spawn(s, fed::<PersistentVolume>(c), t),
+        spawn(s, fed::<StorageClass>(c), t),
+        spawn(s, fed::<CSINode>(c), t),
+        spawn(s, fed::<Job>(c), t),
     ]
 }
 
@@ -456,6 +330,26 @@ mod tests {
         check::<k8s_openapi::api::scheduling::v1alpha2::Workload>(
             &caldera_api::calls::NATIVE_WORKLOADS,
         );
+        // Each kind fed to the index reads the resource its own entry names.
+        fn check_fed<K: Fed>() {
+            check::<K>(K::WATCH);
+        }
+        check_fed::<Node>();
+        check_fed::<PriorityClass>();
+        check_fed::<PodDisruptionBudget>();
+        check_fed::<Namespace>();
+        check_fed::<PersistentVolumeClaim>();
+        check_fed::<PersistentVolume>();
+        check_fed::<StorageClass>();
+        check_fed::<CSINode>();
+        check_fed::<Job>();
+        check_fed::<k8s_openapi::api::resource::v1::DeviceClass>();
+        check_fed::<k8s_openapi::api::resource::v1::ResourceSlice>();
+        check_fed::<k8s_openapi::api::resource::v1::ResourceClaim>();
+        check_fed::<k8s_openapi::api::resource::v1::ResourceClaimTemplate>();
+        check_fed::<caldera_api::ProvisioningRequest>();
+        check_fed::<k8s_openapi::api::scheduling::v1alpha2::PodGroup>();
+        check_fed::<k8s_openapi::api::scheduling::v1alpha2::Workload>();
     }
 
     #[test]

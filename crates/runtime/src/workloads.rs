@@ -83,14 +83,16 @@ fn optional(client: Client, kind: WorkloadKind) -> KindWatch<DynamicObject> {
             let name = obj.metadata.name.clone().unwrap_or_default();
             let ns = obj.metadata.namespace.clone().unwrap_or_default();
             match decode(kind, obj) {
-                Some(w) => cluster.index.apply_workload(&w),
-                None => cluster.index.delete_workload(kind, &ns, &name),
+                Some(w) => {
+                    let _ = cluster.index.apply(&w);
+                }
+                None => cluster.index.delete::<Workload>((kind, &ns, &name)),
             }
         }),
         delete: gone(move |cluster, obj: DynamicObject| {
             let name = obj.metadata.name.clone().unwrap_or_default();
             let ns = obj.metadata.namespace.clone().unwrap_or_default();
-            cluster.index.delete_workload(kind, &ns, &name);
+            cluster.index.delete::<Workload>((kind, &ns, &name));
         }),
     }
 }

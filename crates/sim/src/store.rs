@@ -340,7 +340,7 @@ impl Store {
         pod.status
             .get_or_insert_with(Default::default)
             .extended_resource_claim_status = Some(status);
-        let _ = self.index.apply_pod(pod);
+        let _ = self.index.apply(pod);
         self.generation += 1;
         true
     }
@@ -377,7 +377,7 @@ impl Store {
     pub fn put_resource_claim(&mut self, claim: ResourceClaim) -> Result<(), caldera_cache::Error> {
         caldera_cache::dra::claim(&claim)?;
         let key = (ns_of(&claim.metadata), name_of(&claim.metadata));
-        let _ = self.index.apply_resource_claim(&claim);
+        let _ = self.index.apply(&claim);
         self.resource_claims.insert(key, claim);
         self.generation += 1;
         Ok(())
@@ -467,7 +467,7 @@ impl Store {
             None => conditions.push(condition),
         }
         // Converted when stored; a condition written here converts as well.
-        let _ = self.index.apply_native_podgroup(&pg);
+        let _ = self.index.apply(&pg);
         self.native_podgroups.insert(key, pg);
         self.generation += 1;
         true
@@ -542,7 +542,7 @@ impl Store {
                     .labels
                     .get_or_insert_with(Default::default)
                     .insert(caldera_cache::NAMESPACE_NAME_LABEL.into(), name.clone());
-                self.index.apply_namespace(&o);
+                let _ = self.index.apply(&o);
                 replace(&mut self.namespaces, name, o)
             }
             Object::PriorityClass(mut o) => {
@@ -551,7 +551,7 @@ impl Store {
                     Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
                     None => self.fresh_meta(&mut o.metadata, false, now),
                 }
-                self.index.apply_priority_class(&o)?;
+                self.index.apply(&o)?;
                 replace(&mut self.priority_classes, name, o)
             }
             Object::Queue(mut o) => {
@@ -565,7 +565,7 @@ impl Store {
                     }
                     None => self.fresh_meta(&mut o.metadata, false, now),
                 }
-                self.index.apply_queue(&o)?;
+                self.index.apply(&o)?;
                 replace(&mut self.queues, name, o)
             }
             Object::HyperNode(mut o) => {
@@ -579,7 +579,7 @@ impl Store {
                     }
                     None => self.fresh_meta(&mut o.metadata, false, now),
                 }
-                self.index.apply_hypernode(&o)?;
+                self.index.apply(&o)?;
                 replace(&mut self.hypernodes, name, o)
             }
             Object::Node(mut o) => {
@@ -593,7 +593,7 @@ impl Store {
                     }
                     None => self.fresh_meta(&mut o.metadata, false, now),
                 }
-                self.index.apply_node(&o)?;
+                self.index.apply(&o)?;
                 replace(&mut self.nodes, name, o)
             }
             Object::PodGroup(mut o) => {
@@ -607,7 +607,7 @@ impl Store {
                     }
                     None => self.fresh_meta(&mut o.metadata, true, now),
                 }
-                self.index.apply_podgroup(&o)?;
+                self.index.apply(&o)?;
                 replace(&mut self.podgroups, key, o)
             }
             Object::Pod(mut o) => {
@@ -651,7 +651,7 @@ impl Store {
                     }
                 }
                 default_pod_spec(&mut o);
-                self.index.apply_pod(&o)?;
+                self.index.apply(&o)?;
                 let ephemeral = statefulset::ephemeral_claims(&o);
                 let applied = replace(&mut self.pods, key, o);
                 if applied == Applied::Created {
@@ -677,7 +677,7 @@ impl Store {
                     }
                     None => self.fresh_meta(&mut o.metadata, true, now),
                 }
-                self.index.apply_native_podgroup(&o)?;
+                self.index.apply(&o)?;
                 replace(&mut self.native_podgroups, key, o)
             }
             Object::Workload(mut o) => {
@@ -686,7 +686,7 @@ impl Store {
                     Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
                     None => self.fresh_meta(&mut o.metadata, true, now),
                 }
-                self.index.apply_native_workload(&o);
+                let _ = self.index.apply(&o);
                 replace(&mut self.native_workloads, key, o)
             }
             Object::Job(mut o) => {
@@ -702,7 +702,7 @@ impl Store {
                         o.status = None;
                     }
                 }
-                self.index.apply_job(&o);
+                let _ = self.index.apply(&o);
                 let applied = replace(&mut self.jobs, key.clone(), o);
                 self.sync_job(&key, now)?;
                 applied
@@ -742,7 +742,7 @@ impl Store {
                     .ok()
                     .and_then(|v| serde_json::from_value::<Workload>(v).ok())
                 {
-                    self.index.apply_workload(&w);
+                    let _ = self.index.apply(&w);
                 }
                 let applied = replace(&mut self.deployments, key.clone(), o);
                 self.sync_deployment(&key, now)?;
@@ -770,7 +770,7 @@ impl Store {
                         o.status = None;
                     }
                 }
-                self.index.apply_budget(&o);
+                let _ = self.index.apply(&o);
                 replace(&mut self.budgets, key, o)
             }
             Object::StorageClass(mut o) => {
@@ -795,7 +795,7 @@ impl Store {
                     Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
                     None => self.fresh_meta(&mut o.metadata, false, now),
                 }
-                self.index.apply_device_class(&o)?;
+                self.index.apply(&o)?;
                 replace(&mut self.device_classes, name, o)
             }
             Object::ResourceSlice(mut o) => {
@@ -804,7 +804,7 @@ impl Store {
                     Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
                     None => self.fresh_meta(&mut o.metadata, false, now),
                 }
-                self.index.apply_resource_slice(&o)?;
+                self.index.apply(&o)?;
                 replace(&mut self.resource_slices, name, o)
             }
             Object::ResourceClaim(mut o) => {
@@ -821,7 +821,7 @@ impl Store {
                     // A manifest may give a status (a claim allocated before the scenario).
                     None => self.fresh_meta(&mut o.metadata, true, now),
                 }
-                self.index.apply_resource_claim(&o)?;
+                self.index.apply(&o)?;
                 replace(&mut self.resource_claims, key, o)
             }
             Object::ResourceClaimTemplate(mut o) => {
@@ -830,7 +830,7 @@ impl Store {
                     Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
                     None => self.fresh_meta(&mut o.metadata, true, now),
                 }
-                self.index.apply_resource_claim_template(&o)?;
+                self.index.apply(&o)?;
                 replace(&mut self.claim_templates, key, o)
             }
             Object::PersistentVolume(mut o) => {
@@ -933,12 +933,10 @@ impl Store {
     /// not convert were refused at load (`manifest::validate`); the PV controller's writes
     /// keep them convertible.
     fn sync_volume_index(&mut self) {
-        let _ = self.index.reset_claims(self.claims.values());
-        let _ = self.index.reset_volumes(self.volumes.values());
-        let _ = self
-            .index
-            .reset_storage_classes(self.storage_classes.values());
-        self.index.reset_csinodes(self.csinodes.values());
+        let _ = self.index.reset(self.claims.values());
+        let _ = self.index.reset(self.volumes.values());
+        let _ = self.index.reset(self.storage_classes.values());
+        self.index.reset(self.csinodes.values());
     }
 
     /// Stores a storage object (StorageClass, CSINode, PersistentVolume or claim) or a DRA
@@ -949,26 +947,26 @@ impl Store {
     pub fn insert_read(&mut self, object: Object) -> Option<Object> {
         match object {
             Object::DeviceClass(o) => {
-                let _ = self.index.apply_device_class(&o);
+                let _ = self.index.apply(&o);
                 self.device_classes.insert(name_of(&o.metadata), o);
                 self.generation += 1;
                 return None;
             }
             Object::ResourceSlice(o) => {
-                let _ = self.index.apply_resource_slice(&o);
+                let _ = self.index.apply(&o);
                 self.resource_slices.insert(name_of(&o.metadata), o);
                 self.generation += 1;
                 return None;
             }
             Object::ResourceClaim(o) => {
-                let _ = self.index.apply_resource_claim(&o);
+                let _ = self.index.apply(&o);
                 let key = (ns_of(&o.metadata), name_of(&o.metadata));
                 self.resource_claims.insert(key, o);
                 self.generation += 1;
                 return None;
             }
             Object::ResourceClaimTemplate(o) => {
-                let _ = self.index.apply_resource_claim_template(&o);
+                let _ = self.index.apply(&o);
                 let key = (ns_of(&o.metadata), name_of(&o.metadata));
                 self.claim_templates.insert(key, o);
                 self.generation += 1;
@@ -1099,7 +1097,7 @@ impl Store {
             Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
             None => self.fresh_meta(&mut o.metadata, true, now),
         }
-        self.index.apply_workload(&o);
+        let _ = self.index.apply(&o);
         let applied = replace(&mut self.workloads, key.clone(), o);
         self.sync_workload(&key, now)?;
         Ok(applied)
@@ -1195,7 +1193,7 @@ impl Store {
         if let Some(job) = self.jobs.get_mut(key) {
             if job.status.as_ref() != Some(&out.status) {
                 job.status = Some(out.status);
-                self.index.apply_job(job);
+                let _ = self.index.apply(job);
                 self.generation += 1;
             }
         }
@@ -1238,7 +1236,7 @@ impl Store {
         for u in out.claims {
             let key = (u.namespace, u.name);
             if u.delete {
-                self.index.delete_resource_claim(&key.0, &key.1);
+                self.index.delete::<ResourceClaim>((&key.0, &key.1));
                 self.resource_claims.remove(&key);
                 self.generation += 1;
                 continue;
@@ -1379,7 +1377,7 @@ impl Store {
     fn delete_pod_object(&mut self, key: Key, mut pod: Pod, now: Time) {
         match kubelet::deletion(&pod, None, now) {
             Deletion::Now => {
-                self.index.delete_pod(&key.0, &key.1);
+                self.index.delete::<Pod>((&key.0, &key.1));
                 self.pods.remove(&key);
                 self.generation += 1;
             }
@@ -1581,7 +1579,7 @@ impl Store {
             });
             if !same {
                 pdb.status = Some(status);
-                self.index.apply_budget(pdb);
+                let _ = self.index.apply(pdb);
                 changed = true;
             }
         }
@@ -1631,27 +1629,27 @@ impl Store {
         let key = (ns.clone(), name.to_string());
         let existed = match kind {
             Kind::Namespace => {
-                self.index.delete_namespace(name);
+                self.index.delete::<Namespace>(name);
                 self.namespaces.remove(name).is_some()
             }
             Kind::PriorityClass => {
-                self.index.delete_priority_class(name);
+                self.index.delete::<PriorityClass>(name);
                 self.priority_classes.remove(name).is_some()
             }
             Kind::Queue => {
-                self.index.delete_queue(name);
+                self.index.delete::<Queue>(name);
                 self.queues.remove(name).is_some()
             }
             Kind::HyperNode => {
-                self.index.delete_hypernode(name);
+                self.index.delete::<HyperNode>(name);
                 self.hypernodes.remove(name).is_some()
             }
             Kind::Node => {
-                self.index.delete_node(name);
+                self.index.delete::<Node>(name);
                 self.nodes.remove(name).is_some()
             }
             Kind::PodGroup => {
-                self.index.delete_podgroup(&ns, name);
+                self.index.delete::<PodGroup>((&ns, name));
                 let gone = self.podgroups.remove(&key);
                 if let Some(uid) = gone.as_ref().and_then(|pg| pg.metadata.uid.clone()) {
                     self.collect_garbage(&uid);
@@ -1659,7 +1657,7 @@ impl Store {
                 gone.is_some()
             }
             Kind::Pod => {
-                self.index.delete_pod(&ns, name);
+                self.index.delete::<Pod>((&ns, name));
                 let gone = self.pods.remove(&key);
                 if let Some(uid) = gone.as_ref().and_then(|p| p.metadata.uid.clone()) {
                     self.collect_garbage(&uid);
@@ -1667,31 +1665,31 @@ impl Store {
                 gone.is_some()
             }
             Kind::PodDisruptionBudget => {
-                self.index.delete_budget(&ns, name);
+                self.index.delete::<PodDisruptionBudget>((&ns, name));
                 self.budgets.remove(&key).is_some()
             }
             Kind::StorageClass => self.storage_classes.remove(name).is_some(),
             Kind::CSINode => self.csinodes.remove(name).is_some(),
             Kind::DeviceClass => {
-                self.index.delete_device_class(name);
+                self.index.delete::<DeviceClass>(name);
                 self.device_classes.remove(name).is_some()
             }
             Kind::ResourceSlice => {
-                self.index.delete_resource_slice(name);
+                self.index.delete::<ResourceSlice>(name);
                 self.resource_slices.remove(name).is_some()
             }
             Kind::ResourceClaim => {
-                self.index.delete_resource_claim(&ns, name);
+                self.index.delete::<ResourceClaim>((&ns, name));
                 self.resource_claims.remove(&key).is_some()
             }
             Kind::ResourceClaimTemplate => {
-                self.index.delete_resource_claim_template(&ns, name);
+                self.index.delete::<ResourceClaimTemplate>((&ns, name));
                 self.claim_templates.remove(&key).is_some()
             }
             Kind::PersistentVolume => self.volumes.remove(name).is_some(),
             Kind::PersistentVolumeClaim => self.claims.remove(&key).is_some(),
             Kind::NativePodGroup => {
-                self.index.delete_native_podgroup(&ns, name);
+                self.index.delete::<NativePodGroup>((&ns, name));
                 let gone = self.native_podgroups.remove(&key);
                 if let Some(uid) = gone.as_ref().and_then(|pg| pg.metadata.uid.clone()) {
                     self.collect_garbage(&uid);
@@ -1699,7 +1697,7 @@ impl Store {
                 gone.is_some()
             }
             Kind::Workload => {
-                self.index.delete_native_workload(&ns, name);
+                self.index.delete::<NativeWorkload>((&ns, name));
                 let gone = self.native_workloads.remove(&key);
                 if let Some(uid) = gone.as_ref().and_then(|w| w.metadata.uid.clone()) {
                     self.collect_garbage(&uid);
@@ -1712,7 +1710,7 @@ impl Store {
                 } else {
                     caldera_cache::derive::WorkloadKind::LeaderWorkerSet
                 };
-                self.index.delete_workload(wkind, &ns, name);
+                self.index.delete::<Workload>((wkind, &ns, name));
                 let gone = self.workloads.remove(&(kind, ns.clone(), name.to_string()));
                 if let Some(uid) = gone.as_ref().and_then(|w| w.metadata.uid.clone()) {
                     self.collect_garbage(&uid);
@@ -1761,11 +1759,11 @@ impl Store {
                 gone.is_some()
             }
             Kind::Deployment => {
-                self.index.delete_workload(
+                self.index.delete::<Workload>((
                     caldera_cache::derive::WorkloadKind::Deployment,
                     &ns,
                     name,
-                );
+                ));
                 let gone = self.deployments.remove(&key);
                 if let Some(uid) = gone.as_ref().and_then(|d| d.metadata.uid.clone()) {
                     self.collect_garbage(&uid);
@@ -1790,7 +1788,7 @@ impl Store {
                 gone.is_some()
             }
             Kind::Job => {
-                self.index.delete_job(&ns, name);
+                self.index.delete::<Job>((&ns, name));
                 let gone = self.jobs.remove(&key);
                 if let Some(uid) = gone.as_ref().and_then(|j| j.metadata.uid.clone()) {
                     self.collect_garbage(&uid);
@@ -1848,7 +1846,7 @@ impl Store {
             self.pod_templates.insert(tkey, t);
         }
         self.fresh_meta(&mut pr.metadata, true, now);
-        self.index.apply_provisioning_request(&pr);
+        let _ = self.index.apply(&pr);
         self.requests.insert(key, pr);
         *self
             .requests_created
@@ -1875,7 +1873,7 @@ impl Store {
     /// Stores a request as it is (a live cluster's, read back), without counting a creation.
     pub fn insert_request(&mut self, pr: ProvisioningRequest) {
         let key = (ns_of(&pr.metadata), name_of(&pr.metadata));
-        self.index.apply_provisioning_request(&pr);
+        let _ = self.index.apply(&pr);
         self.requests.insert(key, pr);
         self.generation += 1;
     }
@@ -1894,7 +1892,7 @@ impl Store {
         else {
             return false;
         };
-        self.index.delete_provisioning_request(namespace, name);
+        self.index.delete::<ProvisioningRequest>((namespace, name));
         for t in caldera_cache::provisioning::template_names(&pr) {
             self.pod_templates.remove(&(namespace.to_string(), t));
         }
@@ -1957,7 +1955,7 @@ impl Store {
             return;
         };
         caldera_actors::autoscaler::set_condition(pr, condition);
-        self.index.apply_provisioning_request(pr);
+        let _ = self.index.apply(pr);
         self.generation += 1;
     }
 
@@ -1994,7 +1992,7 @@ impl Store {
             .map(|(k, _)| k.clone())
             .collect();
         for (ns, name) in podgroups {
-            self.index.delete_podgroup(&ns, &name);
+            self.index.delete::<PodGroup>((&ns, &name));
             self.podgroups.remove(&(ns, name));
             self.generation += 1;
         }
@@ -2010,7 +2008,7 @@ impl Store {
     /// the callers change (nodeName, conditions, phase) cannot make conversion fail, so an
     /// error here would be a bug in this file; it is ignored rather than aborting a run.
     fn put_pod(&mut self, key: Key, pod: Pod) {
-        let _ = self.index.apply_pod(&pod);
+        let _ = self.index.apply(&pod);
         self.pods.insert(key, pod);
         self.generation += 1;
     }
@@ -2223,7 +2221,7 @@ impl Store {
             Eviction::Charge(i) => {
                 if let Some(pdb) = budgets.get(i).and_then(|k| self.budgets.get_mut(k)) {
                     disruption::charge(pdb, name, now);
-                    self.index.apply_budget(pdb);
+                    let _ = self.index.apply(pdb);
                 }
             }
             Eviction::Refused { cause } => return Err(EvictError::Refused(cause)),
@@ -2256,7 +2254,7 @@ impl Store {
             .map(|(k, _)| k.clone())
             .collect();
         for (ns, name) in &due {
-            self.index.delete_pod(ns, name);
+            self.index.delete::<Pod>((ns, name));
             self.pods.remove(&(ns.clone(), name.clone()));
             self.generation += 1;
         }
@@ -2274,7 +2272,7 @@ impl Store {
         for name in names {
             let key = (namespace.to_string(), name.clone());
             if let Some(pod) = self.pods.remove(&key) {
-                self.index.delete_pod(namespace, name);
+                self.index.delete::<Pod>((namespace, name));
                 self.generation += 1;
                 uids.extend(pod.metadata.uid);
             }
@@ -2308,7 +2306,7 @@ impl Store {
         }
         pg.status = Some(status);
         // Converted when stored; a status built from the model converts as well.
-        let _ = self.index.apply_podgroup(&pg);
+        let _ = self.index.apply(&pg);
         self.podgroups.insert(key, pg);
         self.generation += 1;
         true
@@ -2338,7 +2336,7 @@ impl Store {
         if annotations.get(caldera_model::HOLDS_ANNOTATION) == before.as_ref() {
             return false;
         }
-        let _ = self.index.apply_podgroup(&pg);
+        let _ = self.index.apply(&pg);
         self.podgroups.insert(key, pg);
         self.generation += 1;
         true
@@ -2354,7 +2352,7 @@ impl Store {
         }
         q.status = Some(status);
         // Converted when stored; a status built from the model converts as well.
-        let _ = self.index.apply_queue(&q);
+        let _ = self.index.apply(&q);
         self.queues.insert(name.to_string(), q);
         self.generation += 1;
         true

@@ -215,7 +215,7 @@ fn partition_slices(slices: &[(&str, &str, Value, Value)], count: i64) -> Vec<ap
 fn pools_after(slices: Vec<api::ResourceSlice>) -> Snapshot {
     let mut index = ClusterIndex::new();
     for s in &slices {
-        index.apply_resource_slice(s).unwrap();
+        index.apply(s).unwrap();
     }
     snap(&index)
 }
@@ -389,16 +389,16 @@ fn a_slice_with_two_node_selections_is_refused_naming_the_field() {
 #[test]
 fn only_the_newest_complete_generation_of_a_pool_is_used() {
     let mut index = ClusterIndex::new();
-    index.apply_device_class(&gpu_class()).unwrap();
+    index.apply(&gpu_class()).unwrap();
     // Generation 1, complete.
     index
-        .apply_resource_slice(&gpu_slice("old", "node-a", 1, 1, &["gpu-0"]))
+        .apply(&gpu_slice("old", "node-a", 1, 1, &["gpu-0"]))
         .unwrap();
     assert_eq!(snap(&index).dra.devices.len(), 1);
     // Generation 2 announces two slices; only one is there: the pool is being updated and
     // neither generation is used.
     index
-        .apply_resource_slice(&gpu_slice("new-1", "node-a", 2, 2, &["gpu-1"]))
+        .apply(&gpu_slice("new-1", "node-a", 2, 2, &["gpu-1"]))
         .unwrap();
     let s = snap(&index);
     assert!(s.dra.devices.is_empty());
@@ -406,7 +406,7 @@ fn only_the_newest_complete_generation_of_a_pool_is_used() {
     assert!(!s.dra.unusable_pools[0].invalid);
     // Its second slice arrives: both of generation 2's devices, none of generation 1's.
     index
-        .apply_resource_slice(&gpu_slice("new-2", "node-a", 2, 2, &["gpu-2"]))
+        .apply(&gpu_slice("new-2", "node-a", 2, 2, &["gpu-2"]))
         .unwrap();
     let s = snap(&index);
     let names: Vec<&str> = s.dra.devices.iter().map(|d| &*d.name).collect();
@@ -414,21 +414,20 @@ fn only_the_newest_complete_generation_of_a_pool_is_used() {
     assert!(s.dra.unusable_pools.is_empty());
     // A device listed twice makes the pool invalid.
     index
-        .apply_resource_slice(&gpu_slice("new-2", "node-a", 2, 2, &["gpu-1"]))
+        .apply(&gpu_slice("new-2", "node-a", 2, 2, &["gpu-1"]))
         .unwrap();
     let s = snap(&index);
     assert!(s.dra.devices.is_empty());
     assert!(s.dra.unusable_pools[0].invalid);
     // Deleting and resetting follow the watch.
-    index.delete_resource_slice("new-2");
-    index.delete_resource_slice("new-1");
+    index.delete::<k8s_openapi::api::resource::v1::ResourceSlice>("new-2");
+    index.delete::<k8s_openapi::api::resource::v1::ResourceSlice>("new-1");
     assert_eq!(
         snap(&index).dra.devices.len(),
         1,
         "generation 1 is the newest again"
     );
-    let errors =
-        index.reset_resource_slices(&[gpu_slice("x", "node-b", 1, 1, &["gpu-0", "gpu-1"])]);
+    let errors = index.reset(&[gpu_slice("x", "node-b", 1, 1, &["gpu-0", "gpu-1"])]);
     assert!(errors.is_empty());
     let s = snap(&index);
     assert_eq!(s.dra.devices.len(), 2);
@@ -571,25 +570,23 @@ fn claim_inputs_caldera_does_not_evaluate_make_it_unallocatable_or_refused() {
 #[test]
 fn a_pods_claims_resolve_as_kube_scheduler_resolves_them() {
     let mut index = ClusterIndex::new();
-    index.apply_device_class(&gpu_class()).unwrap();
+    index.apply(&gpu_class()).unwrap();
     let named =
         json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "shared"}]}});
     let templated = |status: Value| {
         json!({"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]},
                "status": status})
     };
-    index.apply_pod(&pod("named", named)).unwrap();
+    index.apply(&pod("named", named)).unwrap();
+    index.apply(&pod("waiting", templated(json!({})))).unwrap();
     index
-        .apply_pod(&pod("waiting", templated(json!({}))))
-        .unwrap();
-    index
-        .apply_pod(&pod(
+        .apply(&pod(
             "made",
             templated(json!({"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "made-gpu-x7k2p"}]})),
         ))
         .unwrap();
     index
-        .apply_pod(&pod(
+        .apply(&pod(
             "none-needed",
             templated(json!({"resourceClaimStatuses": [{"name": "gpu"}]})),
         ))
@@ -614,11 +611,9 @@ fn a_pods_claims_resolve_as_kube_scheduler_resolves_them() {
             "uid": uid, "controller": true}]}})
     };
     index
-        .apply_resource_claim(&rc("made-gpu-x7k2p", owner("uid-other")))
+        .apply(&rc("made-gpu-x7k2p", owner("uid-other")))
         .unwrap();
-    index
-        .apply_resource_claim(&rc("shared", json!({})))
-        .unwrap();
+    index.apply(&rc("shared", json!({}))).unwrap();
     let s = snap(&index);
     let waiting = |n: &str| task(&s, n).claims.as_ref().and_then(|c| c.waiting.clone());
     assert!(waiting("made").is_some_and(|m| m.contains("(pod is not owner)")));
@@ -628,7 +623,7 @@ fn a_pods_claims_resolve_as_kube_scheduler_resolves_them() {
     assert!(!c.claims[0].from_template);
     // Owned by the pod: resolved.
     index
-        .apply_resource_claim(&rc("made-gpu-x7k2p", owner("uid-made")))
+        .apply(&rc("made-gpu-x7k2p", owner("uid-made")))
         .unwrap();
     let s = snap(&index);
     let c = task(&s, "made").claims.clone().unwrap();
@@ -636,7 +631,7 @@ fn a_pods_claims_resolve_as_kube_scheduler_resolves_them() {
     assert_eq!(s.dra.claims.len(), 2);
     // A claim being deleted is not used.
     index
-        .apply_resource_claim(&rc(
+        .apply(&rc(
             "shared",
             json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}),
         ))
@@ -647,7 +642,7 @@ fn a_pods_claims_resolve_as_kube_scheduler_resolves_them() {
         .as_ref()
         .and_then(|c| c.waiting.clone())
         .is_some_and(|m| m.contains("is being deleted")));
-    index.delete_resource_claim("default", "shared");
+    index.delete::<k8s_openapi::api::resource::v1::ResourceClaim>(("default", "shared"));
     assert_eq!(snap(&index).dra.claims.len(), 1);
 }
 
@@ -655,12 +650,12 @@ fn a_pods_claims_resolve_as_kube_scheduler_resolves_them() {
 fn extended_requests_are_kept_only_when_a_class_serves_them() {
     let mut index = ClusterIndex::new();
     let gpus = json!({"spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "2", "cpu": "1"}}}]}});
-    index.apply_pod(&pod("p", gpus)).unwrap();
+    index.apply(&pod("p", gpus)).unwrap();
     assert!(
         task(&snap(&index), "p").claims.is_none(),
         "no class names nvidia.com/gpu"
     );
-    index.apply_device_class(&gpu_class()).unwrap();
+    index.apply(&gpu_class()).unwrap();
     let s = snap(&index);
     let c = task(&s, "p").claims.clone().unwrap();
     assert_eq!(
@@ -672,7 +667,7 @@ fn extended_requests_are_kept_only_when_a_class_serves_them() {
         }]
     );
     assert!(c.claims.is_empty() && c.waiting.is_none());
-    index.delete_device_class("gpu.nvidia.com");
+    index.delete::<k8s_openapi::api::resource::v1::DeviceClass>("gpu.nvidia.com");
     assert!(task(&snap(&index), "p").claims.is_none());
 }
 
