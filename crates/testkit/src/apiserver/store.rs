@@ -26,6 +26,7 @@ use super::status::ApiError;
 use super::storage;
 use super::time;
 use caldera_actors::disruption::{self, Eviction};
+use caldera_api::validation::{self, NameRule};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -264,6 +265,22 @@ fn prepare_apps(obj: &mut Value) -> Result<(), Vec<(String, String)>> {
         .entry("replicas")
         .or_insert_with(|| json!(1));
     Ok(())
+}
+
+/// kube-apiserver's checks of `name` and of the labels of `obj` ([`validation::object_meta`]):
+/// a Namespace's name is a DNS-1123 label, any other a subdomain.
+fn meta_causes(d: &ResourceDef, name: &str, obj: &Value) -> Vec<(String, String)> {
+    let rule = if d.flavor == Flavor::Namespace {
+        NameRule::Label
+    } else {
+        NameRule::Subdomain
+    };
+    let labels = obj["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)));
+    validation::object_meta(name, rule, None, labels)
 }
 
 fn meta<'a>(obj: &'a Value, field: &str) -> &'a str {
@@ -1104,12 +1121,9 @@ impl State {
                 }
             }
         }
-        if let Some(problem) = admission::name_problem(&name, d.flavor == Flavor::Namespace) {
-            return Err(ApiError::invalid(
-                d,
-                &name,
-                &[("metadata.name".into(), problem)],
-            ));
+        let causes = meta_causes(d, &name, &body);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(d, &name, &causes));
         }
         if !meta(&body, "resourceVersion").is_empty() {
             return Err(ApiError::internal(
@@ -1623,6 +1637,12 @@ impl State {
             },
         }
         admission::normalize_quantities(d.flavor, &mut new);
+        if sub == Sub::Main {
+            let causes = meta_causes(d, name, &new);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(d, name, &causes));
+            }
+        }
         if d.flavor == Flavor::Pod && sub == Sub::Main {
             let errors = admission::validate_pod_spec_update(old, &new);
             if !errors.is_empty() {
