@@ -248,6 +248,243 @@ fn name_of(meta: &ObjectMeta) -> String {
     meta.name.clone().unwrap_or_default()
 }
 
+/// A kind the store keeps in a map of its own: its key, what an apply keeps of the stored
+/// object, and its entry in the scheduler's index. [`Store::upsert`], [`Store::put`] and
+/// [`Store::remove`] apply, store and delete every kind through these.
+trait Kept: Clone + PartialEq + Sized {
+    /// `name`, or `(namespace, name)` for a namespaced kind.
+    type Key: KeyOf;
+    fn meta(&self) -> &ObjectMeta;
+    fn meta_mut(&mut self) -> &mut ObjectMeta;
+    fn map(store: &Store) -> &BTreeMap<Self::Key, Self>;
+    fn map_mut(store: &mut Store) -> &mut BTreeMap<Self::Key, Self>;
+    /// An update: what the applied object takes from the stored one, besides the server-owned
+    /// metadata (status a controller owns, fields a controller or scheduler wrote).
+    fn keep(&mut self, _old: &Self) {}
+    /// A create: what kube-apiserver drops or defaults.
+    fn create(&mut self, _now: Time) {}
+    /// Shows the object to the index; refused when the scheduler's conversion fails. Storage
+    /// objects are indexed all together instead ([`Store::pv_controller`]).
+    fn index(&self, _index: &mut ClusterIndex) -> Result<(), caldera_cache::Error> {
+        Ok(())
+    }
+    /// Takes the object out of the index.
+    fn unindex(_key: &Self::Key, _index: &mut ClusterIndex) {}
+}
+
+/// The key of a stored object: its name, or its namespace (`default` when unset) and name.
+trait KeyOf: Ord + Clone {
+    const NAMESPACED: bool;
+    fn of(meta: &ObjectMeta) -> Self;
+    fn at(namespace: &str, name: &str) -> Self;
+}
+
+impl KeyOf for String {
+    const NAMESPACED: bool = false;
+    fn of(meta: &ObjectMeta) -> Self {
+        name_of(meta)
+    }
+    fn at(_: &str, name: &str) -> Self {
+        name.to_string()
+    }
+}
+
+impl KeyOf for Key {
+    const NAMESPACED: bool = true;
+    fn of(meta: &ObjectMeta) -> Self {
+        (ns_of(meta), name_of(meta))
+    }
+    fn at(namespace: &str, name: &str) -> Self {
+        (namespace.to_string(), name.to_string())
+    }
+}
+
+/// `impl Kept for $kind`, stored in `Store::$map` under `$key`, with the given overrides.
+macro_rules! kept {
+    ($kind:ty, $map:ident, $key:ty $(; $($body:tt)*)?) => {
+        impl Kept for $kind {
+            type Key = $key;
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+            fn map(store: &Store) -> &BTreeMap<$key, Self> {
+                &store.$map
+            }
+            fn map_mut(store: &mut Store) -> &mut BTreeMap<$key, Self> {
+                &mut store.$map
+            }
+            $($($body)*)?
+        }
+    };
+}
+
+/// [`Kept::keep`] for a status that an apply without one leaves as it is.
+macro_rules! status_kept_unless_given {
+    () => {
+        fn keep(&mut self, old: &Self) {
+            if self.status.is_none() {
+                self.status = old.status.clone();
+            }
+        }
+    };
+}
+
+/// [`Kept::keep`] and [`Kept::create`] for a status only its controller writes (a status
+/// subresource): an apply keeps the stored one, a create starts with none.
+macro_rules! status_of_the_controller {
+    () => {
+        fn keep(&mut self, old: &Self) {
+            self.status = old.status.clone();
+        }
+        fn create(&mut self, _now: Time) {
+            self.status = None;
+        }
+    };
+}
+
+/// [`Kept::index`] and [`Kept::unindex`] through the index's `$apply` (fallible unless marked
+/// `infallible`) and `$delete` (by name, or by namespace and name).
+macro_rules! indexed {
+    (infallible $apply:ident, $($delete:tt)*) => {
+        fn index(&self, index: &mut ClusterIndex) -> Result<(), caldera_cache::Error> {
+            index.$apply(self);
+            Ok(())
+        }
+        indexed!(@unindex $($delete)*);
+    };
+    (@unindex $delete:ident(name)) => {
+        fn unindex(key: &String, index: &mut ClusterIndex) {
+            index.$delete(key);
+        }
+    };
+    (@unindex $delete:ident(namespace, name)) => {
+        fn unindex(key: &Key, index: &mut ClusterIndex) {
+            index.$delete(&key.0, &key.1);
+        }
+    };
+    ($apply:ident, $($delete:tt)*) => {
+        fn index(&self, index: &mut ClusterIndex) -> Result<(), caldera_cache::Error> {
+            index.$apply(self)
+        }
+        indexed!(@unindex $($delete)*);
+    };
+}
+
+kept!(Namespace, namespaces, String;
+    status_kept_unless_given!();
+    indexed!(infallible apply_namespace, delete_namespace(name)););
+kept!(PriorityClass, priority_classes, String;
+    indexed!(apply_priority_class, delete_priority_class(name)););
+kept!(Queue, queues, String;
+    status_kept_unless_given!();
+    indexed!(apply_queue, delete_queue(name)););
+kept!(HyperNode, hypernodes, String;
+    status_kept_unless_given!();
+    indexed!(apply_hypernode, delete_hypernode(name)););
+kept!(Node, nodes, String;
+    status_kept_unless_given!();
+    indexed!(apply_node, delete_node(name)););
+kept!(PodGroup, podgroups, Key;
+    status_kept_unless_given!();
+    indexed!(apply_podgroup, delete_podgroup(namespace, name)););
+kept!(Pod, pods, Key; indexed!(apply_pod, delete_pod(namespace, name)););
+kept!(NativePodGroup, native_podgroups, Key;
+    status_kept_unless_given!();
+    indexed!(apply_native_podgroup, delete_native_podgroup(namespace, name)););
+kept!(NativeWorkload, native_workloads, Key;
+    indexed!(infallible apply_native_workload, delete_native_workload(namespace, name)););
+kept!(Job, jobs, Key;
+    status_of_the_controller!();
+    indexed!(infallible apply_job, delete_job(namespace, name)););
+kept!(ReplicaSet, replicasets, Key; status_of_the_controller!(););
+kept!(ProvisioningRequest, requests, Key;
+    indexed!(infallible apply_provisioning_request, delete_provisioning_request(namespace, name)););
+kept!(StorageClass, storage_classes, String);
+kept!(StatefulSet, statefulsets, Key);
+kept!(CSINode, csinodes, String);
+kept!(DeviceClass, device_classes, String;
+    indexed!(apply_device_class, delete_device_class(name)););
+kept!(ResourceSlice, resource_slices, String;
+    indexed!(apply_resource_slice, delete_resource_slice(name)););
+kept!(ResourceClaimTemplate, claim_templates, Key;
+    indexed!(apply_resource_claim_template, delete_resource_claim_template(namespace, name)););
+
+kept!(Deployment, deployments, Key;
+status_of_the_controller!();
+// Opted-in Deployments are gangs (docs/workloads.md): the index reads them untyped, as
+// the runtime's watch does.
+fn index(&self, index: &mut ClusterIndex) -> Result<(), caldera_cache::Error> {
+    if let Some(w) = serde_json::to_value(self)
+        .ok()
+        .and_then(|v| serde_json::from_value::<Workload>(v).ok())
+    {
+        index.apply_workload(&w);
+    }
+    Ok(())
+}
+fn unindex(key: &Key, index: &mut ClusterIndex) {
+    let kind = caldera_cache::derive::WorkloadKind::Deployment;
+    index.delete_workload(kind, &key.0, &key.1);
+});
+
+kept!(PodDisruptionBudget, budgets, Key;
+    // Status belongs to the disruption controller; the generation moves with the spec.
+    fn keep(&mut self, old: &Self) {
+        let generation = old.metadata.generation.unwrap_or(1);
+        self.metadata.generation = Some(generation + i64::from(self.spec != old.spec));
+        self.status = old.status.clone();
+    }
+    fn create(&mut self, _now: Time) {
+        self.metadata.generation = Some(1);
+        self.status = None;
+    }
+    indexed!(infallible apply_budget, delete_budget(namespace, name)););
+
+kept!(ResourceClaim, resource_claims, Key;
+    // Status is written through the status subresource only; a manifest may give one (a claim
+    // allocated before the scenario).
+    fn keep(&mut self, old: &Self) {
+        if self.metadata.finalizers.is_none() {
+            self.metadata.finalizers = old.metadata.finalizers.clone();
+        }
+        self.status = old.status.clone();
+    }
+    indexed!(apply_resource_claim, delete_resource_claim(namespace, name)););
+
+kept!(PersistentVolume, volumes, String;
+// Status belongs to the PV controller; what it and schedulers wrote stays.
+fn keep(&mut self, old: &Self) {
+    merge_annotations(&mut self.metadata, &old.metadata);
+    let spec = self.spec.get_or_insert_with(Default::default);
+    let old_spec = old.spec.clone().unwrap_or_default();
+    spec.claim_ref = spec.claim_ref.take().or(old_spec.claim_ref);
+    spec.volume_mode = spec.volume_mode.take().or(old_spec.volume_mode);
+    spec.persistent_volume_reclaim_policy = spec
+        .persistent_volume_reclaim_policy
+        .take()
+        .or(old_spec.persistent_volume_reclaim_policy);
+    self.status = old.status.clone();
+}
+fn create(&mut self, now: Time) {
+    pv_controller::admit_volume(self, now);
+});
+
+kept!(PersistentVolumeClaim, claims, Key;
+// Status belongs to the PV controller; what it and schedulers wrote stays. A create's
+// admission needs the classes: [`Store::apply`] runs it.
+fn keep(&mut self, old: &Self) {
+    merge_annotations(&mut self.metadata, &old.metadata);
+    let spec = self.spec.get_or_insert_with(Default::default);
+    let old_spec = old.spec.clone().unwrap_or_default();
+    spec.volume_name = spec.volume_name.take().or(old_spec.volume_name);
+    spec.storage_class_name = spec.storage_class_name.take().or(old_spec.storage_class_name);
+    spec.volume_mode = spec.volume_mode.take().or(old_spec.volume_mode);
+    self.status = old.status.clone();
+});
+
 impl Store {
     /// An empty cluster.
     pub fn new() -> Self {
@@ -376,10 +613,7 @@ impl Store {
     /// nothing, when the scheduler's conversion rejects it.
     pub fn put_resource_claim(&mut self, claim: ResourceClaim) -> Result<(), caldera_cache::Error> {
         caldera_cache::dra::claim(&claim)?;
-        let key = (ns_of(&claim.metadata), name_of(&claim.metadata));
-        let _ = self.index.apply_resource_claim(&claim);
-        self.resource_claims.insert(key, claim);
-        self.generation += 1;
+        let _ = self.put(claim);
         Ok(())
     }
 
@@ -467,9 +701,7 @@ impl Store {
             None => conditions.push(condition),
         }
         // Converted when stored; a condition written here converts as well.
-        let _ = self.index.apply_native_podgroup(&pg);
-        self.native_podgroups.insert(key, pg);
-        self.generation += 1;
+        let _ = self.put(pg);
         true
     }
 
@@ -522,380 +754,168 @@ impl Store {
     }
 
     /// Creates or updates an object. Content the scheduler's conversion rejects (a malformed
-    /// quantity) is refused, as API-server validation would, and nothing changes.
+    /// quantity) or a name or label kube-apiserver refuses is refused, and nothing changes.
     pub fn apply(&mut self, object: Object, now: Time) -> Result<Applied, caldera_cache::Error> {
         crate::manifest::validate(&object)?;
         let applied = match object {
             Object::Namespace(mut o) => {
-                let name = name_of(&o.metadata);
-                match self.namespaces.get(&name) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        if o.status.is_none() {
-                            o.status = old.status.clone();
-                        }
-                    }
-                    None => self.fresh_meta(&mut o.metadata, false, now),
-                }
                 // kube-apiserver names every Namespace in a label.
+                let name = name_of(&o.metadata);
                 o.metadata
                     .labels
                     .get_or_insert_with(Default::default)
-                    .insert(caldera_cache::NAMESPACE_NAME_LABEL.into(), name.clone());
-                self.index.apply_namespace(&o);
-                replace(&mut self.namespaces, name, o)
+                    .insert(caldera_cache::NAMESPACE_NAME_LABEL.into(), name);
+                self.upsert(o, now)?.1
             }
-            Object::PriorityClass(mut o) => {
-                let name = name_of(&o.metadata);
-                match self.priority_classes.get(&name) {
-                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
-                    None => self.fresh_meta(&mut o.metadata, false, now),
-                }
-                self.index.apply_priority_class(&o)?;
-                replace(&mut self.priority_classes, name, o)
-            }
-            Object::Queue(mut o) => {
-                let name = name_of(&o.metadata);
-                match self.queues.get(&name) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        if o.status.is_none() {
-                            o.status = old.status.clone();
-                        }
-                    }
-                    None => self.fresh_meta(&mut o.metadata, false, now),
-                }
-                self.index.apply_queue(&o)?;
-                replace(&mut self.queues, name, o)
-            }
-            Object::HyperNode(mut o) => {
-                let name = name_of(&o.metadata);
-                match self.hypernodes.get(&name) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        if o.status.is_none() {
-                            o.status = old.status.clone();
-                        }
-                    }
-                    None => self.fresh_meta(&mut o.metadata, false, now),
-                }
-                self.index.apply_hypernode(&o)?;
-                replace(&mut self.hypernodes, name, o)
-            }
-            Object::Node(mut o) => {
-                let name = name_of(&o.metadata);
-                match self.nodes.get(&name) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        if o.status.is_none() {
-                            o.status = old.status.clone();
-                        }
-                    }
-                    None => self.fresh_meta(&mut o.metadata, false, now),
-                }
-                self.index.apply_node(&o)?;
-                replace(&mut self.nodes, name, o)
-            }
-            Object::PodGroup(mut o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.podgroups.get(&key) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        if o.status.is_none() {
-                            o.status = old.status.clone();
-                        }
-                    }
-                    None => self.fresh_meta(&mut o.metadata, true, now),
-                }
-                self.index.apply_podgroup(&o)?;
-                replace(&mut self.podgroups, key, o)
-            }
-            Object::Pod(mut o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.pods.get(&key) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        let old_spec = old.spec.clone().unwrap_or_default();
-                        let spec = o.spec.get_or_insert_with(Default::default);
-                        if spec.node_name.is_none() {
-                            spec.node_name = old_spec.node_name;
-                        }
-                        if spec.priority.is_none() {
-                            spec.priority = old_spec.priority;
-                        }
-                        if o.status.is_none() {
-                            o.status = old.status.clone();
-                        }
-                    }
-                    None => {
-                        self.fresh_meta(&mut o.metadata, true, now);
-                        self.admit_priority(&mut o);
-                        match self.gate_admission {
-                            GateAdmission::Off => {}
-                            GateAdmission::Add => {
-                                caldera_cache::gate::admit(&mut o);
-                            }
-                            GateAdmission::Strip => {
-                                if let Some(spec) = o.spec.as_mut() {
-                                    let gates = caldera_cache::gate::gates_without_ours(spec);
-                                    spec.scheduling_gates = (!gates.is_empty()).then_some(gates);
-                                }
-                            }
-                        }
-                        if o.status.is_none() {
-                            o.status = Some(PodStatus {
-                                phase: Some("Pending".into()),
-                                ..Default::default()
-                            });
-                        }
-                    }
-                }
-                default_pod_spec(&mut o);
-                self.index.apply_pod(&o)?;
-                let ephemeral = statefulset::ephemeral_claims(&o);
-                let applied = replace(&mut self.pods, key, o);
-                if applied == Applied::Created {
-                    for claim in ephemeral {
-                        let exists = self
-                            .claims
-                            .contains_key(&(ns_of(&claim.metadata), name_of(&claim.metadata)));
-                        if !exists {
-                            self.apply(Object::PersistentVolumeClaim(claim), now)?;
-                        }
-                    }
-                }
-                applied
-            }
-            Object::NativePodGroup(mut o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.native_podgroups.get(&key) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        if o.status.is_none() {
-                            o.status = old.status.clone();
-                        }
-                    }
-                    None => self.fresh_meta(&mut o.metadata, true, now),
-                }
-                self.index.apply_native_podgroup(&o)?;
-                replace(&mut self.native_podgroups, key, o)
-            }
-            Object::Workload(mut o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.native_workloads.get(&key) {
-                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
-                    None => self.fresh_meta(&mut o.metadata, true, now),
-                }
-                self.index.apply_native_workload(&o);
-                replace(&mut self.native_workloads, key, o)
-            }
-            Object::Job(mut o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.jobs.get(&key) {
-                    // Status is the Job controller's (a status subresource).
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        o.status = old.status.clone();
-                    }
-                    None => {
-                        self.fresh_meta(&mut o.metadata, true, now);
-                        o.status = None;
-                    }
-                }
-                self.index.apply_job(&o);
-                let applied = replace(&mut self.jobs, key.clone(), o);
+            Object::PriorityClass(o) => self.upsert(o, now)?.1,
+            Object::Queue(o) => self.upsert(o, now)?.1,
+            Object::HyperNode(o) => self.upsert(o, now)?.1,
+            Object::Node(o) => self.upsert(o, now)?.1,
+            Object::PodGroup(o) => self.upsert(o, now)?.1,
+            Object::Pod(o) => self.apply_pod(o, now)?,
+            Object::NativePodGroup(o) => self.upsert(o, now)?.1,
+            Object::Workload(o) => self.upsert(o, now)?.1,
+            Object::Job(o) => {
+                let (key, applied) = self.upsert(o, now)?;
                 self.sync_job(&key, now)?;
                 applied
             }
-            Object::ReplicaSet(mut o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.replicasets.get(&key) {
-                    // Status is the controller's (a status subresource).
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        o.status = old.status.clone();
-                    }
-                    None => {
-                        self.fresh_meta(&mut o.metadata, true, now);
-                        o.status = None;
-                    }
-                }
-                let applied = replace(&mut self.replicasets, key.clone(), o);
+            Object::ReplicaSet(o) => {
+                let (key, applied) = self.upsert(o, now)?;
                 self.sync_replicaset(&key, now)?;
                 applied
             }
-            Object::Deployment(mut o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.deployments.get(&key) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        o.status = old.status.clone();
-                    }
-                    None => {
-                        self.fresh_meta(&mut o.metadata, true, now);
-                        o.status = None;
-                    }
-                }
-                // Opted-in Deployments are gangs (docs/workloads.md): the index reads them
-                // untyped, as the runtime's watch does.
-                if let Some(w) = serde_json::to_value(&o)
-                    .ok()
-                    .and_then(|v| serde_json::from_value::<Workload>(v).ok())
-                {
-                    self.index.apply_workload(&w);
-                }
-                let applied = replace(&mut self.deployments, key.clone(), o);
+            Object::Deployment(o) => {
+                let (key, applied) = self.upsert(o, now)?;
                 self.sync_deployment(&key, now)?;
                 applied
             }
             Object::JobSet(o) => self.apply_workload(Kind::JobSet, o, now)?,
             Object::LeaderWorkerSet(o) => self.apply_workload(Kind::LeaderWorkerSet, o, now)?,
-            Object::PodDisruptionBudget(mut o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.budgets.get(&key) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        let generation = old.metadata.generation.unwrap_or(1);
-                        o.metadata.generation = Some(if o.spec == old.spec {
-                            generation
-                        } else {
-                            generation + 1
-                        });
-                        // Status belongs to the disruption controller.
-                        o.status = old.status.clone();
-                    }
-                    None => {
-                        self.fresh_meta(&mut o.metadata, true, now);
-                        o.metadata.generation = Some(1);
-                        o.status = None;
-                    }
-                }
-                self.index.apply_budget(&o);
-                replace(&mut self.budgets, key, o)
-            }
-            Object::StorageClass(mut o) => {
-                let name = name_of(&o.metadata);
-                match self.storage_classes.get(&name) {
-                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
-                    None => self.fresh_meta(&mut o.metadata, false, now),
-                }
-                replace(&mut self.storage_classes, name, o)
-            }
-            Object::CSINode(mut o) => {
-                let name = name_of(&o.metadata);
-                match self.csinodes.get(&name) {
-                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
-                    None => self.fresh_meta(&mut o.metadata, false, now),
-                }
-                replace(&mut self.csinodes, name, o)
-            }
-            Object::DeviceClass(mut o) => {
-                let name = name_of(&o.metadata);
-                match self.device_classes.get(&name) {
-                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
-                    None => self.fresh_meta(&mut o.metadata, false, now),
-                }
-                self.index.apply_device_class(&o)?;
-                replace(&mut self.device_classes, name, o)
-            }
-            Object::ResourceSlice(mut o) => {
-                let name = name_of(&o.metadata);
-                match self.resource_slices.get(&name) {
-                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
-                    None => self.fresh_meta(&mut o.metadata, false, now),
-                }
-                self.index.apply_resource_slice(&o)?;
-                replace(&mut self.resource_slices, name, o)
-            }
-            Object::ResourceClaim(mut o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.resource_claims.get(&key) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        if o.metadata.finalizers.is_none() {
-                            o.metadata.finalizers = old.metadata.finalizers.clone();
-                        }
-                        // Status is written through the status subresource only.
-                        o.status = old.status.clone();
-                    }
-                    // A manifest may give a status (a claim allocated before the scenario).
-                    None => self.fresh_meta(&mut o.metadata, true, now),
-                }
-                self.index.apply_resource_claim(&o)?;
-                replace(&mut self.resource_claims, key, o)
-            }
-            Object::ResourceClaimTemplate(mut o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.claim_templates.get(&key) {
-                    Some(old) => Self::keep_meta(&mut o.metadata, &old.metadata),
-                    None => self.fresh_meta(&mut o.metadata, true, now),
-                }
-                self.index.apply_resource_claim_template(&o)?;
-                replace(&mut self.claim_templates, key, o)
-            }
-            Object::PersistentVolume(mut o) => {
-                let name = name_of(&o.metadata);
-                match self.volumes.get(&name) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        merge_annotations(&mut o.metadata, &old.metadata);
-                        let spec = o.spec.get_or_insert_with(Default::default);
-                        let old_spec = old.spec.clone().unwrap_or_default();
-                        if spec.claim_ref.is_none() {
-                            spec.claim_ref = old_spec.claim_ref;
-                        }
-                        if spec.volume_mode.is_none() {
-                            spec.volume_mode = old_spec.volume_mode;
-                        }
-                        if spec.persistent_volume_reclaim_policy.is_none() {
-                            spec.persistent_volume_reclaim_policy =
-                                old_spec.persistent_volume_reclaim_policy;
-                        }
-                        // Status belongs to the PV controller.
-                        o.status = old.status.clone();
-                    }
-                    None => {
-                        self.fresh_meta(&mut o.metadata, false, now);
-                        pv_controller::admit_volume(&mut o, now);
-                    }
-                }
-                replace(&mut self.volumes, name, o)
-            }
+            Object::PodDisruptionBudget(o) => self.upsert(o, now)?.1,
+            Object::StorageClass(o) => self.upsert(o, now)?.1,
+            Object::CSINode(o) => self.upsert(o, now)?.1,
+            Object::DeviceClass(o) => self.upsert(o, now)?.1,
+            Object::ResourceSlice(o) => self.upsert(o, now)?.1,
+            Object::ResourceClaim(o) => self.upsert(o, now)?.1,
+            Object::ResourceClaimTemplate(o) => self.upsert(o, now)?.1,
+            Object::PersistentVolume(o) => self.upsert(o, now)?.1,
             Object::PersistentVolumeClaim(mut o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                match self.claims.get(&key) {
-                    Some(old) => {
-                        Self::keep_meta(&mut o.metadata, &old.metadata);
-                        merge_annotations(&mut o.metadata, &old.metadata);
-                        let spec = o.spec.get_or_insert_with(Default::default);
-                        let old_spec = old.spec.clone().unwrap_or_default();
-                        if spec.volume_name.is_none() {
-                            spec.volume_name = old_spec.volume_name;
-                        }
-                        if spec.storage_class_name.is_none() {
-                            spec.storage_class_name = old_spec.storage_class_name;
-                        }
-                        if spec.volume_mode.is_none() {
-                            spec.volume_mode = old_spec.volume_mode;
-                        }
-                        // Status belongs to the PV controller.
-                        o.status = old.status.clone();
-                    }
-                    None => {
-                        self.fresh_meta(&mut o.metadata, true, now);
-                        o.status = None;
-                        let classes: Vec<StorageClass> =
-                            self.storage_classes.values().cloned().collect();
-                        pv_controller::admit_claim(&mut o, &classes);
-                    }
+                if !self.claims.contains_key(&Key::of(&o.metadata)) {
+                    // Created: status dropped, DefaultStorageClass admission.
+                    o.status = None;
+                    let classes: Vec<StorageClass> =
+                        self.storage_classes.values().cloned().collect();
+                    pv_controller::admit_claim(&mut o, &classes);
                 }
-                replace(&mut self.claims, key, o)
+                self.upsert(o, now)?.1
             }
         };
         if applied != Applied::Unchanged {
             self.generation += 1;
             self.refresh_budgets(now);
             self.pv_controller(now);
+        }
+        Ok(applied)
+    }
+
+    /// Creates or updates `o` as kube-apiserver does: an update keeps the server-owned
+    /// metadata and what [`Kept::keep`] says, a create gets fresh metadata and
+    /// [`Kept::create`]'s defaults; then the index sees it. Refused, changing nothing, when
+    /// the index's conversion fails.
+    fn upsert<T: Kept>(
+        &mut self,
+        mut o: T,
+        now: Time,
+    ) -> Result<(T::Key, Applied), caldera_cache::Error> {
+        let key = T::Key::of(o.meta());
+        match T::map(self).get(&key) {
+            Some(old) => {
+                Self::keep_meta(o.meta_mut(), old.meta());
+                o.keep(old);
+            }
+            None => {
+                self.fresh_meta(o.meta_mut(), T::Key::NAMESPACED, now);
+                o.create(now);
+            }
+        }
+        o.index(&mut self.index)?;
+        let applied = replace(T::map_mut(self), key.clone(), o);
+        Ok((key, applied))
+    }
+
+    /// Stores `o` as it is (a status or controller write, an object read back from a cluster)
+    /// and shows it to the index. Stored even when the index refuses it; the refusal is
+    /// returned.
+    fn put<T: Kept>(&mut self, o: T) -> Result<(), caldera_cache::Error> {
+        let indexed = o.index(&mut self.index);
+        T::map_mut(self).insert(T::Key::of(o.meta()), o);
+        self.generation += 1;
+        indexed
+    }
+
+    /// Removes `namespace/name` of kind `T` and its index entry. `None` when it did not exist,
+    /// else its uid, if it had one.
+    fn remove<T: Kept>(&mut self, namespace: &str, name: &str) -> Option<Option<String>> {
+        let key = T::Key::at(namespace, name);
+        T::unindex(&key, &mut self.index);
+        T::map_mut(self).remove(&key).map(|o| o.meta().uid.clone())
+    }
+
+    /// [`Store::apply`] of a pod: an update keeps the node, the priority and (when the pod
+    /// gives none) the status; a create runs the Priority admission plugin and the gate
+    /// admission, and starts `Pending`. A created pod's generic ephemeral volumes get their
+    /// claims.
+    fn apply_pod(&mut self, mut o: Pod, now: Time) -> Result<Applied, caldera_cache::Error> {
+        let key = Key::of(&o.metadata);
+        match self.pods.get(&key) {
+            Some(old) => {
+                Self::keep_meta(&mut o.metadata, &old.metadata);
+                let old_spec = old.spec.clone().unwrap_or_default();
+                let spec = o.spec.get_or_insert_with(Default::default);
+                if spec.node_name.is_none() {
+                    spec.node_name = old_spec.node_name;
+                }
+                if spec.priority.is_none() {
+                    spec.priority = old_spec.priority;
+                }
+                if o.status.is_none() {
+                    o.status = old.status.clone();
+                }
+            }
+            None => {
+                self.fresh_meta(&mut o.metadata, true, now);
+                self.admit_priority(&mut o);
+                match self.gate_admission {
+                    GateAdmission::Off => {}
+                    GateAdmission::Add => {
+                        caldera_cache::gate::admit(&mut o);
+                    }
+                    GateAdmission::Strip => {
+                        if let Some(spec) = o.spec.as_mut() {
+                            let gates = caldera_cache::gate::gates_without_ours(spec);
+                            spec.scheduling_gates = (!gates.is_empty()).then_some(gates);
+                        }
+                    }
+                }
+                if o.status.is_none() {
+                    o.status = Some(PodStatus {
+                        phase: Some("Pending".into()),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        default_pod_spec(&mut o);
+        self.index.apply_pod(&o)?;
+        let ephemeral = statefulset::ephemeral_claims(&o);
+        let applied = replace(&mut self.pods, key, o);
+        if applied == Applied::Created {
+            for claim in ephemeral {
+                if !self.claims.contains_key(&Key::of(&claim.metadata)) {
+                    self.apply(Object::PersistentVolumeClaim(claim), now)?;
+                }
+            }
         }
         Ok(applied)
     }
@@ -947,50 +967,28 @@ impl Store {
     /// live cluster's object as read back (its own controller has run). An object of another
     /// kind is given back, untouched.
     pub fn insert_read(&mut self, object: Object) -> Option<Object> {
-        match object {
-            Object::DeviceClass(o) => {
-                let _ = self.index.apply_device_class(&o);
-                self.device_classes.insert(name_of(&o.metadata), o);
-                self.generation += 1;
-                return None;
-            }
-            Object::ResourceSlice(o) => {
-                let _ = self.index.apply_resource_slice(&o);
-                self.resource_slices.insert(name_of(&o.metadata), o);
-                self.generation += 1;
-                return None;
-            }
-            Object::ResourceClaim(o) => {
-                let _ = self.index.apply_resource_claim(&o);
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                self.resource_claims.insert(key, o);
-                self.generation += 1;
-                return None;
-            }
-            Object::ResourceClaimTemplate(o) => {
-                let _ = self.index.apply_resource_claim_template(&o);
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                self.claim_templates.insert(key, o);
-                self.generation += 1;
-                return None;
-            }
-            Object::StorageClass(o) => {
-                self.storage_classes.insert(name_of(&o.metadata), o);
-            }
-            Object::CSINode(o) => {
-                self.csinodes.insert(name_of(&o.metadata), o);
-            }
-            Object::PersistentVolume(o) => {
-                self.volumes.insert(name_of(&o.metadata), o);
-            }
-            Object::PersistentVolumeClaim(o) => {
-                let key = (ns_of(&o.metadata), name_of(&o.metadata));
-                self.claims.insert(key, o);
-            }
+        let storage = matches!(
+            object,
+            Object::StorageClass(_)
+                | Object::CSINode(_)
+                | Object::PersistentVolume(_)
+                | Object::PersistentVolumeClaim(_)
+        );
+        // What the index refuses stays out of the scheduler's view, as it would live.
+        let _ = match object {
+            Object::DeviceClass(o) => self.put(o),
+            Object::ResourceSlice(o) => self.put(o),
+            Object::ResourceClaim(o) => self.put(o),
+            Object::ResourceClaimTemplate(o) => self.put(o),
+            Object::StorageClass(o) => self.put(o),
+            Object::CSINode(o) => self.put(o),
+            Object::PersistentVolume(o) => self.put(o),
+            Object::PersistentVolumeClaim(o) => self.put(o),
             other => return Some(other),
+        };
+        if storage {
+            self.sync_volume_index();
         }
-        self.generation += 1;
-        self.sync_volume_index();
         None
     }
 
@@ -1004,15 +1002,10 @@ impl Store {
     /// (what was created before it stays).
     pub fn add_statefulset(
         &mut self,
-        mut set: StatefulSet,
+        set: StatefulSet,
         now: Time,
     ) -> Result<statefulset::Created, caldera_cache::Error> {
-        let key = (ns_of(&set.metadata), name_of(&set.metadata));
-        match self.statefulsets.get(&key) {
-            Some(old) => Self::keep_meta(&mut set.metadata, &old.metadata),
-            None => self.fresh_meta(&mut set.metadata, true, now),
-        }
-        self.statefulsets.insert(key.clone(), set);
+        let (key, _) = self.upsert(set, now)?;
         self.generation += 1;
         self.sync_statefulset(&key, now)
     }
@@ -1232,7 +1225,7 @@ impl Store {
                 pod.status
                     .get_or_insert_with(Default::default)
                     .resource_claim_statuses = Some(p.resource_claim_statuses);
-                self.put_pod(key, pod);
+                self.put_pod(pod);
             }
         }
         for u in out.claims {
@@ -1290,7 +1283,7 @@ impl Store {
                     .owner_references
                     .get_or_insert_with(Vec::new)
                     .push(owner.clone());
-                self.put_pod(pkey, pod);
+                self.put_pod(pod);
             }
         }
         for name in &out.release {
@@ -1299,7 +1292,7 @@ impl Store {
                 if let Some(refs) = pod.metadata.owner_references.as_mut() {
                     refs.retain(|o| o.uid != owner.uid);
                 }
-                self.put_pod(pkey, pod);
+                self.put_pod(pod);
             }
         }
         let mut made = Vec::new();
@@ -1388,9 +1381,9 @@ impl Store {
                 grace_seconds,
             } => {
                 kubelet::mark_terminating(&mut pod, until, grace_seconds);
-                self.put_pod(key, pod);
+                self.put_pod(pod);
             }
-            Deletion::Unchanged => self.put_pod(key, pod),
+            Deletion::Unchanged => self.put_pod(pod),
         }
     }
 
@@ -1624,88 +1617,32 @@ impl Store {
         }
     }
 
-    /// Deletes an object at once (no grace period: no kubelet would confirm it) at `now`.
-    /// Returns whether it existed.
+    /// Deletes an object at once (no grace period: no kubelet would confirm it) at `now`, and
+    /// what it owned as the garbage collector would. Returns whether it existed.
     pub fn delete(&mut self, kind: Kind, namespace: Option<&str>, name: &str, now: Time) -> bool {
         let ns = namespace.unwrap_or("default").to_string();
-        let key = (ns.clone(), name.to_string());
-        let existed = match kind {
-            Kind::Namespace => {
-                self.index.delete_namespace(name);
-                self.namespaces.remove(name).is_some()
-            }
-            Kind::PriorityClass => {
-                self.index.delete_priority_class(name);
-                self.priority_classes.remove(name).is_some()
-            }
-            Kind::Queue => {
-                self.index.delete_queue(name);
-                self.queues.remove(name).is_some()
-            }
-            Kind::HyperNode => {
-                self.index.delete_hypernode(name);
-                self.hypernodes.remove(name).is_some()
-            }
-            Kind::Node => {
-                self.index.delete_node(name);
-                self.nodes.remove(name).is_some()
-            }
-            Kind::PodGroup => {
-                self.index.delete_podgroup(&ns, name);
-                let gone = self.podgroups.remove(&key);
-                if let Some(uid) = gone.as_ref().and_then(|pg| pg.metadata.uid.clone()) {
-                    self.collect_garbage(&uid);
-                }
-                gone.is_some()
-            }
-            Kind::Pod => {
-                self.index.delete_pod(&ns, name);
-                let gone = self.pods.remove(&key);
-                if let Some(uid) = gone.as_ref().and_then(|p| p.metadata.uid.clone()) {
-                    self.collect_garbage(&uid);
-                }
-                gone.is_some()
-            }
-            Kind::PodDisruptionBudget => {
-                self.index.delete_budget(&ns, name);
-                self.budgets.remove(&key).is_some()
-            }
-            Kind::StorageClass => self.storage_classes.remove(name).is_some(),
-            Kind::CSINode => self.csinodes.remove(name).is_some(),
-            Kind::DeviceClass => {
-                self.index.delete_device_class(name);
-                self.device_classes.remove(name).is_some()
-            }
-            Kind::ResourceSlice => {
-                self.index.delete_resource_slice(name);
-                self.resource_slices.remove(name).is_some()
-            }
-            Kind::ResourceClaim => {
-                self.index.delete_resource_claim(&ns, name);
-                self.resource_claims.remove(&key).is_some()
-            }
-            Kind::ResourceClaimTemplate => {
-                self.index.delete_resource_claim_template(&ns, name);
-                self.claim_templates.remove(&key).is_some()
-            }
-            Kind::PersistentVolume => self.volumes.remove(name).is_some(),
-            Kind::PersistentVolumeClaim => self.claims.remove(&key).is_some(),
-            Kind::NativePodGroup => {
-                self.index.delete_native_podgroup(&ns, name);
-                let gone = self.native_podgroups.remove(&key);
-                if let Some(uid) = gone.as_ref().and_then(|pg| pg.metadata.uid.clone()) {
-                    self.collect_garbage(&uid);
-                }
-                gone.is_some()
-            }
-            Kind::Workload => {
-                self.index.delete_native_workload(&ns, name);
-                let gone = self.native_workloads.remove(&key);
-                if let Some(uid) = gone.as_ref().and_then(|w| w.metadata.uid.clone()) {
-                    self.collect_garbage(&uid);
-                }
-                gone.is_some()
-            }
+        let gone = match kind {
+            Kind::Namespace => self.remove::<Namespace>(&ns, name),
+            Kind::PriorityClass => self.remove::<PriorityClass>(&ns, name),
+            Kind::Queue => self.remove::<Queue>(&ns, name),
+            Kind::HyperNode => self.remove::<HyperNode>(&ns, name),
+            Kind::Node => self.remove::<Node>(&ns, name),
+            Kind::PodGroup => self.remove::<PodGroup>(&ns, name),
+            Kind::Pod => self.remove::<Pod>(&ns, name),
+            Kind::PodDisruptionBudget => self.remove::<PodDisruptionBudget>(&ns, name),
+            Kind::StorageClass => self.remove::<StorageClass>(&ns, name),
+            Kind::CSINode => self.remove::<CSINode>(&ns, name),
+            Kind::DeviceClass => self.remove::<DeviceClass>(&ns, name),
+            Kind::ResourceSlice => self.remove::<ResourceSlice>(&ns, name),
+            Kind::ResourceClaim => self.remove::<ResourceClaim>(&ns, name),
+            Kind::ResourceClaimTemplate => self.remove::<ResourceClaimTemplate>(&ns, name),
+            Kind::PersistentVolume => self.remove::<PersistentVolume>(&ns, name),
+            Kind::PersistentVolumeClaim => self.remove::<PersistentVolumeClaim>(&ns, name),
+            Kind::NativePodGroup => self.remove::<NativePodGroup>(&ns, name),
+            Kind::Workload => self.remove::<NativeWorkload>(&ns, name),
+            Kind::ReplicaSet => self.remove::<ReplicaSet>(&ns, name),
+            Kind::Deployment => self.remove::<Deployment>(&ns, name),
+            Kind::Job => self.remove::<Job>(&ns, name),
             Kind::JobSet | Kind::LeaderWorkerSet => {
                 let wkind = if kind == Kind::JobSet {
                     caldera_cache::derive::WorkloadKind::JobSet
@@ -1714,107 +1651,77 @@ impl Store {
                 };
                 self.index.delete_workload(wkind, &ns, name);
                 let gone = self.workloads.remove(&(kind, ns.clone(), name.to_string()));
-                if let Some(uid) = gone.as_ref().and_then(|w| w.metadata.uid.clone()) {
-                    self.collect_garbage(&uid);
-                    if kind == Kind::JobSet {
-                        // Its Jobs, and through them their pods.
-                        let jobs: Vec<String> = self
-                            .jobs
-                            .iter()
-                            .filter(|((n, _), j)| {
-                                *n == ns
-                                    && j.metadata
-                                        .owner_references
-                                        .iter()
-                                        .flatten()
-                                        .any(|o| o.uid == uid)
-                            })
-                            .map(|((_, j), _)| j.clone())
-                            .collect();
-                        for job in jobs {
-                            self.delete(Kind::Job, Some(&ns), &job, now);
-                        }
-                    } else {
-                        // Its StatefulSets, and through them their pods.
-                        let pods: Vec<String> = self
-                            .pods
-                            .iter()
-                            .filter(|((n, _), p)| {
-                                *n == ns && caldera_actors::lws::owned_by(p, name)
-                            })
-                            .map(|((_, p), _)| p.clone())
-                            .collect();
-                        for pod in pods {
-                            self.delete_gracefully(&ns, &pod, now);
-                        }
-                        self.refresh_budgets(now);
+                gone.map(|w| w.metadata.uid)
+            }
+        };
+        let Some(uid) = gone else {
+            return false;
+        };
+        // The garbage collector, as `kubectl delete`'s background propagation has it.
+        let owns = matches!(
+            kind,
+            Kind::PodGroup
+                | Kind::Pod
+                | Kind::NativePodGroup
+                | Kind::Workload
+                | Kind::JobSet
+                | Kind::LeaderWorkerSet
+                | Kind::ReplicaSet
+                | Kind::Deployment
+                | Kind::Job
+        );
+        if let Some(uid) = uid.filter(|_| owns) {
+            self.collect_garbage(&uid);
+            let owned_by =
+                |meta: &ObjectMeta| meta.owner_references.iter().flatten().any(|o| o.uid == uid);
+            match kind {
+                // Its Jobs, and through them their pods.
+                Kind::JobSet => {
+                    let jobs: Vec<String> = in_namespace(&self.jobs, &ns)
+                        .into_iter()
+                        .filter(|j| owned_by(&j.metadata))
+                        .map(|j| name_of(&j.metadata))
+                        .collect();
+                    for job in jobs {
+                        self.delete(Kind::Job, Some(&ns), &job, now);
                     }
                 }
-                gone.is_some()
-            }
-            Kind::ReplicaSet => {
-                let gone = self.replicasets.remove(&key);
-                if let Some(uid) = gone.as_ref().and_then(|r| r.metadata.uid.clone()) {
-                    self.collect_garbage(&uid);
-                    self.delete_owned_pods(&uid, now);
+                // Its StatefulSets, and through them their pods.
+                Kind::LeaderWorkerSet => {
+                    let pods: Vec<String> = in_namespace(&self.pods, &ns)
+                        .into_iter()
+                        .filter(|p| caldera_actors::lws::owned_by(p, name))
+                        .map(|p| name_of(&p.metadata))
+                        .collect();
+                    for pod in pods {
+                        self.delete_gracefully(&ns, &pod, now);
+                    }
+                    self.refresh_budgets(now);
                 }
-                gone.is_some()
-            }
-            Kind::Deployment => {
-                self.index.delete_workload(
-                    caldera_cache::derive::WorkloadKind::Deployment,
-                    &ns,
-                    name,
-                );
-                let gone = self.deployments.remove(&key);
-                if let Some(uid) = gone.as_ref().and_then(|d| d.metadata.uid.clone()) {
-                    self.collect_garbage(&uid);
-                    // Its ReplicaSets, and through them their pods.
-                    let sets: Vec<String> = self
-                        .replicasets
-                        .iter()
-                        .filter(|((n, _), r)| {
-                            *n == ns
-                                && r.metadata
-                                    .owner_references
-                                    .iter()
-                                    .flatten()
-                                    .any(|o| o.uid == uid)
-                        })
-                        .map(|((_, r), _)| r.clone())
+                // Its ReplicaSets, and through them their pods.
+                Kind::Deployment => {
+                    let sets: Vec<String> = in_namespace(&self.replicasets, &ns)
+                        .into_iter()
+                        .filter(|r| owned_by(&r.metadata))
+                        .map(|r| name_of(&r.metadata))
                         .collect();
                     for rs in sets {
                         self.delete(Kind::ReplicaSet, Some(&ns), &rs, now);
                     }
                 }
-                gone.is_some()
+                Kind::ReplicaSet | Kind::Job => self.delete_owned_pods(&uid, now),
+                _ => {}
             }
-            Kind::Job => {
-                self.index.delete_job(&ns, name);
-                let gone = self.jobs.remove(&key);
-                if let Some(uid) = gone.as_ref().and_then(|j| j.metadata.uid.clone()) {
-                    self.collect_garbage(&uid);
-                    self.delete_owned_pods(&uid, now);
-                }
-                gone.is_some()
-            }
-        };
-        if existed
-            && matches!(
-                kind,
-                // A pod's deletion takes its ephemeral claims with it.
-                Kind::StorageClass
-                    | Kind::PersistentVolume
-                    | Kind::PersistentVolumeClaim
-                    | Kind::Pod
-            )
-        {
+        }
+        // A pod's deletion takes its ephemeral claims with it.
+        if matches!(
+            kind,
+            Kind::StorageClass | Kind::PersistentVolume | Kind::PersistentVolumeClaim | Kind::Pod
+        ) {
             self.pv_controller(now);
         }
-        if existed {
-            self.generation += 1;
-        }
-        existed
+        self.generation += 1;
+        true
     }
 
     // ----- autoscaler requests -----
@@ -1867,17 +1774,14 @@ impl Store {
                 .annotations
                 .get_or_insert_with(Default::default)
                 .extend(annotations.clone());
-            self.put_pod(key, pod);
+            self.put_pod(pod);
         }
         self.generation += 1;
     }
 
     /// Stores a request as it is (a live cluster's, read back), without counting a creation.
     pub fn insert_request(&mut self, pr: ProvisioningRequest) {
-        let key = (ns_of(&pr.metadata), name_of(&pr.metadata));
-        self.index.apply_provisioning_request(&pr);
-        self.requests.insert(key, pr);
-        self.generation += 1;
+        let _ = self.put(pr);
     }
 
     /// Sets how many requests were created per PodGroup `namespace/name` (a live cluster's,
@@ -1923,7 +1827,7 @@ impl Store {
             }
             annotations.remove(caldera_api::ANNOTATION_CONSUME_PROVISIONING_REQUEST);
             annotations.remove(caldera_api::ANNOTATION_PROVISIONING_CLASS);
-            self.put_pod(key, pod);
+            self.put_pod(pod);
             self.generation += 1;
         }
     }
@@ -2009,10 +1913,8 @@ impl Store {
     /// Writes a pod and re-indexes it. The pod converted when it was stored, and the fields
     /// the callers change (nodeName, conditions, phase) cannot make conversion fail, so an
     /// error here would be a bug in this file; it is ignored rather than aborting a run.
-    fn put_pod(&mut self, key: Key, pod: Pod) {
-        let _ = self.index.apply_pod(&pod);
-        self.pods.insert(key, pod);
-        self.generation += 1;
+    fn put_pod(&mut self, pod: Pod) {
+        let _ = self.put(pod);
     }
 
     /// Binds a pod, as `pods/binding` does: sets `spec.nodeName` and `PodScheduled=True`.
@@ -2043,7 +1945,7 @@ impl Store {
         }
         spec.node_name = Some(node.to_string());
         set_condition(&mut pod, "PodScheduled", "True", None, None, now);
-        self.put_pod(key, pod);
+        self.put_pod(pod);
         Ok(())
     }
 
@@ -2082,7 +1984,7 @@ impl Store {
         pod.status
             .get_or_insert_with(Default::default)
             .nominated_node_name = Some(node.to_string());
-        self.put_pod(key, pod);
+        self.put_pod(pod);
         Ok(())
     }
 
@@ -2116,7 +2018,7 @@ impl Store {
         if pod.status == before {
             return false;
         }
-        self.put_pod(key, pod);
+        self.put_pod(pod);
         true
     }
 
@@ -2141,7 +2043,7 @@ impl Store {
             return false;
         }
         status.nominated_node_name = node.map(str::to_string);
-        self.put_pod(key, pod);
+        self.put_pod(pod);
         true
     }
 
@@ -2169,7 +2071,7 @@ impl Store {
         status.phase = Some("Failed".into());
         status.reason = Some(reason.to_string());
         status.message = Some(message.to_string());
-        self.put_pod(key, pod);
+        self.put_pod(pod);
         true
     }
 
@@ -2184,7 +2086,7 @@ impl Store {
         if !kubelet::set_phase(status, phase, now) {
             return false;
         }
-        self.put_pod(key, pod);
+        self.put_pod(pod);
         self.refresh_budgets(now);
         true
     }
@@ -2308,9 +2210,7 @@ impl Store {
         }
         pg.status = Some(status);
         // Converted when stored; a status built from the model converts as well.
-        let _ = self.index.apply_podgroup(&pg);
-        self.podgroups.insert(key, pg);
-        self.generation += 1;
+        let _ = self.put(pg);
         true
     }
 
@@ -2338,9 +2238,7 @@ impl Store {
         if annotations.get(caldera_model::HOLDS_ANNOTATION) == before.as_ref() {
             return false;
         }
-        let _ = self.index.apply_podgroup(&pg);
-        self.podgroups.insert(key, pg);
-        self.generation += 1;
+        let _ = self.put(pg);
         true
     }
 
@@ -2354,9 +2252,7 @@ impl Store {
         }
         q.status = Some(status);
         // Converted when stored; a status built from the model converts as well.
-        let _ = self.index.apply_queue(&q);
-        self.queues.insert(name.to_string(), q);
-        self.generation += 1;
+        let _ = self.put(q);
         true
     }
 }
