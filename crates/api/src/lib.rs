@@ -20,6 +20,7 @@ mod schema;
 mod string_enum;
 #[cfg(test)]
 mod structural_tests;
+pub mod validation;
 mod well_known;
 
 pub use crd::{crds, crds_yaml, Error, Result};

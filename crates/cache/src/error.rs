@@ -39,6 +39,22 @@ pub enum ObjectKind {
     ResourceClaim,
     /// `resource.k8s.io/v1` ResourceClaimTemplate.
     ResourceClaimTemplate,
+    /// `v1` Namespace.
+    Namespace,
+    /// `policy/v1` PodDisruptionBudget.
+    PodDisruptionBudget,
+    /// `batch/v1` Job.
+    Job,
+    /// `jobset.x-k8s.io` JobSet.
+    JobSet,
+    /// `leaderworkerset.x-k8s.io` LeaderWorkerSet.
+    LeaderWorkerSet,
+    /// `apps/v1` ReplicaSet.
+    ReplicaSet,
+    /// `apps/v1` Deployment.
+    Deployment,
+    /// `scheduling.k8s.io/v1alpha2` Workload.
+    Workload,
 }
 
 impl ObjectKind {
@@ -60,6 +76,14 @@ impl ObjectKind {
             Self::ResourceSlice => "resourceslice",
             Self::ResourceClaim => "resourceclaim",
             Self::ResourceClaimTemplate => "resourceclaimtemplate",
+            Self::Namespace => "namespace",
+            Self::PodDisruptionBudget => "poddisruptionbudget",
+            Self::Job => "job",
+            Self::JobSet => "jobset",
+            Self::LeaderWorkerSet => "leaderworkerset",
+            Self::ReplicaSet => "replicaset",
+            Self::Deployment => "deployment",
+            Self::Workload => "workload",
         }
     }
 }

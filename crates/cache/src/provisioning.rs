@@ -148,11 +148,7 @@ fn labels(need: &CapacityNeed) -> BTreeMap<String, String> {
 }
 
 fn valid_label_value(v: &str) -> bool {
-    v.len() <= 63
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && v.bytes().next().is_none_or(|b| b.is_ascii_alphanumeric())
-        && v.bytes().last().is_none_or(|b| b.is_ascii_alphanumeric())
+    caldera_api::validation::label_value(v).is_empty()
 }
 
 fn meta(need: &CapacityNeed, name: String) -> ObjectMeta {

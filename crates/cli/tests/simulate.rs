@@ -266,6 +266,66 @@ spec:
 }
 
 #[test]
+fn names_a_real_server_refuses_are_refused_with_its_rule() {
+    let subdomain = "Invalid value: \"nodeA\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+    let manifests = temp_file(
+        "names.yaml",
+        "apiVersion: v1
+kind: Node
+metadata: {name: nodeA}
+",
+    );
+    let out = caldera(&["simulate", "-f", manifests.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "names.yaml: document 1: node nodeA: metadata.name: {subdomain}"
+        )),
+        "{stderr}"
+    );
+
+    let pod = temp_file(
+        "pod.yaml",
+        "apiVersion: v1
+kind: Pod
+metadata: {name: p_1}
+spec:
+  containers: [{name: main}]
+",
+    );
+    let out = caldera(&["simulate", "-f", pod.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("pod default/p_1: metadata.name: Invalid value: \"p_1\": a lowercase RFC 1123 subdomain"),
+        "{stderr}"
+    );
+
+    let scenario = temp_file(
+        "scenario.yaml",
+        "apiVersion: caldera.sh/v1alpha1
+kind: Scenario
+metadata: {name: bad-node-name}
+spec:
+  steps:
+  - apply:
+    - apiVersion: v1
+      kind: Node
+      metadata: {name: nodeA}
+  - run: 1s
+",
+    );
+    let out = caldera(&["simulate", scenario.to_str().unwrap()], None);
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("node nodeA: metadata.name: {subdomain}")),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn the_seed_statefulset_is_expanded_and_ordered_ready_says_why_it_waits() {
     let nodes = temp_file(
         "gpu-nodes.yaml",

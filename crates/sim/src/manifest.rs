@@ -551,6 +551,7 @@ pub fn typed<T: DeserializeOwned>(value: Value, origin: &Origin) -> Result<T> {
 /// Converts the object the way the scheduler will, so bad content fails at load time with the
 /// field named, not in the middle of a run.
 pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
+    validate_meta(object)?;
     match object {
         Object::Namespace(_) => Ok(()),
         Object::PriorityClass(pc) => caldera_cache::priority_class(pc).map(drop),
@@ -583,6 +584,72 @@ pub fn validate(object: &Object) -> Result<(), caldera_cache::Error> {
         // with the message): a derived gang reports, it does not refuse the workload.
         Object::JobSet(_) | Object::LeaderWorkerSet(_) => Ok(()),
     }
+}
+
+/// kube-apiserver's checks of the object's name, namespace and labels
+/// ([`caldera_api::validation::object_meta`]): a Namespace's name is a DNS-1123 label, any
+/// other a subdomain. The first problem is the error, naming the object, the field and the
+/// rule as the server words it (`node nodeA: metadata.name: Invalid value: "nodeA": a
+/// lowercase RFC 1123 subdomain must consist of …`).
+fn validate_meta(object: &Object) -> Result<(), caldera_cache::Error> {
+    use caldera_api::validation::{self, NameRule};
+    use caldera_cache::ObjectKind;
+    let kind = object.kind();
+    let rule = match kind {
+        Kind::Namespace => NameRule::Label,
+        _ => NameRule::Subdomain,
+    };
+    let meta = object.meta();
+    let namespace = meta
+        .namespace
+        .as_deref()
+        .filter(|ns| kind.namespaced() && !ns.is_empty());
+    let labels = meta.labels.iter().flatten();
+    let causes = validation::object_meta(
+        object.name(),
+        rule,
+        namespace,
+        labels.map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    let Some((field, message)) = causes.into_iter().next() else {
+        return Ok(());
+    };
+    let object_kind = match kind {
+        Kind::Namespace => ObjectKind::Namespace,
+        Kind::PriorityClass => ObjectKind::PriorityClass,
+        Kind::Queue => ObjectKind::Queue,
+        Kind::Node => ObjectKind::Node,
+        Kind::HyperNode => ObjectKind::HyperNode,
+        Kind::PodGroup => ObjectKind::PodGroup,
+        Kind::Workload => ObjectKind::Workload,
+        Kind::NativePodGroup => ObjectKind::NativePodGroup,
+        Kind::Pod => ObjectKind::Pod,
+        Kind::PodDisruptionBudget => ObjectKind::PodDisruptionBudget,
+        Kind::StorageClass => ObjectKind::StorageClass,
+        Kind::CSINode => ObjectKind::CsiNode,
+        Kind::PersistentVolume => ObjectKind::PersistentVolume,
+        Kind::PersistentVolumeClaim => ObjectKind::PersistentVolumeClaim,
+        Kind::Job => ObjectKind::Job,
+        Kind::JobSet => ObjectKind::JobSet,
+        Kind::LeaderWorkerSet => ObjectKind::LeaderWorkerSet,
+        Kind::DeviceClass => ObjectKind::DeviceClass,
+        Kind::ResourceSlice => ObjectKind::ResourceSlice,
+        Kind::ResourceClaim => ObjectKind::ResourceClaim,
+        Kind::ResourceClaimTemplate => ObjectKind::ResourceClaimTemplate,
+        Kind::ReplicaSet => ObjectKind::ReplicaSet,
+        Kind::Deployment => ObjectKind::Deployment,
+    };
+    let name = if kind.namespaced() {
+        format!("{}/{}", namespace.unwrap_or("default"), object.name())
+    } else {
+        object.name().to_string()
+    };
+    Err(caldera_cache::Error {
+        kind: object_kind,
+        object: name,
+        field,
+        problem: caldera_cache::Problem::Invalid(message),
+    })
 }
 
 /// Whether a workload's pods would convert: its template as a pod named as the workload.

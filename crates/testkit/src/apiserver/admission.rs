@@ -579,7 +579,6 @@ pub(crate) fn established_crd_status(crd: &Value) -> Value {
     })
 }
 
-/// RFC 1123 subdomain (most object names) or label (namespaces).
 /// kube-apiserver's strict checks of an Event created through `events.k8s.io/v1`
 /// (`ValidateEventCreate`): `eventTime`, `reportingController`, `reportingInstance`, `action`
 /// and `reason` are required, `type` is `Normal` or `Warning`, `note` is at most 1 kB, the
@@ -639,31 +638,6 @@ pub(crate) fn validate_v1_event(event: &Value) -> Vec<(String, String)> {
         }
     }
     errors
-}
-
-pub(crate) fn name_problem(name: &str, label_only: bool) -> Option<String> {
-    let limit = if label_only { 63 } else { 253 };
-    let valid_part = |p: &str| {
-        !p.is_empty()
-            && p.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !p.starts_with('-')
-            && !p.ends_with('-')
-    };
-    let ok = name.len() <= limit
-        && if label_only {
-            valid_part(name)
-        } else {
-            name.split('.').all(valid_part)
-        };
-    if ok {
-        return None;
-    }
-    Some(if label_only {
-        format!("Invalid value: \"{name}\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-    } else {
-        format!("Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
-    })
 }
 
 #[cfg(test)]
@@ -827,13 +801,5 @@ mod tests {
             .map(|(f, _)| f)
             .collect();
         assert_eq!(fields, ["eventTime", "type", "series.count"]);
-    }
-
-    #[test]
-    fn names_are_validated() {
-        assert_eq!(name_problem("a.b-c", false), None);
-        assert!(name_problem("A", false).is_some());
-        assert!(name_problem("a.b", true).is_some());
-        assert!(name_problem("-a", true).is_some());
     }
 }

@@ -73,12 +73,7 @@ fn normalized_uuid(s: &str) -> bool {
 }
 
 fn dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+    caldera_api::validation::dns1123_label(s).is_empty()
 }
 
 /// `v1helper.IsExtendedResourceName`: a qualified name with a domain that is not

@@ -11,7 +11,7 @@ use caldera_model::{overcommit_allowed, parse_quantity, Scale};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-use super::admission::name_problem;
+use caldera_api::validation;
 
 /// The field errors of the pod spec `spec` found at `path` (`spec`, `template.spec`).
 pub(crate) fn validate_pod_spec(spec: &Value, path: &str) -> Vec<(String, String)> {
@@ -46,8 +46,11 @@ fn containers_errors(
         let name = c["name"].as_str().unwrap_or_default();
         if name.is_empty() {
             errors.push((format!("{path}.name"), "Required value".into()));
-        } else if let Some(problem) = name_problem(name, true) {
-            errors.push((format!("{path}.name"), problem));
+        } else if let Some(problem) = validation::dns1123_label(name).into_iter().next() {
+            errors.push((
+                format!("{path}.name"),
+                format!("Invalid value: \"{name}\": {problem}"),
+            ));
         } else if !names.insert(name.to_string()) {
             errors.push((
                 format!("{path}.name"),
@@ -200,38 +203,9 @@ fn resource_name_errors(name: &str, path: &str) -> Vec<(String, String)> {
     Vec::new()
 }
 
-/// `validation.IsQualifiedName`: an optional DNS-1123 subdomain prefix and `/`, then a name of
-/// at most 63 alphanumerics, `-`, `_` or `.`, starting and ending alphanumeric.
+/// The first of `validation.IsQualifiedName`'s messages, if any.
 fn qualified_name_problem(value: &str) -> Option<String> {
-    let (prefix, name) = match value.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, value),
-    };
-    if name.contains('/') {
-        return Some("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')".into());
-    }
-    if let Some(p) = prefix {
-        if p.is_empty() {
-            return Some("prefix part must be non-empty".into());
-        }
-        if name_problem(p, false).is_some() {
-            return Some("prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into());
-        }
-    }
-    let alnum = |b: u8| b.is_ascii_alphanumeric();
-    if name.is_empty() {
-        return Some("name part must be non-empty".into());
-    }
-    if name.len() > 63 {
-        return Some("name part must be no more than 63 characters".into());
-    }
-    let bytes = name.as_bytes();
-    let ok = bytes
-        .iter()
-        .all(|&b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
-        && bytes.first().is_some_and(|&b| alnum(b))
-        && bytes.last().is_some_and(|&b| alnum(b));
-    (!ok).then(|| "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".into())
+    validation::qualified_name(value).into_iter().next()
 }
 
 #[cfg(test)]

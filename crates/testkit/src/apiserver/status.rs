@@ -137,15 +137,7 @@ impl ApiError {
         } else {
             format!("{}.{}", def.kind, def.group)
         };
-        let text: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
-        let message = if text.len() == 1 {
-            format!("{kind_qualified} \"{name}\" is invalid: {}", text.join(""))
-        } else {
-            format!(
-                "{kind_qualified} \"{name}\" is invalid: [{}]",
-                text.join(", ")
-            )
-        };
+        let message = caldera_api::validation::invalid_message(&kind_qualified, name, causes);
         let mut err = Self::new(422, "Invalid", message).with_details(def.group, def.kind, name);
         if let Some(Value::Object(d)) = err.details.as_mut() {
             let causes: Vec<Value> = causes
