@@ -1,5 +1,5 @@
 //! `caldera bench perf CONFIG`: kube-scheduler's own benchmark workloads (scheduler_perf's
-//! config format, [`format`]) run in-process against Caldera's session on the simulator's
+//! config format, [`mod@format`]) run in-process against Caldera's session on the simulator's
 //! store, with native `scheduling.k8s.io` PodGroups, reporting `SchedulingThroughput` as
 //! scheduler_perf does (average and percentiles of throughput samples, pods/s).
 //!
