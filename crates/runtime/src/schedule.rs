@@ -60,6 +60,11 @@ fn run_timed(scheduler: &Scheduler, snapshot: &Snapshot, now: Time) -> Timed {
 struct LoopState {
     /// The last session placed nothing (logged once at info).
     idle: bool,
+    /// The `default` queue has been seen in this term: not asked for again.
+    default_queue: bool,
+    /// The `root` queue has been seen in this term; only asked for while the config uses the
+    /// queue tree.
+    root_queue: bool,
     /// Gate mode: members released in this term, when, and whether their overrun was
     /// reported.
     released: HashMap<Arc<str>, (Instant, bool)>,
@@ -133,9 +138,12 @@ pub(crate) async fn run(
         }
         seen_changes = Some(shared.changes());
         let mut writes = Vec::new();
-        ensure_queue(&shared, &mut writes, caldera_api::DEFAULT_QUEUE, true);
-        if uses_queue_tree(&active.config) {
-            ensure_queue(&shared, &mut writes, caldera_api::ROOT_QUEUE, false);
+        if !state.default_queue {
+            state.default_queue =
+                ensure_queue(&shared, &mut writes, caldera_api::DEFAULT_QUEUE, true);
+        }
+        if !state.root_queue && uses_queue_tree(&active.config) {
+            state.root_queue = ensure_queue(&shared, &mut writes, caldera_api::ROOT_QUEUE, false);
         }
         ensure_derived_podgroups(&shared, &mut state, &mut writes);
         // A pause that raced with the start of this term (the leadership guard saw the old
@@ -162,10 +170,16 @@ fn uses_queue_tree(config: &caldera_config::SchedulerConfig) -> bool {
 /// it) only while the queue tree is in use, so a flat cluster gets no object it has no use for.
 /// Scheduling never waits for either: a missing `default` is implicit and a missing `root` is
 /// virtual. Asked again each session until the watch shows it (the writer keeps one create
-/// per Queue waiting; a 409 means it is there).
-fn ensure_queue(shared: &Shared, writes: &mut Vec<ObjectWrite>, name: &str, reclaimable: bool) {
+/// per Queue waiting; a 409 means it is there), then not again in this leadership term.
+/// Whether the cache holds it.
+fn ensure_queue(
+    shared: &Shared,
+    writes: &mut Vec<ObjectWrite>,
+    name: &str,
+    reclaimable: bool,
+) -> bool {
     if shared.lock_cluster().has_queue(name) {
-        return;
+        return true;
     }
     writes.push(ObjectWrite {
         kind: Owned::Queue,
@@ -176,6 +190,7 @@ fn ensure_queue(shared: &Shared, writes: &mut Vec<ObjectWrite>, name: &str, recl
             "spec": { "weight": 1, "reclaimable": reclaimable },
         })),
     });
+    false
 }
 
 /// How long a derived PodGroup this term asked for is not asked again while the watch has not
