@@ -139,21 +139,14 @@ impl ObjectWrite {
                     .map_err(failed)
             }
             ObjectOp::Patch(patch) | ObjectOp::PatchStatus(patch) => {
-                let part = match self.op {
-                    ObjectOp::PatchStatus(_) => Part::Status,
-                    _ => Part::Object,
+                let part = if matches!(self.op, ObjectOp::PatchStatus(_)) {
+                    Part::Status
+                } else {
+                    Part::Object
                 };
-                let patch = Patch::Merge(patch.clone());
-                writes::patch(
-                    &api,
-                    field_manager,
-                    &self.name,
-                    part,
-                    patch,
-                    kind,
-                    object.clone(),
-                )
-                .await
+                let (name, patch) = (&self.name, Patch::Merge(patch.clone()));
+                writes::patch_object(&api, field_manager, name, part, patch, kind, object.clone())
+                    .await
             }
             ObjectOp::Delete { uid } => {
                 let params = DeleteParams {

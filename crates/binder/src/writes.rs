@@ -190,7 +190,7 @@ pub(crate) enum Part {
 
 /// `PATCH` of `name` (its `status` subresource for [`Part::Status`]) under the field manager:
 /// the new resourceVersion; a failure is an [`Error::Status`] of `kind` about `object`.
-pub(crate) async fn patch<K>(
+pub(crate) async fn patch_object<K>(
     api: &Api<K>,
     field_manager: &str,
     name: &str,
@@ -259,7 +259,7 @@ async fn pod_status(
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let object = format!("{namespace}/{name}");
     let patch = Patch::Strategic(patch);
-    self::patch(
+    patch_object(
         &api,
         field_manager,
         name,
@@ -314,7 +314,7 @@ pub async fn nominate(
     let api: Api<Pod> = Api::namespaced(client.clone(), &n.namespace);
     let object = format!("{}/{}", n.namespace, n.name);
     let patch = Patch::Merge(preemptor_nomination_patch(n));
-    self::patch(
+    patch_object(
         &api,
         field_manager,
         &n.name,
@@ -410,7 +410,7 @@ pub async fn move_holds(
     let object = format!("{}/{}", w.namespace, w.name);
     let patch = Patch::Merge(move_holds_patch(w));
     let kind = WriteKind::ConsolidationHolds;
-    self::patch(
+    patch_object(
         &api,
         field_manager,
         &w.name,
@@ -435,7 +435,7 @@ pub async fn podgroup_status(
     let object = format!("{namespace}/{name}");
     let patch = Patch::Merge(podgroup_status_patch(s));
     let kind = WriteKind::PodGroupStatus;
-    self::patch(&api, field_manager, name, Part::Status, patch, kind, object).await
+    patch_object(&api, field_manager, name, Part::Status, patch, kind, object).await
 }
 
 /// The strategic merge patch of a native PodGroup's `status`: only its `PodGroupScheduled`
@@ -473,7 +473,7 @@ pub async fn native_podgroup_status(
     let object = format!("{namespace}/{name}");
     let patch = Patch::Strategic(patch);
     let kind = WriteKind::PodGroupStatus;
-    self::patch(&api, field_manager, name, Part::Status, patch, kind, object).await
+    patch_object(&api, field_manager, name, Part::Status, patch, kind, object).await
 }
 
 /// The merge patch of a Queue's `status`: the PodGroup counts and `allocated` (resources that
@@ -552,7 +552,7 @@ pub async fn queue_status(
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(QUEUE));
     let patch = Patch::Merge(queue_status_patch(s, old));
     let kind = WriteKind::QueueStatus;
-    self::patch(
+    patch_object(
         &api,
         field_manager,
         name,
