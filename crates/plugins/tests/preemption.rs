@@ -386,3 +386,68 @@ fn held_room_is_kept_from_a_job_of_equal_or_lower_priority() {
         assert_eq!(nominations(&plan), [("other-0", Some("n1"))]);
     }
 }
+
+/// An elastic gang (3 members, minimum 2) runs two members; allocate places its third in the
+/// session where a higher-priority gang needs the room. Preempt must not take the two bound
+/// members as "the whole gang": the third would run alone below the minimum (found by the
+/// replay's property test). Only the surplus member may go this session, which does not make
+/// room, so nothing is evicted; the gang is a whole victim again once its bind has landed.
+#[test]
+fn a_gang_placed_in_this_session_is_not_taken_as_a_whole() {
+    let mut c = Cluster::new()
+        .queue(queue("q0"))
+        .node(node("n0").gpus(8).cpu(64))
+        .node(node("n1").gpus(4).cpu(64))
+        .group(
+            podgroup("ns", "low")
+                .min_member(2)
+                .priority(0)
+                .queue("q0")
+                .created(0),
+        )
+        .group(
+            podgroup("ns", "high")
+                .min_member(2)
+                .priority(5)
+                .queue("q0")
+                .created(10),
+        );
+    for (i, on) in [Some("n0"), Some("n1"), None].into_iter().enumerate() {
+        let mut p = pod("ns", &format!("low-{i}"))
+            .group("low")
+            .gpus(3)
+            .priority(0);
+        if let Some(n) = on {
+            p = p.on(n).running();
+        }
+        c = c.pod(p);
+    }
+    for i in 0..2 {
+        c = c.pod(
+            pod("ns", &format!("high-{i}"))
+                .group("high")
+                .gpus(4)
+                .priority(5)
+                .created(10),
+        );
+    }
+    let snap = c.snapshot();
+    let plan = run(&snap);
+    assert_eq!(binds(&plan), [("low-2", "n0")], "{plan:?}");
+    let evicted: Vec<&str> = plan.evictions.iter().map(|e| &*e.name).collect();
+    assert!(evicted.is_empty(), "evicted {evicted:?} while low-2 binds");
+
+    // The next session sees low-2 bound: the gang, all three members, is one victim.
+    let mut next = snap.clone();
+    next.record(&plan);
+    let low2 = next
+        .tasks
+        .iter()
+        .position(|t| &*t.name == "low-2")
+        .expect("low-2");
+    next.tasks[low2].status = TaskStatus::Running;
+    let plan = run(&next);
+    let mut evicted: Vec<&str> = plan.evictions.iter().map(|e| &*e.name).collect();
+    evicted.sort();
+    assert_eq!(evicted, ["low-0", "low-1", "low-2"], "{plan:?}");
+}

@@ -156,3 +156,42 @@ fn fractional_jobs_are_refused_with_the_reason_never_run_as_whole_gpus() {
     assert_eq!(m.refused_reasons.get(timeline::FRACTION_REFUSED), Some(&1));
     assert!(run.jobs[0].start_ms.is_none());
 }
+
+/// CI found this one (stop 41's run): allocate placed the third member of an elastic gang
+/// (3 members, minimum 2), then preempt took the gang's two bound members as "the whole gang"
+/// for a higher-priority job, and the third ran alone for 84 s. A gang still being placed is
+/// no whole-gang victim now.
+#[test]
+fn no_gang_runs_in_part_under_preemption_ci_case() {
+    let spec = |name: &str,
+                submit: i64,
+                dur: i64,
+                members: u32,
+                min: u32,
+                gpu: u32,
+                queue: &str,
+                prio: i32,
+                pre: bool| {
+        let mut j = JobSpec::new(name, submit, dur, members, Gpu::whole(gpu));
+        j.min_members = min;
+        j.cpu_milli = 1000;
+        j.queue = queue.to_string();
+        j.priority = prio;
+        j.preemptible = pre;
+        j
+    };
+    let jobs = vec![
+        spec("job-0", 21000, 20000, 2, 1, 4, "default", 0, false),
+        spec("job-1", 21000, 54000, 3, 2, 4, "a", 2, true),
+        spec("job-2", 73000, 86000, 3, 2, 3, "a", 0, false),
+        spec("job-3", 6000, 88000, 2, 2, 4, "default", 0, true),
+    ];
+    let inputs = timeline::Inputs {
+        config: config(true),
+        objects: nodes(&[8, 4, 2]),
+        jobs,
+    };
+    let run = timeline::run(&inputs, timeline::SessionPolicy::Events).unwrap();
+    assert!(run.violations.is_empty(), "{:?}", run.violations);
+    assert_eq!(run.partial_gang_ms, 0);
+}

@@ -89,7 +89,17 @@ pub(super) fn units_of(ssn: &Session, v: usize) -> Vec<Unit> {
             }
         }
     }
-    if young.is_empty() {
+    // A gang with a member placed in this session, or whose bind is still in flight, is not
+    // settled: taking its bound members as "the whole gang" would leave that member running
+    // alone below the gang's minimum. It is a whole unit again once the bind has landed (as
+    // consolidation's units are).
+    let settling = job.tasks.iter().any(|&t| {
+        matches!(
+            st.tasks[t].status,
+            TaskStatus::Allocated | TaskStatus::Binding
+        )
+    });
+    if young.is_empty() && !settling {
         out.push(unit(bound, true));
     }
     out
