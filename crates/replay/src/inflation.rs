@@ -83,7 +83,9 @@ pub fn arrivals(trace: &[JobSpec], capacity_milli: u64, arrival: f64, seed: u64)
             let i = rng.below(pods.len());
             total -= pods.remove(i).gpu_milli_total();
         }
-    } else if !sorted.is_empty() {
+    } else if sorted.iter().any(|p| p.gpu.milli() > 0) {
+        // (Draws only add what asks GPUs: a trace of CPU pods alone would never reach the
+        // target, and is replayed as it is.)
         let mut i = 0;
         loop {
             let mut pod = sorted[rng.below(sorted.len())].clone();

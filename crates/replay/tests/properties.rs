@@ -195,3 +195,23 @@ fn no_gang_runs_in_part_under_preemption_ci_case() {
     assert!(run.violations.is_empty(), "{:?}", run.violations);
     assert_eq!(run.partial_gang_ms, 0);
 }
+
+/// A trace whose pods ask no GPU has nothing to inflate toward the GPU target: it is replayed
+/// as it is (the draws looped for ever before; the property test above found it).
+#[test]
+fn an_inflation_of_cpu_pods_alone_ends() {
+    let jobs: Vec<JobSpec> = (0..3)
+        .map(|i| {
+            let mut j = JobSpec::new(&format!("c{i}"), 0, 0, 1, Gpu::whole(0));
+            j.cpu_milli = 1000;
+            j
+        })
+        .collect();
+    let inputs = timeline::Inputs {
+        config: config(false),
+        objects: nodes(&[2]),
+        jobs,
+    };
+    let r = inflation::run(&inputs, 1.3, 7, 1).unwrap();
+    assert_eq!((r.submitted, r.placed, r.failed), (3, 3, 0));
+}
