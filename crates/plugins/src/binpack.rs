@@ -4,6 +4,13 @@
 //! score = Σ over requested resources with a weight of weight × (used + request)/allocatable,
 //! divided by Σ of those weights, × 10 × `binpack.weight`; a resource that would not fit
 //! scores the node 0.
+//!
+//! **DRA devices**: a member whose one claim asks devices of one class, whole or a share of
+//! each ([`caldera_session::devices::Devices::share_ask`]), is scored on that class as on a
+//! resource named by the class (`binpack.resources: gpu.nvidia.com`): allocatable is the
+//! node's devices of the class, used what they hold (a device half taken counts ½), the
+//! request `count × share`. So binpack packs shared GPUs as it packs `nvidia.com/gpu`, which
+//! a node whose GPUs are DRA devices does not list.
 
 use caldera_config::PluginOption;
 use caldera_model::{Node, Task};
@@ -39,9 +46,22 @@ impl Plugin for Binpack {
         self.weight > 0.0
     }
 
-    fn score(&self, _state: &State, task: &Task, node: &Node) -> f64 {
+    fn score(&self, state: &State, task: &Task, node: &Node) -> f64 {
         let mut score = 0.0;
         let mut weights = 0.0;
+        if let Some(ask) = state.trackers.devices.share_ask(task) {
+            if let Some(&w) = self.resources.get(&*ask.class).filter(|&&w| w > 0.0) {
+                let rooms = state.trackers.devices.rooms(node, &ask.class);
+                let alloc = rooms.len() as u64 * 1000;
+                let used: u64 = rooms.iter().map(|&r| 1000 - u64::from(r.min(1000))).sum();
+                let req = u64::from(ask.count) * u64::from(ask.milli);
+                if alloc == 0 || used + req > alloc {
+                    return 0.0;
+                }
+                score += w * (used + req) as f64 / alloc as f64;
+                weights += w;
+            }
+        }
         for (name, req) in task.request.iter() {
             let Some(&w) = self.resources.get(name) else {
                 continue;

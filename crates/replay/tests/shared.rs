@@ -124,3 +124,53 @@ fn fgd_puts_shares_together_so_whole_gpus_stay_whole() {
     assert!(orders.len() > 1, "the seeds gave one order only");
     assert!(spread_failed > 0, "spreading never split the halves");
 }
+
+/// `examples/replay/bestfit-scheduler.conf`, with its weight on the GPUs' DeviceClass set to
+/// `class_weight`.
+fn bestfit(class_weight: u32) -> SchedulerConfig {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/replay/bestfit-scheduler.conf"
+    ))
+    .unwrap();
+    let line = "binpack.resources.gpu.nvidia.com: 1";
+    assert!(
+        text.contains(line),
+        "the example config weighs the GPU class"
+    );
+    let text = text.replace(
+        line,
+        &format!("binpack.resources.gpu.nvidia.com: {class_weight}"),
+    );
+    caldera_config::parse(&text, None).unwrap()
+}
+
+#[test]
+fn binpack_weighs_shared_gpus_by_what_their_devices_hold() {
+    // A 4-GPU node and a 2-GPU node, their GPUs shared DRA devices (the trace has a fraction);
+    // a 1-GPU and a 0.5-GPU member, then a 4-GPU one, in every order the seeds give. Binpack
+    // weighing the GPU class sends the small ones to the 2-GPU node (fuller by GPUs, equal by
+    // CPU), so the 4-GPU member finds its node whole. Weighing CPU alone, the small ones tie
+    // on CPU and some orders split the 4-GPU node.
+    let jobs = vec![
+        pod("one", Gpu::whole(1)),
+        pod("half", Gpu::from_milli(500).unwrap()),
+        pod("four", Gpu::whole(4)),
+    ];
+    let mut cpu_only_failed = 0;
+    for seed in 0..12 {
+        let inputs = Inputs {
+            config: bestfit(1),
+            objects: nodes(&[4, 2]),
+            jobs: jobs.clone(),
+        };
+        let r = inflation::run(&inputs, 0.92, seed, 1).unwrap();
+        assert_eq!((r.placed, r.failed), (3, 0), "seed {seed}: {:?}", r.refused);
+        let inputs = Inputs {
+            config: bestfit(0),
+            ..inputs
+        };
+        cpu_only_failed += inflation::run(&inputs, 0.92, seed, 1).unwrap().failed;
+    }
+    assert!(cpu_only_failed > 0, "CPU alone never split the 4-GPU node");
+}
