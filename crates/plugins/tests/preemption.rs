@@ -451,3 +451,55 @@ fn a_gang_placed_in_this_session_is_not_taken_as_a_whole() {
     evicted.sort();
     assert_eq!(evicted, ["low-0", "low-1", "low-2"], "{plan:?}");
 }
+
+/// A preemptor kept off the only node by a lower-priority pod's required anti-affinity (and by
+/// nothing else: the node has room) evicts that pod, as kube-scheduler's preemption does: an
+/// eviction search takes a victim's inter-pod terms off its node with it. Before, the victim
+/// still counted while the search took it off, so no victim set could help and the preemptor
+/// waited for ever.
+#[test]
+fn a_victims_anti_affinity_goes_with_it_in_the_search() {
+    let snap = Cluster::new()
+        .queue(queue("q0"))
+        .node(
+            node("n0")
+                .gpus(8)
+                .cpu(64)
+                .label("kubernetes.io/hostname", "n0"),
+        )
+        .group(podgroup("ns", "low").min_member(1).priority(0).queue("q0"))
+        .pod(
+            pod("ns", "low-0")
+                .group("low")
+                .gpus(1)
+                .priority(0)
+                .label("app", "low")
+                .anti_affinity("app", "high", "kubernetes.io/hostname")
+                .on("n0")
+                .running(),
+        )
+        .group(
+            podgroup("ns", "high")
+                .min_member(1)
+                .priority(5)
+                .queue("q0")
+                .created(10),
+        )
+        .pod(
+            pod("ns", "high-0")
+                .group("high")
+                .gpus(1)
+                .priority(5)
+                .label("app", "high")
+                .created(10),
+        )
+        .snapshot();
+    let plan = run(&snap);
+    let evicted: Vec<&str> = plan.evictions.iter().map(|e| &*e.name).collect();
+    assert_eq!(evicted, ["low-0"], "{plan:?}");
+    assert_eq!(nominations(&plan), [("high-0", Some("n0"))]);
+    assert!(
+        plan.binds.is_empty(),
+        "the preemptor waits for its victim to go"
+    );
+}

@@ -224,6 +224,12 @@ pub struct InterPod {
     deferred: Cell<bool>,
     /// Per node: the members held there now (see "Nominated pods" above), by task index.
     nominated: HashMap<u32, Vec<(usize, Counted)>>,
+    /// (namespace, name) of each of `pods`, to find a task among them ([`InterPod::leave`]).
+    names: Vec<(Arc<str>, Arc<str>)>,
+    /// `pods` by (namespace, name), built on the first [`InterPod::leave`].
+    by_name: OnceCell<HashMap<(Arc<str>, Arc<str>), u32>>,
+    /// Which of `pods` an eviction search has taken off their nodes (empty: none yet).
+    away: Vec<bool>,
     /// How many of them carry required anti-affinity.
     nominated_anti: usize,
 }
@@ -240,6 +246,7 @@ impl PartialEq for InterPod {
                 .zip(&other.placed)
                 .all(|((a, p), (b, q))| a == b && p.node == q.node)
             && nominated_set(&self.nominated) == nominated_set(&other.nominated)
+            && away_set(&self.away) == away_set(&other.away)
     }
 }
 
@@ -251,6 +258,14 @@ fn nominated_set(nominated: &HashMap<u32, Vec<(usize, Counted)>>) -> Vec<(u32, u
         .collect();
     out.sort_unstable();
     out
+}
+
+/// The indexes of pods taken off their nodes.
+fn away_set(away: &[bool]) -> Vec<usize> {
+    away.iter()
+        .enumerate()
+        .filter_map(|(i, &a)| a.then_some(i))
+        .collect()
 }
 
 /// The identity of a term: its address (see [`Matcher`]).
@@ -267,17 +282,20 @@ impl InterPod {
                 .ok()
                 .map(|i| i as u32)
         };
+        let mut names = Vec::with_capacity(pods.len());
         let pods: Vec<Counted> = pods
             .iter()
             .filter_map(|p| {
-                Some(Counted {
+                let c = Counted {
                     namespace: p.namespace.clone(),
                     labels: p.labels.clone(),
                     node: index(&p.node)?,
                     terminating: p.terminating,
                     anti: p.anti_affinity.clone(),
                     soft: p.scoring_terms.clone(),
-                })
+                };
+                names.push((p.namespace.clone(), p.name.clone()));
+                Some(c)
             })
             .collect();
         let anti_pods = pods.iter().filter(|p| !p.anti.is_empty()).count();
@@ -286,6 +304,7 @@ impl InterPod {
             pods,
             anti_pods,
             soft_pods,
+            names,
             ..Default::default()
         }
     }
@@ -375,7 +394,57 @@ impl InterPod {
     }
 
     fn all_counted(&self) -> impl Iterator<Item = &Counted> {
-        self.pods.iter().chain(self.placed.iter().map(|(_, c)| c))
+        self.pods
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| !self.is_away(i))
+            .map(|(_, p)| p)
+            .chain(self.placed.iter().map(|(_, c)| c))
+    }
+
+    fn is_away(&self, i: usize) -> bool {
+        self.away.get(i).copied().unwrap_or(false)
+    }
+
+    /// Takes existing pod `t` (task `_task`, running or terminating on its node since before
+    /// the session) off its node while an eviction search considers it gone: its labels stop
+    /// counting for others' terms and its own required anti-affinity and scoring terms stop
+    /// applying, as kube-scheduler's preemption removes a victim from its NodeInfo before it
+    /// filters the preemptor. Returns the nodes whose fit for others changed beyond its own.
+    /// Nothing happens for a pod not counted (on a node the session does not know).
+    pub fn leave(&mut self, t: &Task, nodes: &[Node]) -> Vec<u32> {
+        self.set_away(t, true, nodes)
+    }
+
+    /// Undoes [`InterPod::leave`].
+    pub fn come_back(&mut self, t: &Task, nodes: &[Node]) -> Vec<u32> {
+        self.set_away(t, false, nodes)
+    }
+
+    fn set_away(&mut self, t: &Task, away: bool, nodes: &[Node]) -> Vec<u32> {
+        let names = &self.names;
+        let by_name = self.by_name.get_or_init(|| {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (k.clone(), i as u32))
+                .collect()
+        });
+        let Some(&i) = by_name.get(&(t.namespace.clone(), t.name.clone())) else {
+            return Vec::new();
+        };
+        let i = i as usize;
+        if self.is_away(i) == away {
+            return Vec::new();
+        }
+        if self.away.is_empty() {
+            self.away = vec![false; self.pods.len()];
+        }
+        self.away[i] = away;
+        let p = self.pods[i].clone();
+        let mut touched = self.adjust(&p, if away { -1 } else { 1 }, nodes);
+        touched.push(p.node);
+        touched
     }
 
     /// Runs `f` on the counter for `m` over `key`, building it on first use (with the nodes
@@ -426,12 +495,16 @@ impl InterPod {
         match index.candidates(selector) {
             Some(list) => {
                 for i in list {
-                    c.count(&self.pods[i as usize], 1);
+                    if !self.is_away(i as usize) {
+                        c.count(&self.pods[i as usize], 1);
+                    }
                 }
             }
             None => {
-                for p in &self.pods {
-                    c.count(p, 1);
+                for (i, p) in self.pods.iter().enumerate() {
+                    if !self.is_away(i) {
+                        c.count(p, 1);
+                    }
                 }
             }
         }

@@ -190,9 +190,11 @@ impl Tracker for InterPod {
                 w.touched.extend(touched);
             }
             Hold::Nominated(n) => self.nominate(task, &w.tasks[task], n as u32),
-            // Pods running or terminating stay counted while an eviction search takes them
-            // off: they keep their node for their grace period.
-            Hold::Running { .. } | Hold::Terminating(_) => {}
+            // Pods running or terminating that an eviction search took off come back.
+            Hold::Running { .. } | Hold::Terminating(_) => {
+                let touched = self.come_back(&w.tasks[task], w.nodes);
+                w.touched.extend(touched);
+            }
         }
     }
 
@@ -203,7 +205,14 @@ impl Tracker for InterPod {
                 w.touched.extend(touched);
             }
             Hold::Nominated(n) => self.unnominate(task, n as u32),
-            Hold::Running { .. } | Hold::Terminating(_) => {}
+            // An eviction search takes a victim (or a pod already terminating) off: its terms
+            // go with it, as kube-scheduler's preemption removes victims from the NodeInfo it
+            // filters the preemptor against. Nothing binds beside it in that session: a
+            // preemptor is nominated, and binds once the victim is gone.
+            Hold::Running { .. } | Hold::Terminating(_) => {
+                let touched = self.leave(&w.tasks[task], w.nodes);
+                w.touched.extend(touched);
+            }
         }
     }
     // `check`: inter-pod terms are the `predicates` plugin's to check, under its
