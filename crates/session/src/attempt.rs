@@ -128,33 +128,36 @@ fn attempt_inner(
         rest
     };
     if ssn.job_ready(job) {
-        let tasks = ssn.order_tasks(job, tasks);
         // An extra member of a satisfied gang stays in the gang's domain: always under a
         // hard rule (within the highest allowed domain around its members), and first under
         // a soft one.
-        // With sub-groups, the next sub-group (or member no policy takes) goes whole.
+        // With sub-groups, the next sub-group (or member no policy takes) goes whole;
+        // otherwise one member, the first in order (found without sorting the backlog).
+        // (`tasks` is not empty: an attempt without pending members returned `Idle` above.)
         let sub_groups = !ssn.state.sub_groups[job].is_empty();
-        let next = if sub_groups { &tasks[..] } else { &tasks[..1] };
+        let next: Vec<usize> = if sub_groups {
+            ssn.order_tasks(job, tasks)
+        } else {
+            let first = ssn.first_task(job, &tasks);
+            // The same member sorting would put first (checked where sorting is cheap).
+            debug_assert!(
+                tasks.len() > 64 || first == ssn.order_tasks(job, tasks.clone()).first().copied()
+            );
+            first.into_iter().collect()
+        };
         if let Some(topo) = ssn.state.jobs[job].topology.clone() {
-            return place_in_topology(ssn, job, next, 1, &topo, false)
+            return place_in_topology(ssn, job, &next, 1, &topo, false)
                 .map(Attempt::Placed)
                 .unwrap_or(Attempt::Held);
         }
         if sub_groups {
-            return place_sub_groups(ssn, job, next, None, false)
+            return place_sub_groups(ssn, job, &next, None, false)
                 .map(Attempt::Placed)
                 .unwrap_or(Attempt::Held);
         }
-        return place_gang(
-            ssn,
-            job,
-            &tasks[..1],
-            &mut Placement::default(),
-            None,
-            false,
-        )
-        .map(Attempt::Placed)
-        .unwrap_or(Attempt::Held);
+        return place_gang(ssn, job, &next, &mut Placement::default(), None, false)
+            .map(Attempt::Placed)
+            .unwrap_or(Attempt::Held);
     }
     let j = &ssn.state.jobs[job];
     let need = j

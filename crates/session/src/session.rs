@@ -786,23 +786,9 @@ impl Session {
     /// of their `minTaskMember` first, then the rest, each in task order.
     pub fn order_tasks(&self, job: usize, mut tasks: Vec<usize>) -> Vec<usize> {
         tasks.sort_by(|&a, &b| self.task_order(a, b));
-        let j = &self.state.jobs[job];
-        if j.min_task_member.is_empty() {
+        let mut short = self.short_roles(job);
+        if short.is_empty() {
             return tasks;
-        }
-        let mut short: BTreeMap<&str, u32> = BTreeMap::new();
-        for (role, &min) in &j.min_task_member {
-            let have = j
-                .tasks
-                .iter()
-                .filter(|&&t| {
-                    let t = &self.state.tasks[t];
-                    t.status.is_ready() && t.role.as_deref() == Some(role.as_str())
-                })
-                .count() as u32;
-            if have < min {
-                short.insert(role, min - have);
-            }
         }
         let (mut first, mut rest) = (Vec::new(), Vec::new());
         for t in tasks {
@@ -817,6 +803,47 @@ impl Session {
         }
         first.extend(rest);
         first
+    }
+
+    /// The first of `tasks` in [`Session::order_tasks`]' order, found without sorting them
+    /// all. A satisfied gang (an elastic one, or a group of `minMember` 1) places one more
+    /// member per attempt: sorting its whole backlog at each made a group of n members cost
+    /// n² log n comparisons (5,000 members: 27 s in one session).
+    pub fn first_task(&self, job: usize, tasks: &[usize]) -> Option<usize> {
+        let short = self.short_roles(job);
+        let of_short_role = |&t: &usize| {
+            self.state.tasks[t]
+                .role
+                .as_deref()
+                .is_some_and(|r| short.contains_key(r))
+        };
+        let least = |it: &mut dyn Iterator<Item = usize>| it.min_by(|&a, &b| self.task_order(a, b));
+        if !short.is_empty() {
+            if let Some(t) = least(&mut tasks.iter().copied().filter(of_short_role)) {
+                return Some(t);
+            }
+        }
+        least(&mut tasks.iter().copied())
+    }
+
+    /// The roles of `job` still short of their `minTaskMember`, and by how many members.
+    fn short_roles(&self, job: usize) -> BTreeMap<&str, u32> {
+        let j = &self.state.jobs[job];
+        let mut short: BTreeMap<&str, u32> = BTreeMap::new();
+        for (role, &min) in &j.min_task_member {
+            let have = j
+                .tasks
+                .iter()
+                .filter(|&&t| {
+                    let t = &self.state.tasks[t];
+                    t.status.is_ready() && t.role.as_deref() == Some(role.as_str())
+                })
+                .count() as u32;
+            if have < min {
+                short.insert(role, min - have);
+            }
+        }
+        short
     }
 
     /// How many members like `task` fit on `node` as it is now, and what stops the next one
