@@ -266,7 +266,7 @@ pub fn describe(ssn: &Session, job: usize) -> Option<String> {
         let mut i = 0;
         while i < nodes.len() {
             let same = nodes[i..].iter().take_while(|n| **n == nodes[i]).count();
-            counted.push(format!("{} {same}", nodes[i]));
+            counted.push(format!("{} ×{same}", nodes[i]));
             i += same;
         }
         let when = if ssn.aging.chose(job) {
@@ -299,19 +299,15 @@ pub(crate) fn condition(ssn: &Session, job: usize, nodes: &[&str]) -> Option<Str
     ))
 }
 
-/// `ms` as a Go-style duration (`1h30m0s` reads as `1h30m`).
+/// `ms` as Go prints a duration, to the second (`1h0m0s`, `2m30s`, `30s`).
 fn duration(ms: i64) -> String {
     let s = ms / 1000;
     let (h, m, sec) = (s / 3600, s / 60 % 60, s % 60);
-    let mut out = String::new();
     if h > 0 {
-        out += &format!("{h}h");
+        format!("{h}h{m}m{sec}s")
+    } else if m > 0 {
+        format!("{m}m{sec}s")
+    } else {
+        format!("{sec}s")
     }
-    if m > 0 {
-        out += &format!("{m}m");
-    }
-    if sec > 0 || out.is_empty() {
-        out += &format!("{sec}s");
-    }
-    out
 }
