@@ -539,9 +539,13 @@ fn starving_gang(
         c = c.node(node(&n).gpus(4).cpu(64));
         for k in 0..r {
             let name = format!("run-{i}-{k}");
-            c = c
-                .group(podgroup("ns", &name).min_member(1).queue("q"))
-                .pod(pod("ns", &format!("{name}-0")).group(&name).gpus(1).on(&n).running());
+            c = c.group(podgroup("ns", &name).min_member(1).queue("q")).pod(
+                pod("ns", &format!("{name}-0"))
+                    .group(&name)
+                    .gpus(1)
+                    .on(&n)
+                    .running(),
+            );
         }
     }
     c = c
@@ -552,13 +556,25 @@ fn starving_gang(
                 .created(NOW - 3 * HOUR)
                 .pending_since(NOW - 2 * HOUR),
         )
-        .members("ns", "big", members as usize, |p| p.gpus(4).created(NOW - 3 * HOUR));
+        .members("ns", "big", members as usize, |p| {
+            p.gpus(4).created(NOW - 3 * HOUR)
+        });
     for k in 0..small {
         let name = format!("small-{k}");
         let created = NOW - 60 + k as i64;
         c = c
-            .group(podgroup("ns", &name).min_member(1).queue("q").created(created))
-            .pod(pod("ns", &format!("{name}-0")).group(&name).gpus(1).created(created));
+            .group(
+                podgroup("ns", &name)
+                    .min_member(1)
+                    .queue("q")
+                    .created(created),
+            )
+            .pod(
+                pod("ns", &format!("{name}-0"))
+                    .group(&name)
+                    .gpus(1)
+                    .created(created),
+            );
     }
     let mut snapshot = c.snapshot();
     for (task, n) in nominated {
@@ -596,9 +612,27 @@ fn an_aged_gang_goes_ahead_of_its_queue() {
         Cluster::new()
             .queue(queue("q"))
             .node(node("n0").gpus(4).cpu(64))
-            .group(podgroup("ns", "small").min_member(1).queue("q").priority(small_priority).created(0))
-            .pod(pod("ns", "small-0").group("small").gpus(1).priority(small_priority).created(0))
-            .group(podgroup("ns", "big").min_member(1).queue("q").created(10).pending_since(NOW - 2 * HOUR))
+            .group(
+                podgroup("ns", "small")
+                    .min_member(1)
+                    .queue("q")
+                    .priority(small_priority)
+                    .created(0),
+            )
+            .pod(
+                pod("ns", "small-0")
+                    .group("small")
+                    .gpus(1)
+                    .priority(small_priority)
+                    .created(0),
+            )
+            .group(
+                podgroup("ns", "big")
+                    .min_member(1)
+                    .queue("q")
+                    .created(10)
+                    .pending_since(NOW - 2 * HOUR),
+            )
             .pod(pod("ns", "big-0").group("big").gpus(4).created(10))
             .snapshot()
     };
@@ -623,7 +657,11 @@ fn room_is_held_for_an_aged_gang_and_small_jobs_backfill_around_it() {
     let today = run(&config(None), &snapshot, NOW);
     assert_eq!(
         binds_of(&today),
-        [("small-0-0", "n0"), ("small-1-0", "n1"), ("small-2-0", "n2")]
+        [
+            ("small-0-0", "n0"),
+            ("small-1-0", "n1"),
+            ("small-2-0", "n2")
+        ]
     );
     assert!(today.nominations.is_empty());
     let off = run(&config(Some("maxWait: 0")), &snapshot, NOW);
@@ -640,7 +678,12 @@ fn room_is_held_for_an_aged_gang_and_small_jobs_backfill_around_it() {
         .podgroups
         .iter()
         .find(|u| &*u.name == "big")
-        .and_then(|u| u.status.conditions.iter().find(|c| c.type_ == "Unschedulable"))
+        .and_then(|u| {
+            u.status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Unschedulable")
+        })
         .expect("big has a condition");
     assert_eq!(condition.reason, "NotEnoughResources");
     assert!(
@@ -681,7 +724,8 @@ fn held_room_is_kept_across_sessions_until_the_gang_binds() {
     assert!(aged.starts_with("aged: waiting since "), "{aged}");
     assert!(aged.contains("(2h0m0s ≥ maxWait 1h0m0s)"), "{aged}");
     assert!(
-        aged.contains("room held since an earlier session for 2 member(s)") && aged.contains("on n0 ×1, n1 ×1"),
+        aged.contains("room held since an earlier session for 2 member(s)")
+            && aged.contains("on n0 ×1, n1 ×1"),
         "{aged}"
     );
     assert!(explained.to_string().contains(&aged));
@@ -689,10 +733,7 @@ fn held_room_is_kept_across_sessions_until_the_gang_binds() {
     // maxWait off: the same nominations are dropped (their nodes have no room), and the new
     // job takes a GPU freed on n0.
     let plan = run(&config(None), &snapshot, NOW);
-    assert_eq!(
-        nominations_of(&plan),
-        [("big-0", None), ("big-1", None)]
-    );
+    assert_eq!(nominations_of(&plan), [("big-0", None), ("big-1", None)]);
     assert_eq!(binds_of(&plan), [("small-0-0", "n0")]);
 
     // Everything on n0 and n1 has ended: the gang binds on the room held for it.

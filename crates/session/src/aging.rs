@@ -137,7 +137,10 @@ pub fn open(ssn: &mut Session) {
 /// The members `job` still lacks for its gang.
 fn lacking(ssn: &Session, job: usize) -> usize {
     let st = &ssn.state;
-    st.jobs[job].min_member.saturating_sub(st.ready_count(job)).max(1) as usize
+    st.jobs[job]
+        .min_member
+        .saturating_sub(st.ready_count(job))
+        .max(1) as usize
 }
 
 /// After aged `job`'s attempt found no room: holds room for it where it would fit once the

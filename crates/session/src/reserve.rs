@@ -271,7 +271,11 @@ pub fn waiting(ssn: &Session, job: usize) -> bool {
 
 /// The tasks of `job` with room held for them.
 pub fn of_job_tasks(ssn: &Session, job: usize) -> Vec<usize> {
-    ssn.reservations.of_job(job).iter().map(|r| r.task).collect()
+    ssn.reservations
+        .of_job(job)
+        .iter()
+        .map(|r| r.task)
+        .collect()
 }
 
 /// Reads the nominations of the snapshot's pending tasks into reservations, dropping (and
