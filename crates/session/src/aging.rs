@@ -2,13 +2,14 @@
 //! `maxWait` goes ahead of its queue, and when it still does not fit, room is held for it so
 //! that smaller jobs only backfill around it (Slurm's backfill reservation).
 //!
-//! **Aged.** A job is aged at session open when fairshare's `maxWait` is on (> 0), the job has
-//! pending members and is not ready, and it has waited at least `maxWait` on the session's
-//! clock since [`caldera_model::Job::pending_since`]: since it became valid and waiting (its
-//! PodGroup's `Unschedulable` condition, not counting `NotEnoughTasks`; a lone pod's
+//! **Aged.** A job is aged at session open when fairshare's `maxWait` is on (> 0), the job is
+//! valid (enough members, no unsupported input), has pending members and is not ready, and it
+//! has waited at least `maxWait` on the session's clock since
+//! [`caldera_model::Job::pending_since`]: since it became valid and waiting (its PodGroup's
+//! `Unschedulable` condition, not counting `NotEnoughTasks`; a lone pod's
 //! `PodScheduled=False`). That is the clock the gang timeout and `preemptionDelay` use, and
-//! Slurm's age factor (time since the job became eligible): a gang still missing members, or
-//! held back by enqueue before it is tried, has not started waiting for room.
+//! Slurm's age factor (time since the job became eligible): a gang still missing members has
+//! not started waiting for room.
 //!
 //! **Order.** The PodGroup's priority still comes first (the `priority` plugin; a job of
 //! higher priority may also use room held for a lower one, as with any reservation). Right
@@ -122,6 +123,8 @@ pub fn open(ssn: &mut Session) {
         let since = ssn.state.jobs[j].pending_since;
         if fair.aged(since, now)
             && ssn.state.job_runs[j].invalid.is_none()
+            // A job waiting on an input Caldera does not support could never use held room.
+            && ssn.state.jobs[j].unsupported.is_none()
             && ssn.state.pending_tasks(j).next().is_some()
             && !ssn.job_ready(j)
         {
