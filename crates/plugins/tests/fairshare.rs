@@ -764,3 +764,59 @@ fn a_gang_larger_than_the_cluster_holds_no_room() {
         "{explained}"
     );
 }
+
+/// Two aged gangs in one queue that cannot fit: only the longer-waiting one holds room (one
+/// hold per queue), so the 1-GPU jobs still backfill on the third node.
+#[test]
+fn one_aged_gang_per_queue_holds_room() {
+    let snapshot = {
+        let mut c = Cluster::new().queue(queue("q"));
+        for i in 0..3 {
+            let n = format!("n{i}");
+            c = c.node(node(&n).gpus(4).cpu(64));
+            for k in 0..3 {
+                let name = format!("run-{i}-{k}");
+                c = c.group(podgroup("ns", &name).min_member(1).queue("q")).pod(
+                    pod("ns", &format!("{name}-0"))
+                        .group(&name)
+                        .gpus(1)
+                        .on(&n)
+                        .running(),
+                );
+            }
+        }
+        for (name, members, since) in [("big", 2, 2 * HOUR), ("big2", 1, 90 * 60)] {
+            c = c
+                .group(
+                    podgroup("ns", name)
+                        .min_member(members)
+                        .queue("q")
+                        .created(NOW - 3 * HOUR)
+                        .pending_since(NOW - since),
+                )
+                .members("ns", name, members as usize, |p| {
+                    p.gpus(4).created(NOW - 3 * HOUR)
+                });
+        }
+        c.group(
+            podgroup("ns", "small")
+                .min_member(1)
+                .queue("q")
+                .created(NOW - 60),
+        )
+        .pod(
+            pod("ns", "small-0")
+                .group("small")
+                .gpus(1)
+                .created(NOW - 60),
+        )
+        .snapshot()
+    };
+    let plan = run(&config(Some("maxWait: 1h")), &snapshot, NOW);
+    assert_eq!(
+        nominations_of(&plan),
+        [("big-0", Some("n0")), ("big-1", Some("n1"))],
+        "only the longer-waiting gang holds room"
+    );
+    assert_eq!(binds_of(&plan), [("small-0", "n2")]);
+}

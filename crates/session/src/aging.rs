@@ -169,10 +169,7 @@ pub fn hold(ssn: &mut Session, job: usize) {
     // allocation 87% → 62%). The others wait their turn, ordered ahead of the rest.
     let q = ssn.state.job_queue[job];
     let holder = (0..ssn.state.jobs.len()).find(|&j| {
-        j != job
-            && ssn.state.job_queue[j] == q
-            && ssn.aging.is_aged(j)
-            && reserve::waiting(ssn, j)
+        j != job && ssn.state.job_queue[j] == q && ssn.aging.is_aged(j) && reserve::waiting(ssn, j)
     });
     if holder.is_some() {
         return;
