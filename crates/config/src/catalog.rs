@@ -269,8 +269,10 @@ const fn not_yet(key: &'static str) -> ArgSpec {
     }
 }
 
-/// Caldera's fairshare plugin (fairness over time, docs/queues.md). `window`, `tenantKey`
-/// and `maxWait` are named by the design but not implemented yet: refused, never ignored.
+/// Caldera's fairshare plugin (fairness over time, docs/queues.md). `maxWait` (aging against
+/// starvation: a gang waiting longer is ordered ahead of its queue and room is held for it;
+/// 0, the default, is off). `window` and `tenantKey` are named by the design but not
+/// implemented yet: refused, never ignored.
 const FAIRSHARE: &[ArgSpec] = &[
     used("halfLife", ArgKind::Duration { zero: true }),
     used("kValue", ArgKind::NonNegative),
@@ -278,7 +280,7 @@ const FAIRSHARE: &[ArgSpec] = &[
     used("usageWritePeriod", ArgKind::Duration { zero: false }),
     not_yet("window"),
     not_yet("tenantKey"),
-    not_yet("maxWait"),
+    used("maxWait", ArgKind::Duration { zero: true }),
     used("minRuntime", ArgKind::Duration { zero: true }),
     used("preemptionDelay", ArgKind::Duration { zero: true }),
 ];

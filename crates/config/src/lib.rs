@@ -49,7 +49,7 @@
 //! let error = caldera_config::parse(&text, Some(Path::new("config/scheduler.yaml"))).unwrap_err();
 //! assert_eq!(
 //!     error.to_string(),
-//!     r#"config/scheduler.yaml:47:23: tiers[1].plugins[5].arguments["binpack.weight"]: expected an integer, got "ten""#
+//!     r#"config/scheduler.yaml:49:23: tiers[1].plugins[5].arguments["binpack.weight"]: expected an integer, got "ten""#
 //! );
 //! ```
 //!
@@ -69,12 +69,12 @@
 //! | network-topology-aware | `hypernode.binpack.resources` | comma-separated resource names ([`ArgValue::List`]) |
 //! | predicates | `predicate.NodeAffinityEnable`, `predicate.NodePortsEnable`, `predicate.TaintTolerationEnable`, `predicate.PodAffinityEnable`, `predicate.PodTopologySpreadEnable` | boolean ([`ArgValue::Bool`]) |
 //!
-//! | fairshare | `halfLife`, `minRuntime`, `preemptionDelay` | Go duration, 0 allowed (the text, [`ArgValue::Str`]) |
+//! | fairshare | `halfLife`, `minRuntime`, `preemptionDelay`, `maxWait` | Go duration, 0 allowed (the text, [`ArgValue::Str`]) |
 //! | fairshare | `usageWritePeriod` | Go duration > 0 (the text) |
 //! | fairshare | `kValue` | number ≥ 0 |
 //! | fairshare | `resourceWeights` | mapping of resources to numbers ≥ 0 (one `resourceWeights.<resource>` each) |
 //!
-//! fairshare's `window`, `tenantKey` and `maxWait` are refused (not supported yet). gang, priority, drf, proportion and conformance take no arguments. Volcano's other
+//! fairshare's `window` and `tenantKey` are refused (not supported yet). gang, priority, drf, proportion and conformance take no arguments. Volcano's other
 //! arguments of these plugins (the other `predicate.*Enable`, `predicate.resources…`,
 //! `volumebinding.*`, `overcommit-factor.<resource>`, `hypernode.binpack.normal-pod.*`,
 //! `hypernode.gradient.evict.max-hypernodes`) are accepted and ignored with a warning.

@@ -274,7 +274,11 @@ fn fairshare_bad_arguments_are_named() {
         ("usageWritePeriod: 0s", "bad.yaml:7:25: tiers[0].plugins[1].arguments.usageWritePeriod: must be longer than zero"),
         ("resourceWeights: {cpu: -1}", "tiers[0].plugins[1].arguments.resourceWeights.cpu: the weight of cpu must not be negative, got -1"),
         ("resourceWeights: gpu", "tiers[0].plugins[1].arguments.resourceWeights: expected a mapping of resource names to weights"),
-        ("maxWait: 1h", "bad.yaml:7:7: tiers[0].plugins[1].arguments.maxWait: argument \"maxWait\" of the fairshare plugin is not supported yet"),
+        ("maxWait: 30min", "bad.yaml:7:16: tiers[0].plugins[1].arguments.maxWait: "),
+        ("maxWait: -1h", "bad.yaml:7:16: tiers[0].plugins[1].arguments.maxWait: "),
+        ("maxWait: [1h]", "bad.yaml:7:16: tiers[0].plugins[1].arguments.maxWait: "),
+        ("tenantKey: team", "bad.yaml:7:7: tiers[0].plugins[1].arguments.tenantKey: argument \"tenantKey\" of the fairshare plugin is not supported yet"),
+        ("maxWiat: 1h", "unknown argument \"maxWiat\" for the fairshare plugin (did you mean \"maxWait\"?)"),
         ("window: 24h", "argument \"window\" of the fairshare plugin is not supported yet"),
         ("halfLive: 24h", "unknown argument \"halfLive\" for the fairshare plugin (did you mean \"halfLife\"?)"),
     ];

@@ -312,3 +312,20 @@ fn network_topology_discovery_refuses_what_it_cannot_honour() {
     assert!(err("actions: allocate\nnetworkTopologyDiscovery:\n- source: label\n  config:\n    lables: [a]\n")
         .contains("unknown key \"lables\""));
 }
+
+/// fairshare's `maxWait` (aging against starvation) is a Go duration kept as its text; `0`
+/// (off, the default) is allowed, written as a number or a string.
+#[test]
+fn fairshare_max_wait_is_a_duration() {
+    let config = |value: &str| {
+        ok(&format!(
+            "actions: allocate\ntiers:\n- plugins:\n  - name: proportion\n  - name: fairshare\n    arguments:\n      maxWait: {value}\n"
+        ))
+    };
+    let fairshare = |c: &SchedulerConfig| c.tiers[0].plugins[1].arguments.clone();
+    for (value, text) in [("30m", "30m"), ("2h", "2h"), ("0", "0"), ("\"0s\"", "0s")] {
+        let c = config(value);
+        assert_eq!(fairshare(&c).get_str("maxWait"), Some(text), "{value}");
+        assert!(c.warnings.is_empty(), "{value}: {:?}", c.warnings);
+    }
+}

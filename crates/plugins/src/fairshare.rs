@@ -1,6 +1,7 @@
 //! fairshare: fairness over time. Its arguments (`halfLife`, `kValue`, `resourceWeights`,
-//! `usageWritePeriod`) are read by the session ([`caldera_session::fair`]): usage adjusts
-//! proportion's weighted split and is recorded on the Queues' status at close. The plugin
+//! `usageWritePeriod`, `minRuntime`, `preemptionDelay`, `maxWait`) are read by the session
+//! ([`caldera_session::fair`]): usage adjusts proportion's weighted split and is recorded on
+//! the Queues' status at close; `maxWait` ages starving gangs ([`caldera_session::aging`]). The plugin
 //! itself orders queues that the share plugin leaves tied (equal priority and share, e.g. two
 //! idle queues at the start of a day) by usage per weight, lowest first.
 

@@ -7,7 +7,7 @@ use caldera_config::SchedulerConfig;
 use caldera_model::{Plan, QueueUsage, Snapshot, Time};
 use caldera_plugins::scheduler;
 use caldera_session::Outcome;
-use caldera_testkit::builders::{node, podgroup, queue, Cluster, QueueBuilder};
+use caldera_testkit::builders::{node, pod, podgroup, queue, Cluster, QueueBuilder};
 use proptest::prelude::*;
 
 const HOUR: i64 = 3600;
@@ -204,7 +204,7 @@ fn without_fairshare_a_usage_record_is_kept_as_found() {
 
 #[test]
 fn unsupported_arguments_are_refused_by_name() {
-    for arg in ["window: 24h", "tenantKey: team", "maxWait: 1h"] {
+    for arg in ["window: 24h", "tenantKey: team"] {
         let text = format!(
             "actions: \"allocate\"\ntiers:\n- plugins:\n  - name: proportion\n  - name: fairshare\n    arguments: {{{arg}}}\n"
         );
@@ -270,6 +270,49 @@ proptest! {
         for off in ["halfLife: 0", "halfLife: 24h, kValue: 0"] {
             let plan = run(&config(Some(off)), &snapshot, NOW);
             prop_assert_eq!(&plan.binds, &today.plan.binds);
+        }
+    }
+
+    /// With `maxWait` off (0 or absent), or longer than any job has waited, every decision
+    /// (binds, nominations, PodGroup conditions) is today's, whatever the jobs have waited.
+    #[test]
+    fn max_wait_off_or_not_reached_changes_nothing(
+        running in proptest::collection::vec(0usize..5, 4),
+        gangs in proptest::collection::vec((1u32..4, 1i64..5, 0i64..4), 1..6),
+        waited in proptest::collection::vec(proptest::option::of(0i64..48), 6),
+    ) {
+        let mut c = Cluster::new().queue(queue("a")).queue(queue("b"));
+        for (i, &r) in running.iter().enumerate() {
+            let n = format!("n{i}");
+            c = c.node(node(&n).gpus(4).cpu(64));
+            for k in 0..r.min(4) {
+                let name = format!("run-{i}-{k}");
+                c = c
+                    .group(podgroup("ml", &name).min_member(1).queue("a"))
+                    .pod(pod("ml", &format!("{name}-0")).group(&name).gpus(1).on(&n).running());
+            }
+        }
+        for (g, &(members, gpus, priority)) in gangs.iter().enumerate() {
+            let name = format!("job-{g}");
+            let mut group = podgroup("ml", &name)
+                .min_member(members)
+                .queue(if g % 2 == 0 { "a" } else { "b" })
+                .priority(priority as i32)
+                .created(g as i64);
+            if let Some(hours) = waited[g] {
+                group = group.pending_since(NOW - hours * HOUR);
+            }
+            c = c.group(group).members("ml", &name, members as usize, |p| {
+                p.gpus(gpus).priority(priority as i32).created(g as i64)
+            });
+        }
+        let snapshot = c.snapshot();
+        let today = run(&config(Some("halfLife: 0")), &snapshot, NOW);
+        for off in ["halfLife: 0, maxWait: 0", "halfLife: 0, maxWait: \"0s\"", "halfLife: 0, maxWait: 100h"] {
+            let plan = run(&config(Some(off)), &snapshot, NOW);
+            prop_assert_eq!(&plan.binds, &today.binds, "{}", off);
+            prop_assert_eq!(&plan.nominations, &today.nominations, "{}", off);
+            prop_assert_eq!(&plan.podgroups, &today.podgroups, "{}", off);
         }
     }
 
@@ -472,4 +515,308 @@ fn room_that_frees_within_the_delay_is_taken_and_nothing_is_evicted() {
     let plan = run(&cfg, &snapshot, NOW + 15);
     assert!(evicted(&plan).is_empty());
     assert_eq!(gpus_bound(&plan, "high-"), 1);
+}
+
+// ----- maxWait: aging against starvation -----
+
+/// Three 4-GPU nodes with `running[i]` 1-GPU pods running on node `n{i}`; `big`, a gang of two
+/// 4-GPU members (two whole nodes) waiting since two hours ago; and `small` 1-GPU jobs
+/// created after it, each fitting first. `nominated`: big's members' `nominatedNodeName`.
+fn starving(running: [usize; 3], small: usize, nominated: &[(&str, &str)]) -> Snapshot {
+    starving_gang(2, running, small, nominated)
+}
+
+/// [`starving`] with a gang of `members` 4-GPU members.
+fn starving_gang(
+    members: u32,
+    running: [usize; 3],
+    small: usize,
+    nominated: &[(&str, &str)],
+) -> Snapshot {
+    let mut c = Cluster::new().queue(queue("q"));
+    for (i, &r) in running.iter().enumerate() {
+        let n = format!("n{i}");
+        c = c.node(node(&n).gpus(4).cpu(64));
+        for k in 0..r {
+            let name = format!("run-{i}-{k}");
+            c = c.group(podgroup("ns", &name).min_member(1).queue("q")).pod(
+                pod("ns", &format!("{name}-0"))
+                    .group(&name)
+                    .gpus(1)
+                    .on(&n)
+                    .running(),
+            );
+        }
+    }
+    c = c
+        .group(
+            podgroup("ns", "big")
+                .min_member(members)
+                .queue("q")
+                .created(NOW - 3 * HOUR)
+                .pending_since(NOW - 2 * HOUR),
+        )
+        .members("ns", "big", members as usize, |p| {
+            p.gpus(4).created(NOW - 3 * HOUR)
+        });
+    for k in 0..small {
+        let name = format!("small-{k}");
+        let created = NOW - 60 + k as i64;
+        c = c
+            .group(
+                podgroup("ns", &name)
+                    .min_member(1)
+                    .queue("q")
+                    .created(created),
+            )
+            .pod(
+                pod("ns", &format!("{name}-0"))
+                    .group(&name)
+                    .gpus(1)
+                    .created(created),
+            );
+    }
+    let mut snapshot = c.snapshot();
+    for (task, n) in nominated {
+        let t = snapshot
+            .tasks
+            .iter_mut()
+            .find(|t| &*t.name == *task)
+            .expect("task exists");
+        t.nominated = Some((*n).into());
+    }
+    snapshot
+}
+
+fn binds_of(plan: &Plan) -> Vec<(&str, &str)> {
+    let mut out: Vec<(&str, &str)> = plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect();
+    out.sort_unstable();
+    out
+}
+
+fn nominations_of(plan: &Plan) -> Vec<(&str, Option<&str>)> {
+    let mut out: Vec<(&str, Option<&str>)> = plan
+        .nominations
+        .iter()
+        .map(|n| (&*n.name, n.node.as_deref()))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// One 4-GPU node free: without maxWait the older 1-GPU job goes first and the 4-GPU gang
+/// no longer fits; aged (waited 2 h of maxWait 1h), the gang goes ahead of its queue.
+#[test]
+fn an_aged_gang_goes_ahead_of_its_queue() {
+    let snapshot = |small_priority: i32| {
+        Cluster::new()
+            .queue(queue("q"))
+            .node(node("n0").gpus(4).cpu(64))
+            .group(
+                podgroup("ns", "small")
+                    .min_member(1)
+                    .queue("q")
+                    .priority(small_priority)
+                    .created(0),
+            )
+            .pod(
+                pod("ns", "small-0")
+                    .group("small")
+                    .gpus(1)
+                    .priority(small_priority)
+                    .created(0),
+            )
+            .group(
+                podgroup("ns", "big")
+                    .min_member(1)
+                    .queue("q")
+                    .created(10)
+                    .pending_since(NOW - 2 * HOUR),
+            )
+            .pod(pod("ns", "big-0").group("big").gpus(4).created(10))
+            .snapshot()
+    };
+    let today = run(&config(None), &snapshot(0), NOW);
+    assert_eq!(binds_of(&today), [("small-0", "n0")]);
+    let plan = run(&config(Some("maxWait: 1h")), &snapshot(0), NOW);
+    assert_eq!(binds_of(&plan), [("big-0", "n0")]);
+    // Not aged yet: today's order.
+    let plan = run(&config(Some("maxWait: 3h")), &snapshot(0), NOW);
+    assert_eq!(binds_of(&plan), [("small-0", "n0")]);
+    // The PodGroup's priority still comes first.
+    let plan = run(&config(Some("maxWait: 1h")), &snapshot(1), NOW);
+    assert_eq!(binds_of(&plan), [("small-0", "n0")]);
+}
+
+/// Every node has one GPU free: the aged gang, which needs two whole nodes, gets room held
+/// (and its members nominated) on two of them, and the 1-GPU jobs backfill only on the third.
+/// Without maxWait they take every free GPU and nothing is held.
+#[test]
+fn room_is_held_for_an_aged_gang_and_small_jobs_backfill_around_it() {
+    let snapshot = starving([3, 3, 3], 3, &[]);
+    let today = run(&config(None), &snapshot, NOW);
+    assert_eq!(
+        binds_of(&today),
+        [
+            ("small-0-0", "n0"),
+            ("small-1-0", "n1"),
+            ("small-2-0", "n2")
+        ]
+    );
+    assert!(today.nominations.is_empty());
+    let off = run(&config(Some("maxWait: 0")), &snapshot, NOW);
+    assert_eq!(binds_of(&off), binds_of(&today));
+    assert!(off.nominations.is_empty(), "no hold when maxWait is off");
+
+    let plan = run(&config(Some("maxWait: 1h")), &snapshot, NOW);
+    assert_eq!(binds_of(&plan), [("small-0-0", "n2")]);
+    assert_eq!(
+        nominations_of(&plan),
+        [("big-0", Some("n0")), ("big-1", Some("n1"))]
+    );
+    let condition = plan
+        .podgroups
+        .iter()
+        .find(|u| &*u.name == "big")
+        .and_then(|u| {
+            u.status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Unschedulable")
+        })
+        .expect("big has a condition");
+    assert_eq!(condition.reason, "NotEnoughResources");
+    assert!(
+        condition
+            .message
+            .contains("waiting longer than maxWait 1h0m0s: room is held on node(s) n0, n1"),
+        "{}",
+        condition.message
+    );
+}
+
+/// The next session starts with the room held (from the nominations, before any action), even
+/// though the pods there have not all ended: a 1-GPU job does not take the GPUs freed on `n0`.
+/// Once the pods on both nodes have ended the gang binds there. A nomination of a job that is
+/// not aged is judged as before: dropped while its node has no room.
+#[test]
+fn held_room_is_kept_across_sessions_until_the_gang_binds() {
+    let held = [("big-0", "n0"), ("big-1", "n1")];
+    // Two of n0's three pods have ended (n2 is full: the backfilled job runs there); a new
+    // 1-GPU job arrives.
+    let snapshot = starving([1, 3, 4], 1, &held);
+    let scheduler = scheduler(&config(Some("maxWait: 1h"))).expect("scheduler builds");
+    let ssn = scheduler.open(&snapshot, Time::from_secs(NOW));
+    let big = ssn
+        .state
+        .jobs
+        .iter()
+        .position(|j| &*j.id == "ns/big")
+        .expect("big exists");
+    assert_eq!(caldera_session::reserve::of_job_tasks(&ssn, big).len(), 2);
+    let plan = run(&config(Some("maxWait: 1h")), &snapshot, NOW);
+    assert!(plan.binds.is_empty(), "{:?}", binds_of(&plan));
+    assert!(plan.nominations.is_empty(), "the nominations stand");
+    let explained = scheduler
+        .explain(&snapshot, Time::from_secs(NOW), "ns/big")
+        .expect("big is explained");
+    let aged = explained.aged.clone().expect("big is aged");
+    assert!(aged.starts_with("aged: waiting since "), "{aged}");
+    assert!(aged.contains("(2h0m0s ≥ maxWait 1h0m0s)"), "{aged}");
+    assert!(
+        aged.contains("room held since an earlier session for 2 member(s)")
+            && aged.contains("on n0 ×1, n1 ×1"),
+        "{aged}"
+    );
+    assert!(explained.to_string().contains(&aged));
+
+    // maxWait off: the same nominations are dropped (their nodes have no room), and the new
+    // job takes a GPU freed on n0.
+    let plan = run(&config(None), &snapshot, NOW);
+    assert_eq!(nominations_of(&plan), [("big-0", None), ("big-1", None)]);
+    assert_eq!(binds_of(&plan), [("small-0-0", "n0")]);
+
+    // Everything on n0 and n1 has ended: the gang binds on the room held for it.
+    let snapshot = starving([0, 0, 4], 1, &held);
+    let plan = run(&config(Some("maxWait: 1h")), &snapshot, NOW);
+    assert_eq!(binds_of(&plan), [("big-0", "n0"), ("big-1", "n1")]);
+}
+
+/// A gang that would not fit even with every running pod gone holds nothing: the small jobs
+/// keep running (no deadlock), and explain says why.
+#[test]
+fn a_gang_larger_than_the_cluster_holds_no_room() {
+    // Four whole nodes' worth on three nodes.
+    let snapshot = starving_gang(4, [3, 3, 3], 3, &[]);
+    let cfg = config(Some("maxWait: 1h"));
+    let plan = run(&cfg, &snapshot, NOW);
+    assert!(plan.nominations.is_empty());
+    assert_eq!(binds_of(&plan).len(), 3);
+    let explained = scheduler(&cfg)
+        .expect("scheduler builds")
+        .explain(&snapshot, Time::from_secs(NOW), "ns/big")
+        .expect("big is explained");
+    assert!(
+        explained
+            .aged
+            .as_deref()
+            .is_some_and(|a| a.contains("no room held")),
+        "{explained}"
+    );
+}
+
+/// Two aged gangs in one queue that cannot fit: only the longer-waiting one holds room (one
+/// hold per queue), so the 1-GPU jobs still backfill on the third node.
+#[test]
+fn one_aged_gang_per_queue_holds_room() {
+    let snapshot = {
+        let mut c = Cluster::new().queue(queue("q"));
+        for i in 0..3 {
+            let n = format!("n{i}");
+            c = c.node(node(&n).gpus(4).cpu(64));
+            for k in 0..3 {
+                let name = format!("run-{i}-{k}");
+                c = c.group(podgroup("ns", &name).min_member(1).queue("q")).pod(
+                    pod("ns", &format!("{name}-0"))
+                        .group(&name)
+                        .gpus(1)
+                        .on(&n)
+                        .running(),
+                );
+            }
+        }
+        for (name, members, since) in [("big", 2, 2 * HOUR), ("big2", 1, 90 * 60)] {
+            c = c
+                .group(
+                    podgroup("ns", name)
+                        .min_member(members)
+                        .queue("q")
+                        .created(NOW - 3 * HOUR)
+                        .pending_since(NOW - since),
+                )
+                .members("ns", name, members as usize, |p| {
+                    p.gpus(4).created(NOW - 3 * HOUR)
+                });
+        }
+        c.group(
+            podgroup("ns", "small")
+                .min_member(1)
+                .queue("q")
+                .created(NOW - 60),
+        )
+        .pod(
+            pod("ns", "small-0")
+                .group("small")
+                .gpus(1)
+                .created(NOW - 60),
+        )
+        .snapshot()
+    };
+    let plan = run(&config(Some("maxWait: 1h")), &snapshot, NOW);
+    assert_eq!(
+        nominations_of(&plan),
+        [("big-0", Some("n0")), ("big-1", Some("n1"))],
+        "only the longer-waiting gang holds room"
+    );
+    assert_eq!(binds_of(&plan), [("small-0", "n2")]);
 }

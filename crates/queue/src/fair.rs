@@ -29,6 +29,10 @@ pub struct FairSettings {
     /// A starving job evicts nothing until it has waited this long (milliseconds, from its
     /// `pending_since`), so room that frees meanwhile is used instead; 0: off.
     pub preemption_delay_ms: i64,
+    /// Aging against starvation: a gang that has waited longer than this (milliseconds, from
+    /// its `pending_since`) is ordered ahead of its queue's jobs of equal priority and, when
+    /// it still does not fit, room is held for it; 0: off.
+    pub max_wait_ms: i64,
 }
 
 impl Default for FairSettings {
@@ -40,6 +44,7 @@ impl Default for FairSettings {
             write_period_ms: DEFAULT_WRITE_PERIOD_MS,
             min_runtime_ms: 0,
             preemption_delay_ms: 0,
+            max_wait_ms: 0,
         }
     }
 }
@@ -71,6 +76,13 @@ impl FairSettings {
     pub fn may_preempt(&self, pending_since: Option<Time>, now: Time) -> bool {
         self.preemption_delay_ms <= 0
             || pending_since.is_some_and(|t| now.millis_since(t) >= self.preemption_delay_ms)
+    }
+
+    /// Whether a job waiting since `pending_since` (`None`: not seen waiting yet) is aged at
+    /// `now`: `maxWait` is on and the job has waited at least that long.
+    pub fn aged(&self, pending_since: Option<Time>, now: Time) -> bool {
+        self.max_wait_ms > 0
+            && pending_since.is_some_and(|t| now.millis_since(t) >= self.max_wait_ms)
     }
 
     /// Whether usage is kept at all (a half-life of 0 keeps no memory).

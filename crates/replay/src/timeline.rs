@@ -12,7 +12,8 @@
 //! alone — a gang timeout is configured, fairshare's `preemptionDelay` or `minRuntime` is set,
 //! or `consolidate` runs (a pod's minimum runtime, the
 //! room held for a moved pod) — every periodic session runs while a job waits, until that
-//! much time has passed since the last change.
+//! much time has passed since the last change. fairshare's `maxWait` instead wakes one
+//! session per job, `maxWait` after a session first saw it waiting (when it is aged).
 //! [`SessionPolicy::EveryPeriod`] runs every periodic session always (what the tests compare
 //! the shortcut with).
 
@@ -60,6 +61,8 @@ enum Event {
     Finish(usize, usize, u32),
     /// An evicted pod's grace period ends; the key of its entry in `Engine::gone`.
     Gone(u64),
+    /// A waiting job has waited fairshare's `maxWait`: the session that ages it.
+    Wake(usize),
 }
 
 struct Engine {
@@ -80,6 +83,10 @@ struct Engine {
     /// Evicted pods still terminating: key → (node, GPUs) they hold until gone.
     gone: BTreeMap<u64, (String, u64)>,
     next_gone: u64,
+    /// fairshare's `maxWait` (ms), when on.
+    max_wait: Option<i64>,
+    /// Per job: a session has seen it waiting (its aging is scheduled).
+    seen_waiting: Vec<bool>,
 }
 
 /// GPU capacity per node (thousandths), from the Node objects.
@@ -190,6 +197,8 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
         start,
         gone: BTreeMap::new(),
         next_gone: 0,
+        max_wait: None,
+        seen_waiting: vec![false; inputs.jobs.len()],
     };
     let config = &inputs.config;
     let debounce = i64::try_from(config.session_debounce.as_millis()).unwrap_or(0);
@@ -221,6 +230,10 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
             .filter(|d| !d.is_zero())
     };
     let fair_timed = [fairshare("preemptionDelay"), fairshare("minRuntime")];
+    // maxWait ages a job once, maxWait after a session first saw it waiting (its PodGroup's
+    // Unschedulable condition dates from that session): that session is woken for it
+    // (`Event::Wake`) rather than every periodic one run until then.
+    engine.max_wait = fairshare("maxWait").map(millis);
     for d in fair_timed.iter().flatten() {
         horizon += millis(*d);
     }
@@ -269,6 +282,7 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
                 engine.sim.advance_to(start.plus_millis(s));
                 engine.run.mark(s);
                 let acted = engine.session(s);
+                engine.schedule_aging(s);
                 trigger = None;
                 if acted {
                     last_activity = s;
@@ -345,7 +359,23 @@ impl Engine {
         Ok(())
     }
 
-    /// Carries out an event at `t` (ms); returns whether it freed capacity.
+    /// After the session at `t`: each job it saw waiting for the first time is woken for
+    /// once it has waited fairshare's `maxWait`.
+    fn schedule_aging(&mut self, t: i64) {
+        let Some(wait) = self.max_wait else {
+            return;
+        };
+        for &j in &self.live {
+            if self.runs[j].start_ms.is_none() && !self.seen_waiting[j] {
+                self.seen_waiting[j] = true;
+                self.events
+                    .push(Reverse((t.saturating_add(wait), Event::Wake(j))));
+            }
+        }
+    }
+
+    /// Carries out an event at `t` (ms); returns whether it freed capacity (or, for a wake,
+    /// whether the job still waits: its session may decide something new).
     fn handle(&mut self, e: Event, t: i64) -> bool {
         match e {
             Event::Finish(j, m, attempt) => {
@@ -370,6 +400,7 @@ impl Engine {
                 }
                 true
             }
+            Event::Wake(j) => self.live.contains(&j) && self.runs[j].start_ms.is_none(),
             Event::Gone(key) => {
                 // The kubelet removed it when the clock reached `t` (advance_to): its GPUs
                 // are free from now on.

@@ -65,6 +65,9 @@ pub struct Explanation {
     pub never_moved: Option<String>,
     /// Nodes where room is held for the job while its victims terminate.
     pub held_on: Vec<String>,
+    /// Aged by fairshare's `maxWait`: since when it waits, and the room held for it (see
+    /// [`crate::aging`]).
+    pub aged: Option<String>,
     /// Its topology rule, and the domain this session placed it in.
     pub topology: Option<String>,
     /// Per sub-group (`subGroupPolicy`): its size and rule, and where this session placed it
@@ -177,6 +180,7 @@ impl Scheduler {
             .collect();
         held_on.sort();
         held_on.dedup();
+        let aged = crate::aging::describe(&ssn, ji);
         let volumes = volume_lines(&ssn, ji);
         let claims: Vec<String> = ssn.state.jobs[ji]
             .tasks
@@ -245,6 +249,7 @@ impl Scheduler {
             consolidation,
             never_moved,
             held_on,
+            aged,
             volumes,
             claims,
             topology,
@@ -445,6 +450,9 @@ impl fmt::Display for Explanation {
             (Some(h), _) => writeln!(f, "  held: {h}")?,
             (None, _) => writeln!(f, "  nothing to place")?,
         }
+        if let Some(aged) = &self.aged {
+            writeln!(f, "  {aged}")?;
+        }
         if let Some((why, pods)) = &self.victims {
             writeln!(f, "  victims: {why}")?;
             for p in pods {
@@ -478,7 +486,8 @@ impl fmt::Display for Explanation {
                 writeln!(f, "    {line}")?;
             }
         }
-        if !self.held_on.is_empty() {
+        // An aged gang's line names its held room already.
+        if !self.held_on.is_empty() && self.aged.is_none() {
             writeln!(
                 f,
                 "  room held while victims terminate on: {}",

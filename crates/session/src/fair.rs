@@ -16,7 +16,7 @@ pub fn queue_usage(state: &State, fair: &FairSettings, q: usize) -> f64 {
 }
 
 /// Arguments named by the design but not implemented yet: refused, never ignored.
-const NOT_YET: [&str; 3] = ["window", "tenantKey", "maxWait"];
+const NOT_YET: [&str; 2] = ["window", "tenantKey"];
 
 fn duration_ms(option: &PluginOption, key: &str) -> Result<Option<i64>, String> {
     let Some(value) = option.arguments.get(key) else {
@@ -51,6 +51,7 @@ pub fn settings(option: &PluginOption) -> Result<FairSettings, String> {
             "usageWritePeriod",
             "minRuntime",
             "preemptionDelay",
+            "maxWait",
         ]
         .contains(&key)
             || key.starts_with("resourceWeights.");
@@ -72,6 +73,9 @@ pub fn settings(option: &PluginOption) -> Result<FairSettings, String> {
     }
     if let Some(ms) = duration_ms(option, "preemptionDelay")? {
         s.preemption_delay_ms = ms;
+    }
+    if let Some(ms) = duration_ms(option, "maxWait")? {
+        s.max_wait_ms = ms;
     }
     if option.arguments.contains_key("kValue") {
         match option.arguments.get_f64("kValue") {

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod actions;
+pub mod aging;
 pub mod attempt;
 pub mod close;
 pub mod consolidate;
@@ -319,6 +320,7 @@ impl Scheduler {
             // Without an enqueue action every job competes at once.
             run.admitted = phase != caldera_model::PodGroupPhase::Pending || !has_enqueue;
         }
+        aging::open(&mut ssn);
         reserve::open(&mut ssn);
         consolidate::open(&mut ssn);
         ssn

@@ -24,7 +24,10 @@
 //!
 //! At session open every nomination is checked ([`open`]): it stands while the node, once the
 //! pods terminating on it are gone and the other reservations there are counted, still has
-//! room for the task; otherwise it is dropped and the plan clears `nominatedNodeName`.
+//! room for the task; otherwise it is dropped and the plan clears `nominatedNodeName`. The
+//! nominations of a gang aged by fairshare's `maxWait` hold room that running pods are still
+//! to free ([`crate::aging`]): they stand while the node's allocatable, less the other
+//! reservations there, holds the task.
 
 use crate::session::Session;
 use crate::track::Hold;
@@ -266,6 +269,15 @@ pub fn waiting(ssn: &Session, job: usize) -> bool {
     !ssn.reservations.of_job(job).is_empty()
 }
 
+/// The tasks of `job` with room held for them.
+pub fn of_job_tasks(ssn: &Session, job: usize) -> Vec<usize> {
+    ssn.reservations
+        .of_job(job)
+        .iter()
+        .map(|r| r.task)
+        .collect()
+}
+
 /// Reads the nominations of the snapshot's pending tasks into reservations, dropping (and
 /// planning to clear) those that can no longer make their task fit.
 pub fn open(ssn: &mut Session) {
@@ -289,6 +301,14 @@ pub fn open(ssn: &mut Session) {
             Some((i, st.node_index(name).filter(|&n| st.nodes[n].ready)))
         })
         .collect();
+    // Room held for an aged gang (fairshare's maxWait) is kept while it is still being freed:
+    // judged after every other nomination (which it must not crowd out), it stands while the
+    // node, once every pod but the room held there is gone, could hold it (see
+    // [`crate::aging`]).
+    let (aged, nominated): (Vec<_>, Vec<_>) = nominated
+        .into_iter()
+        .partition(|&(t, _)| ssn.aging.is_aged(ssn.state.tasks[t].job));
+    let mut held_on = vec![caldera_model::Resources::new(); ssn.state.nodes.len()];
     for (task, node) in nominated {
         let fits = node.is_some_and(|n| {
             let node = &ssn.state.nodes[n];
@@ -297,7 +317,23 @@ pub fn open(ssn: &mut Session) {
             ssn.state.tasks[task].request.fits_in(&idle)
         });
         match node {
-            Some(n) if fits => hold(ssn, task, n),
+            Some(n) if fits => {
+                hold(ssn, task, n);
+                held_on[n].add(&ssn.state.tasks[task].request);
+            }
+            _ => ssn.decisions.nominations.push((task, None)),
+        }
+    }
+    for (task, node) in aged {
+        let fits = node.is_some_and(|n| {
+            let room = ssn.state.nodes[n].allocatable.minus(&held_on[n]);
+            ssn.state.tasks[task].request.fits_in(&room)
+        });
+        match node {
+            Some(n) if fits => {
+                hold(ssn, task, n);
+                held_on[n].add(&ssn.state.tasks[task].request);
+            }
             _ => ssn.decisions.nominations.push((task, None)),
         }
     }

@@ -43,6 +43,8 @@ pub struct Stats {
     /// `consolidate`'s tries per waiting job, by result (`moved`, `not_fragmented`,
     /// `no_move`, `no_room_for_moved`, `limit`, `no_podgroup`).
     pub consolidation_attempts: BTreeMap<&'static str, u64>,
+    /// Gangs aged by fairshare's `maxWait` at session open (see [`crate::aging`]).
+    pub aged: u64,
 }
 
 /// Nodes that pass the static filters for one placement spec.
@@ -262,6 +264,8 @@ pub struct Session {
     reasons: RefCell<Reasons>,
     /// Capacity held for pending tasks (see [`crate::reserve`]).
     pub reservations: crate::reserve::Reservations,
+    /// The jobs aged by fairshare's `maxWait` (see [`crate::aging`]).
+    pub aging: crate::aging::Aging,
     /// The placements of the last successful [`crate::attempt::probe`]: its answer, handed
     /// back through the placement functions (a probe decides nothing).
     pub(crate) probed: Vec<(usize, usize)>,
@@ -308,6 +312,7 @@ impl Session {
             kind_cache: HashMap::new(),
             reasons: RefCell::default(),
             reservations: crate::reserve::Reservations::new(jobs),
+            aging: crate::aging::Aging::default(),
             eviction: crate::evict::Switches::default(),
             probed: Vec::new(),
             label_trees: HashMap::new(),
@@ -324,9 +329,25 @@ impl Session {
     // ----- combined plugin answers (SPEC §6) -----
 
     /// Job order: first plugin that prefers a side decides; then creation time, then id.
+    /// With jobs aged by fairshare's `maxWait`, aging decides right after the `priority`
+    /// plugin, before the others (see [`crate::aging`]).
     pub fn job_order(&self, a: usize, b: usize) -> Ordering {
+        let mut aging = self.aging.any();
         for s in self.slots.iter().filter(|s| s.hooks.job_order) {
+            if aging && s.plugin.name() != "priority" {
+                aging = false;
+                let o = self.aging.order(a, b);
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
             let o = s.plugin.job_order(&self.state, a, b);
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        if aging {
+            let o = self.aging.order(a, b);
             if o != Ordering::Equal {
                 return o;
             }

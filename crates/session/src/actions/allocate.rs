@@ -1,4 +1,5 @@
-//! allocate: places admitted gangs, queue by queue in fair-share order, all or nothing.
+//! allocate: places admitted gangs, queue by queue in fair-share order, all or nothing; an
+//! aged gang that finds no room gets room held ([`crate::aging`]).
 
 use super::{job_heaps, next_queue, Action};
 use crate::attempt::{attempt, Attempt};
@@ -37,12 +38,24 @@ impl Action for Allocate {
             let Some(job) = heaps[q].pop(&less) else {
                 continue;
             };
-            if let Attempt::Placed(_) = attempt(ssn, job, &|_| true) {
-                // A satisfied gang with members left goes back for another turn.
-                if ssn.state.pending_tasks(job).next().is_some() {
-                    let less = |a: usize, b: usize| ssn.job_order(a, b).is_lt();
-                    heaps[q].push(job, &less);
+            match attempt(ssn, job, &|_| true) {
+                Attempt::Placed(_) => {
+                    ssn.aging.placed(job);
+                    // A satisfied gang with members left goes back for another turn.
+                    if ssn.state.pending_tasks(job).next().is_some() {
+                        let less = |a: usize, b: usize| ssn.job_order(a, b).is_lt();
+                        heaps[q].push(job, &less);
+                    }
                 }
+                // An aged gang that found no room (not one its queue's quota holds) gets
+                // room held where it will fit (fairshare's maxWait).
+                Attempt::Held
+                    if ssn.aging.is_aged(job)
+                        && matches!(ssn.state.job_runs[job].holdup, Some(Holdup::Fit(_))) =>
+                {
+                    crate::aging::hold(ssn, job);
+                }
+                _ => {}
             }
         }
     }

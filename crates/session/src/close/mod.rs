@@ -492,6 +492,16 @@ fn verdict(ssn: &Session, ji: usize, waiting: &[usize]) -> Verdict {
             .collect();
         nodes.sort_unstable();
         nodes.dedup();
+        // An aged gang (fairshare's maxWait) holds room that running pods are still to free.
+        if let Some(aged) = crate::aging::condition(ssn, ji, &nodes) {
+            let message = format!("{prefix}: {aged}");
+            return Verdict {
+                condition: Some(("Unschedulable", NOT_ENOUGH_RESOURCES, message.clone())),
+                pod_reason: Some((UNSCHEDULABLE, message)),
+                short_of_nodes: pending > 0 && matches!(run.holdup, Some(Holdup::Fit(_))),
+                ..none
+            };
+        }
         let message = format!(
             "{prefix}: waiting for preempted pods to terminate; room is held on node(s) {}",
             nodes.join(", ")

@@ -87,7 +87,7 @@ pub(crate) fn free_capacity(ssn: &Session) -> Resources {
 }
 
 /// [`take`]s `task` and adds the room it frees on its node to `free`.
-pub(super) fn take_into(
+pub(crate) fn take_into(
     ssn: &mut Session,
     at: &At,
     task: usize,
