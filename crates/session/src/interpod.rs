@@ -158,6 +158,9 @@ impl LabelIndex {
     }
 }
 
+/// A pod's (namespace, name).
+type PodName = (Arc<str>, Arc<str>);
+
 /// A pod counted by inter-pod constraints.
 #[derive(Debug, Clone)]
 struct Counted {
@@ -225,9 +228,9 @@ pub struct InterPod {
     /// Per node: the members held there now (see "Nominated pods" above), by task index.
     nominated: HashMap<u32, Vec<(usize, Counted)>>,
     /// (namespace, name) of each of `pods`, to find a task among them ([`InterPod::leave`]).
-    names: Vec<(Arc<str>, Arc<str>)>,
+    names: Vec<PodName>,
     /// `pods` by (namespace, name), built on the first [`InterPod::leave`].
-    by_name: OnceCell<HashMap<(Arc<str>, Arc<str>), u32>>,
+    by_name: OnceCell<HashMap<PodName, u32>>,
     /// Which of `pods` an eviction search has taken off their nodes (empty: none yet).
     away: Vec<bool>,
     /// How many of them carry required anti-affinity.
