@@ -138,8 +138,13 @@ fn attempt_inner(
         let next: Vec<usize> = if sub_groups {
             ssn.order_tasks(job, tasks)
         } else {
-            let first = ssn.first_task(job, &tasks);
+            // `tasks`, as a test: pending, wanted and not blocked (see above).
+            let first = ssn.first_task(job, |t| {
+                let task = &ssn.state.tasks[t];
+                task.schedulable_pending() && wanted(task) && task.blocked().is_none()
+            });
             // The same member sorting would put first (checked where sorting is cheap).
+            debug_assert!(first.is_some_and(|t| tasks.contains(&t)));
             debug_assert!(
                 tasks.len() > 64 || first == ssn.order_tasks(job, tasks.clone()).first().copied()
             );

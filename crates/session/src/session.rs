@@ -269,6 +269,9 @@ pub struct Session {
     /// The placements of the last successful [`crate::attempt::probe`]: its answer, handed
     /// back through the placement functions (a probe decides nothing).
     pub(crate) probed: Vec<(usize, usize)>,
+    /// Per job: all its members in task order, sorted on first use in the session
+    /// ([`Session::first_task`]; task order reads nothing a session changes).
+    member_order: RefCell<HashMap<usize, Arc<[usize]>>>,
     /// What may evict: `preempt` and `reclaim` switches from the config.
     pub eviction: crate::evict::Switches,
     /// One-tier topology trees of node labels, built on first use (see
@@ -315,6 +318,7 @@ impl Session {
             aging: crate::aging::Aging::default(),
             eviction: crate::evict::Switches::default(),
             probed: Vec::new(),
+            member_order: RefCell::default(),
             label_trees: HashMap::new(),
             domain_rooms: HashMap::new(),
             topology_within: None,
@@ -826,25 +830,36 @@ impl Session {
         first
     }
 
-    /// The first of `tasks` in [`Session::order_tasks`]' order, found without sorting them
-    /// all. A satisfied gang (an elastic one, or a group of `minMember` 1) places one more
-    /// member per attempt: sorting its whole backlog at each made a group of n members cost
-    /// n² log n comparisons (5,000 members: 27 s in one session).
-    pub fn first_task(&self, job: usize, tasks: &[usize]) -> Option<usize> {
-        let short = self.short_roles(job);
-        let of_short_role = |&t: &usize| {
-            self.state.tasks[t]
-                .role
-                .as_deref()
-                .is_some_and(|r| short.contains_key(r))
+    /// The first of the members of `job` that `candidate` accepts, in [`Session::order_tasks`]'
+    /// order. A satisfied gang (an elastic one, or a group of `minMember` 1) places one more
+    /// member per attempt: sorting its backlog at each made a group of n members cost
+    /// n² log n comparisons (5,000 members: 27 s in one session). The job's members are
+    /// sorted once per session instead, and each attempt walks them to the first candidate.
+    pub fn first_task(&self, job: usize, candidate: impl Fn(usize) -> bool) -> Option<usize> {
+        let order = {
+            let mut cache = self.member_order.borrow_mut();
+            cache
+                .entry(job)
+                .or_insert_with(|| {
+                    let mut all = self.state.jobs[job].tasks.clone();
+                    all.sort_by(|&a, &b| self.task_order(a, b));
+                    all.into()
+                })
+                .clone()
         };
-        let least = |it: &mut dyn Iterator<Item = usize>| it.min_by(|&a, &b| self.task_order(a, b));
+        let short = self.short_roles(job);
         if !short.is_empty() {
-            if let Some(t) = least(&mut tasks.iter().copied().filter(of_short_role)) {
+            let of_short_role = |t: usize| {
+                self.state.tasks[t]
+                    .role
+                    .as_deref()
+                    .is_some_and(|r| short.contains_key(r))
+            };
+            if let Some(&t) = order.iter().find(|&&t| of_short_role(t) && candidate(t)) {
                 return Some(t);
             }
         }
-        least(&mut tasks.iter().copied())
+        order.iter().copied().find(|&t| candidate(t))
     }
 
     /// The roles of `job` still short of their `minTaskMember`, and by how many members.

@@ -135,6 +135,7 @@ scenarios! {
     preempt_lowest_whole_gangs => "preempt-lowest-whole-gangs.yaml",
     preempt_no_thrash => "preempt-no-thrash.yaml",
     preempt_respects_disruption_budget => "preempt-respects-disruption-budget.yaml",
+    preempt_victim_anti_affinity => "preempt-victim-anti-affinity.yaml",
     preemption_policy_never => "preemption-policy-never.yaml",
     priority_first => "priority-first.yaml",
     proportion_gang_larger_than_deserved_waits => "proportion-gang-larger-than-deserved-waits.yaml",
