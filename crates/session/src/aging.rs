@@ -144,15 +144,6 @@ pub fn open(ssn: &mut Session) {
     ssn.aging = aging;
 }
 
-/// The members `job` still lacks for its gang.
-fn lacking(ssn: &Session, job: usize) -> usize {
-    let st = &ssn.state;
-    st.jobs[job]
-        .min_member
-        .saturating_sub(st.ready_count(job))
-        .max(1) as usize
-}
-
 /// After aged `job`'s attempt found no room: holds room for it where it would fit once the
 /// pods running there leave (see the module's "Room held"), unless room is held for the
 /// whole gang already. Nothing is held when the gang would not fit even then.
@@ -161,7 +152,7 @@ pub fn hold(ssn: &mut Session, job: usize) {
         return;
     }
     let had: Vec<usize> = reserve::of_job_tasks(ssn, job);
-    if had.len() >= lacking(ssn, job) {
+    if had.len() >= ssn.state.lacking(job) as usize {
         return;
     }
     // One hold per queue, for its head: without run times, room held for every aged gang of a

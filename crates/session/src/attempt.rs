@@ -46,10 +46,7 @@ pub fn probe(ssn: &mut Session, job: usize) -> Option<Vec<(usize, usize)>> {
     if tasks.is_empty() || ssn.job_ready(job) {
         return None;
     }
-    let need = ssn.state.jobs[job]
-        .min_member
-        .saturating_sub(ssn.state.ready_count(job))
-        .max(1);
+    let need = ssn.state.lacking(job);
     let tasks = ssn.order_tasks(job, tasks);
     let saved = ssn.state.job_runs[job].holdup.clone();
     let result = match ssn.state.jobs[job].topology.clone() {
@@ -164,11 +161,7 @@ fn attempt_inner(
             .map(Attempt::Placed)
             .unwrap_or(Attempt::Held);
     }
-    let j = &ssn.state.jobs[job];
-    let need = j
-        .min_member
-        .saturating_sub(ssn.state.ready_count(job))
-        .max(1);
+    let need = ssn.state.lacking(job);
     // With nodes booked for some job, where a member may go depends on its job: alike gangs
     // no longer place alike.
     // Room held for the job's own members (a nomination), or lent to it by jobs of lower
@@ -477,10 +470,7 @@ fn place_held(ssn: &mut Session, job: usize, tasks: &[usize]) -> Option<usize> {
 
 /// Members job `job` still needs, and what the first that many of `tasks` request together.
 fn gang_need(ssn: &Session, job: usize, tasks: &[usize]) -> (u32, Resources) {
-    let need = ssn.state.jobs[job]
-        .min_member
-        .saturating_sub(ssn.state.ready_count(job))
-        .max(1);
+    let need = ssn.state.lacking(job);
     let mut gang = Resources::new();
     for &t in tasks.iter().take(need as usize) {
         gang.add(&ssn.state.tasks[t].request);

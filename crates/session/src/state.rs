@@ -312,6 +312,15 @@ impl State {
         self.job_runs[job].ready
     }
 
+    /// Members `job` still needs to be ready: `minMember` less those that count, at least 1
+    /// (a satisfied gang grows one member at a time).
+    pub fn lacking(&self, job: usize) -> u32 {
+        self.jobs[job]
+            .min_member
+            .saturating_sub(self.ready_count(job))
+            .max(1)
+    }
+
     /// Pending members of `job` that may be placed (not gated), in snapshot order.
     pub fn pending_tasks(&self, job: usize) -> impl Iterator<Item = usize> + '_ {
         self.jobs[job]

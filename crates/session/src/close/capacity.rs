@@ -146,7 +146,7 @@ pub(super) fn capacity_need(
 ) -> caldera_model::CapacityNeed {
     let st = &ssn.state;
     let job = &st.jobs[ji];
-    let lacking = job.min_member.saturating_sub(st.ready_count(ji)).max(1) as usize;
+    let lacking = st.lacking(ji) as usize;
     let members = ssn.order_tasks(ji, st.pending_tasks(ji).collect());
     let mut pod_sets: Vec<caldera_model::PodSetNeed> = Vec::new();
     let mut pods = Vec::new();

@@ -149,10 +149,7 @@ pub struct Preemption {
 /// The request of the members `job` still needs to be ready.
 pub(crate) fn gang_need(ssn: &Session, job: usize) -> Resources {
     let st = &ssn.state;
-    let need = st.jobs[job]
-        .min_member
-        .saturating_sub(st.ready_count(job))
-        .max(1) as usize;
+    let need = st.lacking(job) as usize;
     let tasks: Vec<usize> = st.pending_tasks(job).collect();
     let mut out = Resources::new();
     for t in ssn.order_tasks(job, tasks).into_iter().take(need) {
