@@ -80,6 +80,11 @@ pub mod workload {
     /// On a derived PodGroup: the workload it was derived from, as `kubectl` names it
     /// (`job.batch/train`).
     pub const ANNOTATION_DERIVED_FROM: &str = "scheduling.caldera.sh/derived-from";
+    /// On a derived PodGroup: its workload's `metadata.creationTimestamp`. The gang is ordered
+    /// by it (not by the PodGroup's own, which is when Caldera's write happened to land), so
+    /// of two workloads submitted together the older one's gang goes first, live as in the
+    /// simulator.
+    pub const ANNOTATION_WORKLOAD_CREATED: &str = "scheduling.caldera.sh/workload-created";
     /// On a workload (or its pod template): `"false"` opts it out of auto-grouping; its pods
     /// are scheduled one by one as before.
     pub const ANNOTATION_AUTO_GROUP: &str = "scheduling.caldera.sh/auto-group";

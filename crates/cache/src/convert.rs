@@ -724,7 +724,8 @@ pub struct GroupInfo {
     pub sub_group_policies: Vec<caldera_model::SubGroupPolicy>,
     /// A PodGroup input Caldera does not honour yet (see [`caldera_model::Job::unsupported`]).
     pub unsupported: Option<Arc<str>>,
-    /// `metadata.creationTimestamp`.
+    /// `metadata.creationTimestamp`; for a PodGroup Caldera derived, its workload's
+    /// ([`crate::workload::workload_created`]).
     pub created: Time,
     /// Transition time of a True `Unschedulable` condition whose reason is not NotEnoughTasks.
     pub pending_since: Option<Time>,
@@ -754,10 +755,10 @@ impl TryFrom<&PodGroup> for GroupInfo {
         let ctx = Ctx::new(ObjectKind::PodGroup, meta);
         let name = ctx.name(meta)?;
         let namespace = meta.namespace.as_deref().unwrap_or("default");
-        let created = meta
-            .creation_timestamp
-            .as_ref()
-            .map(time)
+        // A derived gang is as old as its workload (the PodGroup's own time is when Caldera's
+        // write landed, which for workloads submitted together is any order).
+        let created = crate::workload::workload_created(meta)
+            .or_else(|| meta.creation_timestamp.as_ref().map(time))
             .unwrap_or_default();
         let spec = &pg.spec;
         let min_resources = match &spec.min_resources {

@@ -858,6 +858,7 @@ pub fn workload_gang(
             namespace,
             derived_from,
             owner_ref.map(|o| vec![o]),
+            meta,
         ),
         spec: PodGroupSpec {
             min_member: Some(min_member),

@@ -17,13 +17,15 @@ use crate::convert::{group_name, spec_request, Ctx};
 use crate::error::ObjectKind;
 use caldera_api::workload::{
     ANNOTATION_AUTO_GROUP, ANNOTATION_DERIVED_FROM, ANNOTATION_MIN_MEMBER,
-    ANNOTATION_SCHEDULE_TIMEOUT, JOB_PODGROUP_PREFIX, LABEL_KUEUE_QUEUE_NAME, LABEL_MANAGED_BY,
-    MANAGED_BY_CALDERA,
+    ANNOTATION_SCHEDULE_TIMEOUT, ANNOTATION_WORKLOAD_CREATED, JOB_PODGROUP_PREFIX,
+    LABEL_KUEUE_QUEUE_NAME, LABEL_MANAGED_BY, MANAGED_BY_CALDERA,
 };
 use caldera_api::{PodGroup, PodGroupSpec, ANNOTATION_QUEUE_NAME};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    ObjectMeta, OwnerReference, Time as KubeTime,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -145,6 +147,16 @@ pub fn derived_owner(meta: &ObjectMeta) -> Option<Owner> {
     (label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY_CALDERA)).then(|| Owner::of(meta))?
 }
 
+/// When the workload a PodGroup was derived from was created (annotation
+/// `scheduling.caldera.sh/workload-created`, read only on a PodGroup [`derived_owner`]
+/// recognises); `None` for any other PodGroup, or one derived before Caldera wrote it.
+pub fn workload_created(meta: &ObjectMeta) -> Option<caldera_model::Time> {
+    derived_owner(meta)?;
+    let t = annotation(meta, ANNOTATION_WORKLOAD_CREATED)?;
+    let t: KubeTime = serde_json::from_value(serde_json::Value::String(t.to_string())).ok()?;
+    Some(crate::convert::time(&t))
+}
+
 /// A write that brings a derived PodGroup up to date ([`crate::ClusterIndex::derived_podgroups`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum DerivedWrite {
@@ -250,20 +262,27 @@ pub enum JobGang {
 
 /// The metadata of a PodGroup Caldera derives from a workload: the annotation naming its source
 /// and the label saying Caldera manages it (what [`derived_owner`] recognises), owned by
-/// `owners`.
+/// `owners`, and the workload's creation time (`workload`'s), which orders the gang
+/// ([`workload_created`]).
 pub(crate) fn derived_meta(
     name: String,
     namespace: &str,
     derived_from: String,
     owners: Option<Vec<OwnerReference>>,
+    workload: &ObjectMeta,
 ) -> ObjectMeta {
+    let mut annotations = BTreeMap::from([(ANNOTATION_DERIVED_FROM.to_string(), derived_from)]);
+    if let Some(Ok(serde_json::Value::String(t))) = workload
+        .creation_timestamp
+        .as_ref()
+        .map(serde_json::to_value)
+    {
+        annotations.insert(ANNOTATION_WORKLOAD_CREATED.to_string(), t);
+    }
     ObjectMeta {
         name: Some(name),
         namespace: Some(namespace.to_string()),
-        annotations: Some(BTreeMap::from([(
-            ANNOTATION_DERIVED_FROM.to_string(),
-            derived_from,
-        )])),
+        annotations: Some(annotations),
         labels: Some(BTreeMap::from([(
             LABEL_MANAGED_BY.to_string(),
             MANAGED_BY_CALDERA.to_string(),
@@ -418,6 +437,7 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
             namespace,
             format!("job.batch/{name}"),
             owner,
+            meta,
         ),
         spec: PodGroupSpec {
             min_member: Some(min_member),
@@ -510,6 +530,42 @@ mod tests {
         let min = pg.spec.min_resources.unwrap();
         assert_eq!(min["nvidia.com/gpu"].0, "4");
         assert_eq!(min["cpu"].0, "8");
+    }
+
+    #[test]
+    fn a_derived_gang_is_as_old_as_its_workload() {
+        // Two Jobs submitted together: their PodGroups are created by Caldera's writes, which
+        // may land in either order. The gang is ordered by the Job's creation, not the
+        // PodGroup's.
+        let job = mk_job(
+            "a",
+            json!({"metadata": {"creationTimestamp": "2026-12-07T04:00:00Z"}}),
+        );
+        let mut pg = gang(&job);
+        assert_eq!(
+            pg.metadata.annotations.as_ref().unwrap()[ANNOTATION_WORKLOAD_CREATED],
+            "2026-12-07T04:00:00Z"
+        );
+        pg.metadata.creation_timestamp =
+            serde_json::from_value(json!("2026-12-07T04:00:05Z")).unwrap();
+        let info = crate::convert::GroupInfo::try_from(&pg).unwrap();
+        let job_time = serde_json::from_value(json!("2026-12-07T04:00:00Z")).unwrap();
+        assert_eq!(info.created, crate::convert::time(&job_time));
+        // Only on a PodGroup Caldera derived: a hand-written one keeps its own time.
+        pg.metadata.labels = None;
+        let info = crate::convert::GroupInfo::try_from(&pg).unwrap();
+        let own = pg.metadata.creation_timestamp.as_ref().unwrap();
+        assert_eq!(info.created, crate::convert::time(own));
+        // Derived before the annotation existed, or with a malformed one: its own time.
+        let mut old = gang(&mk_job("b", json!({})));
+        old.metadata.creation_timestamp = pg.metadata.creation_timestamp.clone();
+        old.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANNOTATION_WORKLOAD_CREATED.into(), "yesterday".into());
+        let info = crate::convert::GroupInfo::try_from(&old).unwrap();
+        assert_eq!(info.created, crate::convert::time(own));
     }
 
     #[test]

@@ -71,18 +71,7 @@ fn too_long_live(scenario: &Scenario) -> Option<String> {
 
 /// Scenarios that pass in the simulator but race live, with the known cause. Each is a bug
 /// to fix, not an expectation to relax; the simulator still runs them in `cargo test`.
-const KNOWN_LIVE_RACES: &[(&str, &str)] = &[
-    ("workloads/job-seed2-no-deadlock.yaml", DERIVED_ORDER_RACE),
-    ("workloads/lws-seed2-no-deadlock.yaml", DERIVED_ORDER_RACE),
-];
-
-/// Why the seed-2 scenarios of derived gangs race live.
-const DERIVED_ORDER_RACE: &str = "two workloads applied in one step: their derived PodGroups \
-     are created by writes in flight together through the binder, and when the second one's \
-     lands first (seen in 2 of about 10 loaded runs, once for Jobs and once for LWS) workload \
-     B's gang is the older and takes the 4 GPUs; either outcome is free of deadlock, the \
-     scenario pins A. To fix: order a derived gang by its workload's creation time, not its \
-     PodGroup's";
+const KNOWN_LIVE_RACES: &[(&str, &str)] = &[];
 
 async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
     if let Some((_, why)) = KNOWN_LIVE_RACES.iter().find(|(f, _)| file.ends_with(f)) {
