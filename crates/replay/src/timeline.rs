@@ -28,11 +28,6 @@ use caldera_sim::Simulation;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
-/// Why jobs asking for a share of one GPU are not replayed in this mode (`--mode inflation`
-/// replays them on shared GPUs).
-pub const FRACTION_REFUSED: &str =
-    "asks for a fraction of a GPU: the timeline mode does not replay shared GPUs yet (--mode inflation does)";
-
 /// Which periodic sessions run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum SessionPolicy {
@@ -80,8 +75,11 @@ struct Engine {
     /// Jobs submitted and not finished (waiting or running).
     live: BTreeSet<usize>,
     start: Time,
-    /// Evicted pods still terminating: key → (node, GPUs) they hold until gone.
-    gone: BTreeMap<u64, (String, u64)>,
+    /// Evicted pods still terminating: key → (node, GPUs, pod name) they hold until gone.
+    gone: BTreeMap<u64, (String, u64, String)>,
+    /// The GPUs are shared DRA devices and each GPU member asks through a claim of its own
+    /// (named as the pod), deleted once the member is done ([`cluster::share_gpus`]).
+    shared: bool,
     next_gone: u64,
     /// fairshare's `maxWait` (ms), when on.
     max_wait: Option<i64>,
@@ -175,7 +173,14 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
             "the cluster has no nodes (give --nodes FILE or -f manifests with Nodes)".into(),
         ));
     }
-    let (sim, weights) = simulation(&inputs.config, &inputs.objects, &inputs.jobs)?;
+    // A fraction anywhere: every node's GPUs are shared devices, as in inflation mode.
+    let shared = cluster::needs_sharing(&inputs.jobs);
+    let objects = if shared {
+        cluster::share_gpus(&inputs.objects)?
+    } else {
+        inputs.objects.clone()
+    };
+    let (sim, weights) = simulation(&inputs.config, &objects, &inputs.jobs)?;
     let start = sim.now();
     let mut order: Vec<usize> = (0..inputs.jobs.len()).collect();
     order.sort_by_key(|&i| (inputs.jobs[i].submit_ms, i));
@@ -197,6 +202,7 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
         start,
         gone: BTreeMap::new(),
         next_gone: 0,
+        shared,
         max_wait: None,
         seen_waiting: vec![false; inputs.jobs.len()],
     };
@@ -269,9 +275,8 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
                 if arrival == Some(c) {
                     let j = order[next_job];
                     next_job += 1;
-                    if engine.arrive(j)? {
-                        trigger = trigger.or(Some(c));
-                    }
+                    engine.arrive(j)?;
+                    trigger = trigger.or(Some(c));
                 } else if let Some(Reverse((_, e))) = engine.events.pop() {
                     if engine.handle(e, c) {
                         trigger = trigger.or(Some(c));
@@ -324,14 +329,10 @@ impl Engine {
             .map_err(|e| Error::Invalid(format!("{what}: {e}")))
     }
 
-    /// Job `j` arrives. Returns whether it was submitted (a refused job changes nothing).
-    fn arrive(&mut self, j: usize) -> Result<bool> {
+    /// Job `j` arrives: its PodGroup (a gang of more than one), members and their claims.
+    fn arrive(&mut self, j: usize) -> Result<()> {
         let job = self.jobs[j].clone();
         self.run.submitted += 1;
-        if job.gpu.is_fraction() {
-            self.runs[j].refused = Some(FRACTION_REFUSED.to_string());
-            return Ok(false);
-        }
         if self.priorities.insert(job.priority) {
             self.apply(cluster::priority_class(job.priority)?)?;
         }
@@ -344,12 +345,20 @@ impl Engine {
             self.create_member(j, m, 0, grouped)?;
         }
         self.live.insert(j);
-        Ok(true)
+        Ok(())
     }
 
     fn create_member(&mut self, j: usize, m: usize, attempt: u32, grouped: bool) -> Result<()> {
         let name = Self::pod_name(j, m, attempt);
-        let pod = cluster::pod_object(&Self::id(j), &name, &self.jobs[j], grouped)?;
+        let id = Self::id(j);
+        let pod = if self.shared {
+            if let Some(claim) = cluster::claim_object(&name, &self.jobs[j])? {
+                self.apply(claim)?;
+            }
+            cluster::shared_pod_object(&id, &name, &self.jobs[j], grouped)?
+        } else {
+            cluster::pod_object(&id, &name, &self.jobs[j], grouped)?
+        };
         self.apply(Object::Pod(pod))?;
         self.pods.insert(name, (j, m));
         self.members[j][m] = MemberRun {
@@ -390,6 +399,7 @@ impl Engine {
                 self.sim
                     .store_mut()
                     .set_phase(NAMESPACE, &name, "Succeeded", now);
+                self.drop_claim(&name);
                 self.release(&node, j, t);
                 self.run.usage_end(j, m, t, true);
                 if self.members[j]
@@ -404,15 +414,28 @@ impl Engine {
             Event::Gone(key) => {
                 // The kubelet removed it when the clock reached `t` (advance_to): its GPUs
                 // are free from now on.
-                let Some((node, gpu)) = self.gone.remove(&key) else {
+                let Some((node, gpu, pod)) = self.gone.remove(&key) else {
                     return false;
                 };
+                self.drop_claim(&pod);
                 if let Some((_, used)) = self.ledger.get_mut(&node) {
                     *used = used.saturating_sub(gpu);
                 }
                 self.run.allocated_change(t, -(gpu as i64));
                 true
             }
+        }
+    }
+
+    /// On shared GPUs, the claim of the member pod `name` goes once the member is done (its
+    /// share is free from then on, as the pod's GPUs are on a node of whole GPUs). A member
+    /// asking no GPU has none.
+    fn drop_claim(&mut self, name: &str) {
+        if self.shared {
+            let now = self.sim.now();
+            self.sim
+                .store_mut()
+                .delete(Kind::ResourceClaim, Some(NAMESPACE), name, now);
         }
     }
 
@@ -435,6 +458,9 @@ impl Engine {
             let name = Self::pod_name(j, m, mr.attempt);
             self.pods.remove(&name);
             names.push(name);
+        }
+        for name in &names {
+            self.drop_claim(name);
         }
         let now = self.sim.now();
         self.sim
@@ -503,7 +529,6 @@ impl Engine {
             self.run.evicted_gpu_milli_ms +=
                 u128::from(gpu) * u128::try_from(t - bound).unwrap_or(0);
             self.runs[j].preempted += 1;
-            let attempt = self.members[j][m].attempt;
             // The victim holds its GPUs until its kubelet has stopped it.
             let gone = self
                 .sim
@@ -511,11 +536,10 @@ impl Engine {
                 .pod(NAMESPACE, name)
                 .and_then(|p| p.metadata.deletion_timestamp.as_ref())
                 .map_or(t, |ts| ts.0.as_millisecond() - self.start.0);
-            let _ = attempt;
             let key = self.next_gone;
             self.next_gone += 1;
             // The ledger keeps the victim's GPUs until it is gone.
-            self.gone.insert(key, (node, gpu));
+            self.gone.insert(key, (node, gpu, name.to_string()));
             self.events.push(Reverse((gone.max(t), Event::Gone(key))));
             self.run.usage_end(j, m, t, false);
             self.pods.remove(name);

@@ -18,7 +18,10 @@ fn job() -> impl Strategy<Value = JobSpec> {
         0i64..120,
         1i64..90,
         1u32..6,
-        0u32..5,
+        prop_oneof![
+            4 => (0u32..5).prop_map(Gpu::whole),
+            1 => prop::sample::select(vec![250u32, 500, 750]).prop_map(|m| Gpu::from_milli(m).unwrap()),
+        ],
         0u32..3,
         0i32..3,
         any::<bool>(),
@@ -27,7 +30,7 @@ fn job() -> impl Strategy<Value = JobSpec> {
             |(submit, duration, members, gpu, queue, priority, preemptible)| {
                 (1..=members).prop_map(move |min| {
                     let mut j =
-                        JobSpec::new("", submit * 1000, duration * 1000, members, Gpu::whole(gpu));
+                        JobSpec::new("", submit * 1000, duration * 1000, members, gpu);
                     j.min_members = min;
                     j.cpu_milli = 1000;
                     j.queue = ["default", "a", "b"][queue as usize].to_string();
@@ -140,21 +143,55 @@ proptest! {
 }
 
 #[test]
-fn fractional_jobs_are_refused_with_the_reason_never_run_as_whole_gpus() {
-    let mut share = JobSpec::new("share", 0, 10_000, 1, Gpu::from_milli(500).unwrap());
-    share.cpu_milli = 1000;
-    let whole = JobSpec::new("whole", 0, 10_000, 1, Gpu::whole(1));
+fn fractions_share_a_gpu_in_timeline_mode_and_a_whole_gpu_waits_for_them() {
+    // One node of one GPU: four quarter-GPU jobs run on it together; a whole-GPU job
+    // submitted after them waits until every share is gone, then runs alone.
+    let mut jobs: Vec<JobSpec> = (0..4)
+        .map(|i| {
+            let mut j = JobSpec::new(
+                &format!("share-{i}"),
+                0,
+                10_000,
+                1,
+                Gpu::from_milli(250).unwrap(),
+            );
+            j.cpu_milli = 1000;
+            j
+        })
+        .collect();
+    let mut whole = JobSpec::new("whole", 1_000, 10_000, 1, Gpu::whole(1));
+    whole.cpu_milli = 1000;
+    jobs.push(whole);
+    // A fifth share arriving while the GPU is full waits too.
+    let mut late = JobSpec::new(
+        "late-share",
+        2_000,
+        10_000,
+        1,
+        Gpu::from_milli(250).unwrap(),
+    );
+    late.cpu_milli = 1000;
+    jobs.push(late);
     let inputs = timeline::Inputs {
         config: config(false),
-        objects: nodes(&[2]),
-        jobs: vec![share, whole],
+        objects: nodes(&[1]),
+        jobs,
     };
     let run = timeline::run(&inputs, timeline::SessionPolicy::Events).unwrap();
+    assert!(run.violations.is_empty(), "{:?}", run.violations);
     let m = metrics::timeline(&run, 3_600_000, "x");
-    assert_eq!(m.jobs.refused, 1);
-    assert_eq!(m.jobs.completed, 1);
-    assert_eq!(m.refused_reasons.get(timeline::FRACTION_REFUSED), Some(&1));
-    assert!(run.jobs[0].start_ms.is_none());
+    assert_eq!(m.jobs.refused, 0);
+    assert_eq!(m.jobs.completed, 6);
+    let start = |i: usize| run.jobs[i].start_ms.unwrap();
+    for i in 0..4 {
+        assert!(start(i) < 1_000, "share {i} started at {}", start(i));
+    }
+    // The shares end at 10 s (plus the session's debounce); the whole GPU is the older
+    // waiting job, so it goes first and the late share after it.
+    assert!(start(4) >= 10_000, "the whole GPU started at {}", start(4));
+    assert!(start(5) >= start(4) + 10_000, "late share at {}", start(5));
+    let ratio = m.gpu_allocation_ratio.unwrap();
+    assert!(ratio > 0.5 && ratio <= 1.0, "{ratio}");
 }
 
 /// CI found this one (stop 41's run): allocate placed the third member of an elastic gang
