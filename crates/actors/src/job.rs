@@ -77,26 +77,6 @@ fn index_of(pod: &Pod) -> Option<i32> {
         .and_then(|i| i.parse().ok())
 }
 
-/// The controller's 5-character suffix alphabet (`k8s.io/apimachinery/pkg/util/rand`).
-pub(crate) const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-
-/// The `n`th 5-character `generateName` suffix seeded by `uid` (the Job, ReplicaSet and
-/// resource-claim controllers' names).
-pub(crate) fn suffix(uid: &str, n: u64) -> String {
-    // FNV-1a over the uid and the counter: deterministic, spread over the alphabet.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in uid.bytes().chain(n.to_le_bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    (0..5)
-        .map(|i| {
-            let k = ((h >> (i * 12)) % ALPHABET.len() as u64) as usize;
-            char::from(ALPHABET[k])
-        })
-        .collect()
-}
-
 fn condition(type_: &str, reason: &str, message: &str) -> JobCondition {
     JobCondition {
         type_: type_.into(),
@@ -214,8 +194,8 @@ pub fn sync(job: &Job, pods: &[&Pod], taken: &dyn Fn(&str) -> bool) -> Sync {
         let pod_name = loop {
             n += 1;
             let candidate = match index {
-                Some(i) => format!("{name}-{i}-{}", suffix(uid, n)),
-                None => format!("{name}-{}", suffix(uid, n)),
+                Some(i) => format!("{name}-{i}-{}", crate::meta::suffix(uid, n)),
+                None => format!("{name}-{}", crate::meta::suffix(uid, n)),
             };
             if !taken(&candidate) {
                 break candidate;

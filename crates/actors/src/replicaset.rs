@@ -312,7 +312,7 @@ pub fn sync(rs: &ReplicaSet, pods: &[&Pod], now: Time, taken: &dyn Fn(&str) -> b
             for _ in replicas..wanted {
                 let pod_name = loop {
                     n += 1;
-                    let candidate = format!("{name}-{}", crate::job::suffix(&seed, n));
+                    let candidate = format!("{name}-{}", crate::meta::suffix(&seed, n));
                     if !taken(&candidate) && !made.contains(&candidate) {
                         break candidate;
                     }
@@ -360,7 +360,7 @@ fn pod_for(rs: &ReplicaSet, pod_name: &str) -> Pod {
 /// `rand.SafeEncodeString`: each byte mapped into the alphabet names are made from.
 fn safe_encode(s: &str) -> String {
     s.bytes()
-        .map(|b| char::from(crate::job::ALPHABET[usize::from(b) % crate::job::ALPHABET.len()]))
+        .map(|b| char::from(crate::meta::ALPHABET[usize::from(b) % crate::meta::ALPHABET.len()]))
         .collect()
 }
 

@@ -291,7 +291,7 @@ pub fn sync(
                     let seed = format!("{}/{}", uid(&pod.metadata), entry.name);
                     let mut n = 0u64;
                     let claim_name = loop {
-                        let candidate = format!("{prefix}{}", crate::job::suffix(&seed, n));
+                        let candidate = format!("{prefix}{}", crate::meta::suffix(&seed, n));
                         let k = (pod_ns.clone(), candidate.clone());
                         if !claim_by_key.contains_key(&k)
                             && !made.contains(&k)

@@ -7,12 +7,13 @@
 //! life of the [`Selectors`] (a session): a selector's answer for a device never changes while
 //! the snapshot does not.
 
-use crate::lazy::Lazy;
+mod lazy;
 use caldera_model::dra::{AttributeValue, Device};
 use caldera_model::{parse_quantity, Scale};
 use cel::extractors::This;
 use cel::objects::Opaque;
 use cel::{Context, ExecutionError, Program, Value};
+use lazy::Lazy;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -11,7 +11,6 @@
 
 pub mod allocator;
 pub mod cel;
-mod lazy;
 pub mod sharing;
 
 pub use allocator::{

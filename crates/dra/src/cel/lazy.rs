@@ -11,7 +11,7 @@
 //! map on the right is false (the crate's map compares only with its own kind); with the device
 //! map on the left, or two device maps, equality is by entries.
 
-use crate::cel::{semver_or_string, Quantity};
+use super::{semver_or_string, Quantity};
 use caldera_model::dra::{AttributeValue, Device};
 use cel::common::traits::{Container, Indexer, Iterable, Iterator, Sizer, Zeroer};
 use cel::common::types::{self, CelBool, CelInt, CelString, Kind, Type};
