@@ -65,6 +65,46 @@ pub struct Usage {
     pub total: u32,
 }
 
+/// A shared device (`allowMultipleAllocations`) a node reaches, and how full it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedUse {
+    /// The driver.
+    pub driver: Arc<str>,
+    /// The device's name.
+    pub device: Arc<str>,
+    /// How much of it is held, in thousandths: of its fullest capacity (what its shares
+    /// consume), or all of it (1000) when an allocation without a share holds it whole.
+    pub milli: i64,
+    /// Allocations holding a share of it.
+    pub shares: u32,
+}
+
+impl SharedUse {
+    /// Eight cells, one per eighth held (`[###.....]`; any share shows at least one).
+    pub fn bar(&self) -> String {
+        let filled = match (self.milli * 8 + 500) / 1000 {
+            0 if self.milli > 0 => 1,
+            n => n,
+        };
+        let cells: String = (0..8).map(|i| if i < filled { '#' } else { '.' }).collect();
+        format!("[{cells}]")
+    }
+
+    /// The fraction held and by how many (`0.35 (2 claims)`, `1.00 (held whole)`).
+    pub fn summary(&self) -> String {
+        let held = match self.shares {
+            0 if self.milli > 0 => "held whole".to_string(),
+            1 => "1 claim".to_string(),
+            n => format!("{n} claims"),
+        };
+        format!(
+            "{}.{:02} ({held})",
+            self.milli / 1000,
+            (self.milli % 1000) / 10
+        )
+    }
+}
+
 /// The session's view of DRA: the inventory, which devices are in use (whole, in shares, and
 /// the counters they draw), and the selector caches. Placements take what they hold
 /// ([`Allocator::take`]) and undoing them gives it back ([`Allocator::release`]).
@@ -282,6 +322,41 @@ impl Allocator {
         }
         out.sort_by(|a, b| a.driver.cmp(&b.driver));
         out
+    }
+
+    /// Each shared device the node reaches, in inventory order, with how much of it its
+    /// allocations hold (`caldera simulate`'s per-GPU fractions).
+    pub fn shared_usage(&self, node: NodeView) -> Vec<SharedUse> {
+        let usage = &self.usage;
+        self.reachable(node)
+            .into_iter()
+            .filter_map(|i| {
+                let d = &self.inventory.devices[i as usize];
+                if !d.shared {
+                    return None;
+                }
+                let at = i as usize;
+                let whole = usage.whole.get(at).is_some_and(|&n| n > 0);
+                let consumed = usage.consumed.get(at).map(|c| &c[..]).unwrap_or(&[]);
+                let fullest = d
+                    .capacity
+                    .values()
+                    .zip(consumed)
+                    .filter(|(c, _)| c.milli > 0)
+                    .map(|(c, &used)| {
+                        let part = i128::from(used) * 1000 / i128::from(c.milli);
+                        i64::try_from(part.clamp(0, 1000)).unwrap_or(1000)
+                    })
+                    .max()
+                    .unwrap_or(0);
+                Some(SharedUse {
+                    driver: d.driver.clone(),
+                    device: d.name.clone(),
+                    milli: if whole { 1000 } else { fullest },
+                    shares: usage.shares.get(at).copied().unwrap_or(0),
+                })
+            })
+            .collect()
     }
 
     /// Finds devices on `node` for every request of every claim in `claims` (none allocated

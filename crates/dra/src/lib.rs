@@ -14,8 +14,8 @@ pub mod cel;
 pub mod sharing;
 
 pub use allocator::{
-    extended_claim, node_selector, node_term, Allocator, Found, NodeView, Usage, CANNOT_ALLOCATE,
-    STEP_LIMIT,
+    extended_claim, node_selector, node_term, Allocator, Found, NodeView, SharedUse, Usage,
+    CANNOT_ALLOCATE, STEP_LIMIT,
 };
 pub use sharing::{Hold, Share};
 

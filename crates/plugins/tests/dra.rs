@@ -834,6 +834,26 @@ fn four_quarter_members_share_one_gpu_all_or_nothing() {
         text.contains("gpu.example.com/n0/gpu-0 (share: memory 20Gi)"),
         "{text}"
     );
+    // Before the session nothing holds the GPU.
+    assert!(
+        text.contains("n0/gpu-0 [........] 0.00 (0 claims)"),
+        "{text}"
+    );
+    // A gang waiting beside a GPU that running pods share: explain draws how full it is.
+    let busy = sharing_cluster(
+        &[1],
+        &[(0, 0, Ask::Share(30)), (0, 0, Ask::Share(30))],
+        &[(vec![Ask::Share(30)], 1)],
+    );
+    let text = scheduler(&SchedulerConfig::default())
+        .expect("default config builds")
+        .explain(&busy, Time::from_secs(10), "ns/g0")
+        .expect("the job exists")
+        .to_string();
+    assert!(
+        text.contains("shared GPUs (the fraction held, of the fullest capacity):\n    n0/gpu-0 [######..] 0.75 (2 claims)"),
+        "{text}"
+    );
     // A fifth asking 30Gi does not fit beside them.
     let s = sharing_cluster(
         &[1],

@@ -78,6 +78,10 @@ pub struct Explanation {
     pub volumes: Vec<String>,
     /// DRA: each member's claims, allocated (where, which devices, by whom) or not.
     pub claims: Vec<String>,
+    /// For a job whose members ask through claims: each shared device
+    /// (`allowMultipleAllocations`) of the nodes in the node-by-node view, with the fraction
+    /// its shares hold before this session (`node-a/gpu-0 [###.....] 0.35 (2 claims)`).
+    pub shared_gpus: Vec<String>,
 }
 
 impl Scheduler {
@@ -232,6 +236,7 @@ impl Scheduler {
             });
         let queue_path = queue_path(&fresh, q);
         let kinds = kinds(&fresh, ji);
+        let shared_gpus = shared_gpu_lines(&fresh, ji, &kinds);
         let job = &snapshot.jobs[ji];
         Some(Explanation {
             job: job.id.to_string(),
@@ -252,6 +257,7 @@ impl Scheduler {
             aged,
             volumes,
             claims,
+            shared_gpus,
             topology,
             sub_groups,
         })
@@ -417,6 +423,55 @@ fn queue_path(ssn: &Session, q: usize) -> Vec<String> {
         .collect()
 }
 
+/// Nodes whose shared GPUs [`Explanation::shared_gpus`] draws, at most.
+const SHARED_GPU_NODES: usize = 16;
+
+/// [`Explanation::shared_gpus`]: the nodes of the node-by-node view in its order (best
+/// first), each once, the first [`SHARED_GPU_NODES`] of those with shared devices.
+fn shared_gpu_lines(ssn: &Session, ji: usize, kinds: &[KindReport]) -> Vec<String> {
+    let st = &ssn.state;
+    if !st.jobs[ji]
+        .tasks
+        .iter()
+        .any(|&t| st.tasks[t].claims.is_some())
+    {
+        return Vec::new();
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    let (mut drawn, mut more) = (0, 0);
+    for line in kinds.iter().flat_map(|k| &k.nodes) {
+        if !seen.insert(line.node.as_str()) {
+            continue;
+        }
+        let Some(n) = st.node_index(&line.node) else {
+            continue;
+        };
+        let shared = st.trackers.devices.shared_usage(&st.nodes[n]);
+        if shared.is_empty() {
+            continue;
+        }
+        if drawn == SHARED_GPU_NODES {
+            more += 1;
+            continue;
+        }
+        drawn += 1;
+        for d in shared {
+            out.push(format!(
+                "{}/{} {} {}",
+                line.node,
+                d.device,
+                d.bar(),
+                d.summary()
+            ));
+        }
+    }
+    if more > 0 {
+        out.push(format!("(and {more} more nodes with shared GPUs)"));
+    }
+    out
+}
+
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -483,6 +538,15 @@ impl fmt::Display for Explanation {
                 "  DRA claims (allocated with their member's node, or not at all):"
             )?;
             for line in &self.claims {
+                writeln!(f, "    {line}")?;
+            }
+        }
+        if !self.shared_gpus.is_empty() {
+            writeln!(
+                f,
+                "  shared GPUs (the fraction held, of the fullest capacity):"
+            )?;
+            for line in &self.shared_gpus {
                 writeln!(f, "    {line}")?;
             }
         }

@@ -510,7 +510,9 @@ fn is_gpu(name: &str) -> bool {
 /// One bar per node with GPUs: `node-a  [######..]  6/8 nvidia.com/gpu`, then how many are
 /// free in all. A bar has a cell per GPU up to 16, and is scaled to 16 cells beyond.
 /// DRA devices are shown the same way, per driver (`6/8 gpu.nvidia.com`): those a node reaches
-/// and how many are allocated.
+/// and how many are allocated; below it, each shared device (`allowMultipleAllocations`) with
+/// the fraction its shares hold (`  gpu-3  [###.....]  0.35 (2 claims)`: of its fullest
+/// capacity).
 pub fn gpu_view(sim: &Simulation) -> Option<String> {
     let usage = node_usage(sim.store());
     let mut lines: Vec<(String, String, String)> = Vec::new();
@@ -538,6 +540,15 @@ pub fn gpu_view(sim: &Simulation) -> Option<String> {
         });
         let by_driver =
             by_driver.map(|u| (u.driver.to_string(), i64::from(u.used), i64::from(u.total)));
+        let shared: Vec<caldera_dra::SharedUse> = devices
+            .iter()
+            .flat_map(|a| {
+                a.shared_usage(caldera_dra::NodeView {
+                    name: &node.name,
+                    labels: &node.labels,
+                })
+            })
+            .collect();
         for (resource, used, total) in gpus.chain(by_driver).collect::<Vec<_>>() {
             let resource = resource.as_str();
             let sum = totals.entry(resource.to_string()).or_default();
@@ -557,6 +568,10 @@ pub fn gpu_view(sim: &Simulation) -> Option<String> {
                 format!("[{bar}]"),
                 format!("{used}/{total} {resource}"),
             ));
+            // Each shared device of the driver, under it: the fraction its shares hold.
+            for d in shared.iter().filter(|d| *d.driver == *resource) {
+                lines.push((format!("  {}", d.device), d.bar(), d.summary()));
+            }
         }
     }
     if lines.is_empty() {

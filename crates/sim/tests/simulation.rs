@@ -463,6 +463,24 @@ fn reports_show_gangs_and_gpu_bars() {
 }
 
 #[test]
+fn reports_draw_each_shared_gpu_with_the_fraction_its_shares_hold() {
+    // At its end gpu-0 (80Gi) holds three 20Gi shares and one of 10Gi: 70Gi, 0.87.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/dra/shared-gpu-quarter-gang.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let scenario = scenario::load(&text, "shared-gpu-quarter-gang.yaml").unwrap();
+    let (outcome, sim) = scenario.run().unwrap();
+    assert!(outcome.passed(), "{outcome}");
+    let view = report::gpu_view(&sim).unwrap();
+    assert!(
+        view.contains(
+            "node-a   [#]         1/1 gpu.nvidia.com\n  gpu-0  [#######.]  0.87 (4 claims)\n"
+        ),
+        "{view}"
+    );
+}
+
+#[test]
 fn reports_draw_the_queue_tree() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../scenarios/hierarchy/idle-to-sibling-first.yaml");

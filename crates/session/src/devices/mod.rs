@@ -799,6 +799,15 @@ impl Devices {
         })
     }
 
+    /// Each shared device node `node` reaches, with the fraction its allocations hold, as
+    /// this session leaves them (for `explain`).
+    pub fn shared_usage(&self, node: &Node) -> Vec<caldera_dra::SharedUse> {
+        self.allocator.borrow().shared_usage(NodeView {
+            name: &node.name,
+            labels: &node.labels,
+        })
+    }
+
     /// What `task` (index `ti`)'s claims are, for `explain`: one line per claim.
     pub fn describe(&self, ti: usize, task: &Task) -> Vec<String> {
         let Some(tc) = &task.claims else {
