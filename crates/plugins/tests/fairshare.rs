@@ -423,6 +423,91 @@ fn a_victim_younger_than_min_runtime_is_not_evicted() {
     );
 }
 
+/// [`low_running_since`] with `low`'s PodGroup annotated `caldera.sh/min-runtime`.
+fn annotated_low_running_since(started: i64, min_runtime: Result<i64, &str>) -> Snapshot {
+    let mut snapshot = low_running_since(started);
+    let low = snapshot
+        .jobs
+        .iter()
+        .position(|j| &*j.id == "ns/low")
+        .expect("low exists");
+    snapshot.jobs[low].min_runtime = Some(min_runtime.map_err(Into::into));
+    snapshot
+}
+
+#[test]
+fn the_min_runtime_annotation_protects_its_gang_and_overrides_the_argument() {
+    const MIN: i64 = 60 * 1000;
+    // Run for 5 minutes, annotated 10m: spared, with or without fairshare.
+    let young = annotated_low_running_since(NOW - 5 * 60, Ok(10 * MIN));
+    assert!(evicted(&run(&evicting(None), &young, NOW)).is_empty());
+    assert!(evicted(&run(&evicting(Some("1m")), &young, NOW)).is_empty());
+    // Once it has run that long it may be evicted.
+    assert_eq!(
+        evicted(&run(&evicting(None), &young, NOW + 5 * 60)),
+        vec!["low-0"]
+    );
+    // The annotation overrides the argument both ways: longer than it ...
+    let half_hour = annotated_low_running_since(NOW - 20 * 60, Ok(30 * MIN));
+    assert!(evicted(&run(&evicting(Some("10m")), &half_hour, NOW)).is_empty());
+    // ... and shorter: 0s turns the protection off for this gang.
+    let off = annotated_low_running_since(NOW - 60, Ok(0));
+    assert_eq!(
+        evicted(&run(&evicting(Some("10m")), &off, NOW)),
+        vec!["low-0"]
+    );
+    // Without the annotation the argument decides, as before.
+    assert!(evicted(&run(
+        &evicting(Some("10m")),
+        &low_running_since(NOW - 60),
+        NOW
+    ))
+    .is_empty());
+}
+
+#[test]
+fn a_malformed_min_runtime_annotation_is_refused_loudly() {
+    let why = "annotation caldera.sh/min-runtime: invalid duration \"ten\": missing unit";
+    // A pending gang with a malformed value waits, its condition naming the annotation.
+    let mut snapshot = Cluster::new()
+        .queue(queue("q"))
+        .node(node("n0").gpus(8).cpu(64))
+        .group(
+            podgroup("ns", "bad")
+                .min_member(1)
+                .queue("q")
+                .min_runtime(Err(why)),
+        )
+        .pod(
+            caldera_testkit::builders::pod("ns", "bad-0")
+                .group("bad")
+                .gpus(1),
+        )
+        .snapshot();
+    let plan = run(&evicting(None), &snapshot, NOW);
+    assert!(plan.binds.is_empty(), "refused, never ignored");
+    let status = plan
+        .podgroups
+        .iter()
+        .find(|u| &*u.name == "bad")
+        .expect("its status is written");
+    let message = status
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Unschedulable")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(message.contains("caldera.sh/min-runtime"), "{message}");
+    // Fixed, the gang binds.
+    snapshot.jobs[0].min_runtime = Some(Ok(0));
+    assert_eq!(gpus_bound(&run(&evicting(None), &snapshot, NOW), "bad-"), 1);
+    // A running gang with a malformed value is protected as the argument says.
+    let young = annotated_low_running_since(NOW - 60, Err(why));
+    assert!(evicted(&run(&evicting(Some("10m")), &young, NOW)).is_empty());
+    assert_eq!(evicted(&run(&evicting(None), &young, NOW)), vec!["low-0"]);
+}
+
 #[test]
 fn reclaim_spares_runs_younger_than_min_runtime() {
     // team-a holds both nodes (over its share); team-b asks for one node's worth.

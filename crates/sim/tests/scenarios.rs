@@ -103,6 +103,7 @@ scenarios! {
     fairshare_usage_halves_over_a_half_life => "fairshare/usage-halves-over-a-half-life.yaml",
     fairshare_max_wait_holds_room_for_a_starved_gang => "fairshare/max-wait-holds-room-for-a-starved-gang.yaml",
     fairshare_no_max_wait_gang_starves => "fairshare/no-max-wait-gang-starves.yaml",
+    fairshare_min_runtime_annotation => "fairshare/min-runtime-annotation.yaml",
     hierarchy_cycle_reported => "hierarchy/cycle-reported.yaml",
     hierarchy_guarantee_kept => "hierarchy/guarantee-kept.yaml",
     hierarchy_idle_to_sibling_first => "hierarchy/idle-to-sibling-first.yaml",
