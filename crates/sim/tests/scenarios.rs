@@ -104,6 +104,8 @@ scenarios! {
     fairshare_max_wait_holds_room_for_a_starved_gang => "fairshare/max-wait-holds-room-for-a-starved-gang.yaml",
     fairshare_no_max_wait_gang_starves => "fairshare/no-max-wait-gang-starves.yaml",
     fairshare_min_runtime_annotation => "fairshare/min-runtime-annotation.yaml",
+    fairshare_tenant_burst_does_not_pass => "fairshare/tenant-burst-does-not-pass.yaml",
+    fairshare_no_tenant_key_burst_passes => "fairshare/no-tenant-key-burst-passes.yaml",
     hierarchy_cycle_reported => "hierarchy/cycle-reported.yaml",
     hierarchy_guarantee_kept => "hierarchy/guarantee-kept.yaml",
     hierarchy_idle_to_sibling_first => "hierarchy/idle-to-sibling-first.yaml",
