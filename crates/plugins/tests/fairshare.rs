@@ -547,6 +547,58 @@ fn reclaim_spares_runs_younger_than_min_runtime() {
     assert_eq!(evicted(&run(&evicting(Some("10m")), &old, NOW)).len(), 1);
 }
 
+#[test]
+fn reclaim_spares_a_gang_younger_than_its_min_runtime_annotation() {
+    // team-a holds both nodes (over its share) since 20 minutes; team-b asks for one node.
+    // a-run-0 is annotated 1h, a-run-1 30m: with the argument at 10m both would be victims,
+    // by their annotations neither is; at 0s, a-run-1 alone is.
+    let snapshot = |annotations: [i64; 2]| {
+        let mut c = Cluster::new()
+            .queue(queue("a"))
+            .queue(queue("b"))
+            .node(node("n0").gpus(8).cpu(64))
+            .node(node("n1").gpus(8).cpu(64));
+        for (i, n) in ["n0", "n1"].iter().enumerate() {
+            let name = format!("a-run-{i}");
+            c = c
+                .group(
+                    podgroup("ns", &name)
+                        .min_member(1)
+                        .queue("a")
+                        .min_runtime(Ok(annotations[i] * 60 * 1000)),
+                )
+                .pod(
+                    pod("ns", &format!("{name}-0"))
+                        .group(&name)
+                        .gpus(8)
+                        .on(n)
+                        .running()
+                        .started(Time::from_secs(NOW - 20 * 60)),
+                );
+        }
+        c.group(
+            podgroup("ns", "b-job")
+                .min_member(1)
+                .queue("b")
+                .created(NOW - 60),
+        )
+        .pod(
+            pod("ns", "b-job-0")
+                .group("b-job")
+                .gpus(8)
+                .created(NOW - 60),
+        )
+        .snapshot()
+    };
+    let protected = snapshot([60, 30]);
+    assert!(evicted(&run(&evicting(Some("10m")), &protected, NOW)).is_empty());
+    let one_off = snapshot([60, 0]);
+    assert_eq!(
+        evicted(&run(&evicting(Some("10m")), &one_off, NOW)),
+        vec!["a-run-1-0"]
+    );
+}
+
 /// `low` (priority 0) has run for an hour on the only node; `high` (priority 5, same queue)
 /// has waited since `waiting_since` (its PodGroup's Unschedulable condition).
 fn high_waiting_since(waiting_since: i64) -> Snapshot {
