@@ -745,6 +745,8 @@ pub struct GroupInfo {
     pub no_consolidate: bool,
     /// Annotation `caldera.sh/consolidation`: room held for pods moved to make room for it.
     pub moves: Vec<caldera_model::MoveHold>,
+    /// Annotation `caldera.sh/min-runtime` (see [`caldera_model::Job::min_runtime`]).
+    pub min_runtime: Option<std::result::Result<i64, Arc<str>>>,
 }
 
 impl TryFrom<&PodGroup> for GroupInfo {
@@ -881,6 +883,7 @@ impl TryFrom<&PodGroup> for GroupInfo {
             derived_owner: crate::workload::derived_owner(meta),
             no_consolidate: crate::consolidation::opted_out(meta.annotations.as_ref()),
             moves,
+            min_runtime: min_runtime(meta.annotations.as_ref()),
             status: PodGroupStatus {
                 phase: match &api_status.phase {
                     None => PodGroupPhase::Pending,
@@ -893,6 +896,22 @@ impl TryFrom<&PodGroup> for GroupInfo {
             },
         })
     }
+}
+
+/// A PodGroup's annotation `caldera.sh/min-runtime`: a Go duration in milliseconds, or why
+/// the value was refused (never ignored: the gang waits, its condition saying so).
+pub fn min_runtime(
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Option<std::result::Result<i64, Arc<str>>> {
+    let text = annotations?.get(caldera_model::MIN_RUNTIME_ANNOTATION)?;
+    let parsed = caldera_config::parse_duration(text.trim())
+        .map_err(|e| e.to_string())
+        .and_then(|d| i64::try_from(d.as_millis()).map_err(|_| format!("{text:?} is too long")));
+    Some(
+        parsed.map_err(|e| {
+            format!("annotation {}: {e}", caldera_model::MIN_RUNTIME_ANNOTATION).into()
+        }),
+    )
 }
 
 /// A Queue's `status.usage`, as written by the fairshare plugin. A record without its time

@@ -204,6 +204,7 @@ pub fn podgroup(pg: &PodGroup) -> Result<NativeInfo> {
         no_consolidate: crate::consolidation::opted_out(meta.annotations.as_ref()),
         // Holds are written on Volcano PodGroups only (docs/consolidation.md).
         moves: Vec::new(),
+        min_runtime: crate::convert::min_runtime(meta.annotations.as_ref()),
     };
     Ok(NativeInfo {
         group,

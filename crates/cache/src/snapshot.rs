@@ -489,6 +489,7 @@ impl ClusterIndex {
             capacity: None,
             native: None,
             moves: g.moves.clone(),
+            min_runtime: g.min_runtime.clone(),
         }
     }
 
@@ -520,6 +521,7 @@ impl ClusterIndex {
             capacity: None,
             native: None,
             moves: Vec::new(),
+            min_runtime: None,
         }
     }
 }

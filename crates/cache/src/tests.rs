@@ -547,6 +547,40 @@ fn podgroup_fields_convert_with_defaults() {
 }
 
 #[test]
+fn min_runtime_annotation_converts_and_a_malformed_one_is_kept_as_refused() {
+    let mut index = ClusterIndex::new();
+    for (name, value) in [
+        ("half", Some("30m")),
+        ("off", Some("0s")),
+        ("bad", Some("ten")),
+        ("none", None),
+    ] {
+        let mut pg = mk_podgroup("ns", name, json!({"minMember": 1}));
+        if let Some(v) = value {
+            pg.metadata.annotations = Some(
+                [(
+                    caldera_model::MIN_RUNTIME_ANNOTATION.to_string(),
+                    v.to_string(),
+                )]
+                .into(),
+            );
+        }
+        index.apply(&pg).unwrap();
+    }
+    let snap = snapshot(&index);
+    assert_eq!(job(&snap, "ns/half").min_runtime, Some(Ok(30 * 60 * 1000)));
+    assert_eq!(job(&snap, "ns/off").min_runtime, Some(Ok(0)));
+    assert_eq!(job(&snap, "ns/none").min_runtime, None);
+    let Some(Err(why)) = &job(&snap, "ns/bad").min_runtime else {
+        panic!("a malformed value is refused, not ignored");
+    };
+    assert!(
+        why.contains("caldera.sh/min-runtime") && why.contains("\"ten\""),
+        "{why}"
+    );
+}
+
+#[test]
 fn queues_convert_with_defaults_and_state() {
     let mut index = ClusterIndex::new();
     let mut closed = mk_queue(

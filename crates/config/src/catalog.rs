@@ -109,6 +109,9 @@ pub(crate) enum ArgKind {
     /// A mapping of resource names to non-negative numbers; handed to the plugin as one
     /// argument `<key>.<resource>` per entry.
     ResourceWeights,
+    /// `namespace`, or a label key (`team`, `example.com/team`): whose usage orders a queue's
+    /// jobs (fairshare's `tenantKey`).
+    TenantKey,
 }
 
 /// What Caldera does with an argument.
@@ -271,15 +274,16 @@ const fn not_yet(key: &'static str) -> ArgSpec {
 
 /// Caldera's fairshare plugin (fairness over time, docs/queues.md). `maxWait` (aging against
 /// starvation: a gang waiting longer is ordered ahead of its queue and room is held for it;
-/// 0, the default, is off). `window` and `tenantKey` are named by the design but not
-/// implemented yet: refused, never ignored.
+/// 0, the default, is off). `tenantKey` (`namespace` or a label key) orders a queue's jobs by
+/// their tenant's usage, Kueue's Admission Fair Sharing. `window` is named by the design but
+/// not implemented yet: refused, never ignored.
 const FAIRSHARE: &[ArgSpec] = &[
     used("halfLife", ArgKind::Duration { zero: true }),
     used("kValue", ArgKind::NonNegative),
     used("resourceWeights", ArgKind::ResourceWeights),
     used("usageWritePeriod", ArgKind::Duration { zero: false }),
     not_yet("window"),
-    not_yet("tenantKey"),
+    used("tenantKey", ArgKind::TenantKey),
     used("maxWait", ArgKind::Duration { zero: true }),
     used("minRuntime", ArgKind::Duration { zero: true }),
     used("preemptionDelay", ArgKind::Duration { zero: true }),

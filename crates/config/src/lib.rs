@@ -74,7 +74,9 @@
 //! | fairshare | `kValue` | number ≥ 0 |
 //! | fairshare | `resourceWeights` | mapping of resources to numbers ≥ 0 (one `resourceWeights.<resource>` each) |
 //!
-//! fairshare's `window` and `tenantKey` are refused (not supported yet). gang, priority, drf, proportion and conformance take no arguments. Volcano's other
+//! | fairshare | `tenantKey` | `namespace` or a label key ([`ArgValue::Str`]) |
+//!
+//! fairshare's `window` is refused (not supported yet). gang, priority, drf, proportion and conformance take no arguments. Volcano's other
 //! arguments of these plugins (the other `predicate.*Enable`, `predicate.resources…`,
 //! `volumebinding.*`, `overcommit-factor.<resource>`, `hypernode.binpack.normal-pod.*`,
 //! `hypernode.gradient.evict.max-hypernodes`) are accepted and ignored with a warning.

@@ -370,6 +370,60 @@ fn resource_list(entry: &Entry) -> Checked<Vec<String>> {
     Ok(names)
 }
 
+/// fairshare's `tenantKey`: `namespace`, or a label key as Kubernetes accepts one (an
+/// optional DNS-subdomain prefix and `/`, then a name of at most 63 characters: letters,
+/// digits, `-`, `_`, `.`, starting and ending with a letter or digit).
+fn tenant_key(entry: &Entry) -> Checked<String> {
+    let Raw::Str(text) = entry.value else {
+        return Err(problem(
+            &entry.target(),
+            format!(
+                "expected `namespace` or a label key (example.com/team), got {}",
+                entry.value.describe()
+            ),
+        ));
+    };
+    let key = text.trim();
+    if key == "namespace" || is_label_key(key) {
+        Ok(key.to_string())
+    } else {
+        Err(problem(
+            &entry.target(),
+            format!("{key:?} is neither `namespace` nor a label key (example.com/team)"),
+        ))
+    }
+}
+
+/// Whether `key` is a valid label key (apimachinery's `IsQualifiedName`).
+fn is_label_key(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+        && name
+            .chars()
+            .all(|c| alnum(c) || matches!(c, '-' | '_' | '.'));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part.len() <= 63
+                    && part.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && part.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && part
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    });
+    name_ok && prefix_ok
+}
+
 /// A Go-style duration; zero allowed only when `allow_zero`.
 fn duration(entry: &Entry, allow_zero: bool) -> Checked<Duration> {
     // Go accepts a bare "0"; YAML reads an unquoted 0 as an integer.
@@ -810,6 +864,7 @@ impl Validator {
                     };
                     ArgValue::Str(text)
                 }
+                ArgUse::Used(ArgKind::TenantKey) => ArgValue::Str(tenant_key(argument)?),
                 ArgUse::Used(ArgKind::ResourceWeights) => {
                     let weights = mapping(
                         argument.value,

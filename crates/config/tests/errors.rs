@@ -277,7 +277,9 @@ fn fairshare_bad_arguments_are_named() {
         ("maxWait: 30min", "bad.yaml:7:16: tiers[0].plugins[1].arguments.maxWait: "),
         ("maxWait: -1h", "bad.yaml:7:16: tiers[0].plugins[1].arguments.maxWait: "),
         ("maxWait: [1h]", "bad.yaml:7:16: tiers[0].plugins[1].arguments.maxWait: "),
-        ("tenantKey: team", "bad.yaml:7:7: tiers[0].plugins[1].arguments.tenantKey: argument \"tenantKey\" of the fairshare plugin is not supported yet"),
+        ("tenantKey: Team/x", "bad.yaml:7:18: tiers[0].plugins[1].arguments.tenantKey: \"Team/x\" is neither `namespace` nor a label key"),
+        ("tenantKey: \"-team\"", "tiers[0].plugins[1].arguments.tenantKey: \"-team\" is neither `namespace` nor a label key"),
+        ("tenantKey: 3", "tiers[0].plugins[1].arguments.tenantKey: expected `namespace` or a label key"),
         ("maxWiat: 1h", "unknown argument \"maxWiat\" for the fairshare plugin (did you mean \"maxWait\"?)"),
         ("window: 24h", "argument \"window\" of the fairshare plugin is not supported yet"),
         ("halfLive: 24h", "unknown argument \"halfLive\" for the fairshare plugin (did you mean \"halfLife\"?)"),
@@ -314,4 +316,15 @@ fn fairshare_bad_arguments_are_named() {
     assert_eq!(args.get_str("halfLife"), Some("168h"));
     assert_eq!(args.get_f64("resourceWeights.cpu"), Some(0.1));
     assert_eq!(args.get_f64("resourceWeights.nvidia.com/gpu"), Some(1.0));
+    for key in ["namespace", "team", "example.com/team"] {
+        let config = parse(
+            &format!("actions: allocate\ntiers:\n- plugins:\n  - name: proportion\n  - name: fairshare\n    arguments: {{tenantKey: {key}}}\n"),
+            None,
+        )
+        .expect(key);
+        assert_eq!(
+            config.tiers[0].plugins[1].arguments.get_str("tenantKey"),
+            Some(key)
+        );
+    }
 }

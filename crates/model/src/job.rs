@@ -116,6 +116,11 @@ impl PodGroupStatus {
     }
 }
 
+/// PodGroup annotation: a Go duration (`30m`, `2h`); a member of the gang that has run less
+/// than it is never a victim of preempt, reclaim or consolidate. It overrides the fairshare
+/// plugin's `minRuntime` for this gang (`0s` turns the protection off for it).
+pub const MIN_RUNTIME_ANNOTATION: &str = "caldera.sh/min-runtime";
+
 /// A job: the unit that is placed all-or-nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
@@ -168,6 +173,11 @@ pub struct Job {
     /// Room held for the pods `consolidate` moved to make room for this job (its PodGroup's
     /// `caldera.sh/consolidation` annotation), sorted.
     pub moves: Vec<crate::consolidation::MoveHold>,
+    /// Its PodGroup's annotation [`MIN_RUNTIME_ANNOTATION`]: the gang's own `minRuntime` in
+    /// milliseconds, in place of the fairshare plugin's argument; `Err` carries why a
+    /// malformed value was refused (the gang waits, its condition naming the annotation).
+    /// `None`: not annotated.
+    pub min_runtime: Option<Result<i64, Arc<str>>>,
 }
 
 /// Where a native `scheduling.k8s.io/v1alpha2` PodGroup comes from: the Workload and

@@ -40,7 +40,8 @@ pub use interpod::{
     SpreadConstraint, HARD_POD_AFFINITY_WEIGHT, HOSTNAME,
 };
 pub use job::{
-    Condition, Job, NativeCondition, NativeGroup, PodGroupPhase, PodGroupStatus, NATIVE_SCHEDULED,
+    Condition, Job, NativeCondition, NativeGroup, PodGroupPhase, PodGroupStatus,
+    MIN_RUNTIME_ANNOTATION, NATIVE_SCHEDULED,
 };
 pub use node::Node;
 pub use plan::{

@@ -33,6 +33,19 @@ pub struct FairSettings {
     /// its `pending_since`) is ordered ahead of its queue's jobs of equal priority and, when
     /// it still does not fit, room is held for it; 0: off.
     pub max_wait_ms: i64,
+    /// Whose usage orders the jobs of a queue (`tenantKey`); `None`: today's order.
+    pub tenant_key: Option<TenantKey>,
+}
+
+/// fairshare's `tenantKey`: what a job's tenant is, whose usage orders a queue's jobs
+/// (Kueue's Admission Fair Sharing, where the tenant is the LocalQueue).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TenantKey {
+    /// The job's namespace (`tenantKey: namespace`).
+    Namespace,
+    /// The value of this label on the job's pods; a job whose pods lack it counts as its
+    /// namespace's.
+    Label(String),
 }
 
 impl Default for FairSettings {
@@ -45,6 +58,7 @@ impl Default for FairSettings {
             min_runtime_ms: 0,
             preemption_delay_ms: 0,
             max_wait_ms: 0,
+            tenant_key: None,
         }
     }
 }
@@ -83,6 +97,46 @@ impl FairSettings {
     pub fn aged(&self, pending_since: Option<Time>, now: Time) -> bool {
         self.max_wait_ms > 0
             && pending_since.is_some_and(|t| now.millis_since(t) >= self.max_wait_ms)
+    }
+
+    /// The fraction of the cluster (`total`) that `request` is, as one number (0..=1): the
+    /// weighted mean over the weighted resources the cluster has, as [`Self::usage`] counts.
+    pub fn share_of(&self, request: &Resources, total: &Resources) -> f64 {
+        let (mut sum, mut weights) = (0.0, 0.0);
+        for (name, weight) in &self.resource_weights {
+            let cap = total.get(name);
+            if *weight <= 0.0 || cap <= 0 {
+                continue;
+            }
+            sum += weight * (request.get(name).max(0) as f64 / cap as f64).min(1.0);
+            weights += weight;
+        }
+        if weights > 0.0 {
+            sum / weights
+        } else {
+            0.0
+        }
+    }
+
+    /// Kueue's entry penalty, per unit of what a placed pod holds: the usage it adds over one
+    /// `usageWritePeriod`, `1 − 2^(−usageWritePeriod / halfLife)` (1 with half-life 0).
+    pub fn entry_penalty(&self) -> f64 {
+        if self.remembers() {
+            1.0 - (-(self.write_period_ms as f64 / self.half_life_ms as f64)).exp2()
+        } else {
+            1.0
+        }
+    }
+
+    /// How much a pod that has held its share since `started` adds to its tenant's usage at
+    /// `now`, per unit held: the decayed mean it has built up, `1 − 2^(−age / halfLife)`, and
+    /// never less than [`Self::entry_penalty`]; with half-life 0, 1 (what is held now).
+    pub fn tenant_weight(&self, started: Time, now: Time) -> f64 {
+        if !self.remembers() {
+            return 1.0;
+        }
+        let age = now.millis_since(started).max(0) as f64;
+        (1.0 - (-(age / self.half_life_ms as f64)).exp2()).max(self.entry_penalty())
     }
 
     /// Whether usage is kept at all (a half-life of 0 keeps no memory).

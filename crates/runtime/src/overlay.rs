@@ -423,6 +423,7 @@ mod tests {
             capacity: None,
             native: None,
             moves: Vec::new(),
+            min_runtime: None,
         });
         snap.tasks.push(Task {
             uid: "p-uid".into(),

@@ -132,6 +132,7 @@ pub fn open(ssn: &mut Session) {
             && ssn.state.job_runs[j].invalid.is_none()
             // A job waiting on an input Caldera does not support could never use held room.
             && ssn.state.jobs[j].unsupported.is_none()
+            && !matches!(ssn.state.jobs[j].min_runtime, Some(Err(_)))
             && ssn.state.pending_tasks(j).next().is_some()
             && !ssn.job_ready(j)
         {

@@ -83,6 +83,15 @@ fn attempt_inner(
         ssn.hold(job, Holdup::Fit(msg));
         return Attempt::Held;
     }
+    // A malformed `caldera.sh/min-runtime` is refused, never ignored: the gang waits, naming it.
+    if let Some(Err(why)) = ssn.state.jobs[job].min_runtime.clone() {
+        let msg = format!(
+            "PodGroup {}: {why}; the gang waits until the annotation is fixed",
+            ssn.state.jobs[job].id
+        );
+        ssn.hold(job, Holdup::Fit(msg));
+        return Attempt::Held;
+    }
     if let Some(&t) = tasks
         .iter()
         .find(|&&t| ssn.state.tasks[t].spec.unsupported.is_some())

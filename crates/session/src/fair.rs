@@ -1,9 +1,12 @@
 //! The `fairshare` plugin's settings, read from its config arguments, and the usage records
-//! written at session close (Queue `status.usage`): the memory that outlives a session.
+//! written at session close (Queue `status.usage`): the memory that outlives a session. With
+//! `tenantKey`, each job's tenant and each tenant's usage at session open ([`tenants`],
+//! [`tenant_usage`]).
 
 use crate::state::State;
 use caldera_config::{ArgValue, PluginOption};
-use caldera_queue::fair::FairSettings;
+use caldera_queue::fair::{FairSettings, TenantKey};
+use std::sync::Arc;
 
 /// Queue `q`'s decayed usage at the session's time, from its last record on the Queue's
 /// status (0 without a record, or when `fair` keeps no memory).
@@ -16,7 +19,7 @@ pub fn queue_usage(state: &State, fair: &FairSettings, q: usize) -> f64 {
 }
 
 /// Arguments named by the design but not implemented yet: refused, never ignored.
-const NOT_YET: [&str; 2] = ["window", "tenantKey"];
+const NOT_YET: [&str; 1] = ["window"];
 
 fn duration_ms(option: &PluginOption, key: &str) -> Result<Option<i64>, String> {
     let Some(value) = option.arguments.get(key) else {
@@ -52,6 +55,7 @@ pub fn settings(option: &PluginOption) -> Result<FairSettings, String> {
             "minRuntime",
             "preemptionDelay",
             "maxWait",
+            "tenantKey",
         ]
         .contains(&key)
             || key.starts_with("resourceWeights.");
@@ -76,6 +80,18 @@ pub fn settings(option: &PluginOption) -> Result<FairSettings, String> {
     }
     if let Some(ms) = duration_ms(option, "maxWait")? {
         s.max_wait_ms = ms;
+    }
+    match option.arguments.get("tenantKey") {
+        None => {}
+        Some(ArgValue::Str(key)) if key == "namespace" => s.tenant_key = Some(TenantKey::Namespace),
+        Some(ArgValue::Str(key)) if !key.is_empty() => {
+            s.tenant_key = Some(TenantKey::Label(key.clone()))
+        }
+        Some(other) => {
+            return Err(format!(
+                "argument \"tenantKey\" must be `namespace` or a label key, got {other:?}"
+            ))
+        }
     }
     if option.arguments.contains_key("kValue") {
         match option.arguments.get_f64("kValue") {
@@ -102,4 +118,66 @@ pub fn settings(option: &PluginOption) -> Result<FairSettings, String> {
         s.resource_weights = weights;
     }
     Ok(s)
+}
+
+/// The tenants of a session's jobs (fairshare's `tenantKey`): a tenant is one key within one
+/// queue, so tenants of different queues are never compared.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Tenants {
+    /// Per job, its tenant (an index into `names`).
+    pub of_job: Vec<u32>,
+    /// Per tenant, its queue and key (`namespace=<ns>`, or `<label>=<value>`), sorted.
+    pub names: Vec<(usize, Arc<str>)>,
+}
+
+impl Tenants {
+    /// Job `j`'s tenant.
+    pub fn of(&self, j: usize) -> usize {
+        self.of_job[j] as usize
+    }
+}
+
+/// Each job's tenant under `key`: its namespace, or the value of the label on its pods (the
+/// first member, in name order, that has it; a job none of whose pods has it counts as its
+/// namespace's).
+pub fn tenants(state: &State, key: &TenantKey) -> Tenants {
+    let keys: Vec<(usize, Arc<str>)> = (0..state.jobs.len())
+        .map(|j| {
+            let job = &state.jobs[j];
+            let labelled = match key {
+                TenantKey::Namespace => None,
+                TenantKey::Label(label) => job
+                    .tasks
+                    .iter()
+                    .find_map(|&t| state.tasks[t].labels.get(label.as_str()))
+                    .map(|value| Arc::<str>::from(format!("{label}={value}"))),
+            };
+            let name =
+                labelled.unwrap_or_else(|| Arc::from(format!("namespace={}", job.namespace)));
+            (state.job_queue[j], name)
+        })
+        .collect();
+    let mut names = keys.clone();
+    names.sort();
+    names.dedup();
+    let of_job = keys
+        .iter()
+        .map(|k| names.binary_search(k).unwrap_or(0) as u32)
+        .collect();
+    Tenants { of_job, names }
+}
+
+/// Each tenant's usage at session open: Σ over its jobs' pods that hold a node of the share
+/// of the cluster each holds × what holding it since it started has added to a decayed mean
+/// ([`FairSettings::tenant_weight`], at least Kueue's entry penalty).
+pub fn tenant_usage(state: &State, fair: &FairSettings, tenants: &Tenants) -> Vec<f64> {
+    let mut usage = vec![0.0; tenants.names.len()];
+    for task in &state.tasks {
+        if !crate::state::holds_node(task) {
+            continue;
+        }
+        usage[tenants.of(task.job)] += fair.share_of(&task.request, &state.total)
+            * fair.tenant_weight(task.started, state.now);
+    }
+    usage
 }

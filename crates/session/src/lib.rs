@@ -309,6 +309,9 @@ impl Scheduler {
         let mut state = State::new(snapshot, now);
         // Before the session opens: proportion's split (at `on_open`) reads it.
         state.fair = self.fair.clone();
+        if let Some(key) = self.fair.as_ref().and_then(|f| f.tenant_key.as_ref()) {
+            state.tenants = Some(Arc::new(fair::tenants(&state, key)));
+        }
         let mut ssn = Session::new(state, slots);
         ssn.eviction = self.eviction;
         let has_enqueue = self.actions.iter().any(|a| a.name() == "enqueue");

@@ -104,6 +104,10 @@ pub struct State {
     /// The `fairshare` plugin's settings when it is configured: usage adjusts proportion's
     /// split, and the session records usage on the Queues' status at close.
     pub fair: Option<std::sync::Arc<caldera_queue::fair::FairSettings>>,
+    /// Each job's tenant when fairshare orders a queue's jobs by tenant usage (`tenantKey`):
+    /// the job order then consults the tenants' usage, which placements change, so each
+    /// queue's jobs wait in one heap per tenant (`actions::Heap`).
+    pub tenants: Option<std::sync::Arc<crate::fair::Tenants>>,
 }
 
 impl State {
@@ -175,6 +179,7 @@ impl State {
             .collect();
         State {
             fair: None,
+            tenants: None,
             sub_groups,
             topology: std::sync::Arc::new(snapshot.topology),
             trackers: crate::track::Trackers {

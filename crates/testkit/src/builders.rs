@@ -348,6 +348,7 @@ pub fn podgroup(ns: &str, name: &str) -> GroupBuilder {
         conditions: vec![],
         created: Time(0),
         pending_since: None,
+        min_runtime: None,
     }
 }
 
@@ -369,9 +370,16 @@ pub struct GroupBuilder {
     conditions: Vec<Condition>,
     created: Time,
     pending_since: Option<Time>,
+    min_runtime: Option<Result<i64, Arc<str>>>,
 }
 
 impl GroupBuilder {
+    /// Annotation `caldera.sh/min-runtime` as the cache reads it: `Ok(ms)`, or `Err(why)` for
+    /// a malformed value.
+    pub fn min_runtime(mut self, value: Result<i64, &str>) -> Self {
+        self.min_runtime = Some(value.map_err(Arc::from));
+        self
+    }
     /// `minMember`.
     pub fn min_member(mut self, n: u32) -> Self {
         self.min_member = n;
@@ -742,6 +750,7 @@ impl Cluster {
                 capacity: None,
                 native: None,
                 moves: Vec::new(),
+                min_runtime: g.min_runtime.clone(),
             });
         }
         let mut waiting = Vec::new();
@@ -789,6 +798,7 @@ impl Cluster {
                         capacity: None,
                         native: None,
                         moves: Vec::new(),
+                        min_runtime: None,
                     });
                     members.push((id, p.clone()));
                 }

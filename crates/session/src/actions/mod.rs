@@ -25,66 +25,114 @@ pub trait Action: std::fmt::Debug + Send + Sync {
 /// A priority queue ordered by a comparator that is consulted when items are pushed and
 /// popped (orders change as shares change; like Volcano's PriorityQueue, entries are not
 /// re-sorted when an unrelated item's key changes).
+///
+/// With fairshare's `tenantKey` the job order reads each tenant's usage, which every placement
+/// of the tenant's jobs raises: jobs then wait in one heap per tenant (their order among
+/// themselves does not change when their tenant's usage does), and a pop takes the least of
+/// the tenants' heads, so no job is passed because its tenant's usage moved while it waited.
 #[derive(Debug, Default)]
 pub(crate) struct Heap {
     items: Vec<usize>,
+    /// Per tenant, its jobs' heap (only with tenants; `items` stays empty then).
+    parts: std::collections::BTreeMap<u32, Vec<usize>>,
+    tenants: Option<std::sync::Arc<crate::fair::Tenants>>,
+}
+
+fn sift_up(items: &mut [usize], less: &dyn Fn(usize, usize) -> bool) {
+    let mut i = items.len() - 1;
+    while i > 0 {
+        let p = (i - 1) / 2;
+        if less(items[i], items[p]) {
+            items.swap(i, p);
+            i = p;
+        } else {
+            break;
+        }
+    }
+}
+
+fn pop_top(items: &mut Vec<usize>, less: &dyn Fn(usize, usize) -> bool) -> Option<usize> {
+    if items.is_empty() {
+        return None;
+    }
+    let last = items.len() - 1;
+    items.swap(0, last);
+    let top = items.pop();
+    let n = items.len();
+    let mut i = 0;
+    loop {
+        let (l, r) = (2 * i + 1, 2 * i + 2);
+        let mut m = i;
+        if l < n && less(items[l], items[m]) {
+            m = l;
+        }
+        if r < n && less(items[r], items[m]) {
+            m = r;
+        }
+        if m == i {
+            break;
+        }
+        items.swap(i, m);
+        i = m;
+    }
+    top
 }
 
 impl Heap {
-    pub(crate) fn push(&mut self, item: usize, less: &dyn Fn(usize, usize) -> bool) {
-        self.items.push(item);
-        let mut i = self.items.len() - 1;
-        while i > 0 {
-            let p = (i - 1) / 2;
-            if less(self.items[i], self.items[p]) {
-                self.items.swap(i, p);
-                i = p;
-            } else {
-                break;
-            }
+    /// A heap that keeps one part per tenant when `tenants` is given.
+    pub(crate) fn new(tenants: Option<std::sync::Arc<crate::fair::Tenants>>) -> Self {
+        Heap {
+            tenants,
+            ..Heap::default()
         }
     }
 
+    pub(crate) fn push(&mut self, item: usize, less: &dyn Fn(usize, usize) -> bool) {
+        let items = match &self.tenants {
+            Some(t) => self.parts.entry(t.of_job[item]).or_default(),
+            None => &mut self.items,
+        };
+        items.push(item);
+        sift_up(items, less);
+    }
+
     pub(crate) fn pop(&mut self, less: &dyn Fn(usize, usize) -> bool) -> Option<usize> {
-        if self.items.is_empty() {
-            return None;
+        if self.tenants.is_none() {
+            return pop_top(&mut self.items, less);
         }
-        let last = self.items.len() - 1;
-        self.items.swap(0, last);
-        let top = self.items.pop();
-        let n = self.items.len();
-        let mut i = 0;
-        loop {
-            let (l, r) = (2 * i + 1, 2 * i + 2);
-            let mut m = i;
-            if l < n && less(self.items[l], self.items[m]) {
-                m = l;
+        let mut best: Option<(u32, usize)> = None;
+        for (&tenant, items) in &self.parts {
+            let head = items[0];
+            if best.is_none_or(|(_, b)| less(head, b)) {
+                best = Some((tenant, head));
             }
-            if r < n && less(self.items[r], self.items[m]) {
-                m = r;
-            }
-            if m == i {
-                break;
-            }
-            self.items.swap(i, m);
-            i = m;
+        }
+        let (tenant, _) = best?;
+        let items = self.parts.get_mut(&tenant)?;
+        let top = pop_top(items, less);
+        if items.is_empty() {
+            self.parts.remove(&tenant);
         }
         top
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.items.is_empty() && self.parts.is_empty()
     }
 
     pub(crate) fn drain(&mut self) -> Vec<usize> {
-        std::mem::take(&mut self.items)
+        let mut out = std::mem::take(&mut self.items);
+        for (_, items) in std::mem::take(&mut self.parts) {
+            out.extend(items);
+        }
+        out
     }
 }
 
 /// Builds one job heap per queue from `jobs`, ordered by the session's job order.
 pub(crate) fn job_heaps(ssn: &Session, jobs: impl Iterator<Item = usize>) -> Vec<Heap> {
     let mut heaps: Vec<Heap> = (0..ssn.state.queues.len())
-        .map(|_| Heap::default())
+        .map(|_| Heap::new(ssn.state.tenants.clone()))
         .collect();
     let less = |a: usize, b: usize| ssn.job_order(a, b).is_lt();
     for j in jobs {

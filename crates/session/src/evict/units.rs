@@ -27,11 +27,18 @@ pub(super) fn victimable(ssn: &Session, task: usize) -> bool {
         && !too_young(&ssn.state, task)
 }
 
-/// fairshare's `minRuntime`: a pod that has run less than it is never a victim.
+/// fairshare's `minRuntime`, or its gang's own (PodGroup annotation `caldera.sh/min-runtime`,
+/// honoured with or without the plugin): a pod that has run less than it is never a victim.
+/// A malformed annotation protects as the plugin's argument does (its gang waits, saying so).
 pub(crate) fn too_young(st: &crate::state::State, task: usize) -> bool {
-    st.fair
-        .as_ref()
-        .is_some_and(|f| f.too_young(st.tasks[task].started, st.now))
+    let t = &st.tasks[task];
+    match st.jobs.get(t.job).and_then(|j| j.min_runtime.as_ref()) {
+        Some(Ok(ms)) => *ms > 0 && st.now.millis_since(t.started) < *ms,
+        _ => st
+            .fair
+            .as_ref()
+            .is_some_and(|f| f.too_young(t.started, st.now)),
+    }
 }
 
 /// The units of job `v`: the surplus members of an elastic gang one by one (most recently
