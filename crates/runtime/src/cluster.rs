@@ -34,6 +34,7 @@ use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Debug};
 use std::sync::Arc;
+use std::time::Duration;
 use tracing::warn;
 
 /// The kinds the runtime watches.
@@ -156,6 +157,9 @@ pub(crate) struct Cluster {
     /// HyperNodes, the native gang API, DRA, the owners gangs are derived from,
     /// ProvisioningRequests), and where each stands. A kind not served is not here.
     optional: BTreeMap<Resource, Optional>,
+    /// Derived PodGroups whose create is in flight, by `namespace/name`, since when: in the
+    /// index as if created until the watch shows them (see [`Cluster::assume_podgroup`]).
+    assumed_podgroups: HashMap<String, tokio::time::Instant>,
 }
 
 /// Where a served optional kind stands.
@@ -453,6 +457,9 @@ impl Cluster {
 
     pub fn apply_untyped<K: Untyped>(&mut self, obj: &DynamicObject) -> bool {
         let key = untyped_id::<K>(obj);
+        if K::OBJECT == Kind::PodGroup {
+            self.assumed_podgroups.remove(&key);
+        }
         self.set_rv((K::OBJECT, key.clone()), obj.resource_version());
         let uid = obj.uid().unwrap_or_default();
         let decoded = decode::<K>(obj, K::WATCHED.watch());
@@ -471,6 +478,9 @@ impl Cluster {
 
     pub fn delete_untyped<K: Untyped>(&mut self, obj: &DynamicObject) -> bool {
         let key = untyped_id::<K>(obj);
+        if K::OBJECT == Kind::PodGroup {
+            self.assumed_podgroups.remove(&key);
+        }
         K::forget(&mut self.index, &ns_of(obj), &obj.name_any());
         self.forget(&(K::OBJECT, key.clone()));
         self.seen.remove(&(K::OBJECT, key.clone()));
@@ -479,6 +489,10 @@ impl Cluster {
     }
 
     pub fn reset_untyped<K: Untyped>(&mut self, objs: &[DynamicObject]) {
+        if K::OBJECT == Kind::PodGroup {
+            // The reset drops them from the index; the loop creates any still missing.
+            self.assumed_podgroups.clear();
+        }
         self.rvs.retain(|(k, _), _| *k != K::OBJECT);
         let before = self.invalid_keys(K::WATCHED);
         self.seen.retain(|(k, _), _| *k != K::OBJECT);
@@ -488,6 +502,45 @@ impl Cluster {
         }
         self.drop_unlisted(K::WATCHED, before, objs.iter().map(untyped_id::<K>));
         self.synced.insert(K::WATCHED, true);
+    }
+
+    /// A derived PodGroup whose create was just asked for: in the index as if created, until
+    /// the watch shows it (or a relist), so the next session sees every gang derived in one
+    /// round together, as the simulator does, ordered by their workloads' creation times. Two
+    /// creates in flight land in either order; without this a session between them would see
+    /// only the younger gang and place it. One whose create the watch has not shown after
+    /// `ttl` is taken out again ([`Cluster::expire_assumed_podgroups`]).
+    pub fn assume_podgroup(&mut self, pg: &PodGroup, now: tokio::time::Instant) {
+        let key = pod_key(
+            pg.metadata.namespace.as_deref().unwrap_or("default"),
+            pg.metadata.name.as_deref().unwrap_or_default(),
+        );
+        if self.index.apply(pg).is_ok() {
+            self.assumed_podgroups.insert(key, now);
+        }
+    }
+
+    /// Takes out of the index the assumed PodGroups (see [`Cluster::assume_podgroup`]) the
+    /// watch has not shown within `ttl`: their create failed or is lost, and is asked again.
+    pub fn expire_assumed_podgroups(&mut self, now: tokio::time::Instant, ttl: Duration) {
+        let old: Vec<String> = self
+            .assumed_podgroups
+            .iter()
+            .filter(|(_, at)| now.duration_since(**at) >= ttl)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in old {
+            self.assumed_podgroups.remove(&key);
+            if let Some((namespace, name)) = key.split_once('/') {
+                self.index.delete::<PodGroup>((namespace, name));
+            }
+        }
+    }
+
+    /// Whether the PodGroup `namespace/name` is assumed (its create in flight).
+    #[cfg(test)]
+    pub fn is_assumed_podgroup(&self, key: &str) -> bool {
+        self.assumed_podgroups.contains_key(key)
     }
 
     /// The plan's volume writes, assumed done until the watches show them.
@@ -755,6 +808,47 @@ mod tests {
         bound.spec.as_mut().unwrap().node_name = Some("n1".into());
         cluster.apply_pod(&bound, &names());
         assert!(!cluster.overlay.is_assumed("p-uid"));
+    }
+
+    /// The jobs of the index's snapshot, by id.
+    fn job_ids(cluster: &Cluster) -> Vec<String> {
+        let snap = cluster
+            .index
+            .snapshot(&caldera_cache::SnapshotOptions::default());
+        snap.jobs.iter().map(|j| j.id.to_string()).collect()
+    }
+
+    #[test]
+    fn a_derived_podgroup_being_created_is_in_the_snapshot_until_the_watch_shows_it() {
+        let pg: PodGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"namespace": "ns", "name": "job-a",
+                "annotations": {"scheduling.caldera.sh/derived-from": "job.batch/a"},
+                "labels": {"app.kubernetes.io/managed-by": "caldera"}},
+            "spec": {"minMember": 2},
+        }))
+        .unwrap();
+        let mut cluster = Cluster::default();
+        let t0 = tokio::time::Instant::now();
+        cluster.assume_podgroup(&pg, t0);
+        assert!(cluster.is_assumed_podgroup("ns/job-a"));
+        assert_eq!(job_ids(&cluster), ["ns/job-a"]);
+        // Not shown within the time: taken out (its create is asked again).
+        cluster.expire_assumed_podgroups(t0 + Duration::from_secs(9), Duration::from_secs(10));
+        assert_eq!(job_ids(&cluster), ["ns/job-a"]);
+        cluster.expire_assumed_podgroups(t0 + Duration::from_secs(10), Duration::from_secs(10));
+        assert!(!cluster.is_assumed_podgroup("ns/job-a"));
+        assert!(job_ids(&cluster).is_empty());
+        // Assumed again, then the watch shows it: it stays, now as the real object.
+        cluster.assume_podgroup(&pg, t0);
+        let mut real = serde_json::to_value(&pg).unwrap();
+        real["metadata"]["uid"] = serde_json::json!("pg-uid");
+        real["metadata"]["resourceVersion"] = serde_json::json!("7");
+        let real: DynamicObject = serde_json::from_value(real).unwrap();
+        cluster.apply_untyped::<PodGroup>(&real);
+        assert!(!cluster.is_assumed_podgroup("ns/job-a"));
+        cluster.expire_assumed_podgroups(t0 + Duration::from_secs(60), Duration::from_secs(10));
+        assert_eq!(job_ids(&cluster), ["ns/job-a"]);
     }
 
     #[test]

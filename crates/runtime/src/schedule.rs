@@ -216,6 +216,9 @@ fn ensure_derived_podgroups(shared: &Shared, state: &mut LoopState, writes: &mut
     state
         .derived
         .retain(|_, at| now.duration_since(*at) < DERIVED_RETRY);
+    shared
+        .lock_cluster()
+        .expire_assumed_podgroups(now, DERIVED_RETRY);
     for write in wanted {
         let pg = write.podgroup();
         let namespace = pg.metadata.namespace.clone().unwrap_or_default();
@@ -238,6 +241,9 @@ fn ensure_derived_podgroups(shared: &Shared, state: &mut LoopState, writes: &mut
             },
         };
         state.derived.insert(key, now);
+        if let DerivedWrite::Create(pg) = &write {
+            shared.lock_cluster().assume_podgroup(pg, now);
+        }
         writes.push(ObjectWrite {
             kind: Owned::PodGroup,
             namespace: Some(namespace.into()),

@@ -71,19 +71,7 @@ fn too_long_live(scenario: &Scenario) -> Option<String> {
 
 /// Scenarios that pass in the simulator but race live, with the known cause. Each is a bug
 /// to fix, not an expectation to relax; the simulator still runs them in `cargo test`.
-const KNOWN_LIVE_RACES: &[(&str, &str)] = &[
-    ("workloads/job-seed2-no-deadlock.yaml", DERIVED_CREATE_RACE),
-    ("workloads/lws-seed2-no-deadlock.yaml", DERIVED_CREATE_RACE),
-];
-
-/// Why the seed-2 scenarios of derived gangs race live.
-const DERIVED_CREATE_RACE: &str = "two workloads applied in one step: Caldera creates their \
-     PodGroups with two writes in flight together. A derived gang is ordered by its \
-     workload's creation time (annotation scheduling.caldera.sh/workload-created), so when \
-     a session sees both, workload A goes first; but a session may run after B's PodGroup \
-     landed and before A's did (1 of 8 runs on a loaded real server, 2026-12-07), and then \
-     B is the only gang it can place. To fix: lay the derived PodGroups being created over \
-     the snapshot until the watch shows them, as claim writes in flight are";
+const KNOWN_LIVE_RACES: &[(&str, &str)] = &[];
 
 async fn run_one(target: Target, file: String) -> Result<Completion, Failed> {
     if let Some((_, why)) = KNOWN_LIVE_RACES.iter().find(|(f, _)| file.ends_with(f)) {
