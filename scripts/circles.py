@@ -13,31 +13,15 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rust_source import nontest_lines  # noqa: E402
+
 root = sys.argv[1] if len(sys.argv) > 1 else '.'
 
 
 def strip_tests(text):
-    """The text without `#[cfg(test)]` items (brace-matched) and comments."""
-    lines = text.split('\n')
-    out, i = [], 0
-    while i < len(lines):
-        s = lines[i].strip()
-        if s.startswith('#[cfg(test)]'):
-            depth, started = 0, False
-            i += 1
-            while i < len(lines):
-                t = lines[i]
-                depth += t.count('{') - t.count('}')
-                if '{' in t:
-                    started = True
-                i += 1
-                if (started and depth <= 0) or (not started and t.strip().endswith(';')):
-                    break
-            continue
-        if not s.startswith('//'):
-            out.append(lines[i].split(' // ')[0])
-        i += 1
-    return '\n'.join(out)
+    """The text without test items and comments."""
+    return '\n'.join(l.split(' // ')[0] for l in nontest_lines(text) if not l.strip().startswith('//'))
 
 
 def module_of(src, path):

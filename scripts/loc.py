@@ -2,30 +2,14 @@
 """Non-test Rust lines per crate group (issue 36's measure; usage: scripts/loc.py [REPO]): skips tests/ benches/ dirs, files named tests.rs or *_tests.rs,
 and everything from a `#[cfg(test)]` line to the end of its item (brace-matched)."""
 import os, re, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rust_source import nontest_lines
 root = sys.argv[1] if len(sys.argv) > 1 else '.'
 CORE = 'model config queue session plugins api cache runtime binder dra'.split()
 STAND = 'testkit sim actors e2e'.split()
 def nontest(path):
-    lines = open(path, encoding='utf-8').read().split('\n')
-    out, i = 0, 0
-    while i < len(lines):
-        l = lines[i].strip()
-        if l.startswith('#[cfg(test)]'):
-            # skip attribute + item; item ends at matching brace or ';'
-            depth, started = 0, False
-            i += 1
-            while i < len(lines):
-                s = lines[i]
-                depth += s.count('{') - s.count('}')
-                if '{' in s: started = True
-                i += 1
-                if (started and depth <= 0) or (not started and s.strip().endswith(';')):
-                    break
-            continue
-        if l and not l.startswith('//'):
-            out += 1
-        i += 1
-    return out
+    lines = nontest_lines(open(path, encoding='utf-8').read())
+    return sum(1 for l in lines if l.strip() and not l.strip().startswith('//'))
 per_crate, big = {}, []
 dirs = [('crates/' + c, c) for c in os.listdir(os.path.join(root, 'crates'))] + [('e2e', 'e2e')]
 for d, name in dirs:
