@@ -3,7 +3,7 @@
 
 use crate::CommandResult;
 use caldera_config::SchedulerConfig;
-use caldera_replay::{cluster, inflation, metrics, report, timeline, trace};
+use caldera_replay::{cluster, inflation, input, metrics, report, timeline};
 use caldera_sim::manifest::{self, Object};
 use clap::{Args, ValueEnum};
 use std::io::Write;
@@ -105,7 +105,7 @@ fn cluster_objects(
     });
     if let Some(path) = &nodes {
         let file = path.display().to_string();
-        for n in cluster::read_nodes(&read(&file)?, &file)? {
+        for n in input::read_nodes(&read(&file)?, &file)? {
             objects.push(cluster::node_object(&n)?);
         }
     }
@@ -185,7 +185,7 @@ pub fn run(args: ReplayArgs) -> CommandResult {
     if !(args.arrival > 0.0 && args.arrival.is_finite()) {
         return Err(format!("--arrival {} must be a positive number", args.arrival).into());
     }
-    let jobs = trace::read_trace(&read(&args.trace)?, &args.trace)?;
+    let jobs = input::read_trace(&read(&args.trace)?, &args.trace)?;
     let objects = cluster_objects(&args, &args.trace)?;
     let (config, name) = load_config(args.config.as_deref())?;
     let inputs = timeline::Inputs {

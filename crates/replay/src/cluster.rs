@@ -82,16 +82,9 @@ pub struct QueueSpec {
 
 const NODE_COLUMNS: [&str; 6] = ["node", "cpu", "memory", "gpu", "gpu_model", "pods"];
 
-/// Reads a nodes CSV (`node,cpu,memory,gpu[,gpu_model][,pods][,label…]`); an openb node list
-/// (`sn,cpu_milli,memory_mib,gpu,model`) is recognised by its header.
-pub fn read_nodes(text: &str, file: &str) -> Result<Vec<NodeSpec>> {
-    let first = text
-        .lines()
-        .find(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .unwrap_or("");
-    if first.split(',').any(|c| c.trim() == "sn") {
-        return crate::openb::read_nodes(text, file);
-    }
+/// Reads a nodes CSV (`node,cpu,memory,gpu[,gpu_model][,pods][,label…]`);
+/// [`crate::input::read_nodes`] tells it from an openb node list.
+pub fn read_nodes_csv(text: &str, file: &str) -> Result<Vec<NodeSpec>> {
     let table = Table::read(text, file, &["node", "cpu", "memory", "gpu"], None)?;
     let mut out: Vec<NodeSpec> = Vec::with_capacity(table.rows.len());
     let mut seen = std::collections::BTreeSet::new();
@@ -256,7 +249,7 @@ pub fn needs_sharing(jobs: &[JobSpec]) -> bool {
 /// the module doc): the node no longer lists the resource; a ResourceSlice per node offers
 /// its GPUs, with its GPU model as the devices' `productName`; one DeviceClass selects them.
 pub fn share_gpus(objects: &[Object]) -> Result<Vec<Object>> {
-    let capacity = crate::timeline::gpu_capacity(objects);
+    let capacity = gpu_capacity(objects);
     let mut out = Vec::with_capacity(objects.len() * 2 + 1);
     out.push(Object::DeviceClass(typed(json!({
         "metadata": {"name": GPU_CLASS},
@@ -361,13 +354,42 @@ fn pod_with(id: &str, name: &str, job: &JobSpec, grouped: bool, shared: bool) ->
     }))
 }
 
+/// GPU capacity per node (thousandths), from the Node objects.
+pub fn gpu_capacity(objects: &[Object]) -> BTreeMap<String, u64> {
+    objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::Node(n) => {
+                let gpus = n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.allocatable.as_ref())
+                    .and_then(|a| a.get(GPU_RESOURCE))
+                    .and_then(|q| {
+                        caldera_model::quantity::parse_quantity(
+                            &q.0,
+                            caldera_model::quantity::Scale::Units,
+                        )
+                        .ok()
+                    })
+                    .unwrap_or(0);
+                Some((
+                    n.metadata.name.clone().unwrap_or_default(),
+                    u64::try_from(gpus).unwrap_or(0) * 1000,
+                ))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn nodes_csv_extra_columns_are_labels() {
-        let nodes = read_nodes(
+        let nodes = read_nodes_csv(
             "node,cpu,memory,gpu,gpu_model,rack\nn1,64,512Gi,8,H100,r1\n",
             "n.csv",
         )
@@ -380,7 +402,7 @@ mod tests {
 
     #[test]
     fn bad_node_and_queue_lines_say_where() {
-        let err = read_nodes("node,cpu,memory,gpu\nn1,64,512Gi,eight\n", "n.csv").unwrap_err();
+        let err = read_nodes_csv("node,cpu,memory,gpu\nn1,64,512Gi,eight\n", "n.csv").unwrap_err();
         assert_eq!(
             err.to_string(),
             "n.csv:2:13: column \"gpu\": \"eight\" is not an integer in range"

@@ -111,7 +111,7 @@ pub fn run(inputs: &Inputs, arrival: f64, seed: u64, batch: usize) -> Result<Inf
             j.name, j.members
         )));
     }
-    let capacity = crate::timeline::gpu_capacity(&inputs.objects);
+    let capacity = crate::cluster::gpu_capacity(&inputs.objects);
     let total: u64 = capacity.values().sum();
     if total == 0 {
         return Err(Error::Invalid("the cluster has no GPUs".into()));

@@ -19,6 +19,7 @@ pub mod csv;
 pub mod error;
 pub mod frag;
 pub mod inflation;
+pub mod input;
 pub mod metrics;
 pub mod openb;
 pub mod plot;

@@ -17,7 +17,7 @@
 //! [`SessionPolicy::EveryPeriod`] runs every periodic session always (what the tests compare
 //! the shortcut with).
 
-use crate::cluster::{self, GPU_RESOURCE, NAMESPACE};
+use crate::cluster::{self, NAMESPACE};
 use crate::error::{Error, Result};
 use crate::run::{JobOutcome, MemberRun, Run};
 use crate::trace::JobSpec;
@@ -87,35 +87,6 @@ struct Engine {
     seen_waiting: Vec<bool>,
 }
 
-/// GPU capacity per node (thousandths), from the Node objects.
-pub fn gpu_capacity(objects: &[Object]) -> BTreeMap<String, u64> {
-    objects
-        .iter()
-        .filter_map(|o| match o {
-            Object::Node(n) => {
-                let gpus = n
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.allocatable.as_ref())
-                    .and_then(|a| a.get(GPU_RESOURCE))
-                    .and_then(|q| {
-                        caldera_model::quantity::parse_quantity(
-                            &q.0,
-                            caldera_model::quantity::Scale::Units,
-                        )
-                        .ok()
-                    })
-                    .unwrap_or(0);
-                Some((
-                    n.metadata.name.clone().unwrap_or_default(),
-                    u64::try_from(gpus).unwrap_or(0) * 1000,
-                ))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
 /// Queue weights from the Queue objects (`default` is 1 unless given).
 pub fn queue_weights(objects: &[Object]) -> BTreeMap<String, u32> {
     let mut out: BTreeMap<String, u32> = objects
@@ -167,7 +138,7 @@ pub fn simulation(
 
 /// Runs `inputs` in timeline mode.
 pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
-    let capacity = gpu_capacity(&inputs.objects);
+    let capacity = cluster::gpu_capacity(&inputs.objects);
     if capacity.is_empty() {
         return Err(Error::Invalid(
             "the cluster has no nodes (give --nodes FILE or -f manifests with Nodes)".into(),

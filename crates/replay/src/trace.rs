@@ -16,7 +16,7 @@
 //! | `preemptible` | `true`/`false` | `true` |
 
 use crate::csv::{quote, Row, Table};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use caldera_model::quantity::{format_bytes, format_milli, parse_quantity, Scale};
 use std::collections::BTreeSet;
 
@@ -318,30 +318,6 @@ pub fn job_line(j: &JobSpec) -> String {
         j.preemptible.to_string(),
     ];
     fields.join(",")
-}
-
-/// Reads whichever trace format `text` is, by its header: Caldera's job trace (`job,submit,…`)
-/// or an Alibaba `openb_pod_list_*.csv` (`name,cpu_milli,…`).
-pub fn read_trace(text: &str, file: &str) -> Result<Vec<JobSpec>> {
-    let first = text
-        .lines()
-        .find(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .unwrap_or("");
-    let header: Vec<&str> = first.split(',').map(str::trim).collect();
-    if header.contains(&"cpu_milli") && header.contains(&"num_gpu") {
-        return crate::openb::read_pods(text, file);
-    }
-    if header.contains(&"job") || first.is_empty() {
-        return read_jobs(text, file);
-    }
-    Err(Error::Input {
-        file: file.into(),
-        line: 1,
-        column: 1,
-        message: format!(
-            "neither a Caldera job trace (header job,submit,duration,...) nor an openb pod list (header name,cpu_milli,memory_mib,num_gpu,...): {first:?}"
-        ),
-    })
 }
 
 #[cfg(test)]

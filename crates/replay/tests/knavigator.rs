@@ -14,10 +14,11 @@ fn example(name: &str) -> String {
 #[test]
 fn knavigator_gang_benchmark_meets_its_targets_under_the_shipped_config() {
     let jobs =
-        caldera_replay::trace::read_trace(&example("knavigator-gang.csv"), "knavigator-gang.csv")
+        caldera_replay::input::read_trace(&example("knavigator-gang.csv"), "knavigator-gang.csv")
             .unwrap();
     let nodes =
-        cluster::read_nodes(&example("knavigator-nodes.csv"), "knavigator-nodes.csv").unwrap();
+        caldera_replay::input::read_nodes(&example("knavigator-nodes.csv"), "knavigator-nodes.csv")
+            .unwrap();
     let objects = nodes
         .iter()
         .map(|n| cluster::node_object(n).unwrap())

@@ -134,8 +134,8 @@ proptest! {
 
     #[test]
     fn readers_never_panic(text in "[a-z0-9,.\"\n|#-]{0,200}") {
-        let _ = caldera_replay::trace::read_trace(&text, "t.csv");
-        let _ = caldera_replay::cluster::read_nodes(&text, "n.csv");
+        let _ = caldera_replay::input::read_trace(&text, "t.csv");
+        let _ = caldera_replay::input::read_nodes(&text, "n.csv");
         let _ = caldera_replay::cluster::read_queues(&text, "q.csv");
         let header = "job,submit,duration,members,min_members,cpu,memory,gpu,gpu_model,queue,priority,preemptible\n";
         let _ = caldera_replay::trace::read_jobs(&format!("{header}{text}"), "t.csv");
