@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod cluster;
+pub mod crds;
 pub mod driver;
 pub mod error;
 pub mod namespaces;

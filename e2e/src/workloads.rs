@@ -77,8 +77,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// Installs the JobSet and LeaderWorkerSet CRDs when missing (an existing one is left as it
 /// is) and waits until both kinds are served.
 pub async fn install_crds(client: &Client, timeout: Duration, poll: Duration) -> Result<()> {
-    crate::driver::install(client, crds(), false, timeout, poll).await?;
-    crate::driver::wait_served(
+    crate::crds::install(client, crds(), false, timeout, poll).await?;
+    crate::crds::wait_served(
         client,
         &[Kind::JobSet, Kind::LeaderWorkerSet],
         timeout,
