@@ -1,6 +1,6 @@
 //! The CRDs a live run needs: installed when missing and waited for until their resources are
 //! served (Caldera's own, the autoscaler's ProvisioningRequest; [`crate::workloads`] installs the
-//! workload kinds' through [`install`]).
+//! workload kinds' through `install`).
 
 use crate::error::{status_code, Error, Result};
 use caldera_sim::manifest::Kind;
