@@ -80,11 +80,6 @@ pub fn default_resource_weights() -> BTreeMap<String, f64> {
 }
 
 impl FairSettings {
-    /// Whether a pod that started at `started` is still protected by `minRuntime` at `now`.
-    pub fn too_young(&self, started: Time, now: Time) -> bool {
-        self.min_runtime_ms > 0 && now.millis_since(started) < self.min_runtime_ms
-    }
-
     /// Whether a job waiting since `pending_since` (`None`: not seen waiting yet) may evict at
     /// `now` under `preemptionDelay`.
     pub fn may_preempt(&self, pending_since: Option<Time>, now: Time) -> bool {
@@ -102,13 +97,26 @@ impl FairSettings {
     /// The fraction of the cluster (`total`) that `request` is, as one number (0..=1): the
     /// weighted mean over the weighted resources the cluster has, as [`Self::usage`] counts.
     pub fn share_of(&self, request: &Resources, total: &Resources) -> f64 {
+        self.weighted_mean(total, |name, cap| {
+            (request.get(name).max(0) as f64 / cap as f64).min(1.0)
+        })
+    }
+
+    /// The resources usage counts: each weighted one the cluster (`total`) has, with its
+    /// weight and the cluster's amount of it.
+    fn counted<'a>(&'a self, total: &'a Resources) -> impl Iterator<Item = (&'a str, f64, i64)> {
+        self.resource_weights
+            .iter()
+            .map(|(name, &weight)| (name.as_str(), weight, total.get(name)))
+            .filter(|&(_, weight, cap)| weight > 0.0 && cap > 0)
+    }
+
+    /// The weighted mean of `fraction(resource, cluster's amount)` over [`Self::counted`]
+    /// (0 when nothing is counted).
+    fn weighted_mean(&self, total: &Resources, fraction: impl Fn(&str, i64) -> f64) -> f64 {
         let (mut sum, mut weights) = (0.0, 0.0);
-        for (name, weight) in &self.resource_weights {
-            let cap = total.get(name);
-            if *weight <= 0.0 || cap <= 0 {
-                continue;
-            }
-            sum += weight * (request.get(name).max(0) as f64 / cap as f64).min(1.0);
+        for (name, weight, cap) in self.counted(total) {
+            sum += weight * fraction(name, cap);
             weights += weight;
         }
         if weights > 0.0 {
@@ -148,15 +156,11 @@ impl FairSettings {
     /// millionths (capped at one whole cluster).
     pub fn held(&self, allocated: &Resources, total: &Resources) -> BTreeMap<Arc<str>, u32> {
         let mut out = BTreeMap::new();
-        for (name, weight) in &self.resource_weights {
-            let cap = total.get(name);
-            if *weight <= 0.0 || cap <= 0 {
-                continue;
-            }
+        for (name, _, cap) in self.counted(total) {
             let fraction = (allocated.get(name).max(0) as f64 / cap as f64).min(1.0);
             let ppm = (fraction * f64::from(USAGE_SCALE)).round() as u32;
             if ppm > 0 {
-                out.insert(Arc::from(name.as_str()), ppm);
+                out.insert(Arc::from(name), ppm);
             }
         }
         out
@@ -170,19 +174,7 @@ impl FairSettings {
             return 0.0;
         };
         let decayed = record.decayed_at(now, self.half_life_ms);
-        let (mut sum, mut weights) = (0.0, 0.0);
-        for (name, weight) in &self.resource_weights {
-            if *weight <= 0.0 || total.get(name) <= 0 {
-                continue;
-            }
-            sum += weight * decayed.get(name.as_str()).copied().unwrap_or(0.0);
-            weights += weight;
-        }
-        if weights > 0.0 {
-            sum / weights
-        } else {
-            0.0
-        }
+        self.weighted_mean(total, |name, _| decayed.get(name).copied().unwrap_or(0.0))
     }
 
     /// The record to write at `now` for a queue that holds `held` (from [`Self::held`]) after

@@ -409,8 +409,8 @@ impl InterPod {
         self.away.get(i).copied().unwrap_or(false)
     }
 
-    /// Takes existing pod `t` (task `_task`, running or terminating on its node since before
-    /// the session) off its node while an eviction search considers it gone: its labels stop
+    /// Takes existing pod `t` (running or terminating on its node since before the session)
+    /// off its node while an eviction search considers it gone: its labels stop
     /// counting for others' terms and its own required anti-affinity and scoring terms stop
     /// applying, as kube-scheduler's preemption removes a victim from its NodeInfo before it
     /// filters the preemptor. Returns the nodes whose fit for others changed beyond its own.

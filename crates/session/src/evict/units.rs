@@ -32,13 +32,14 @@ pub(super) fn victimable(ssn: &Session, task: usize) -> bool {
 /// A malformed annotation protects as the plugin's argument does (its gang waits, saying so).
 pub(crate) fn too_young(st: &crate::state::State, task: usize) -> bool {
     let t = &st.tasks[task];
-    match st.jobs.get(t.job).and_then(|j| j.min_runtime.as_ref()) {
-        Some(Ok(ms)) => *ms > 0 && st.now.millis_since(t.started) < *ms,
-        _ => st
-            .fair
-            .as_ref()
-            .is_some_and(|f| f.too_young(t.started, st.now)),
-    }
+    let own = match st.jobs.get(t.job).and_then(|j| j.min_runtime.as_ref()) {
+        Some(Ok(ms)) => Some(*ms),
+        _ => None,
+    };
+    let min_ms = own
+        .or_else(|| st.fair.as_ref().map(|f| f.min_runtime_ms))
+        .unwrap_or(0);
+    min_ms > 0 && st.now.millis_since(t.started) < min_ms
 }
 
 /// The units of job `v`: the surplus members of an elastic gang one by one (most recently
