@@ -121,8 +121,6 @@ pub(crate) enum ArgUse {
     Used(ArgKind),
     /// A Volcano argument Caldera does not use: accepted with a warning, not checked.
     Ignored,
-    /// A Caldera argument not implemented yet: refused, so it is never silently ignored.
-    NotYet,
 }
 
 /// One accepted argument key, or a family of keys sharing a prefix.
@@ -263,26 +261,18 @@ const CAPACITY: &[ArgSpec] = &[
     ignored("capacity.DRAConsumableCapacityEnable"),
 ];
 
-const fn not_yet(key: &'static str) -> ArgSpec {
-    ArgSpec {
-        key,
-        prefix: false,
-        shown: key,
-        usage: ArgUse::NotYet,
-    }
-}
-
 /// Caldera's fairshare plugin (fairness over time, docs/queues.md). `maxWait` (aging against
 /// starvation: a gang waiting longer is ordered ahead of its queue and room is held for it;
 /// 0, the default, is off). `tenantKey` (`namespace` or a label key) orders a queue's jobs by
-/// their tenant's usage, Kueue's Admission Fair Sharing. `window` is named by the design but
-/// not implemented yet: refused, never ignored.
+/// their tenant's usage, Kueue's Admission Fair Sharing. `window` (a Go duration > 0) makes
+/// usage tumble: it starts again from nothing at each multiple of the window since the Unix
+/// epoch.
 const FAIRSHARE: &[ArgSpec] = &[
     used("halfLife", ArgKind::Duration { zero: true }),
     used("kValue", ArgKind::NonNegative),
     used("resourceWeights", ArgKind::ResourceWeights),
     used("usageWritePeriod", ArgKind::Duration { zero: false }),
-    not_yet("window"),
+    used("window", ArgKind::Duration { zero: false }),
     used("tenantKey", ArgKind::TenantKey),
     used("maxWait", ArgKind::Duration { zero: true }),
     used("minRuntime", ArgKind::Duration { zero: true }),

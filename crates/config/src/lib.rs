@@ -68,15 +68,13 @@
 //! | network-topology-aware | `weight`, `hypernode.binpack.cpu`, `hypernode.binpack.memory`, `hypernode.binpack.resources.<resource>` | integer ≥ 0 |
 //! | network-topology-aware | `hypernode.binpack.resources` | comma-separated resource names ([`ArgValue::List`]) |
 //! | predicates | `predicate.NodeAffinityEnable`, `predicate.NodePortsEnable`, `predicate.TaintTolerationEnable`, `predicate.PodAffinityEnable`, `predicate.PodTopologySpreadEnable` | boolean ([`ArgValue::Bool`]) |
-//!
 //! | fairshare | `halfLife`, `minRuntime`, `preemptionDelay`, `maxWait` | Go duration, 0 allowed (the text, [`ArgValue::Str`]) |
-//! | fairshare | `usageWritePeriod` | Go duration > 0 (the text) |
+//! | fairshare | `usageWritePeriod`, `window` | Go duration > 0 (the text) |
 //! | fairshare | `kValue` | number ≥ 0 |
 //! | fairshare | `resourceWeights` | mapping of resources to numbers ≥ 0 (one `resourceWeights.<resource>` each) |
-//!
 //! | fairshare | `tenantKey` | `namespace` or a label key ([`ArgValue::Str`]) |
 //!
-//! fairshare's `window` is refused (not supported yet). gang, priority, drf, proportion and conformance take no arguments. Volcano's other
+//! gang, priority, drf, proportion and conformance take no arguments. Volcano's other
 //! arguments of these plugins (the other `predicate.*Enable`, `predicate.resources…`,
 //! `volumebinding.*`, `overcommit-factor.<resource>`, `hypernode.binpack.normal-pod.*`,
 //! `hypernode.gradient.evict.max-hypernodes`) are accepted and ignored with a warning.

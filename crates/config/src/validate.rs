@@ -889,15 +889,6 @@ impl Validator {
                     }
                     continue;
                 }
-                ArgUse::NotYet => {
-                    return Err(problem(
-                        &argument.ptr.at_key(),
-                        format!(
-                            "argument {:?} of the {plugin} plugin is not supported yet (docs/queues.md says what is); remove it",
-                            argument.key
-                        ),
-                    ));
-                }
             };
             arguments.insert(argument.key.clone(), value);
         }

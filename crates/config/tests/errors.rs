@@ -281,7 +281,8 @@ fn fairshare_bad_arguments_are_named() {
         ("tenantKey: \"-team\"", "tiers[0].plugins[1].arguments.tenantKey: \"-team\" is neither `namespace` nor a label key"),
         ("tenantKey: 3", "tiers[0].plugins[1].arguments.tenantKey: expected `namespace` or a label key"),
         ("maxWiat: 1h", "unknown argument \"maxWiat\" for the fairshare plugin (did you mean \"maxWait\"?)"),
-        ("window: 24h", "argument \"window\" of the fairshare plugin is not supported yet"),
+        ("window: 0s", "bad.yaml:7:15: tiers[0].plugins[1].arguments.window: must be longer than zero"),
+        ("window: 1week", "bad.yaml:7:15: tiers[0].plugins[1].arguments.window: "),
         ("halfLive: 24h", "unknown argument \"halfLive\" for the fairshare plugin (did you mean \"halfLife\"?)"),
     ];
     for (args, expected) in cases {

@@ -203,18 +203,21 @@ fn without_fairshare_a_usage_record_is_kept_as_found() {
 }
 
 #[test]
-fn unsupported_arguments_are_refused_by_name() {
-    let arg = "window: 24h";
-    let text = format!(
-        "actions: \"allocate\"\ntiers:\n- plugins:\n  - name: proportion\n  - name: fairshare\n    arguments: {{{arg}}}\n"
-    );
-    let err = caldera_config::parse(&text, None)
-        .expect_err(arg)
-        .to_string();
-    assert!(
-        err.contains("window") && err.contains("not supported yet"),
-        "{err}"
-    );
+fn a_window_forgets_the_use_before_it_started() {
+    // NOW is day 30, 00:00. A 168 h window holding NOW began 48 h before it (day 28; windows
+    // count from the Unix epoch), so the night is in it: b gets the whole split.
+    let night = a_ran_the_night();
+    let weekly = config(Some("halfLife: 168h, window: 168h"));
+    assert_eq!(gpus_bound(&run(&weekly, &night, NOW), "b-"), 64);
+    // A 24 h window began at NOW: the night is forgotten and the split is today's.
+    let daily = config(Some("halfLife: 168h, window: 24h"));
+    let today = run(&config(None), &night, NOW);
+    let plan = run(&daily, &night, NOW);
+    assert_eq!(plan.binds, today.binds);
+    assert_eq!(gpus_bound(&plan, "a-"), 32);
+    // Twelve hours into the window, a's holding (its record says it still holds the cluster)
+    // has counted again since the window began: b goes first again.
+    assert_eq!(gpus_bound(&run(&daily, &night, NOW + 12 * HOUR), "b-"), 64);
 }
 
 proptest! {

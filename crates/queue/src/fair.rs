@@ -23,6 +23,9 @@ pub struct FairSettings {
     pub resource_weights: BTreeMap<String, f64>,
     /// Least time between two usage records of a queue, in milliseconds.
     pub write_period_ms: i64,
+    /// A tumbling window in milliseconds (`window`; 0: none): usage starts again from nothing
+    /// at each multiple of it since the Unix epoch, and decays within it by the half-life.
+    pub window_ms: i64,
     /// A pod that has run less than this (milliseconds) is never a victim of preempt, reclaim
     /// or consolidate; 0: off.
     pub min_runtime_ms: i64,
@@ -55,6 +58,7 @@ impl Default for FairSettings {
             k: DEFAULT_K,
             resource_weights: default_resource_weights(),
             write_period_ms: DEFAULT_WRITE_PERIOD_MS,
+            window_ms: 0,
             min_runtime_ms: 0,
             preemption_delay_ms: 0,
             max_wait_ms: 0,
@@ -139,17 +143,43 @@ impl FairSettings {
     /// How much a pod that has held its share since `started` adds to its tenant's usage at
     /// `now`, per unit held: the decayed mean it has built up, `1 − 2^(−age / halfLife)`, and
     /// never less than [`Self::entry_penalty`]; with half-life 0, 1 (what is held now).
+    /// Within a `window`, the pod counts only from the window's start.
     pub fn tenant_weight(&self, started: Time, now: Time) -> f64 {
         if !self.remembers() {
             return 1.0;
         }
-        let age = now.millis_since(started).max(0) as f64;
+        let since = self
+            .window_start(now)
+            .map_or(started, |start| Time(started.0.max(start.0)));
+        let age = now.millis_since(since).max(0) as f64;
         (1.0 - (-(age / self.half_life_ms as f64)).exp2()).max(self.entry_penalty())
     }
 
     /// Whether usage is kept at all (a half-life of 0 keeps no memory).
     pub fn remembers(&self) -> bool {
         self.half_life_ms > 0
+    }
+
+    /// The start of the `window` that holds `now` (the last multiple of the window since the
+    /// Unix epoch at or before it); `None` without a window.
+    pub fn window_start(&self, now: Time) -> Option<Time> {
+        (self.window_ms > 0).then(|| Time(now.0.div_euclid(self.window_ms) * self.window_ms))
+    }
+
+    /// `record`'s decayed fractions per resource at `now` (0..=1). Within the record's window
+    /// (or without one) its decay by the half-life; when a window has started since the
+    /// record, usage started again from nothing at the window's start, with what the record
+    /// says was held since then.
+    pub fn decayed(&self, record: &QueueUsage, now: Time) -> BTreeMap<Arc<str>, f64> {
+        match self.window_start(now) {
+            Some(start) if start > record.at => QueueUsage {
+                at: start,
+                decayed: BTreeMap::new(),
+                held: record.held.clone(),
+            }
+            .decayed_at(now, self.half_life_ms),
+            _ => record.decayed_at(now, self.half_life_ms),
+        }
     }
 
     /// The fraction of `total` that `allocated` is, per weighted resource the cluster has, in
@@ -173,7 +203,7 @@ impl FairSettings {
         let Some(record) = record.filter(|_| self.remembers()) else {
             return 0.0;
         };
-        let decayed = record.decayed_at(now, self.half_life_ms);
+        let decayed = self.decayed(record, now);
         self.weighted_mean(total, |name, _| decayed.get(name).copied().unwrap_or(0.0))
     }
 
@@ -201,8 +231,8 @@ impl FairSettings {
             return None;
         }
         let scale = f64::from(USAGE_SCALE);
-        let decayed = last
-            .decayed_at(now, self.half_life_ms)
+        let decayed = self
+            .decayed(last, now)
             .into_iter()
             .map(|(name, v)| (name, (v * scale).round() as u32))
             .filter(|(_, v)| *v > 0)
@@ -305,6 +335,47 @@ mod tests {
             .expect("changed after the period");
         assert_eq!(next.decayed.get("nvidia.com/gpu"), Some(&250_000));
         assert!(next.held.is_empty());
+    }
+
+    #[test]
+    fn a_window_starts_usage_again_from_what_is_held() {
+        let s = FairSettings {
+            window_ms: 24 * HOUR,
+            ..settings(24)
+        };
+        let total = gpus(64);
+        let record = QueueUsage {
+            at: Time(20 * HOUR),
+            decayed: BTreeMap::from([(Arc::from("nvidia.com/gpu"), 800_000)]),
+            held: BTreeMap::from([(Arc::from("nvidia.com/gpu"), 500_000)]),
+        };
+        let at = |h: i64| s.usage(Some(&record), Time(h * HOUR), &total);
+        let unwindowed = |h: i64| settings(24).usage(Some(&record), Time(h * HOUR), &total);
+        // Within the record's window it decays as without one.
+        assert!((at(22) - unwindowed(22)).abs() < 1e-12);
+        // The next window begins at 24 h with nothing, then what is held counts:
+        // 0.5 × (1 − 2^(−12/24)) twelve hours in.
+        assert!(at(24).abs() < 1e-12);
+        let expected = 0.5 * (1.0 - (-0.5f64).exp2());
+        assert!((at(36) - expected).abs() < 1e-9, "{}", at(36));
+        assert!(at(36) < unwindowed(36));
+        // The record written then starts from the window too.
+        let next = s
+            .next_record(Some(&record), s.held(&gpus(0), &total), Time(36 * HOUR))
+            .expect("what is held changed");
+        let ppm = (expected * f64::from(USAGE_SCALE)).round() as u32;
+        assert_eq!(next.decayed.get("nvidia.com/gpu"), Some(&ppm));
+        // A pod counts for its tenant from the window's start, not its own.
+        let started = Time(HOUR);
+        assert!(
+            (s.tenant_weight(started, Time(36 * HOUR)) - (1.0 - (-0.5f64).exp2())).abs() < 1e-9
+        );
+        assert!(
+            settings(24).tenant_weight(started, Time(36 * HOUR))
+                > s.tenant_weight(started, Time(36 * HOUR))
+        );
+        assert_eq!(s.window_start(Time(36 * HOUR)), Some(Time(24 * HOUR)));
+        assert_eq!(settings(24).window_start(Time(36 * HOUR)), None);
     }
 
     #[test]

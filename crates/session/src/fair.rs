@@ -18,9 +18,6 @@ pub fn queue_usage(state: &State, fair: &FairSettings, q: usize) -> f64 {
     fair.usage(record, state.now, &state.total)
 }
 
-/// Arguments named by the design but not implemented yet: refused, never ignored.
-const NOT_YET: [&str; 1] = ["window"];
-
 fn duration_ms(option: &PluginOption, key: &str) -> Result<Option<i64>, String> {
     let Some(value) = option.arguments.get(key) else {
         return Ok(None);
@@ -45,13 +42,11 @@ fn duration_ms(option: &PluginOption, key: &str) -> Result<Option<i64>, String> 
 pub fn settings(option: &PluginOption) -> Result<FairSettings, String> {
     let mut s = FairSettings::default();
     for (key, _) in option.arguments.iter() {
-        if NOT_YET.contains(&key) {
-            return Err(format!("argument {key:?} is not supported yet"));
-        }
         let known = [
             "halfLife",
             "kValue",
             "usageWritePeriod",
+            "window",
             "minRuntime",
             "preemptionDelay",
             "maxWait",
@@ -71,6 +66,12 @@ pub fn settings(option: &PluginOption) -> Result<FairSettings, String> {
             return Err("argument \"usageWritePeriod\" must be longer than zero".into());
         }
         s.write_period_ms = ms;
+    }
+    if let Some(ms) = duration_ms(option, "window")? {
+        if ms <= 0 {
+            return Err("argument \"window\" must be longer than zero".into());
+        }
+        s.window_ms = ms;
     }
     if let Some(ms) = duration_ms(option, "minRuntime")? {
         s.min_runtime_ms = ms;

@@ -187,7 +187,7 @@ fn usage_now(state: &State, plan: &Plan, q: usize) -> Option<BTreeMap<Arc<str>, 
     let scale = f64::from(caldera_model::USAGE_SCALE);
     Some(
         record
-            .map(|r| r.decayed_at(state.now, fair.half_life_ms))
+            .map(|r| fair.decayed(r, state.now))
             .unwrap_or_default()
             .into_iter()
             .map(|(name, v)| (name, (v * scale).round() as u32))
