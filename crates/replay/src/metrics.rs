@@ -15,7 +15,13 @@
 //! - `makespan_seconds`: first arrival to the last end.
 //! - `fairness`: per window of `--fair-window`, Jain's index (Σx)²/(n·Σx²) of x = each
 //!   queue's GPU-seconds ÷ its weight, over the n queues with a job waiting or running in the
-//!   window; averaged over the windows where such queues got any GPU time.
+//!   window; averaged over the windows where such queues got any GPU time. The windows run
+//!   from the first arrival to the last (while work arrives, the scheduler chooses whom to
+//!   serve); `fairness_after_last_arrival` is the same index over the rest of the run, one
+//!   window, where only the backlog is left to run. A trace whose jobs all arrive at once has
+//!   no span of arrivals: `fairness` is then over the whole run.
+//! - `longest_starvation_seconds`: per queue, the longest time it had a GPU job waiting and
+//!   held no GPU.
 //! - `preemptions`: members evicted; `evicted_gpu_seconds`: GPU-seconds they had run.
 //! - `partial_gang_seconds`: time gangs spent with some member holding a node while fewer than
 //!   their minimum had one, summed over gangs (must be 0).
@@ -126,8 +132,14 @@ pub struct Metrics {
     pub jobs: Jobs,
     /// Refused jobs per reason.
     pub refused_reasons: BTreeMap<String, u64>,
-    /// Mean Jain's index over fair-share windows (timeline).
+    /// Mean Jain's index over fair-share windows from the first arrival to the last
+    /// (timeline).
     pub fairness: Option<f64>,
+    /// Jain's index from the last arrival to the end of the run (timeline).
+    pub fairness_after_last_arrival: Option<f64>,
+    /// Per queue, the longest time with a GPU job waiting and no GPU held, seconds
+    /// (timeline).
+    pub longest_starvation_seconds: Option<BTreeMap<String, f64>>,
     /// Members evicted.
     pub preemptions: u64,
     /// GPU-seconds of work lost to evictions.
@@ -186,6 +198,7 @@ pub fn timeline(run: &Run, window_ms: i64, config: &str) -> Metrics {
     }
     let replayed = run.jobs.iter().filter(|j| j.refused.is_none());
     let first = replayed.clone().map(|j| j.submit_ms).min();
+    let last_arrival = replayed.clone().map(|j| j.submit_ms).max();
     let last = replayed.filter_map(|j| j.end_ms).max();
     let makespan = match (first, last) {
         (Some(a), Some(b)) if b > a => Some((a, b)),
@@ -222,7 +235,16 @@ pub fn timeline(run: &Run, window_ms: i64, config: &str) -> Metrics {
         makespan_seconds: makespan.map(|(a, b)| secs(b - a)),
         jobs,
         refused_reasons,
-        fairness: first.and_then(|f| fairness(run, f, run.last_ms, window_ms)),
+        fairness: first.zip(last_arrival).and_then(|(a, z)| {
+            let until = if z > a { z } else { run.last_ms };
+            fairness(run, a, until, window_ms)
+        }),
+        fairness_after_last_arrival: first.zip(last_arrival).and_then(|(a, z)| {
+            (z > a)
+                .then(|| fairness(run, z, run.last_ms, (run.last_ms - z).max(1)))
+                .flatten()
+        }),
+        longest_starvation_seconds: Some(starvation(run)),
         preemptions: run.preemptions,
         evicted_gpu_seconds: round(run.evicted_gpu_milli_ms as f64 / 1e6, 3),
         partial_gang_seconds: secs(run.partial_gang_ms),
@@ -281,6 +303,9 @@ pub fn fairness(run: &Run, from: i64, to: i64, window_ms: i64) -> Option<f64> {
             continue;
         }
         let end = j.end_ms.unwrap_or(to).min(to);
+        if end <= from {
+            continue;
+        }
         let (a, b) = (
             window_of(j.submit_ms),
             window_of((end - 1).max(j.submit_ms)),
@@ -309,6 +334,67 @@ pub fn fairness(run: &Run, from: i64, to: i64, window_ms: i64) -> Option<f64> {
     (n > 0).then(|| round(sum / n as f64, 4))
 }
 
+/// Per queue, the longest stretch with a GPU job waiting (arrived, not started, not refused)
+/// and no GPU held, seconds; 0 for a queue never starved. Up to the end of the run.
+pub fn starvation(run: &Run) -> BTreeMap<String, f64> {
+    // Per queue: (time, change in waiting jobs, change in held runs), swept in time order.
+    let mut events: BTreeMap<&str, Vec<(i64, i64, i64)>> = BTreeMap::new();
+    for q in run.queue_weights.keys() {
+        events.entry(q.as_str()).or_default();
+    }
+    for j in run
+        .jobs
+        .iter()
+        .filter(|j| j.refused.is_none() && j.gpu_milli > 0)
+    {
+        let until = j.start_ms.unwrap_or(run.last_ms).min(run.last_ms);
+        if until > j.submit_ms {
+            let e = events.entry(j.queue.as_str()).or_default();
+            e.push((j.submit_ms, 1, 0));
+            e.push((until, -1, 0));
+        }
+    }
+    for u in run
+        .usage
+        .iter()
+        .filter(|u| u.gpu_milli > 0 && u.end_ms > u.start_ms)
+    {
+        let e = events.entry(u.queue.as_str()).or_default();
+        e.push((u.start_ms, 0, 1));
+        e.push((u.end_ms, 0, -1));
+    }
+    events
+        .into_iter()
+        .map(|(q, mut e)| {
+            e.sort_unstable();
+            let (mut waiting, mut held, mut longest) = (0i64, 0i64, 0i64);
+            let mut since: Option<i64> = None;
+            let mut i = 0;
+            while i < e.len() {
+                let t = e[i].0;
+                while i < e.len() && e[i].0 == t {
+                    waiting += e[i].1;
+                    held += e[i].2;
+                    i += 1;
+                }
+                let starved = waiting > 0 && held == 0;
+                match (since, starved) {
+                    (None, true) => since = Some(t),
+                    (Some(s), false) => {
+                        longest = longest.max(t - s);
+                        since = None;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(s) = since {
+                longest = longest.max(run.last_ms - s);
+            }
+            (q.to_string(), secs(longest))
+        })
+        .collect()
+}
+
 /// The figures of an inflation run.
 pub fn inflation(run: &Inflation, config: &str) -> Metrics {
     Metrics {
@@ -334,6 +420,8 @@ pub fn inflation(run: &Inflation, config: &str) -> Metrics {
         },
         refused_reasons: run.refused.clone(),
         fairness: None,
+        fairness_after_last_arrival: None,
+        longest_starvation_seconds: None,
         preemptions: 0,
         evicted_gpu_seconds: 0.0,
         partial_gang_seconds: 0.0,
@@ -353,6 +441,7 @@ pub fn to_json(m: &Metrics) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::{JobOutcome, Usage};
 
     #[test]
     fn nearest_rank_percentiles() {
@@ -369,5 +458,93 @@ mod tests {
         let steps = [(0, 2), (10, 4), (20, 0)];
         assert_eq!(area(&steps, 0, 30), 60.0);
         assert_eq!(area(&steps, 5, 15), 30.0);
+    }
+
+    fn job(queue: &str, submit_s: i64, start_s: Option<i64>, end_s: Option<i64>) -> JobOutcome {
+        JobOutcome {
+            name: format!("{queue}-{submit_s}"),
+            queue: queue.into(),
+            members: 1,
+            min_members: 1,
+            gpu_milli: 1000,
+            submit_ms: submit_s * 1000,
+            start_ms: start_s.map(|s| s * 1000),
+            end_ms: end_s.map(|s| s * 1000),
+            ..JobOutcome::default()
+        }
+    }
+
+    fn held(queue: &str, from_s: i64, to_s: i64) -> Usage {
+        Usage {
+            job: 0,
+            finished: true,
+            queue: queue.into(),
+            start_ms: from_s * 1000,
+            end_ms: to_s * 1000,
+            gpu_milli: 1000,
+        }
+    }
+
+    #[allow(clippy::field_reassign_with_default)] // Run has private fields
+    fn two_queues(jobs: Vec<JobOutcome>, usage: Vec<Usage>, last_s: i64) -> Run {
+        let mut run = Run::default();
+        run.jobs = jobs;
+        run.usage = usage;
+        run.queue_weights = BTreeMap::from([("a".into(), 1), ("b".into(), 1)]);
+        run.last_ms = last_s * 1000;
+        run.total_gpu_milli = 1000;
+        run
+    }
+
+    #[test]
+    fn starvation_is_the_longest_wait_with_no_gpu_held() {
+        // a: one job waits 0-10 s, runs 10-20 s; the next arrives at 15 s (a holds a GPU
+        // then) and starts at 35 s: starved 20-35 s. b waits 5-10 s while a waits too, then
+        // holds a GPU the whole time its second job waits.
+        let run = two_queues(
+            vec![
+                job("a", 0, Some(10), Some(20)),
+                job("a", 15, Some(35), Some(40)),
+                job("b", 5, Some(10), Some(40)),
+                job("b", 12, Some(30), Some(40)),
+            ],
+            vec![held("a", 10, 20), held("a", 35, 40), held("b", 10, 40)],
+            40,
+        );
+        let starved = starvation(&run);
+        assert_eq!(starved["a"], 15.0);
+        assert_eq!(starved["b"], 5.0);
+        // A job never started is starved until the end of the run.
+        let run = two_queues(vec![job("a", 30, None, None)], vec![], 100);
+        assert_eq!(starvation(&run)["a"], 70.0);
+        assert_eq!(starvation(&run)["b"], 0.0);
+    }
+
+    #[test]
+    fn fairness_is_over_the_arrivals_and_the_rest_is_reported_apart() {
+        // Both queues hold one GPU each from 0 to 100 s; the last arrival is at 100 s, a's
+        // backlog then runs alone to 200 s while b's job, arrived at 100 s, finishes at
+        // 110 s on its GPU.
+        let run = two_queues(
+            vec![
+                job("a", 0, Some(0), Some(100)),
+                job("b", 0, Some(0), Some(100)),
+                job("a", 50, Some(100), Some(200)),
+                job("b", 100, Some(100), Some(110)),
+            ],
+            vec![
+                held("a", 0, 100),
+                held("b", 0, 100),
+                held("a", 100, 200),
+                held("b", 100, 110),
+            ],
+            200,
+        );
+        let m = timeline(&run, 1_000_000, "test");
+        assert_eq!(m.fairness, Some(1.0));
+        // x = (100, 10): (110)² / (2 · 10,100) = 0.599.
+        assert_eq!(m.fairness_after_last_arrival, Some(0.599));
+        // A job that ended before a span starts is no demand in it.
+        assert_eq!(fairness(&run, 150, 200, 50), Some(1.0));
     }
 }
