@@ -140,12 +140,21 @@ impl Plugin for Proportion {
         }
         let s = &self.shares[queue];
         let allocated = &state.queue_allocated[queue];
+        // An aged gang (fairshare's maxWait) is held to what its queue may ever have, not to
+        // its deserved share: a gang larger than every queue's share (three queues' 32-GPU
+        // gangs on 64 GPUs deserve 21-22 each) would otherwise never start (docs/queues.md).
+        let aged = state.job_runs[task.job].aged;
+        let (limit, what) = if aged {
+            (&s.real_capability, "capability")
+        } else {
+            (&s.deserved, "deserved share")
+        };
         let over: Vec<&str> = task
             .request
             .iter()
             .filter(|(n, v)| {
-                let deserved = s.deserved.get(n);
-                allocated.get(n).saturating_add(*v) > deserved && deserved < state.total.get(n)
+                let limit = limit.get(n);
+                allocated.get(n).saturating_add(*v) > limit && limit < state.total.get(n)
             })
             .map(|(n, _)| n)
             .collect();
@@ -153,9 +162,9 @@ impl Plugin for Proportion {
             Ok(())
         } else {
             Err(format!(
-                "queue {} would exceed its deserved share {} on {}",
+                "queue {} would exceed its {what} {} on {}",
                 s.name,
-                s.deserved,
+                limit,
                 over.join(", ")
             ))
         }

@@ -17,6 +17,11 @@
 //! other job-order plugins (gang, drf, ...) order what is left. Queue order is unchanged: the
 //! job goes ahead of its own queue, and the room held for it keeps other queues out.
 //!
+//! **Share lifted.** An aged job is marked in its [`crate::state::JobRun::aged`]; a queue
+//! plugin that holds members to a weighted share (`proportion`'s deserved) holds an aged job's
+//! members only to what its queue may ever have (capability, and the cluster less the other
+//! queues' guarantees): a gang larger than its queue's share would otherwise never start.
+//!
 //! **Room held.** When an aged gang's attempt in `allocate` finds no room (not when its
 //! queue's quota holds it), [`hold`] chooses where it would fit once the pods now running
 //! leave: it takes, virtually and node by node, the running pods of other jobs off the nodes
@@ -138,6 +143,7 @@ pub fn open(ssn: &mut Session) {
         {
             aging.since[j] = since;
             aging.ahead[j] = true;
+            ssn.state.job_runs[j].aged = true;
             aging.any = true;
             ssn.stats.aged += 1;
         }

@@ -45,6 +45,10 @@ pub struct JobRun {
     /// How far the last attempt at the gang got when a member found no node (its holdup's
     /// message says it), kept so an alike gang failing from the cache says it for itself.
     pub shortfall: Option<crate::shortfall::Shortfall>,
+    /// Aged by fairshare's `maxWait` at session open ([`crate::aging`]): a weighted share it
+    /// could never start within (`proportion`'s deserved) no longer stops it; its queue's
+    /// capability and the other queues' guarantees still do.
+    pub aged: bool,
 }
 
 /// The mutable world of one session.
