@@ -19,8 +19,10 @@ def burst(queue, start_h, hours, gpu_hours):
     n = 0
     while total < gpu_hours:
         shape = rng.random()
-        if shape < 0.15:
-            members, gpu = 2, 8  # a 16-GPU gang (32-GPU ones deadlock proportion: docs/queues.md)
+        if shape < 0.05:
+            members, gpu = 4, 8  # a 32-GPU gang: more than a queue's weighted share of 64 GPUs
+        elif shape < 0.15:
+            members, gpu = 2, 8  # a 16-GPU gang
         elif shape < 0.45:
             members, gpu = 1, 8  # one node
         elif shape < 0.75:

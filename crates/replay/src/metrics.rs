@@ -10,7 +10,8 @@
 //! - `wait_seconds`: arrival to the bind of the job's last member (once the gang minimum is
 //!   bound; after an eviction, of the final run); p50/p95/p99
 //!   (nearest rank) and max, over jobs that started; in total, per queue, per gang size
-//!   (`1`, `2-8`, `9-64`, `65+` members).
+//!   (`1`, `2-8`, `9-64`, `65+` members), per GPUs the job asks for in all (`0`, `<1`, `1`,
+//!   `2-8`, `9-31`, `32+`).
 //! - `jct_seconds`: arrival to end, over jobs that ended.
 //! - `makespan_seconds`: first arrival to the last end.
 //! - `fairness`: per window of `--fair-window`, Jain's index (Σx)²/(n·Σx²) of x = each
@@ -88,6 +89,8 @@ pub struct Waits {
     pub per_queue: BTreeMap<String, Spread>,
     /// Per gang size bucket.
     pub per_gang_size: BTreeMap<&'static str, Spread>,
+    /// Per bucket of the GPUs the whole job asks for ([`gpu_bucket`]).
+    pub per_gang_gpus: BTreeMap<&'static str, Spread>,
 }
 
 /// Job counts.
@@ -162,6 +165,19 @@ pub fn bucket(members: u32) -> &'static str {
     }
 }
 
+/// The bucket of a job asking for `gpu_milli` thousandths of a GPU in all (every member's):
+/// `0`, `<1` (a fraction of one), `1`, `2-8`, `9-31`, `32+`.
+pub fn gpu_bucket(gpu_milli: u64) -> &'static str {
+    match gpu_milli {
+        0 => "0",
+        1..=999 => "<1",
+        1000 => "1",
+        1001..=8000 => "2-8",
+        8001..=31999 => "9-31",
+        _ => "32+",
+    }
+}
+
 /// The figures of a timeline run; `window_ms` is the fair-share window.
 pub fn timeline(run: &Run, window_ms: i64, config: &str) -> Metrics {
     let mut jobs = Jobs {
@@ -172,6 +188,7 @@ pub fn timeline(run: &Run, window_ms: i64, config: &str) -> Metrics {
     let mut all = Vec::new();
     let mut per_queue: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     let mut per_size: BTreeMap<&'static str, Vec<i64>> = BTreeMap::new();
+    let mut per_gpus: BTreeMap<&'static str, Vec<i64>> = BTreeMap::new();
     let mut jct = Vec::new();
     for j in &run.jobs {
         if let Some(r) = &j.refused {
@@ -188,6 +205,8 @@ pub fn timeline(run: &Run, window_ms: i64, config: &str) -> Metrics {
                 all.push(w);
                 per_queue.entry(j.queue.clone()).or_default().push(w);
                 per_size.entry(bucket(j.members)).or_default().push(w);
+                let gpus = u64::from(j.gpu_milli) * u64::from(j.members);
+                per_gpus.entry(gpu_bucket(gpus)).or_default().push(w);
             }
             None => jobs.never_placed += 1,
         }
@@ -224,6 +243,10 @@ pub fn timeline(run: &Run, window_ms: i64, config: &str) -> Metrics {
                 .map(|(q, v)| (q, Spread::of(v)))
                 .collect(),
             per_gang_size: per_size
+                .into_iter()
+                .map(|(b, v)| (b, Spread::of(v)))
+                .collect(),
+            per_gang_gpus: per_gpus
                 .into_iter()
                 .map(|(b, v)| (b, Spread::of(v)))
                 .collect(),

@@ -70,6 +70,9 @@ fn rows(m: &Metrics) -> Vec<(String, String)> {
         for (b, s) in &w.per_gang_size {
             out.push((format!("  gang size {b}"), spread(s)));
         }
+        for (b, s) in &w.per_gang_gpus {
+            out.push((format!("  gang GPUs {b}"), spread(s)));
+        }
     }
     if let Some(j) = &m.jct_seconds {
         out.push((
