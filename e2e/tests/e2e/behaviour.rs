@@ -78,6 +78,12 @@ pub fn trials(target: &Target) -> Vec<Trial> {
             |t| Box::pin(steady_state(t)),
         ),
         trial(
+            "behaviour::fairshare_usage_survives_a_restart",
+            target,
+            false,
+            |t| Box::pin(usage_survives_a_restart(t)),
+        ),
+        trial(
             "behaviour::gang_status_and_events_read_right",
             target,
             false,
@@ -458,6 +464,83 @@ async fn steady_state(_target: Target) -> Result<(), Failed> {
     }
     .await;
     finish(&cluster, run, vec![handle], None, result).await
+}
+
+/// A Queue's `status.usage` as the scheduler wrote it (`Null` when it has written none).
+async fn queue_usage(run: &LiveRun, queue: &str) -> Result<Value, Failed> {
+    let api = caldera_e2e::objects::api(run.client(), caldera_sim::manifest::Kind::Queue, None);
+    let q = api.get(queue).await.map_err(failed)?;
+    Ok(q.data["status"]["usage"].clone())
+}
+
+/// The scheduler's decayed GPU usage of `queue` (`caldera_queue_usage`), if it exports one.
+fn exported_usage(handle: &RunningHandle, queue: &str) -> Option<f64> {
+    let prefix = format!("caldera_queue_usage{{queue=\"{queue}\",resource=\"nvidia.com/gpu\"}} ");
+    handle
+        .metrics_text()
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix).and_then(|v| v.trim().parse().ok()))
+}
+
+/// fairshare keeps each queue's usage on its Queue's status, and a new scheduler resumes from
+/// it. `past-use-goes-last.yaml` binds team-b's 16 GPUs (the whole cluster); the scheduler
+/// writes team-b's record (`held`: the whole cluster, from then on) and, with a half-life of
+/// one hour, team-b's decayed usage grows by about 0.000192 of the cluster a second. Once it
+/// exports at least 0.002 (over ten seconds held), the scheduler stops and a new one starts:
+/// the usage it exports is at least that. One that did not read the record back would start
+/// from nothing and, within the 8 seconds allowed, reach at most ~0.0015.
+async fn usage_survives_a_restart(target: Target) -> Result<(), Failed> {
+    let file = "fairshare/past-use-goes-last.yaml";
+    let cluster = Cluster::connect(&target).await.map_err(failed)?;
+    let mut run = prepare(&cluster, file, "usage").await?;
+    let text =
+        config_text(file)?.replace("{halfLife: 168h}", "{halfLife: 1h, usageWritePeriod: 1s}");
+    let config = caldera_config::parse(&text, None).map_err(failed)?;
+    let run_id = run.run_id().to_string();
+    let (options, lease) = scenario_scheduler(&cluster, config.clone(), &run_id, false);
+    let (second_options, _) = scenario_scheduler(&cluster, config, &run_id, false);
+    steps(&mut run, 1).await?;
+    let first = start_scheduler(options, cluster.scheduler_client(), Duration::from_secs(30))
+        .await
+        .map_err(failed)?;
+    let mut handles = vec![first];
+    let result = async {
+        // Up to the expectation that team-b holds the 16 GPUs.
+        steps(&mut run, 3).await?;
+        let mut written = Value::Null;
+        eventually_async(15, "team-b's usage record on its Queue", async || {
+            written = queue_usage(&run, "team-b").await.unwrap_or_default();
+            written["held"]["nvidia.com/gpu"].as_i64() == Some(1_000_000)
+        })
+        .await?;
+        ensure(written["lastUpdateTime"].is_string(), || {
+            format!("team-b's usage record has no lastUpdateTime: {written}")
+        })?;
+        eventually(30, "team-b's usage to reach 0.002", || {
+            exported_usage(&handles[0], "team-b").is_some_and(|u| u >= 0.002)
+        })
+        .await?;
+        let before = exported_usage(&handles[0], "team-b").unwrap_or_default();
+        handles.remove(0).shutdown().await;
+        let second = start_scheduler(
+            second_options,
+            cluster.scheduler_client(),
+            Duration::from_secs(8),
+        )
+        .await
+        .map_err(failed)?;
+        let after = exported_usage(&second, "team-b");
+        handles.push(second);
+        ensure(after.is_some_and(|u| u >= before), || {
+            format!(
+                "after the restart team-b's usage is {after:?}, less than the {before} before \
+                 it: the new scheduler did not resume from the Queue's status.usage ({written})"
+            )
+        })?;
+        steps(&mut run, usize::MAX).await
+    }
+    .await;
+    finish(&cluster, run, handles, lease, result).await
 }
 
 fn podgroup_api(run: &LiveRun) -> Api<DynamicObject> {
