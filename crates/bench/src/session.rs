@@ -72,6 +72,18 @@ pub struct SessionResult {
     pub hierarchical_placements: u64,
     /// hierarchical_session_seconds / flat_queues_session_seconds (same run).
     pub hierarchical_ratio: f64,
+    /// The fairness-over-time figure ([`fairshare_figure`]): the same cluster and workload
+    /// over [`TREE_LEAVES`] weighted queues, each with a usage record in its status, one
+    /// session under `proportion` alone (the faster of two).
+    pub proportion_queues_session_seconds: f64,
+    /// The same with `fairshare` on (usage adjusting the weighted split, tenants, aging).
+    pub fairshare_queues_session_seconds: f64,
+    /// Members placed in the `proportion` session.
+    pub proportion_queues_placements: u64,
+    /// Members placed in the `fairshare` session (usage moves the split, so it may differ).
+    pub fairshare_queues_placements: u64,
+    /// fairshare_queues_session_seconds / proportion_queues_session_seconds (same run).
+    pub fairshare_ratio: f64,
     /// The network-topology figure: the nodes in three tiers of HyperNodes (8 nodes per
     /// NVLink domain, 16 domains per spine, 8 spines per pod), nodes/5 pending gangs of 8–512
     /// one-GPU members, half with a hard `networkTopology` (the lowest tier that can hold the
@@ -144,6 +156,87 @@ fn share_queue(q: &mut caldera_api::Queue, gpus: usize, capability: Option<usize
     q.spec.capability = capability.map(list);
 }
 
+/// The shipped config's plugins with `proportion`, and `fairshare` with the recommended
+/// values (docs/queues.md) when `fair`.
+fn proportion_config(fair: bool) -> SchedulerConfig {
+    let fairshare = if fair {
+        "  - name: fairshare
+    arguments:
+      halfLife: 24h
+      kValue: 1
+      maxWait: 2h
+      tenantKey: namespace
+"
+    } else {
+        ""
+    };
+    let text = format!(
+        "actions: \"enqueue, allocate, backfill\"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+{fairshare}  - name: nodeorder
+  - name: binpack
+    arguments:
+      binpack.weight: 10
+      binpack.resources: nvidia.com/gpu
+      binpack.resources.nvidia.com/gpu: 5
+"
+    );
+    // A fixed text known to parse; a failure is a bug worth a loud stop.
+    caldera_config::parse(&text, None).expect("bench proportion config parses")
+}
+
+/// The fairness-over-time figure: the session's cluster and workload over [`TREE_LEAVES`]
+/// weighted queues (weights 1–4), each with a usage record in its status (up to a day old,
+/// the queues' past use spread over 0–2% of the cluster), one session with `proportion`
+/// alone and one with `fairshare` as well, each the faster of two runs alternating.
+/// Returns (proportion seconds, placements, fairshare seconds, placements).
+pub fn fairshare_figure(shape: &Shape, now: Time) -> (f64, u64, f64, u64) {
+    let opts = SnapshotOptions::default();
+    let leaves = Shape {
+        queues: TREE_LEAVES,
+        ..shape.clone()
+    };
+    let mut objects = gen::cluster(&leaves);
+    for (i, q) in objects.queues.iter_mut().enumerate() {
+        let mut v = serde_json::to_value(&*q).expect("a queue serializes");
+        v["spec"]["weight"] = serde_json::json!(1 + i % 4);
+        let used = (i * 7_919) % 20_000;
+        v["status"]["usage"] = serde_json::json!({
+            "lastUpdateTime": format!("2025-12-31T{:02}:{:02}:00Z", i % 24, i % 60),
+            "decayed": {"nvidia.com/gpu": used, "cpu": used / 2},
+            "held": {"nvidia.com/gpu": used / 4, "cpu": used / 8},
+        });
+        *q = serde_json::from_value(v).expect("a queue with usage deserializes");
+    }
+    let idx = index_of(&objects);
+    drop(objects);
+    let schedulers = [false, true].map(|fair| {
+        caldera_plugins::scheduler(&proportion_config(fair)).expect("bench config builds")
+    });
+    let mut best = [(f64::INFINITY, 0u64); 2];
+    for _ in 0..2 {
+        for (k, scheduler) in schedulers.iter().enumerate() {
+            let snapshot = idx.snapshot(&opts);
+            let t = Instant::now();
+            let outcome = scheduler.run_owned(snapshot, now);
+            let seconds = t.elapsed().as_secs_f64();
+            if seconds < best[k].0 {
+                best[k] = (seconds, outcome.stats.placements);
+            }
+        }
+    }
+    (best[0].0, best[0].1, best[1].0, best[1].1)
+}
+
 /// The hierarchical-queue figure: (flat seconds, flat placements, tree seconds, tree
 /// placements) for the session's cluster and workload over [`TREE_LEAVES`] queues.
 fn hierarchy_figure(shape: &Shape, now: Time) -> (f64, u64, f64, u64) {
@@ -214,6 +307,12 @@ pub struct QueuesResult {
     pub hierarchical_placements: u64,
     /// flat_queues_session_seconds / session_seconds: what 1,000 queues cost over 10.
     pub queues_ratio: f64,
+    /// See [`SessionResult::proportion_queues_session_seconds`].
+    pub proportion_queues_session_seconds: f64,
+    /// See [`SessionResult::fairshare_queues_session_seconds`].
+    pub fairshare_queues_session_seconds: f64,
+    /// See [`SessionResult::fairshare_ratio`].
+    pub fairshare_ratio: f64,
 }
 
 /// Runs only the queue figures at `nodes` nodes.
@@ -238,6 +337,7 @@ pub fn queues(nodes: usize, running_pods: usize, pending_pods: usize, seed: u64)
     drop(outcome);
     let (flat_seconds, flat_placements, tree_seconds, tree_placements) =
         hierarchy_figure(&shape, now);
+    let (plain_seconds, _, fair_seconds, _) = fairshare_figure(&shape, now);
     QueuesResult {
         nodes,
         session_seconds,
@@ -247,6 +347,9 @@ pub fn queues(nodes: usize, running_pods: usize, pending_pods: usize, seed: u64)
         hierarchical_session_seconds: tree_seconds,
         hierarchical_placements: tree_placements,
         queues_ratio: flat_seconds / session_seconds.max(1e-9),
+        proportion_queues_session_seconds: plain_seconds,
+        fairshare_queues_session_seconds: fair_seconds,
+        fairshare_ratio: fair_seconds / plain_seconds.max(1e-9),
     }
 }
 
@@ -825,6 +928,12 @@ pub fn run(
         hierarchical_session_seconds,
         hierarchical_placements,
     ) = hierarchy_figure(&shape, now);
+    let (
+        proportion_queues_session_seconds,
+        proportion_queues_placements,
+        fairshare_queues_session_seconds,
+        fairshare_queues_placements,
+    ) = fairshare_figure(&shape, now);
     let ((topology_placements, topology_session_seconds), (plain_placements, plain_seconds)) =
         topology_figure(nodes, seed);
     let (dra_placements, dra_session_seconds) = dra_figure(nodes, seed);
@@ -856,6 +965,12 @@ pub fn run(
         hierarchical_session_seconds,
         hierarchical_placements,
         hierarchical_ratio: hierarchical_session_seconds / flat_queues_session_seconds.max(1e-9),
+        proportion_queues_session_seconds,
+        fairshare_queues_session_seconds,
+        proportion_queues_placements,
+        fairshare_queues_placements,
+        fairshare_ratio: fairshare_queues_session_seconds
+            / proportion_queues_session_seconds.max(1e-9),
         topology_placements,
         topology_session_seconds,
         topology_placements_per_second: topology_placements as f64

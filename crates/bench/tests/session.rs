@@ -13,6 +13,10 @@ fn session_bench_runs_and_the_full_cluster_preempts() {
     assert!(r.flat_queues_placements > 0, "{r:?}");
     assert!(r.hierarchical_session_seconds > 0.0, "{r:?}");
     assert!(r.hierarchical_ratio > 0.0, "{r:?}");
+    // The fairness-over-time figure runs both sessions and places in both.
+    assert!(r.proportion_queues_placements > 0, "{r:?}");
+    assert!(r.fairshare_queues_placements > 0, "{r:?}");
+    assert!(r.fairshare_ratio > 0.0, "{r:?}");
 }
 
 /// The consolidation figure serves every fragmented gang with one move each.

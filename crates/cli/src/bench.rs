@@ -421,6 +421,17 @@ fn session_table(out: &mut dyn Write, results: &[SessionResult]) -> CommandResul
             r.hierarchical_placements,
             r.hierarchical_ratio
         )?;
+        writeln!(
+            out,
+            "{} nodes, {} weighted queues with usage: proportion {:.3}s ({} placed), with fairshare {:.3}s ({} placed): ×{:.2}",
+            r.nodes,
+            session::TREE_LEAVES,
+            r.proportion_queues_session_seconds,
+            r.proportion_queues_placements,
+            r.fairshare_queues_session_seconds,
+            r.fairshare_queues_placements,
+            r.fairshare_ratio
+        )?;
     }
     if results.len() > 1 {
         let first = &results[0];
@@ -582,7 +593,7 @@ fn dra_table(out: &mut dyn Write, results: &[session::DraResult]) -> CommandResu
 fn queues_table(out: &mut dyn Write, results: &[session::QueuesResult]) -> CommandResult {
     writeln!(
         out,
-        "{:>7} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8} {:>10} {:>10}",
+        "{:>7} {:>12} {:>8} {:>12} {:>8} {:>12} {:>8} {:>10} {:>10} {:>12} {:>12} {:>10}",
         "nodes",
         "10 queues",
         "placed",
@@ -591,12 +602,15 @@ fn queues_table(out: &mut dyn Write, results: &[session::QueuesResult]) -> Comma
         "1000 tree",
         "placed",
         "flat/10q",
-        "tree/flat"
+        "tree/flat",
+        "1000 prop",
+        "+fairshare",
+        "fair/prop"
     )?;
     for r in results {
         writeln!(
             out,
-            "{:>7} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>9.2}× {:>9.2}×",
+            "{:>7} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>11.3}s {:>8} {:>9.2}× {:>9.2}× {:>11.3}s {:>11.3}s {:>9.2}×",
             r.nodes,
             r.session_seconds,
             r.placements,
@@ -605,7 +619,10 @@ fn queues_table(out: &mut dyn Write, results: &[session::QueuesResult]) -> Comma
             r.hierarchical_session_seconds,
             r.hierarchical_placements,
             r.queues_ratio,
-            r.hierarchical_session_seconds / r.flat_queues_session_seconds.max(1e-9)
+            r.hierarchical_session_seconds / r.flat_queues_session_seconds.max(1e-9),
+            r.proportion_queues_session_seconds,
+            r.fairshare_queues_session_seconds,
+            r.fairshare_ratio
         )?;
     }
     Ok(())
