@@ -4,6 +4,11 @@
 //! only within its queue's and every ancestor's capability in force, and queues order by the
 //! share of their ancestors just below their deepest common ancestor, then their own.
 //!
+//! With `fairshare`, siblings that both hold at least what they deserve go by what they hold
+//! over it per KAI's usage-adjusted weight among their parent's children
+//! ([`caldera_queue::capacity::OverQuota`]): usage orders only what is over the deserved
+//! shares.
+//!
 //! The tree and the allocation summed up it are the session's (`State::tree`,
 //! `State::tree_allocated`); the accounting is `caldera_queue::capacity`.
 
