@@ -662,19 +662,13 @@ impl Validator {
             ));
         }
         if let Some(fair) = seen.get("fairshare") {
-            // In this release usage adjusts proportion's weighted split only; with capacity
-            // (explicit deserved shares, idle capacity taken in queue order) it would change
-            // nothing yet, and alone there is no split to adjust.
-            if seen.contains_key("capacity") {
+            // Usage adjusts a queue-share plugin's split: proportion's weighted split, or
+            // what capacity hands out beyond the deserved shares. Alone there is nothing to
+            // adjust.
+            if !seen.contains_key("proportion") && !seen.contains_key("capacity") {
                 return Err(problem(
                     fair,
-                    "the fairshare plugin with the capacity plugin is not supported yet: usage adjusts proportion's weighted split only (docs/queues.md); use proportion or remove fairshare",
-                ));
-            }
-            if !seen.contains_key("proportion") {
-                return Err(problem(
-                    fair,
-                    "the fairshare plugin adjusts the proportion plugin's weighted split; enable proportion too",
+                    "the fairshare plugin adjusts the proportion or capacity plugin's split; enable one of them too",
                 ));
             }
         }

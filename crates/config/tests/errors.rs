@@ -291,23 +291,37 @@ fn fairshare_bad_arguments_are_named() {
             .to_string();
         assert!(error.contains(expected), "{args}: {error}");
     }
-    let error = parse(
-        "actions: allocate\ntiers:\n- plugins:\n  - name: capacity\n  - name: fairshare\n",
-        None,
-    )
-    .expect_err("fairshare with capacity")
-    .to_string();
-    assert!(
-        error.contains("fairshare plugin with the capacity plugin is not supported yet"),
-        "{error}"
-    );
+    // With capacity, flat or as a tree, usage orders what is handed out beyond deserved.
+    for capacity in [
+        "  - name: capacity\n",
+        "  - name: capacity\n    enableHierarchy: true\n",
+    ] {
+        let config = parse(
+            &format!("actions: allocate\ntiers:\n- plugins:\n{capacity}  - name: fairshare\n    arguments: {{halfLife: 168h, kValue: 2}}\n"),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("fairshare with {capacity}: {e}"));
+        let names: Vec<&str> = config.tiers[0]
+            .plugins
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(names, ["capacity", "fairshare"]);
+        assert_eq!(
+            config.tiers[0].plugins[1].arguments.get_f64("kValue"),
+            Some(2.0)
+        );
+    }
     let error = parse(
         "actions: allocate\ntiers:\n- plugins:\n  - name: fairshare\n",
         None,
     )
     .expect_err("fairshare alone")
     .to_string();
-    assert!(error.contains("enable proportion too"), "{error}");
+    assert!(
+        error.contains("adjusts the proportion or capacity plugin's split; enable one of them too"),
+        "{error}"
+    );
     let config = parse(
         "actions: allocate\ntiers:\n- plugins:\n  - name: proportion\n  - name: fairshare\n    arguments: {halfLife: 168h, kValue: 1, usageWritePeriod: 1m, resourceWeights: {nvidia.com/gpu: 1, cpu: 0.1}}\n",
         None,

@@ -4,15 +4,22 @@
 //! only within its queue's and every ancestor's capability in force, and queues order by the
 //! share of their ancestors just below their deepest common ancestor, then their own.
 //!
+//! With `fairshare`, siblings that both hold at least what they deserve go by what they hold
+//! over it per KAI's usage-adjusted weight among their parent's children
+//! ([`caldera_queue::capacity::OverQuota`]): usage orders only what is over the deserved
+//! shares.
+//!
 //! The tree and the allocation summed up it are the session's (`State::tree`,
 //! `State::tree_allocated`); the accounting is `caldera_queue::capacity`.
 
 use caldera_config::{Hook, PluginOption};
 use caldera_model::{PodGroupPhase, Resources, Task};
-use caldera_queue::capacity::{compare_share, hierarchical_order, shares, Limit, NodeShare, Quota};
+use caldera_queue::capacity::{
+    compare_nodes, floors, hierarchical_order, shares, Limit, NodeShare, OverQuota, Quota,
+};
 use caldera_queue::QueueTree;
 use caldera_session::plugin::{Plugin, Verdict};
-use caldera_session::state::State;
+use caldera_session::state::{holds_node, State};
 use std::cmp::Ordering;
 
 /// The capacity plugin.
@@ -26,6 +33,13 @@ pub struct Capacity {
     shares: Vec<NodeShare>,
     /// Per tree node: Σ minResources of admitted jobs not yet holding them, summed up the tree.
     inqueue: Vec<Resources>,
+    /// With `fairshare`: per tree node, KAI's usage-adjusted weight among its siblings, which
+    /// orders queues over their deserved share ([`OverQuota`]); empty when usage moves
+    /// nothing (no memory, `kValue` 0).
+    over_weights: Vec<Option<f64>>,
+    /// With `over_weights`: per tree node, the floor what is over is counted from
+    /// ([`floors`]).
+    floors: Vec<Resources>,
 }
 
 /// Builds the plugin. Its one checked argument, `ancestorReclaimLevel`, is accepted by the
@@ -70,6 +84,42 @@ impl Capacity {
                 .filter(|&a| a != tree.root() || root_bound),
         );
         path
+    }
+
+    /// With `fairshare`, each tree node's usage-adjusted weight among its siblings
+    /// ([`caldera_queue::fair::sibling_weights`]): the nodes that compete are those whose
+    /// subtree holds something or has a member waiting in an open leaf; a queue's weight is
+    /// its `spec.weight`, its usage its record's (which covers its subtree). Empty when usage
+    /// cannot move anything.
+    fn sibling_weights(&self, state: &State) -> Vec<Option<f64>> {
+        let Some(fair) = state.fair.as_ref().filter(|f| f.remembers() && f.k > 0.0) else {
+            return Vec::new();
+        };
+        let tree = self.tree(state);
+        let open: Vec<bool> = (0..state.queues.len())
+            .map(|q| self.closed(state, q).is_none())
+            .collect();
+        let mut compete = vec![false; tree.len()];
+        for t in &state.tasks {
+            let q = state.job_queue[t.job];
+            if holds_node(t) || (open[q] && t.schedulable_pending()) {
+                compete[q] = true;
+                for &a in tree.ancestors(q) {
+                    compete[a] = true;
+                }
+            }
+        }
+        let (mut weights, mut usage) = (vec![1.0; tree.len()], vec![0.0; tree.len()]);
+        for (q, queue) in state.queues.iter().enumerate() {
+            weights[q] = f64::from(queue.weight.max(1));
+            usage[q] = caldera_session::fair::queue_usage(state, fair, q);
+        }
+        let adjusted =
+            caldera_queue::fair::sibling_weights(tree, &weights, &usage, &compete, fair.k);
+        if adjusted.iter().all(Option::is_none) {
+            return Vec::new();
+        }
+        adjusted
     }
 
     /// Why queue `q` holds no new work, if it does not.
@@ -154,18 +204,38 @@ impl Plugin for Capacity {
         }
         self.shares = computed;
         self.inqueue = inqueue;
+        self.over_weights = self.sibling_weights(state);
+        self.floors = if self.over_weights.is_empty() {
+            Vec::new()
+        } else {
+            floors(self.tree(state), &self.shares)
+        };
     }
 
     fn queue_order(&self, state: &State, a: usize, b: usize) -> Ordering {
         let (qa, qb) = (&state.queues[a], &state.queues[b]);
+        let over = state
+            .fair
+            .as_deref()
+            .filter(|_| !self.over_weights.is_empty())
+            .map(|settings| OverQuota {
+                weights: &self.over_weights,
+                floors: &self.floors,
+                settings,
+                total: &state.total,
+            });
         qb.priority.cmp(&qa.priority).then_with(|| {
             if self.flat.is_some() {
-                compare_share(
-                    (&state.queue_allocated[a], &self.shares[a].deserved),
-                    (&state.queue_allocated[b], &self.shares[b].deserved),
-                )
+                compare_nodes(&self.shares, &state.queue_allocated, over.as_ref(), a, b)
             } else {
-                hierarchical_order(&state.tree, &self.shares, &state.tree_allocated, a, b)
+                hierarchical_order(
+                    &state.tree,
+                    &self.shares,
+                    &state.tree_allocated,
+                    over.as_ref(),
+                    a,
+                    b,
+                )
             }
         })
     }

@@ -1,7 +1,8 @@
 //! fairshare: fairness over time. Its arguments (`halfLife`, `kValue`, `resourceWeights`,
 //! `usageWritePeriod`, `minRuntime`, `preemptionDelay`, `maxWait`) are read by the session
-//! ([`caldera_session::fair`]): usage adjusts proportion's weighted split and is recorded on
-//! the Queues' status at close; `maxWait` ages starving gangs ([`caldera_session::aging`]). The plugin
+//! ([`caldera_session::fair`]): usage adjusts proportion's weighted split, or with capacity
+//! the order in which queues take what is over their deserved shares (siblings compared
+//! within their parent), and is recorded on the Queues' status at close; `maxWait` ages starving gangs ([`caldera_session::aging`]). The plugin
 //! itself orders queues that the share plugin leaves tied (equal priority and share, e.g. two
 //! idle queues at the start of a day) by usage per weight, lowest first; with `tenantKey` it
 //! orders the jobs of a queue by their tenant's usage, lowest first (Kueue's Admission Fair

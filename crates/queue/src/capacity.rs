@@ -6,6 +6,7 @@
 //! session ([`QueueTree`] ancestors); this module answers whether a request fits a queue and
 //! every ancestor, and how two queues order.
 
+use crate::fair::FairSettings;
 use crate::tree::QueueTree;
 use caldera_model::Resources;
 use std::cmp::Ordering;
@@ -235,22 +236,121 @@ pub fn compare_share(a: (&Resources, &Resources), b: (&Resources, &Resources)) -
         .then_with(|| a.1.is_empty().cmp(&b.1.is_empty()))
 }
 
-/// Hierarchical queue order (Volcano's hierarchical `QueueOrderFn`): leaves before inner
-/// queues; between two leaves, the share of their ancestors just below their deepest common
-/// ancestor decides, then their own share. `allocated[i]` is node `i`'s allocation summed
-/// over its subtree.
-pub fn hierarchical_order(
-    tree: &QueueTree,
+/// What `fairshare` changes in capacity's order: how queues over their deserved share take
+/// the idle capacity beyond it. Two siblings that both hold at least their *floor* (a
+/// queue's deserved share; an inner queue's is the larger of its own and the sum of its
+/// children's floors, [`floors`]) go by what they hold over it (a fraction of the cluster,
+/// weighted as usage is) per KAI's usage-adjusted weight among their parent's children
+/// ([`crate::fair::sibling_weights`]), lowest first; a queue whose weight is 0 goes after
+/// every one whose weight is not. A queue below its floor goes before every sibling at or
+/// over its own, so usage never takes a deserved share's turn.
+#[derive(Debug, Clone, Copy)]
+pub struct OverQuota<'a> {
+    /// Per tree node: its adjusted weight among its siblings; `None`: not adjusted.
+    pub weights: &'a [Option<f64>],
+    /// Per tree node: its floor ([`floors`]).
+    pub floors: &'a [Resources],
+    /// The fairshare settings (how resources weigh).
+    pub settings: &'a FairSettings,
+    /// The cluster's capacity.
+    pub total: &'a Resources,
+}
+
+impl OverQuota<'_> {
+    /// Node `i`, holding `allocated`, is at or over its floor (on the resources the floor
+    /// names; a node with no floor always is).
+    fn full(&self, i: usize, allocated: &Resources) -> bool {
+        share(allocated, &self.floors[i]) >= 1.0
+    }
+
+    /// What node `i`, holding `allocated`, holds over its floor, per its adjusted weight `p`.
+    fn key(&self, i: usize, allocated: &Resources, p: f64) -> f64 {
+        let mut over = Resources::new();
+        for (n, v) in allocated.iter() {
+            let x = v.saturating_sub(self.floors[i].get(n));
+            if x > 0 {
+                over.set(n, x);
+            }
+        }
+        if p > 0.0 {
+            self.settings.share_of(&over, self.total) / p
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
+/// Each node's floor for [`OverQuota`]: a leaf's deserved share; an inner node's, per
+/// resource, the larger of its own deserved share and the sum of its children's floors (what
+/// the queues below it deserve), computed bottom-up.
+pub fn floors(tree: &QueueTree, shares: &[NodeShare]) -> Vec<Resources> {
+    let mut out: Vec<Resources> = shares.iter().map(|s| s.deserved.clone()).collect();
+    for p in tree.top_down().into_iter().rev() {
+        if tree.is_leaf(p) {
+            continue;
+        }
+        let mut below = Resources::new();
+        for &c in tree.children(p) {
+            below.add(&out[c]);
+        }
+        out[p].max_with(&below);
+    }
+    out
+}
+
+/// The order of nodes `x` and `y` (queues, or inner nodes with `allocated` their subtree's):
+/// [`compare_share`], except that with `over` (fairshare), when both are adjusted and both
+/// hold at least their floor, what they hold over it per adjusted weight decides first, then
+/// the larger adjusted weight, then [`compare_share`]. A node below its floor goes before
+/// one at or over it.
+pub fn compare_nodes(
     shares: &[NodeShare],
     allocated: &[Resources],
-    a: usize,
-    b: usize,
+    over: Option<&OverQuota>,
+    x: usize,
+    y: usize,
 ) -> Ordering {
-    let by_share = |x: usize, y: usize| {
+    let today = || {
         compare_share(
             (&allocated[x], &shares[x].deserved),
             (&allocated[y], &shares[y].deserved),
         )
+    };
+    let Some(over) = over else {
+        return today();
+    };
+    let weight = |i: usize| over.weights.get(i).copied().flatten();
+    let (Some(px), Some(py)) = (weight(x), weight(y)) else {
+        return today();
+    };
+    let (fx, fy) = (over.full(x, &allocated[x]), over.full(y, &allocated[y]));
+    if !(fx && fy) {
+        // Below the floor first; two below it go by today's shares.
+        return fx.cmp(&fy).then_with(today);
+    }
+    let kx = over.key(x, &allocated[x], px);
+    let ky = over.key(y, &allocated[y], py);
+    kx.total_cmp(&ky)
+        .then_with(|| py.total_cmp(&px))
+        .then_with(today)
+}
+
+/// Hierarchical queue order (Volcano's hierarchical `QueueOrderFn`): leaves before inner
+/// queues; between two leaves, the share of their ancestors just below their deepest common
+/// ancestor decides, then their own share. `allocated[i]` is node `i`'s allocation summed
+/// over its subtree. With `over` (fairshare), siblings compare by [`compare_nodes`]; nodes
+/// of different parents are never compared by their adjusted weights.
+pub fn hierarchical_order(
+    tree: &QueueTree,
+    shares: &[NodeShare],
+    allocated: &[Resources],
+    over: Option<&OverQuota>,
+    a: usize,
+    b: usize,
+) -> Ordering {
+    let by_share = |x: usize, y: usize| {
+        let siblings = tree.parent(x) == tree.parent(y);
+        compare_nodes(shares, allocated, over.filter(|_| siblings), x, y)
     };
     let (la, lb) = (tree.is_leaf(a), tree.is_leaf(b));
     if la != lb {
@@ -340,13 +440,113 @@ mod tests {
         alloc[0] = gpus(6);
         alloc[4] = gpus(2);
         alloc[3] = gpus(2);
-        assert_eq!(hierarchical_order(&t, &s, &alloc, 1, 4), Ordering::Greater);
-        assert_eq!(hierarchical_order(&t, &s, &alloc, 1, 2), Ordering::Less);
         assert_eq!(
-            hierarchical_order(&t, &s, &alloc, 0, 1),
+            hierarchical_order(&t, &s, &alloc, None, 1, 4),
+            Ordering::Greater
+        );
+        assert_eq!(
+            hierarchical_order(&t, &s, &alloc, None, 1, 2),
+            Ordering::Less
+        );
+        assert_eq!(
+            hierarchical_order(&t, &s, &alloc, None, 0, 1),
             Ordering::Greater,
             "leaves first"
         );
+    }
+
+    #[test]
+    fn over_deserved_goes_by_usage_adjusted_weight_but_deserved_keeps_its_turn() {
+        let t = QueueTree::flat(&[Arc::from("a"), Arc::from("b")]);
+        let quotas = vec![
+            Quota {
+                deserved: Some(gpus(4)),
+                ..Quota::default()
+            };
+            2
+        ];
+        let s = shares(&t, &quotas, &gpus(16));
+        let settings = FairSettings::default();
+        let total = gpus(16);
+        let floors = floors(&t, &s);
+        let order = |weights: &[Option<f64>], a: i64, b: i64| {
+            let alloc = vec![gpus(a), gpus(b), gpus(a + b)];
+            let over = OverQuota {
+                weights,
+                floors: &floors,
+                settings: &settings,
+                total: &total,
+            };
+            let fair = hierarchical_order(&t, &s, &alloc, Some(&over), 0, 1);
+            let today = hierarchical_order(&t, &s, &alloc, None, 0, 1);
+            (fair, today)
+        };
+        // a used everything (P = 0): at their deserved shares, b takes what is over first.
+        let used = [Some(0.0), Some(1.0), None];
+        assert_eq!(order(&used, 4, 4), (Ordering::Greater, Ordering::Equal));
+        assert_eq!(order(&used, 4, 12).0, Ordering::Greater);
+        // Below its deserved share, a still goes first, whatever b holds.
+        assert_eq!(order(&used, 2, 4), (Ordering::Less, Ordering::Less));
+        assert_eq!(order(&used, 3, 12).0, Ordering::Less);
+        // P = (1/4, 3/4): what is over deserved goes 1 : 3.
+        let part = [Some(0.25), Some(0.75), None];
+        assert_eq!(order(&part, 5, 6).0, Ordering::Greater, "1/0.25 > 2/0.75");
+        assert_eq!(order(&part, 5, 8).0, Ordering::Less, "1/0.25 < 4/0.75");
+        assert_eq!(order(&part, 5, 6).1, Ordering::Less, "today: 5/4 < 6/4");
+        // Not adjusted (no usage, kValue 0): today's order.
+        let none = [None, None, None];
+        for (a, b) in [(4, 4), (4, 12), (6, 5), (2, 9)] {
+            let (fair, today) = order(&none, a, b);
+            assert_eq!(fair, today);
+        }
+    }
+
+    #[test]
+    fn adjusted_weights_order_siblings_only() {
+        // a ─ a1, a2      b ─ b1: a1 and b1 are cousins, compared by today's shares.
+        let t = tree(&[
+            ("a", None),
+            ("a1", Some("a")),
+            ("a2", Some("a")),
+            ("b", None),
+            ("b1", Some("b")),
+        ]);
+        let quotas: Vec<Quota> = [8, 4, 4, 8, 8]
+            .iter()
+            .map(|&d| Quota {
+                deserved: Some(gpus(d)),
+                ..Quota::default()
+            })
+            .collect();
+        let s = shares(&t, &quotas, &gpus(32));
+        let settings = FairSettings::default();
+        let total = gpus(32);
+        let mut alloc = vec![Resources::new(); t.len()];
+        alloc[1] = gpus(6);
+        alloc[2] = gpus(6);
+        alloc[0] = gpus(12);
+        alloc[4] = gpus(12);
+        alloc[3] = gpus(12);
+        // a2 used everything among a's children; a and b are even at the top.
+        let weights = [Some(0.5), Some(1.0), Some(0.0), Some(0.5), Some(1.0), None];
+        let floors = floors(&t, &s);
+        let over = OverQuota {
+            weights: &weights,
+            floors: &floors,
+            settings: &settings,
+            total: &total,
+        };
+        let order = |x, y| hierarchical_order(&t, &s, &alloc, Some(&over), x, y);
+        // Siblings a1, a2 (both 6 of 4): a1 first, though today they tie on share.
+        assert_eq!(order(1, 2), Ordering::Less);
+        assert_eq!(
+            hierarchical_order(&t, &s, &alloc, None, 1, 2),
+            Ordering::Equal
+        );
+        // a and b tie (4 over their floors of 8 each, same weight); then cousins a1 and b1
+        // go by today's shares (6/4 and 12/8), never by weights of different parents.
+        assert_eq!(order(1, 4), hierarchical_order(&t, &s, &alloc, None, 1, 4));
+        assert_eq!(order(2, 4), hierarchical_order(&t, &s, &alloc, None, 2, 4));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! by in place of the weights. Only the weight split changes: explicit `deserved` and
 //! `guarantee` are applied as before.
 
+use crate::tree::QueueTree;
 use caldera_model::{QueueUsage, Resources, Time, USAGE_SCALE};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -271,6 +272,42 @@ pub fn adjusted_weights(weights: &[f64], usage: &[f64], k: f64) -> Vec<f64> {
         .collect()
 }
 
+/// KAI's adjusted weights in a queue tree, per parent (Slurm's Fair Tree idea): the children
+/// of one parent that `compete` (ask for something) are compared with each other only, by
+/// [`adjusted_weights`] over their `weights` and `usage` (a node's usage covers its whole
+/// subtree). Indexed by tree node; `None` where usage moves nothing: nodes that do not
+/// compete, every child of a parent none of whose competing children has used anything, and
+/// every node when `k` is 0.
+pub fn sibling_weights(
+    tree: &QueueTree,
+    weights: &[f64],
+    usage: &[f64],
+    compete: &[bool],
+    k: f64,
+) -> Vec<Option<f64>> {
+    let mut out = vec![None; tree.len()];
+    if k <= 0.0 {
+        return out;
+    }
+    for p in tree.top_down() {
+        let kids: Vec<usize> = tree
+            .children(p)
+            .iter()
+            .copied()
+            .filter(|&c| compete[c])
+            .collect();
+        if kids.iter().all(|&c| usage[c] <= 0.0) {
+            continue;
+        }
+        let w: Vec<f64> = kids.iter().map(|&c| weights[c]).collect();
+        let u: Vec<f64> = kids.iter().map(|&c| usage[c]).collect();
+        for (&c, p) in kids.iter().zip(adjusted_weights(&w, &u, k)) {
+            out[c] = Some(p);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,6 +443,53 @@ mod tests {
         assert_eq!(p, vec![0.25, 0.75]);
         let p = adjusted_weights(&[1.0, 3.0], &[0.0, 0.0], 2.0);
         assert_eq!(p, vec![0.25, 0.75]);
+    }
+
+    #[test]
+    fn siblings_are_compared_within_their_parent_only() {
+        // x ─ x1 (used a lot), x2      y ─ y1 (used a little), y2 (used more)
+        let tree = QueueTree::named(&[
+            ("x", None),
+            ("x1", Some("x")),
+            ("x2", Some("x")),
+            ("y", None),
+            ("y1", Some("y")),
+            ("y2", Some("y")),
+        ]);
+        let n = tree.len();
+        let weights = vec![1.0; n];
+        // x's usage covers x1 and x2; y's covers y1 and y2.
+        let mut usage = vec![0.0; n];
+        usage[0] = 0.6;
+        usage[1] = 0.6;
+        usage[3] = 0.3;
+        usage[4] = 0.1;
+        usage[5] = 0.2;
+        let compete = vec![true; n];
+        let p = sibling_weights(&tree, &weights, &usage, &compete, 1.0);
+        // Top level: U' = (2/3, 1/3), so x gets 1/2 − 1/6 and y 1/2 + 1/6.
+        assert!((p[0].unwrap() - 1.0 / 3.0).abs() < 1e-12, "{p:?}");
+        assert!((p[3].unwrap() - 2.0 / 3.0).abs() < 1e-12, "{p:?}");
+        // Under x, x1 did all the using: (0, 1), whatever y's children used.
+        assert_eq!((p[1], p[2]), (Some(0.0), Some(1.0)));
+        // Under y, U' = (1/3, 2/3): y1 gets more than y2.
+        assert!((p[4].unwrap() - 2.0 / 3.0).abs() < 1e-12, "{p:?}");
+        assert!((p[5].unwrap() - 1.0 / 3.0).abs() < 1e-12, "{p:?}");
+        assert_eq!(p[tree.root()], None, "the root has no siblings");
+
+        // Under a parent whose children used nothing, nothing is adjusted; nor with k = 0;
+        // a child that asks for nothing is left out of its parent's split.
+        usage[4] = 0.0;
+        usage[5] = 0.0;
+        let p = sibling_weights(&tree, &weights, &usage, &compete, 1.0);
+        assert_eq!((p[4], p[5]), (None, None));
+        assert!(sibling_weights(&tree, &weights, &usage, &compete, 0.0)
+            .iter()
+            .all(Option::is_none));
+        let mut asks = compete.clone();
+        asks[2] = false;
+        let p = sibling_weights(&tree, &weights, &usage, &asks, 1.0);
+        assert_eq!((p[1], p[2]), (Some(1.0), None), "x1 alone in its split");
     }
 
     #[test]

@@ -106,7 +106,8 @@ pub struct State {
     /// [`caldera_model::split_sub_groups`].
     pub sub_groups: Vec<std::sync::Arc<Vec<caldera_model::SubGroup>>>,
     /// The `fairshare` plugin's settings when it is configured: usage adjusts proportion's
-    /// split, and the session records usage on the Queues' status at close.
+    /// split or capacity's order over the deserved shares, and the session records usage on
+    /// the Queues' status at close.
     pub fair: Option<std::sync::Arc<caldera_queue::fair::FairSettings>>,
     /// Each job's tenant when fairshare orders a queue's jobs by tenant usage (`tenantKey`):
     /// the job order then consults the tenants' usage, which placements change, so each

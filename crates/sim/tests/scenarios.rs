@@ -98,6 +98,8 @@ scenarios! {
     gate_seed2_no_deadlock => "gate-seed2-no-deadlock.yaml",
     gate_stream_racing_gang => "gate-stream-racing-gang.yaml",
     fairshare_past_use_goes_last => "fairshare/past-use-goes-last.yaml",
+    fairshare_tree_sibling_past_use => "fairshare/tree-sibling-past-use.yaml",
+    fairshare_capacity_past_use_over_deserved => "fairshare/capacity-past-use-over-deserved.yaml",
     fairshare_half_life_zero_is_todays_split => "fairshare/half-life-zero-is-todays-split.yaml",
     fairshare_off_is_todays_split => "fairshare/off-is-todays-split.yaml",
     fairshare_usage_halves_over_a_half_life => "fairshare/usage-halves-over-a-half-life.yaml",
