@@ -336,6 +336,10 @@ fn narrate(sim: &Simulation, index: usize, step: &Step, result: &StepResult) -> 
                 out.push('\n');
                 out.push_str(&indent(&tree, "        "));
             }
+            if let Some(usage) = report::queue_usage_table(sim) {
+                out.push('\n');
+                out.push_str(&indent(&usage, "        "));
+            }
             if let Some(pods) = report::lone_pod_table(sim) {
                 out.push('\n');
                 out.push_str(&indent(&pods, "        "));

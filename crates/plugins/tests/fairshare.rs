@@ -89,6 +89,29 @@ fn the_queue_that_waited_gets_the_over_quota_gpus_first() {
 }
 
 #[test]
+fn explain_gives_the_queues_usage_and_the_jobs_place() {
+    // a held the whole cluster for 12 h of a 168 h half-life: 1 - 2^(-12/168) = 0.048 of
+    // its GPUs, weighed with cpu and memory (which it did not hold) to 0.040.
+    let explained = scheduler(&config(Some("halfLife: 168h")))
+        .expect("scheduler builds")
+        .explain(&a_ran_the_night(), Time::from_secs(NOW), "ml/a-train-2")
+        .expect("a-train-2 is explained");
+    let line = explained.fairness.clone().expect("a fairshare line");
+    assert!(
+        line.starts_with("queue a has used 0.040 of the cluster (decayed, half-life 168h"),
+        "{line}"
+    );
+    assert!(line.contains("3 of 8 waiting jobs in its queue"), "{line}");
+    assert!(explained.to_string().contains(&line));
+    // Without fairshare there is no such line.
+    let plain = scheduler(&config(None))
+        .expect("scheduler builds")
+        .explain(&a_ran_the_night(), Time::from_secs(NOW), "ml/a-train-2")
+        .expect("a-train-2 is explained");
+    assert_eq!(plain.fairness, None);
+}
+
+#[test]
 fn a_smaller_k_moves_the_split_less() {
     // W' = 1/2 each, U' = (1, 0): P = 1/2 ± k/2 = (1/4, 3/4) with k = 1/2.
     let plan = run(

@@ -321,7 +321,7 @@ pub(crate) fn condition(ssn: &Session, job: usize, nodes: &[&str]) -> Option<Str
 }
 
 /// `ms` as Go prints a duration, to the second (`1h0m0s`, `2m30s`, `30s`).
-fn duration(ms: i64) -> String {
+pub(crate) fn duration(ms: i64) -> String {
     let s = ms / 1000;
     let (h, m, sec) = (s / 3600, s / 60 % 60, s % 60);
     if h > 0 {

@@ -68,6 +68,10 @@ pub struct Explanation {
     /// Aged by fairshare's `maxWait`: since when it waits, and the room held for it (see
     /// [`crate::aging`]).
     pub aged: Option<String>,
+    /// With `fairshare`: the queue's decayed usage, the tenant's (with `tenantKey`), and the
+    /// job's place among its queue's waiting jobs in job order (priority, aging, tenant usage,
+    /// creation time).
+    pub fairness: Option<String>,
     /// Its topology rule, and the domain this session placed it in.
     pub topology: Option<String>,
     /// Per sub-group (`subGroupPolicy`): its size and rule, and where this session placed it
@@ -82,6 +86,55 @@ pub struct Explanation {
     /// (`allowMultipleAllocations`) of the nodes in the node-by-node view, with the fraction
     /// its shares hold before this session (`node-a/gpu-0 [###.....] 0.35 (2 claims)`).
     pub shared_gpus: Vec<String>,
+}
+
+/// With `fairshare`, what fairness over time says of job `ji` at session open: its queue's
+/// decayed usage (the share of the cluster it adjusts by), its tenant's, and its place among
+/// the queue's jobs still waiting, in the session's job order.
+fn fairness_line(ssn: &Session, ji: usize) -> Option<String> {
+    let st = &ssn.state;
+    let fair = st.fair.as_ref()?;
+    let q = st.job_queue[ji];
+    let mut line = format!(
+        "queue {} has used {:.3} of the cluster (decayed, half-life {})",
+        st.queues[q].name,
+        crate::fair::queue_usage(st, fair, q),
+        crate::aging::duration(fair.half_life_ms)
+    );
+    if let Some(tenants) = &st.tenants {
+        let usage = crate::fair::tenant_usage(st, fair, tenants);
+        let t = tenants.of(ji);
+        line.push_str(&format!(
+            "; tenant {} {:.3}",
+            tenants.names[t].1,
+            usage.get(t).copied().unwrap_or(0.0)
+        ));
+    }
+    // With tenants, a placement adds to its tenant's usage, so the order between tenants
+    // changes within a session; within one tenant it does not: the place is counted there.
+    let tenant = st.tenants.as_ref().map(|t| (t.clone(), t.of(ji)));
+    let waiting = |j: usize| {
+        st.job_queue[j] == q
+            && tenant.as_ref().is_none_or(|(t, own)| t.of(j) == *own)
+            && st.pending_tasks(j).next().is_some()
+            && !ssn.job_ready(j)
+    };
+    if waiting(ji) {
+        let mut jobs: Vec<usize> = (0..st.jobs.len()).filter(|&j| waiting(j)).collect();
+        jobs.sort_by(|&a, &b| ssn.job_order(a, b));
+        let at = jobs.iter().position(|&j| j == ji).unwrap_or(0);
+        let whose = if tenant.is_some() {
+            "of its tenant in its queue (priority, aging, creation time; between tenants, the lower usage first)"
+        } else {
+            "in its queue (priority, aging, creation time)"
+        };
+        line.push_str(&format!(
+            "; {} of {} waiting jobs {whose}",
+            at + 1,
+            jobs.len()
+        ));
+    }
+    Some(line)
 }
 
 impl Scheduler {
@@ -235,6 +288,7 @@ impl Scheduler {
                 )
             });
         let queue_path = queue_path(&fresh, q);
+        let fairness = fairness_line(&fresh, ji);
         let kinds = kinds(&fresh, ji);
         let shared_gpus = shared_gpu_lines(&fresh, ji, &kinds);
         let job = &snapshot.jobs[ji];
@@ -255,6 +309,7 @@ impl Scheduler {
             never_moved,
             held_on,
             aged,
+            fairness,
             volumes,
             claims,
             shared_gpus,
@@ -490,6 +545,9 @@ impl fmt::Display for Explanation {
             for line in &self.queue_path {
                 writeln!(f, "    {line}")?;
             }
+        }
+        if let Some(line) = &self.fairness {
+            writeln!(f, "  fairshare: {line}")?;
         }
         if let Some(t) = &self.topology {
             writeln!(f, "  topology: {t}")?;

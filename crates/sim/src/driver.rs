@@ -175,6 +175,8 @@ pub struct Simulation {
     discovery: Vec<Vec<String>>,
     /// What discovery could not honour at its last turn.
     discovery_problems: Vec<String>,
+    /// The `fairshare` plugin's settings, when the config lists it (for the usage table).
+    fair: Option<caldera_queue::fair::FairSettings>,
     /// Whether every session is followed by the [`invariants`] checks.
     checks: bool,
 }
@@ -220,6 +222,13 @@ impl Simulation {
         };
         let mut sim = Self::with_scheduler(Box::new(scheduler), config.schedule_period, opts);
         sim.mode = mode;
+        // The scheduler was built from the same option, so its arguments are valid.
+        sim.fair = config
+            .tiers
+            .iter()
+            .flat_map(|t| t.plugins.iter())
+            .find(|o| o.name == "fairshare")
+            .and_then(|o| caldera_session::fair::settings(o).ok());
         sim.discovery = config
             .network_topology_discovery
             .as_ref()
@@ -261,6 +270,7 @@ impl Simulation {
             autoscaler: None,
             discovery: Vec::new(),
             discovery_problems: Vec::new(),
+            fair: None,
             checks: true,
         }
     }
@@ -353,6 +363,11 @@ impl Simulation {
     /// The objects, to load a view of a live cluster (no session runs on it).
     pub fn store_mut(&mut self) -> &mut Store {
         &mut self.store
+    }
+
+    /// The `fairshare` plugin's settings, when the config lists it.
+    pub fn fair(&self) -> Option<&caldera_queue::fair::FairSettings> {
+        self.fair.as_ref()
     }
 
     /// The virtual clock.

@@ -639,6 +639,53 @@ pub fn queue_tree_table(sim: &Simulation) -> Option<String> {
     Some(table(&["QUEUE", "DESERVED", "ALLOCATED", "SHARE"], &rows))
 }
 
+/// With `fairshare` configured, each queue's usage: the weighted decayed usage that adjusts
+/// its share (a fraction of the cluster, at the simulation's time), its GPU part, the GPUs it
+/// held at its last record and when that was written (Queue `status.usage`).
+pub fn queue_usage_table(sim: &Simulation) -> Option<String> {
+    let fair = sim.fair()?;
+    let snap = sim.snapshot();
+    let (now, total) = (sim.now(), snap.total_allocatable());
+    let gpu = "nvidia.com/gpu";
+    let rows: Vec<Vec<String>> = snap
+        .queues
+        .iter()
+        .map(|q| {
+            let record = q.status.as_ref().and_then(|s| s.usage.as_ref());
+            let usage = fair.usage(record, now, &total);
+            match record {
+                Some(r) => {
+                    let decayed = fair.decayed(r, now);
+                    let held = r.held.get(gpu).copied().unwrap_or(0);
+                    vec![
+                        q.name.to_string(),
+                        format!("{usage:.3}"),
+                        format!("{:.3}", decayed.get(gpu).copied().unwrap_or(0.0)),
+                        format!(
+                            "{:.3}",
+                            f64::from(held) / f64::from(caldera_model::USAGE_SCALE)
+                        ),
+                        r.at.to_string(),
+                    ]
+                }
+                None => vec![
+                    q.name.to_string(),
+                    format!("{usage:.3}"),
+                    "-".into(),
+                    "-".into(),
+                    "never".into(),
+                ],
+            }
+        })
+        .collect();
+    (!rows.is_empty()).then(|| {
+        table(
+            &["QUEUE", "USAGE", "GPU USAGE", "GPU HELD", "RECORDED"],
+            &rows,
+        )
+    })
+}
+
 /// The HyperNode tree, top down, with free GPUs per domain and the gangs placed in each (the
 /// smallest domain holding all their bound members), then anything wrong with the objects.
 /// `None` without HyperNodes.
@@ -749,13 +796,18 @@ pub fn topology_lines(snap: &caldera_model::Snapshot) -> Option<String> {
     Some(out)
 }
 
-/// Everything for people: the gang table, the queue tree (hierarchical queues only), lone
+/// Everything for people: the gang table, the queue tree (hierarchical queues only), queue
+/// usage (with `fairshare`), lone
 /// pods, GPU occupancy, and the HyperNode tree.
 pub fn render_text(sim: &Simulation) -> String {
     let mut out = format!("at {} after {} sessions\n\n", sim.now(), sim.sessions());
     let report = report(sim);
     out.push_str(&gang_table(sim, &report));
     if let Some(t) = queue_tree_table(sim) {
+        out.push('\n');
+        out.push_str(&t);
+    }
+    if let Some(t) = queue_usage_table(sim) {
         out.push('\n');
         out.push_str(&t);
     }

@@ -481,6 +481,32 @@ fn reports_draw_each_shared_gpu_with_the_fraction_its_shares_hold() {
 }
 
 #[test]
+fn reports_give_each_queues_usage_with_fairshare() {
+    // team-a held all 16 GPUs for one hour with a half-life of one hour, then nothing for
+    // another hour: its GPU usage went 0.500 at the record, 0.250 an hour later.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/fairshare/usage-halves-over-a-half-life.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let scenario = scenario::load(&text, "usage-halves-over-a-half-life.yaml").unwrap();
+    let (outcome, sim) = scenario.run().unwrap();
+    assert!(outcome.passed(), "{outcome}");
+    let table = report::queue_usage_table(&sim).expect("fairshare is configured");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("team-a "))
+        .unwrap_or_else(|| panic!("{table}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[2], "0.250", "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("default ") && l.ends_with("never")),
+        "{table}"
+    );
+    assert!(report::render_text(&sim).contains(&table));
+}
+
+#[test]
 fn reports_draw_the_queue_tree() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../scenarios/hierarchy/idle-to-sibling-first.yaml");
@@ -489,6 +515,8 @@ fn reports_draw_the_queue_tree() {
     let (outcome, sim) = scenario.run().unwrap();
     assert!(outcome.passed(), "{outcome}");
     let text = report::render_text(&sim);
+    // Without fairshare, no usage table.
+    assert_eq!(report::queue_usage_table(&sim), None);
     // Each queue under its parent, with deserved, allocated over its subtree, and share.
     let lines: Vec<&str> = text
         .lines()
