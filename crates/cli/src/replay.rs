@@ -68,6 +68,10 @@ pub struct ReplayArgs {
     /// Fair-share window (Go duration: 1h, 30m).
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     pub fair_window: Duration,
+    /// Timeline: stop the replay at this time of the trace (Go duration: 168h), cutting what
+    /// runs then and replaying no later arrival; default: run until every job has ended.
+    #[arg(long, value_parser = parse_duration)]
+    pub until: Option<Duration>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -159,7 +163,10 @@ fn replay_once(
     let started = Instant::now();
     let mut out = match args.mode {
         Mode::Timeline => {
-            let run = timeline::run(inputs, timeline::SessionPolicy::Events)?;
+            let until = args
+                .until
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let run = timeline::run_until(inputs, timeline::SessionPolicy::Events, until)?;
             let window = i64::try_from(args.fair_window.as_millis()).unwrap_or(i64::MAX);
             Replayed {
                 metrics: metrics::timeline(&run, window, name),
@@ -182,6 +189,9 @@ fn replay_once(
 
 /// Runs `caldera replay`.
 pub fn run(args: ReplayArgs) -> CommandResult {
+    if args.until.is_some() && args.mode != Mode::Timeline {
+        return Err("--until is for --mode timeline (inflation ends when the arrivals do)".into());
+    }
     if !(args.arrival > 0.0 && args.arrival.is_finite()) {
         return Err(format!("--arrival {} must be a positive number", args.arrival).into());
     }

@@ -4,7 +4,7 @@
 //!
 //! Definitions (docs/replay.md has them with examples):
 //! - `gpu_allocation_ratio`: allocated ÷ total GPUs, averaged over time from the first arrival
-//!   to the last job's end (timeline).
+//!   to the last job's end, or to `--until` when the replay was stopped there (timeline).
 //! - `allocation_ratio_at` / `fragmentation_ratio`: per arrival percent (inflation), as the
 //!   paper's table ([`crate::inflation`], [`crate::frag`]).
 //! - `wait_seconds`: arrival to the bind of the job's last member (once the gang minimum is
@@ -13,14 +13,11 @@
 //!   (`1`, `2-8`, `9-64`, `65+` members), per GPUs the job asks for in all (`0`, `<1`, `1`,
 //!   `2-8`, `9-31`, `32+`).
 //! - `jct_seconds`: arrival to end, over jobs that ended.
-//! - `makespan_seconds`: first arrival to the last end.
+//! - `makespan_seconds`: first arrival to the last end (or to `--until`).
 //! - `fairness`: per window of `--fair-window`, Jain's index (Σx)²/(n·Σx²) of x = each
 //!   queue's GPU-seconds ÷ its weight, over the n queues with a job waiting or running in the
-//!   window; averaged over the windows where such queues got any GPU time. The windows run
-//!   from the first arrival to the last (while work arrives, the scheduler chooses whom to
-//!   serve); `fairness_after_last_arrival` is the same index over the rest of the run, one
-//!   window, where only the backlog is left to run. A trace whose jobs all arrive at once has
-//!   no span of arrivals: `fairness` is then over the whole run.
+//!   window; averaged over the windows where such queues got any GPU time (from the first
+//!   arrival to the end of the run: `--until` ends it, e.g. at the end of a trace's week).
 //! - `longest_starvation_seconds`: per queue, the longest time it had a GPU job waiting and
 //!   held no GPU.
 //! - `preemptions`: members evicted; `evicted_gpu_seconds`: GPU-seconds they had run.
@@ -135,11 +132,8 @@ pub struct Metrics {
     pub jobs: Jobs,
     /// Refused jobs per reason.
     pub refused_reasons: BTreeMap<String, u64>,
-    /// Mean Jain's index over fair-share windows from the first arrival to the last
-    /// (timeline).
+    /// Mean Jain's index over fair-share windows (timeline).
     pub fairness: Option<f64>,
-    /// Jain's index from the last arrival to the end of the run (timeline).
-    pub fairness_after_last_arrival: Option<f64>,
     /// Per queue, the longest time with a GPU job waiting and no GPU held, seconds
     /// (timeline).
     pub longest_starvation_seconds: Option<BTreeMap<String, f64>>,
@@ -217,8 +211,12 @@ pub fn timeline(run: &Run, window_ms: i64, config: &str) -> Metrics {
     }
     let replayed = run.jobs.iter().filter(|j| j.refused.is_none());
     let first = replayed.clone().map(|j| j.submit_ms).min();
-    let last_arrival = replayed.clone().map(|j| j.submit_ms).max();
-    let last = replayed.filter_map(|j| j.end_ms).max();
+    // Cut by `--until`: the run ends there, whatever was still running.
+    let last = if run.cut {
+        Some(run.last_ms)
+    } else {
+        replayed.filter_map(|j| j.end_ms).max()
+    };
     let makespan = match (first, last) {
         (Some(a), Some(b)) if b > a => Some((a, b)),
         _ => None,
@@ -258,15 +256,7 @@ pub fn timeline(run: &Run, window_ms: i64, config: &str) -> Metrics {
         makespan_seconds: makespan.map(|(a, b)| secs(b - a)),
         jobs,
         refused_reasons,
-        fairness: first.zip(last_arrival).and_then(|(a, z)| {
-            let until = if z > a { z } else { run.last_ms };
-            fairness(run, a, until, window_ms)
-        }),
-        fairness_after_last_arrival: first.zip(last_arrival).and_then(|(a, z)| {
-            (z > a)
-                .then(|| fairness(run, z, run.last_ms, (run.last_ms - z).max(1)))
-                .flatten()
-        }),
+        fairness: first.and_then(|f| fairness(run, f, run.last_ms, window_ms)),
         longest_starvation_seconds: Some(starvation(run)),
         preemptions: run.preemptions,
         evicted_gpu_seconds: round(run.evicted_gpu_milli_ms as f64 / 1e6, 3),
@@ -443,7 +433,6 @@ pub fn inflation(run: &Inflation, config: &str) -> Metrics {
         },
         refused_reasons: run.refused.clone(),
         fairness: None,
-        fairness_after_last_arrival: None,
         longest_starvation_seconds: None,
         preemptions: 0,
         evicted_gpu_seconds: 0.0,
@@ -544,10 +533,9 @@ mod tests {
     }
 
     #[test]
-    fn fairness_is_over_the_arrivals_and_the_rest_is_reported_apart() {
-        // Both queues hold one GPU each from 0 to 100 s; the last arrival is at 100 s, a's
-        // backlog then runs alone to 200 s while b's job, arrived at 100 s, finishes at
-        // 110 s on its GPU.
+    fn fairness_is_the_mean_over_windows_of_the_queues_with_demand() {
+        // Both queues hold one GPU each from 0 to 100 s; then a's backlog runs alone to
+        // 200 s while b's last job, arrived at 100 s, finishes at 110 s on its GPU.
         let run = two_queues(
             vec![
                 job("a", 0, Some(0), Some(100)),
@@ -563,11 +551,12 @@ mod tests {
             ],
             200,
         );
-        let m = timeline(&run, 1_000_000, "test");
-        assert_eq!(m.fairness, Some(1.0));
-        // x = (100, 10): (110)² / (2 · 10,100) = 0.599.
-        assert_eq!(m.fairness_after_last_arrival, Some(0.599));
-        // A job that ended before a span starts is no demand in it.
+        // One window, the whole run: x = (200, 110): 310² / (2 · 52,100) = 0.9223.
+        assert_eq!(timeline(&run, 1_000_000, "test").fairness, Some(0.9223));
+        // Windows of 100 s: 1 for the first; x = (100, 10) in the second, 110² / (2 · 10,100)
+        // = 0.599; the mean 0.7995.
+        assert_eq!(timeline(&run, 100_000, "test").fairness, Some(0.7995));
+        // A job that ended before a span starts is no demand in it: a alone from 150 s.
         assert_eq!(fairness(&run, 150, 200, 50), Some(1.0));
     }
 }

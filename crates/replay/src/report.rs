@@ -88,10 +88,7 @@ fn rows(m: &Metrics) -> Vec<(String, String)> {
         out.push(("makespan s".into(), format!("{ms}")));
     }
     if let Some(f) = m.fairness {
-        out.push(("fairness (Jain, while jobs arrive)".into(), format!("{f}")));
-    }
-    if let Some(f) = m.fairness_after_last_arrival {
-        out.push(("fairness after the last arrival".into(), format!("{f}")));
+        out.push(("fairness (Jain, mean over windows)".into(), format!("{f}")));
     }
     if let Some(starved) = &m.longest_starvation_seconds {
         if let Some((q, s)) = starved.iter().max_by(|a, b| a.1.total_cmp(b.1)) {

@@ -117,6 +117,8 @@ pub struct Run {
     pub submitted: u64,
     /// The last time anything happened, ms.
     pub last_ms: i64,
+    /// The replay was stopped at `last_ms` (`--until`) with work still running or waiting.
+    pub cut: bool,
     open: HashMap<(usize, usize), (i64, String, u64)>,
     partial_since: HashMap<usize, i64>,
     allocated: u64,

@@ -136,8 +136,15 @@ pub fn simulation(
     Ok((sim, weights))
 }
 
-/// Runs `inputs` in timeline mode.
+/// Runs `inputs` in timeline mode, to the end.
 pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
+    run_until(inputs, policy, None)
+}
+
+/// Runs `inputs` in timeline mode up to `until_ms` of the trace's time (to the end with
+/// `None`): the replay stops there, members still running are cut at it (their GPU time
+/// counts up to it), jobs still waiting never started, and later arrivals are not replayed.
+pub fn run_until(inputs: &Inputs, policy: SessionPolicy, until_ms: Option<i64>) -> Result<Run> {
     let capacity = cluster::gpu_capacity(&inputs.objects);
     if capacity.is_empty() {
         return Err(Error::Invalid(
@@ -233,6 +240,17 @@ pub fn run(inputs: &Inputs, policy: SessionPolicy) -> Result<Run> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if let Some(limit) = until_ms {
+            let next = match (next_change, session) {
+                (Some(c), Some(s)) => Some(c.min(s)),
+                (c, s) => c.or(s),
+            };
+            if next.is_some_and(|t| t > limit) {
+                engine.run.mark(limit);
+                engine.run.cut = true;
+                break;
+            }
+        }
         let change_first = match (next_change, session) {
             (Some(c), Some(s)) => c <= s,
             (Some(_), None) => true,
