@@ -140,11 +140,15 @@ impl Plugin for Proportion {
         }
         let s = &self.shares[queue];
         let allocated = &state.queue_allocated[queue];
-        // An aged gang (fairshare's maxWait) is held to what its queue may ever have, not to
-        // its deserved share: a gang larger than every queue's share (three queues' 32-GPU
-        // gangs on 64 GPUs deserve 21-22 each) would otherwise never start (docs/queues.md).
-        let aged = state.job_runs[task.job].aged;
-        let (limit, what) = if aged {
+        // An aged gang (fairshare's maxWait) not yet at its minimum may take its queue from
+        // below its deserved share to past it, up to what the queue may ever have: a gang
+        // larger than every queue's share (three queues' 32-GPU gangs on 64 GPUs deserve
+        // 21-22 each) would otherwise never start (docs/queues.md). A queue already at its
+        // share without the gang gets no more, so it never piles gang on gang, and the gang's
+        // own GPUs are never reclaimable (taking it leaves its queue below its share).
+        let run = &state.job_runs[task.job];
+        let lifted = run.aged && run.ready < state.jobs[task.job].min_member;
+        let (limit, what) = if lifted {
             (&s.real_capability, "capability")
         } else {
             (&s.deserved, "deserved share")
@@ -153,8 +157,14 @@ impl Plugin for Proportion {
             .request
             .iter()
             .filter(|(n, v)| {
-                let limit = limit.get(n);
-                allocated.get(n).saturating_add(*v) > limit && limit < state.total.get(n)
+                let deserved = s.deserved.get(n);
+                if deserved >= state.total.get(n) {
+                    return false;
+                }
+                if lifted && allocated.get(n) - run.allocated.get(n) >= deserved {
+                    return true;
+                }
+                allocated.get(n).saturating_add(*v) > limit.get(n)
             })
             .map(|(n, _)| n)
             .collect();

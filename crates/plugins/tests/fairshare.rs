@@ -1207,3 +1207,68 @@ proptest! {
         prop_assert_eq!(&without.binds, &today.binds);
     }
 }
+
+/// Three equal-weight queues on 8 × 8 GPUs, each with a gang of 8-GPU members: a's of 4
+/// members, aged (waiting two hours, `maxWait` 1h); b's and c's of `bc_members`, aged too
+/// unless `bc_members` is 8 (then waiting a minute: they neither fit nor hold room); queue a
+/// already runs `a_running` 1-GPU pods.
+fn three_big_gangs(a_running: usize, bc_members: usize) -> Snapshot {
+    let mut c = Cluster::new()
+        .queue(queue("a"))
+        .queue(queue("b"))
+        .queue(queue("c"));
+    for i in 0..8 {
+        c = c.node(node(&format!("n{i}")).gpus(8).cpu(64));
+    }
+    for k in 0..a_running {
+        let name = format!("a-run-{k}");
+        c = c.group(podgroup("ns", &name).min_member(1).queue("a")).pod(
+            pod("ns", &format!("{name}-0"))
+                .group(&name)
+                .gpus(1)
+                .on(&format!("n{}", k / 8))
+                .running(),
+        );
+    }
+    for (q, members) in [("a", 4), ("b", bc_members), ("c", bc_members)] {
+        let name = format!("{q}-big");
+        let since = if q != "a" && members == 8 {
+            NOW - 60
+        } else {
+            NOW - 2 * HOUR
+        };
+        c = c
+            .group(
+                podgroup("ns", &name)
+                    .min_member(members as u32)
+                    .queue(q)
+                    .created(NOW - 3 * HOUR)
+                    .pending_since(since),
+            )
+            .members("ns", &name, members, |p| p.gpus(8).created(NOW - 3 * HOUR));
+    }
+    c.snapshot()
+}
+
+#[test]
+fn an_aged_gang_takes_its_queue_past_its_share_only_from_below_it() {
+    let aged = config(Some("maxWait: 1h"));
+    // Nothing runs: each queue deserves 21-22 GPUs, and two aged 32-GPU gangs start.
+    let plan = run(&aged, &three_big_gangs(0, 4), NOW);
+    assert_eq!(
+        plan.binds.len(),
+        8,
+        "two of the three gangs: {:?}",
+        plan.binds
+    );
+    // Without maxWait none does (proportion's rule, Volcano's too).
+    let plan = run(&config(None), &three_big_gangs(0, 4), NOW);
+    assert_eq!(plan.binds.len(), 0);
+    // a already holds 24 GPUs, past its share of 21-22; b's and c's gangs (8 x 8 GPUs) do not
+    // fit in the 40 GPUs free. a's aged gang would fit there but gets no more than its share.
+    let plan = run(&aged, &three_big_gangs(24, 8), NOW);
+    assert_eq!(plan.binds.len(), 0, "{:?}", plan.binds);
+    // Below its share (a holds 16), it may go past it.
+    let plan = run(&aged, &three_big_gangs(16, 8), NOW);
+    assert_eq!(gpus_bound(&plan, "a-big"), 4);
+}

@@ -360,7 +360,12 @@ pub fn starvation(run: &Run) -> BTreeMap<String, f64> {
         .iter()
         .filter(|j| j.refused.is_none() && j.gpu_milli > 0)
     {
-        let until = j.start_ms.unwrap_or(run.last_ms).min(run.last_ms);
+        // Until it started, or failed (a gang timeout ends the wait), or the run ended.
+        let until = j
+            .start_ms
+            .or(j.end_ms)
+            .unwrap_or(run.last_ms)
+            .min(run.last_ms);
         if until > j.submit_ms {
             let e = events.entry(j.queue.as_str()).or_default();
             e.push((j.submit_ms, 1, 0));

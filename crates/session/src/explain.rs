@@ -124,9 +124,9 @@ fn fairness_line(ssn: &Session, ji: usize) -> Option<String> {
         jobs.sort_by(|&a, &b| ssn.job_order(a, b));
         let at = jobs.iter().position(|&j| j == ji).unwrap_or(0);
         let whose = if tenant.is_some() {
-            "of its tenant in its queue (priority, aging, creation time; between tenants, the lower usage first)"
+            "of its tenant in its queue, in job order (between tenants, the lower usage first)"
         } else {
-            "in its queue (priority, aging, creation time)"
+            "in its queue, in job order"
         };
         line.push_str(&format!(
             "; {} of {} waiting jobs {whose}",

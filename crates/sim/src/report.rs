@@ -645,7 +645,9 @@ pub fn queue_tree_table(sim: &Simulation) -> Option<String> {
 pub fn queue_usage_table(sim: &Simulation) -> Option<String> {
     let fair = sim.fair()?;
     let snap = sim.snapshot();
-    let (now, total) = (sim.now(), snap.total_allocatable());
+    // The session's total: devices counted as the resources their classes name.
+    let now = sim.now();
+    let total = caldera_session::state::State::new(snap.clone(), now).total;
     let gpu = "nvidia.com/gpu";
     let rows: Vec<Vec<String>> = snap
         .queues
