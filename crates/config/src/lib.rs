@@ -49,7 +49,7 @@
 //! let error = caldera_config::parse(&text, Some(Path::new("config/scheduler.yaml"))).unwrap_err();
 //! assert_eq!(
 //!     error.to_string(),
-//!     r#"config/scheduler.yaml:49:23: tiers[1].plugins[5].arguments["binpack.weight"]: expected an integer, got "ten""#
+//!     r#"config/scheduler.yaml:50:23: tiers[1].plugins[5].arguments["binpack.weight"]: expected an integer, got "ten""#
 //! );
 //! ```
 //!
