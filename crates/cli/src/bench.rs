@@ -44,8 +44,9 @@ pub enum Figure {
     /// The network-topology figure (`topology_placements_per_second` and its unconstrained
     /// pair).
     Topology,
-    /// The first session (10 queues) and the hierarchical-queue figure (1,000 queues, flat
-    /// and as a tree) on the same cluster and workload.
+    /// The first session (10 queues), the hierarchical-queue figure (1,000 queues, flat and
+    /// as a tree) and the fairness-over-time figure (1,000 queues with usage, `proportion`
+    /// with and without `fairshare`) on the same cluster and workload.
     Queues,
     /// The DRA figure (`dra_placements_per_second`).
     Dra,
