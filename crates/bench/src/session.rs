@@ -119,8 +119,9 @@ pub const TREE_GROUPS: usize = 100;
 /// Top-level queues (divisions) in the hierarchical figure.
 pub const TREE_DIVISIONS: usize = 10;
 
-/// The shipped config with `capacity` in place of `proportion` (and its hierarchy on or off).
-fn capacity_config(hierarchy: bool) -> SchedulerConfig {
+/// The shipped config's plugins with `share` (the queue-share plugin lines) in place of
+/// `proportion`.
+fn config_with(share: &str) -> SchedulerConfig {
     let text = format!(
         "actions: \"enqueue, allocate, backfill\"
 tiers:
@@ -132,9 +133,7 @@ tiers:
   - name: overcommit
   - name: drf
   - name: predicates
-  - name: capacity
-    enableHierarchy: {hierarchy}
-  - name: nodeorder
+{share}  - name: nodeorder
   - name: binpack
     arguments:
       binpack.weight: 10
@@ -143,7 +142,14 @@ tiers:
 "
     );
     // A fixed text known to parse; a failure is a bug worth a loud stop.
-    caldera_config::parse(&text, None).expect("bench capacity config parses")
+    caldera_config::parse(&text, None).expect("bench config parses")
+}
+
+/// The shipped config with `capacity` in place of `proportion` (and its hierarchy on or off).
+fn capacity_config(hierarchy: bool) -> SchedulerConfig {
+    config_with(&format!(
+        "  - name: capacity\n    enableHierarchy: {hierarchy}\n"
+    ))
 }
 
 /// Gives `q` an explicit deserved share of `gpus` GPUs (and, if set, a capability).
@@ -170,28 +176,7 @@ fn proportion_config(fair: bool) -> SchedulerConfig {
     } else {
         ""
     };
-    let text = format!(
-        "actions: \"enqueue, allocate, backfill\"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-  - name: proportion
-{fairshare}  - name: nodeorder
-  - name: binpack
-    arguments:
-      binpack.weight: 10
-      binpack.resources: nvidia.com/gpu
-      binpack.resources.nvidia.com/gpu: 5
-"
-    );
-    // A fixed text known to parse; a failure is a bug worth a loud stop.
-    caldera_config::parse(&text, None).expect("bench proportion config parses")
+    config_with(&format!("  - name: proportion\n{fairshare}"))
 }
 
 /// The fairness-over-time figure: the session's cluster and workload over [`TREE_LEAVES`]
