@@ -738,7 +738,24 @@ impl Validator {
         for entry in &entries {
             match entry.key.as_str() {
                 "name" => {}
-                "arguments" => arguments = self.arguments(name, entry)?,
+                "arguments" => {
+                    arguments = self.arguments(name, entry)?;
+                    // A window over no memory changes nothing: said, not refused (the pair
+                    // is consistent, only idle).
+                    let no_memory = match arguments.get("halfLife") {
+                        Some(ArgValue::Int(0)) => true,
+                        Some(ArgValue::Str(t)) => {
+                            crate::parse_duration(t.trim()).is_ok_and(|d| d.is_zero())
+                        }
+                        _ => false,
+                    };
+                    if name == "fairshare" && no_memory && arguments.contains_key("window") {
+                        self.warn(
+                            &entry.ptr.at_key(),
+                            "window has no effect with halfLife 0 (no memory of past use)",
+                        );
+                    }
+                }
                 LEGACY_NAMESPACE_ORDER => {
                     boolean(entry)?;
                     self.warn(

@@ -215,3 +215,21 @@ fn every_scenario_config_parses() {
         dir.display()
     );
 }
+
+/// fairshare's `window` over `halfLife: 0` (no memory) loads, with a warning that it does
+/// nothing; with a half-life it loads quietly.
+#[test]
+fn a_window_without_memory_is_warned_about() {
+    let text = |half_life: &str| {
+        format!(
+            "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: proportion\n  - name: fairshare\n    arguments:\n      halfLife: {half_life}\n      window: 168h\n"
+        )
+    };
+    let config = parse(&text("0s"), Some(Path::new("fair.conf"))).unwrap();
+    assert_eq!(
+        config.warnings,
+        ["fair.conf:7:5: tiers[0].plugins[2].arguments: window has no effect with halfLife 0 (no memory of past use)"]
+    );
+    let config = parse(&text("24h"), Some(Path::new("fair.conf"))).unwrap();
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+}
