@@ -491,18 +491,35 @@ fn gang_need(ssn: &Session, job: usize, tasks: &[usize]) -> (u32, Resources) {
 /// summary for it): members per node, the nodes of the scope it left empty, and what was
 /// free on the scope's Ready nodes before it.
 fn shortfall_of(ssn: &Session, stmt: &Statement, placement: &Placement, fit: &str) -> Shortfall {
-    let all: Vec<u32>;
-    let scope: &[u32] = match &placement.only {
-        Some(only) => only.as_slice(),
-        None => {
-            all = (0..ssn.state.nodes.len() as u32).collect();
-            &all
-        }
-    };
     let mut counts: BTreeMap<usize, u32> = BTreeMap::new();
-    let mut free = ssn.idle_of(scope);
-    for &(t, node) in stmt.ops() {
+    for &(_, node) in stmt.ops() {
         *counts.entry(node).or_insert(0) += 1;
+    }
+    let left_empty = |n: &u32| !counts.contains_key(&(*n as usize));
+    // The whole cluster (no scope) from the session's running sums, without a pass over
+    // every node: a failed gang's message at 100,000 nodes.
+    let (mut free, empty, empty_count) = match &placement.only {
+        Some(scope) => (
+            ssn.idle_of(scope),
+            scope
+                .iter()
+                .filter(|n| left_empty(n))
+                .take(crate::shortfall::NAMED_NODES)
+                .map(|&n| ssn.state.nodes[n as usize].name.clone())
+                .collect(),
+            scope.iter().filter(|n| left_empty(n)).count(),
+        ),
+        None => (
+            ssn.idle_all(),
+            (0..ssn.state.nodes.len() as u32)
+                .filter(left_empty)
+                .take(crate::shortfall::NAMED_NODES)
+                .map(|n| ssn.state.nodes[n as usize].name.clone())
+                .collect(),
+            ssn.state.nodes.len() - counts.len(),
+        ),
+    };
+    for &(t, _) in stmt.ops() {
         free.add(&ssn.state.tasks[t].request);
     }
     let mut placed: Vec<(Arc<str>, u32)> = counts
@@ -510,14 +527,6 @@ fn shortfall_of(ssn: &Session, stmt: &Statement, placement: &Placement, fit: &st
         .map(|(&n, &c)| (ssn.state.nodes[n].name.clone(), c))
         .collect();
     placed.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let left_empty = |n: &&u32| !counts.contains_key(&(**n as usize));
-    let empty_count = scope.iter().filter(left_empty).count();
-    let empty = scope
-        .iter()
-        .filter(left_empty)
-        .take(crate::shortfall::NAMED_NODES)
-        .map(|&n| ssn.state.nodes[n as usize].name.clone())
-        .collect();
     Shortfall {
         placed,
         empty,

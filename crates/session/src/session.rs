@@ -957,4 +957,16 @@ impl Session {
         allocatable.sub(&used);
         allocatable
     }
+
+    /// Σ (allocatable − used) over every Ready node, from the session's running sums.
+    pub fn idle_all(&self) -> Resources {
+        let idle = self.state.total.minus(&self.state.used_now);
+        // The running sums never drift from the nodes (every test build checks it).
+        #[cfg(debug_assertions)]
+        {
+            let all: Vec<u32> = (0..self.state.nodes.len() as u32).collect();
+            debug_assert_eq!(idle, self.idle_of(&all), "used_now drifted from the nodes");
+        }
+        idle
+    }
 }

@@ -80,6 +80,9 @@ pub struct State {
     pub total: Resources,
     /// Σ used over Ready nodes at session open.
     pub used: Resources,
+    /// Σ used over Ready nodes now: kept current with every placement, undo and eviction
+    /// (what a failed gang's message says is free, without a pass over every node).
+    pub used_now: Resources,
     /// Pods waiting for a PodGroup that does not exist.
     pub waiting: Vec<WaitingPod>,
     /// Everything that holds capacity: the ledger, inter-pod counts, volumes, devices,
@@ -206,6 +209,7 @@ impl State {
             tree,
             tree_allocated,
             total,
+            used_now: used.clone(),
             used,
             waiting: snapshot.waiting,
             provisioning: snapshot.provisioning,
@@ -257,6 +261,7 @@ impl State {
             queue_allocated: &mut self.queue_allocated,
             tree_allocated: &mut self.tree_allocated,
             tree: &self.tree,
+            used_now: &mut self.used_now,
             touched,
         };
         if place {

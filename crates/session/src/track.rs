@@ -71,6 +71,8 @@ pub struct World<'a> {
     pub tree_allocated: &'a mut [Resources],
     /// The queue tree.
     pub tree: &'a QueueTree,
+    /// Σ used over Ready nodes ([`crate::state::State::used_now`]).
+    pub used_now: &'a mut Resources,
     /// Nodes whose fit for other pods changed, in order.
     pub touched: &'a mut Vec<u32>,
 }
@@ -121,10 +123,17 @@ impl Ledger {
             Hold::Terminating(n) | Hold::Nominated(n) => (Some(n), false, false),
         };
         if let Some(n) = node {
+            let ready = w.nodes[n].ready;
             if add {
                 w.nodes[n].add_pod(&t.request, &t.spec.host_ports);
+                if ready {
+                    w.used_now.add(&t.request);
+                }
             } else {
                 w.nodes[n].remove_pod(&t.request, &t.spec.host_ports);
+                if ready {
+                    w.used_now.sub(&t.request);
+                }
             }
         }
         if accounts {
