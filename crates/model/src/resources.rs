@@ -226,6 +226,19 @@ impl Resources {
         r
     }
 
+    /// What `self` holds over `other`, per dimension (none where it holds no more): the
+    /// positive part of `self - other`.
+    pub fn excess_over(&self, other: &Resources) -> Resources {
+        let mut out = Resources::new();
+        for (n, v) in self.iter() {
+            let x = v.saturating_sub(other.get(n));
+            if x > 0 {
+                out.set(n, x);
+            }
+        }
+        out
+    }
+
     /// `self - other` as a new vector.
     pub fn minus(&self, other: &Resources) -> Resources {
         let mut r = self.clone();
@@ -364,6 +377,17 @@ mod tests {
 
     fn gpu(n: i64) -> Resources {
         Resources::from_pairs([("nvidia.com/gpu", n), (CPU, 1000)])
+    }
+
+    #[test]
+    fn excess_over_keeps_only_what_is_more() {
+        let a = Resources::from_pairs([("nvidia.com/gpu", 6), (CPU, 1000), (MEMORY, 5)]);
+        let b = Resources::from_pairs([("nvidia.com/gpu", 4), (CPU, 2000), ("example.com/x", 3)]);
+        assert_eq!(
+            a.excess_over(&b),
+            Resources::from_pairs([("nvidia.com/gpu", 2), (MEMORY, 5)])
+        );
+        assert!(b.excess_over(&b).is_empty());
     }
 
     #[test]

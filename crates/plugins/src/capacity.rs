@@ -194,7 +194,7 @@ impl Plugin for Capacity {
                 continue;
             }
             if let Some(min) = &job.min_resources {
-                let rest = crate::positive_part(&min.minus(&state.job_runs[j].allocated));
+                let rest = min.excess_over(&state.job_runs[j].allocated);
                 let q = state.job_queue[j];
                 inqueue[q].add(&rest);
                 for &a in tree.ancestors(q) {

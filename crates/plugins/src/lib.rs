@@ -108,14 +108,3 @@ pub(crate) fn resource_weights(
     }
     Ok(weights)
 }
-
-/// The positive amounts of `r` (what is still missing of a job's `minResources`).
-pub(crate) fn positive_part(r: &caldera_model::Resources) -> caldera_model::Resources {
-    let mut out = caldera_model::Resources::new();
-    for (n, v) in r.iter() {
-        if v > 0 {
-            out.set(n, v);
-        }
-    }
-    out
-}

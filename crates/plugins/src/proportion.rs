@@ -100,7 +100,7 @@ impl Plugin for Proportion {
         for (j, job) in state.jobs.iter().enumerate() {
             if job.phase() == PodGroupPhase::Inqueue {
                 if let Some(min) = &job.min_resources {
-                    let rest = crate::positive_part(&min.minus(&state.job_runs[j].allocated));
+                    let rest = min.excess_over(&state.job_runs[j].allocated);
                     shares[state.job_queue[j]].inqueue.add(&rest);
                 }
             }

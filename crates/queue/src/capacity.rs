@@ -265,13 +265,7 @@ impl OverQuota<'_> {
 
     /// What node `i`, holding `allocated`, holds over its floor, per its adjusted weight `p`.
     fn key(&self, i: usize, allocated: &Resources, p: f64) -> f64 {
-        let mut over = Resources::new();
-        for (n, v) in allocated.iter() {
-            let x = v.saturating_sub(self.floors[i].get(n));
-            if x > 0 {
-                over.set(n, x);
-            }
-        }
+        let over = allocated.excess_over(&self.floors[i]);
         if p > 0.0 {
             self.settings.share_of(&over, self.total) / p
         } else {

@@ -224,10 +224,7 @@ impl Simulation {
         sim.mode = mode;
         // The scheduler was built from the same option, so its arguments are valid.
         sim.fair = config
-            .tiers
-            .iter()
-            .flat_map(|t| t.plugins.iter())
-            .find(|o| o.name == "fairshare")
+            .plugin("fairshare")
             .and_then(|o| caldera_session::fair::settings(o).ok());
         sim.discovery = config
             .network_topology_discovery

@@ -644,17 +644,18 @@ pub fn queue_tree_table(sim: &Simulation) -> Option<String> {
 /// held at its last record and when that was written (Queue `status.usage`).
 pub fn queue_usage_table(sim: &Simulation) -> Option<String> {
     let fair = sim.fair()?;
-    let snap = sim.snapshot();
-    // The session's total: devices counted as the resources their classes name.
+    // The session's view, as the scheduler weighs usage (devices counted as the resources
+    // their classes name).
     let now = sim.now();
-    let total = caldera_session::state::State::new(snap.clone(), now).total;
+    let state = caldera_session::state::State::new(sim.snapshot(), now);
     let gpu = "nvidia.com/gpu";
-    let rows: Vec<Vec<String>> = snap
+    let rows: Vec<Vec<String>> = state
         .queues
         .iter()
-        .map(|q| {
+        .enumerate()
+        .map(|(i, q)| {
             let record = q.status.as_ref().and_then(|s| s.usage.as_ref());
-            let usage = fair.usage(record, now, &total);
+            let usage = caldera_session::fair::queue_usage(&state, fair, i);
             match record {
                 Some(r) => {
                     let decayed = fair.decayed(r, now);
