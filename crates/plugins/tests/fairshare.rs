@@ -809,6 +809,49 @@ fn an_aged_gang_goes_ahead_of_its_queue() {
     assert_eq!(binds_of(&plan), [("small-0", "n0")]);
 }
 
+/// Two aged jobs of one queue and one 4-GPU node free: the 4-GPU gang goes before the 1-GPU
+/// job that has waited longer (the small one fits into the next room that frees; the gang
+/// would otherwise wait behind every older small job). Of two aged jobs of one size the
+/// longer-waiting goes first.
+#[test]
+fn the_largest_aged_gang_goes_first() {
+    let snapshot = |small_gpus: i64| {
+        Cluster::new()
+            .queue(queue("q"))
+            .node(node("n0").gpus(4).cpu(64))
+            .group(
+                podgroup("ns", "small")
+                    .min_member(1)
+                    .queue("q")
+                    .created(0)
+                    .pending_since(NOW - 3 * HOUR),
+            )
+            .pod(
+                pod("ns", "small-0")
+                    .group("small")
+                    .gpus(small_gpus)
+                    .created(0),
+            )
+            .group(
+                podgroup("ns", "big")
+                    .min_member(1)
+                    .queue("q")
+                    .created(10)
+                    .pending_since(NOW - 2 * HOUR),
+            )
+            .pod(pod("ns", "big-0").group("big").gpus(4).created(10))
+            .snapshot()
+    };
+    let plan = run(&config(Some("maxWait: 1h")), &snapshot(1), NOW);
+    assert_eq!(binds_of(&plan), [("big-0", "n0")]);
+    // Not aged: the older job first, as today.
+    let plan = run(&config(Some("maxWait: 4h")), &snapshot(1), NOW);
+    assert_eq!(binds_of(&plan), [("small-0", "n0")]);
+    // Both ask for 4 GPUs: the longer-waiting first.
+    let plan = run(&config(Some("maxWait: 1h")), &snapshot(4), NOW);
+    assert_eq!(binds_of(&plan), [("small-0", "n0")]);
+}
+
 /// Every node has one GPU free: the aged gang, which needs two whole nodes, gets room held
 /// (and its members nominated) on two of them, and the 1-GPU jobs backfill only on the third.
 /// Without maxWait they take every free GPU and nothing is held.

@@ -13,7 +13,12 @@
 //!
 //! **Order.** The PodGroup's priority still comes first (the `priority` plugin; a job of
 //! higher priority may also use room held for a lower one, as with any reservation). Right
-//! after it, an aged job goes before every job that is not, the longest-waiting first; the
+//! after it, an aged job goes before every job that is not; among aged jobs the largest gang
+//! goes first (by the dominant share of the cluster its missing members ask for), then the
+//! longest-waiting. A small aged job fits into the next room that frees anyway; the large gang
+//! needs the queue's one hold (below), and behind a burst of the queue's older small jobs,
+//! each aged in turn and each taking the hold first, it would wait the whole burst out
+//! (Slurm's job-size factor weighs large jobs up for the same reason). The
 //! other job-order plugins (gang, drf, ...) order what is left. Queue order is unchanged: the
 //! job goes ahead of its own queue, and the room held for it keeps other queues out.
 //!
@@ -36,7 +41,7 @@
 //! there stays free until the gang fits; smaller jobs use only the rest.
 //!
 //! **One per queue.** Only one aged gang per queue holds room at a time: the first whose
-//! attempt fails (the longest-waiting, among equal priorities); the queue's other aged gangs
+//! attempt fails (the largest, then the longest-waiting, among equal priorities); the queue's other aged gangs
 //! are ordered ahead of the rest and get the hold in turn. Kubernetes pods have no run-time
 //! estimate, so no job may start in held room (Slurm lets jobs that end before the
 //! reservation's start in), and holds for every aged gang of a backlogged queue would leave
@@ -62,6 +67,9 @@ pub struct Aging {
     since: Vec<Option<Time>>,
     /// Per job: aged and still to be placed, so it goes ahead of its queue.
     ahead: Vec<bool>,
+    /// Per aged job: the dominant share of the cluster its missing members ask for (the larger
+    /// goes first among aged jobs).
+    size: Vec<f64>,
     /// Per job: room this session chose and held for it.
     chose: Vec<bool>,
     /// Whether any job is aged.
@@ -90,18 +98,17 @@ impl Aging {
         self.chose.get(job).copied().unwrap_or(false)
     }
 
-    /// Aged jobs not placed yet first, the longest-waiting first; `Equal` otherwise.
+    /// Aged jobs not placed yet first, the largest gang first, then the longest-waiting;
+    /// `Equal` otherwise.
     pub fn order(&self, a: usize, b: usize) -> Ordering {
         let key = |j: usize| {
-            self.ahead
-                .get(j)
-                .copied()
-                .unwrap_or(false)
-                .then(|| self.since(j))
+            let ahead = self.ahead.get(j).copied().unwrap_or(false);
+            ahead
+                .then(|| self.since(j).map(|since| (self.size[j], since)))
                 .flatten()
         };
         match (key(a), key(b)) {
-            (Some(x), Some(y)) => x.cmp(&y),
+            (Some((size_a, x)), Some((size_b, y))) => size_b.total_cmp(&size_a).then(x.cmp(&y)),
             (Some(_), None) => Ordering::Less,
             (None, Some(_)) => Ordering::Greater,
             (None, None) => Ordering::Equal,
@@ -123,6 +130,7 @@ pub fn open(ssn: &mut Session) {
     let mut aging = Aging {
         since: vec![None; jobs],
         ahead: vec![false; jobs],
+        size: vec![0.0; jobs],
         chose: vec![false; jobs],
         any: false,
     };
@@ -143,6 +151,7 @@ pub fn open(ssn: &mut Session) {
         {
             aging.since[j] = since;
             aging.ahead[j] = true;
+            aging.size[j] = caldera_queue::share_of(&gang_need(ssn, j), &ssn.state.total);
             ssn.state.job_runs[j].aged = true;
             aging.any = true;
             ssn.stats.aged += 1;

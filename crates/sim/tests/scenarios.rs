@@ -105,6 +105,7 @@ scenarios! {
     fairshare_usage_halves_over_a_half_life => "fairshare/usage-halves-over-a-half-life.yaml",
     fairshare_max_wait_holds_room_for_a_starved_gang => "fairshare/max-wait-holds-room-for-a-starved-gang.yaml",
     fairshare_max_wait_lifts_the_deserved_share => "fairshare/max-wait-lifts-the-deserved-share.yaml",
+    fairshare_max_wait_gang_past_its_share_behind_two_streams => "fairshare/max-wait-gang-past-its-share-behind-two-streams.yaml",
     fairshare_max_wait_starts_a_64_gpu_gang_behind_a_stream => "fairshare/max-wait-starts-a-64-gpu-gang-behind-a-stream.yaml",
     fairshare_no_max_wait_gang_starves => "fairshare/no-max-wait-gang-starves.yaml",
     fairshare_min_runtime_annotation => "fairshare/min-runtime-annotation.yaml",
