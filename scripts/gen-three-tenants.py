@@ -1,13 +1,22 @@
 #!/usr/bin/env python3
 """Writes examples/replay/three-tenants.csv and three-tenants-{nodes,queues}.csv: three equal-
-weight queues sharing 64 GPUs for 7 days, each with bursty demand (a few large bursts, quiet
-hours between), together more than the cluster can run. Deterministic (fixed seed).
+weight queues sharing 64 GPUs for a week, with bursty demand. Deterministic (fixed seed).
 
-    python3 scripts/gen-three-tenants.py
+    python3 scripts/gen-three-tenants.py [SEED]   # default 34, the committed trace
+
+The shape: team-a bursts at midnight on days 0, 1, 3 and 4 (about 500 GPU-hours arriving
+within 6 hours, eight hours of the whole cluster), team-b at 08:00 on days 1, 2, 4 and 5 (450)
+and briefly on day 6, team-c a steady stream 20 hours a day (300 a day). Each burst is more
+than the cluster can run at once, the week as a whole about 60% of it, so queues wait behind
+each other's bursts and then drain, as a shared GPU cluster does; the last arrivals come early
+on day 6, so with every job started the run ends within the week and `--fair-window 168h`
+gives one index for the whole run. One job in twenty is a 32-GPU gang (4 x 8 GPUs): more than
+a queue's weighted share of 64 GPUs whenever the three ask at once.
 """
 import random
+import sys
 
-rng = random.Random(34)
+rng = random.Random(int(sys.argv[1]) if len(sys.argv) > 1 else 34)
 HOUR = 3600
 DAYS = 7
 jobs = []
@@ -36,17 +45,18 @@ def burst(queue, start_h, hours, gpu_hours):
         total += members * gpu * duration / HOUR
 
 
-# team-a: a heavy start and a second wave; team-b: mid-week; team-c: a steady stream.
-for day, size in [(0, 2600), (3, 1800)]:
-    burst("team-a", day * 24, 10, size)
-for day, size in [(1, 2200), (2, 1200), (4, 1600)]:
-    burst("team-b", day * 24 + 6, 8, size)
-for day in range(DAYS):
-    burst("team-c", day * 24, 20, 650)
+for day in [0, 1, 3, 4]:
+    burst("team-a", day * 24, 6, 500)
+for day in [1, 2, 4, 5]:
+    burst("team-b", day * 24 + 8, 6, 450)
+burst("team-b", 6 * 24, 4, 225)
+for day in range(DAYS - 1):
+    burst("team-c", day * 24, 20, 300)
+burst("team-c", 6 * 24, 6, 150)
 
 jobs.sort(key=lambda j: (j[1], j[0]))
 with open("examples/replay/three-tenants.csv", "w") as f:
-    f.write("# Three equal-weight tenants on 64 GPUs for 7 days, bursty demand (scripts/gen-three-tenants.py;\n")
+    f.write("# Three equal-weight tenants on 64 GPUs for a week, bursty demand (scripts/gen-three-tenants.py;\n")
     f.write("# docs/queues.md measures fairness over time on it).\n")
     f.write("job,submit,duration,members,min_members,cpu,memory,gpu,queue\n")
     for name, submit, duration, members, gpu, queue in jobs:
@@ -59,4 +69,5 @@ with open("examples/replay/three-tenants-queues.csv", "w") as f:
     f.write("# The queues of three-tenants.csv, equal weights.\nqueue,weight\n")
     for q in ["team-a", "team-b", "team-c"]:
         f.write(f"{q},1\n")
-print(len(jobs), "jobs,", round(sum(j[2] * j[3] * j[4] for j in jobs) / HOUR), "GPU-hours of", 64 * 24 * DAYS)
+gangs = sum(1 for j in jobs if j[3] * j[4] >= 32)
+print(len(jobs), "jobs,", gangs, "of 32 GPUs,", round(sum(j[2] * j[3] * j[4] for j in jobs) / HOUR), "GPU-hours of", 64 * 24 * DAYS)
