@@ -150,10 +150,20 @@ pub fn qualified(driver: &str, name: &str) -> String {
 
 /// The device's capacity key a request's capacity name refers to ([`qualified`]).
 fn resolve<'d>(device: &'d Device, name: &str) -> Option<&'d Arc<str>> {
-    device
-        .capacity
-        .get_key_value(qualified(&device.driver, name).as_str())
-        .map(|(k, _)| k)
+    // `qualified` without building the string: this runs for every device a shared request is
+    // tried on.
+    let driver: &str = &device.driver;
+    let names = |key: &str| {
+        if name.contains('/') {
+            key == name
+        } else {
+            key.len() == driver.len() + 1 + name.len()
+                && key.starts_with(driver)
+                && key.as_bytes()[driver.len()] == b'/'
+                && key.ends_with(name)
+        }
+    };
+    device.capacity.keys().find(|k| names(k))
 }
 
 /// What one allocation of `device` for a request asking `asked` consumes of each of its
@@ -196,15 +206,17 @@ pub fn share_id(seed: &str, request: &str, device: &str, rank: usize) -> Arc<str
     b[8..].copy_from_slice(&lo.to_be_bytes());
     b[6] = (b[6] & 0x0f) | 0x80;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    Arc::from(format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    ))
+    // 8-4-4-4-12 hex digits, written without a string per byte (one per share in every plan).
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(36);
+    for (i, x) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
+        }
+        out.push(char::from(HEX[usize::from(x >> 4)]));
+        out.push(char::from(HEX[usize::from(x & 0x0f)]));
+    }
+    Arc::from(out)
 }
 
 /// Per device and per counter, what the allocations in use take: whole holders, shares and
@@ -385,6 +397,37 @@ mod tests {
     }
 
     #[test]
+    fn a_capacity_name_resolves_qualified_or_by_the_devices_driver() {
+        let device = Device {
+            driver: "gpu.example.com".into(),
+            pool: "n0".into(),
+            name: "gpu-0".into(),
+            attributes: BTreeMap::new(),
+            capacity: BTreeMap::from([
+                (Arc::from("gpu.example.com/memory"), cap(80, None)),
+                (Arc::from("other.example.com/memory"), cap(40, None)),
+            ]),
+            nodes: caldera_model::dra::DeviceNodes::Node("n0".into()),
+            shared: true,
+            consumes: Vec::new(),
+            unsupported: None,
+        };
+        let key = |name: &str| resolve(&device, name).map(|k| k.to_string());
+        assert_eq!(key("memory").as_deref(), Some("gpu.example.com/memory"));
+        assert_eq!(
+            key("gpu.example.com/memory").as_deref(),
+            Some("gpu.example.com/memory")
+        );
+        assert_eq!(
+            key("other.example.com/memory").as_deref(),
+            Some("other.example.com/memory")
+        );
+        assert_eq!(key("emory"), None, "a suffix is not the name");
+        assert_eq!(key("cores"), None);
+        assert_eq!(key("third.example.com/memory"), None);
+    }
+
+    #[test]
     fn requests_round_up_as_the_policy_says() {
         let r = cap(10, Some(range(2, 2, Some(2), Some(4))));
         let got = |asked: i64| consumed(Some(&q(asked * 1000)), &r).map(|x| x.milli / 1000);
@@ -420,6 +463,9 @@ mod tests {
     #[test]
     fn share_ids_are_stable_distinct_normalized_uuids() {
         let a = share_id("uid-1", "gpu", "d/p/gpu-0", 0);
+        // Pinned: a share's ID never changes between versions for the same decision (computed
+        // independently of this code from the FNV-1a definition above).
+        assert_eq!(&*a, "d27b799e-d537-82ca-b649-7a15c29d975b");
         assert_eq!(a, share_id("uid-1", "gpu", "d/p/gpu-0", 0));
         assert_ne!(a, share_id("uid-1", "gpu", "d/p/gpu-0", 1));
         assert_ne!(a, share_id("uid-2", "gpu", "d/p/gpu-0", 0));
