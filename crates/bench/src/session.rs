@@ -108,6 +108,15 @@ pub struct SessionResult {
     pub dra_session_seconds: f64,
     /// dra_placements / dra_session_seconds.
     pub dra_placements_per_second: f64,
+    /// The shared-GPU figure: the same nodes' 8 GPUs each as devices that allow multiple
+    /// allocations (one capacity `share` of 1), and nodes × 8 pending members in gangs of 1–16,
+    /// each with a one-GPU claim: half ask a fraction (`share` 0.25 or 0.5), the rest a whole
+    /// GPU (`share` 1). Members placed (with their shares) in one session.
+    pub shared_gpu_placements: u64,
+    /// Session time of that run.
+    pub shared_gpu_session_seconds: f64,
+    /// shared_gpu_placements / shared_gpu_session_seconds.
+    pub shared_gpu_placements_per_second: f64,
     /// Peak resident set size so far.
     pub peak_rss_bytes: u64,
 }
@@ -515,6 +524,15 @@ pub struct DraResult {
     pub dra_session_seconds: f64,
     /// dra_placements / dra_session_seconds.
     pub dra_placements_per_second: f64,
+    /// The shared-GPU figure: the same nodes' 8 GPUs each as devices that allow multiple
+    /// allocations (one capacity `share` of 1), and nodes × 8 pending members in gangs of 1–16,
+    /// each with a one-GPU claim: half ask a fraction (`share` 0.25 or 0.5), the rest a whole
+    /// GPU (`share` 1). Members placed (with their shares) in one session.
+    pub shared_gpu_placements: u64,
+    /// Session time of that run.
+    pub shared_gpu_session_seconds: f64,
+    /// shared_gpu_placements / shared_gpu_session_seconds.
+    pub shared_gpu_placements_per_second: f64,
     /// Peak resident set size so far.
     pub peak_rss_bytes: u64,
 }
@@ -527,6 +545,9 @@ impl SessionResult {
             dra_placements: self.dra_placements,
             dra_session_seconds: self.dra_session_seconds,
             dra_placements_per_second: self.dra_placements_per_second,
+            shared_gpu_placements: self.shared_gpu_placements,
+            shared_gpu_session_seconds: self.shared_gpu_session_seconds,
+            shared_gpu_placements_per_second: self.shared_gpu_placements_per_second,
             peak_rss_bytes: self.peak_rss_bytes,
         }
     }
@@ -535,11 +556,15 @@ impl SessionResult {
 /// Runs only the DRA figure at `nodes` nodes.
 pub fn dra(nodes: usize, seed: u64) -> DraResult {
     let (placements, seconds) = dra_figure(nodes, seed);
+    let (shared_placements, shared_seconds) = shared_gpu_figure(nodes, seed);
     DraResult {
         nodes,
         dra_placements: placements,
         dra_session_seconds: seconds,
         dra_placements_per_second: placements as f64 / seconds.max(1e-9),
+        shared_gpu_placements: shared_placements,
+        shared_gpu_session_seconds: shared_seconds,
+        shared_gpu_placements_per_second: shared_placements as f64 / shared_seconds.max(1e-9),
         peak_rss_bytes: crate::peak_rss_bytes(),
     }
 }
@@ -549,9 +574,24 @@ const DRA_DRIVER: &str = "gpu.nvidia.com";
 
 /// The DRA figure (see [`SessionResult::dra_placements`]): (placements, session seconds).
 pub fn dra_figure(nodes: usize, seed: u64) -> (u64, f64) {
+    claims_figure(nodes, seed, false)
+}
+
+/// The shared-GPU figure (see [`SessionResult::shared_gpu_placements`]): (placements,
+/// session seconds).
+pub fn shared_gpu_figure(nodes: usize, seed: u64) -> (u64, f64) {
+    claims_figure(nodes, seed, true)
+}
+
+/// The DRA figures: nodes × 8 GPUs published as devices and members with one-GPU claims in one
+/// session. Unshared: nodes × 4 members in gangs of 1–64, each a whole device. Shared: the
+/// devices allow multiple allocations with one capacity `share` of 1, and nodes × 8 members in
+/// gangs of 1–16, half of them asking a fraction (`share` 0.25 or 0.5), the rest a whole GPU
+/// (`share` 1).
+fn claims_figure(nodes: usize, seed: u64, shared: bool) -> (u64, f64) {
     use caldera_model::dra::{
         AllocationMode, AttributeValue, Capacity, Claim, Device, DeviceClass, DeviceNodes,
-        DeviceRequest, ExactRequest, PodClaim, RequestKind, TaskClaims,
+        DeviceRequest, ExactRequest, PodClaim, Quantity, RequestKind, TaskClaims,
     };
     use caldera_testkit::builders::{node, pod, podgroup, Cluster};
     use std::collections::BTreeMap;
@@ -563,10 +603,14 @@ pub fn dra_figure(nodes: usize, seed: u64) -> (u64, f64) {
     for n in 0..nodes {
         c = c.node(node(&format!("n{n:05}")).cpu(128).memory_gi(1024));
     }
-    let members = nodes * 4;
+    let (members, largest) = if shared {
+        (nodes * 8, 16)
+    } else {
+        (nodes * 4, 64)
+    };
     let (mut made, mut gang) = (0usize, 0usize);
     while made < members {
-        let size = (rng.range(1, 65) as usize).min(members - made);
+        let size = (rng.range(1, largest + 1) as usize).min(members - made);
         let name = format!("train-{gang:05}");
         c = c.group(podgroup("bench", &name).min_member(size as u32));
         for m in 0..size {
@@ -608,9 +652,13 @@ pub fn dra_figure(nodes: usize, seed: u64) -> (u64, f64) {
                         AttributeValue::String(format!("{pool}-{}", i / 4).into()),
                     ),
                 ]),
-                capacity: BTreeMap::from([(q("memory"), memory.clone())]),
+                capacity: if shared {
+                    BTreeMap::from([(q("share"), Capacity::new("share", 1000, "1"))])
+                } else {
+                    BTreeMap::from([(q("memory"), memory.clone())])
+                },
                 nodes: DeviceNodes::Node(pool.clone()),
-                shared: false,
+                shared,
                 consumes: Vec::new(),
                 unsupported: None,
             });
@@ -619,8 +667,20 @@ pub fn dra_figure(nodes: usize, seed: u64) -> (u64, f64) {
     let selector: Arc<str> = Arc::from(format!(
         "device.attributes['{DRA_DRIVER}'].productName == '{product}'"
     ));
+    let mut shares = Rng::new(seed ^ 0x5A4_0001);
     for t in snapshot.tasks.iter_mut() {
         let claim: Arc<str> = Arc::from(format!("{}-gpu-x7k2q", t.name));
+        // Half the members a fraction of one GPU (a quarter or a half), the rest a whole one.
+        let capacity = if shared {
+            let milli = match shares.range(0, 4) {
+                0 => 250,
+                1 => 500,
+                _ => 1000,
+            };
+            BTreeMap::from([(Arc::from("share"), Quantity::from_milli(milli))])
+        } else {
+            BTreeMap::new()
+        };
         snapshot.dra.claims.push(Claim {
             namespace: t.namespace.clone(),
             name: claim.clone(),
@@ -632,7 +692,7 @@ pub fn dra_figure(nodes: usize, seed: u64) -> (u64, f64) {
                     selectors: vec![selector.clone()],
                     mode: AllocationMode::ExactCount(1),
                     admin_access: false,
-                    capacity: BTreeMap::new(),
+                    capacity,
                 }),
             }],
             constraints: Vec::new(),
@@ -922,6 +982,7 @@ pub fn run(
     let ((topology_placements, topology_session_seconds), (plain_placements, plain_seconds)) =
         topology_figure(nodes, seed);
     let (dra_placements, dra_session_seconds) = dra_figure(nodes, seed);
+    let (shared_gpu_placements, shared_gpu_session_seconds) = shared_gpu_figure(nodes, seed);
 
     SessionResult {
         nodes,
@@ -965,6 +1026,10 @@ pub fn run(
         dra_placements,
         dra_session_seconds,
         dra_placements_per_second: dra_placements as f64 / dra_session_seconds.max(1e-9),
+        shared_gpu_placements,
+        shared_gpu_session_seconds,
+        shared_gpu_placements_per_second: shared_gpu_placements as f64
+            / shared_gpu_session_seconds.max(1e-9),
         peak_rss_bytes: crate::peak_rss_bytes(),
     }
 }

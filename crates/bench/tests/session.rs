@@ -46,6 +46,15 @@ fn dra_figure_places_every_member_with_a_device() {
     assert!(seconds > 0.0);
 }
 
+/// The shared-GPU figure places every member with its share when the GPUs suffice (40 nodes ×
+/// 8 shared GPUs, 320 members, half a quarter or a half of a GPU, the rest a whole one).
+#[test]
+fn shared_gpu_figure_places_every_member_with_its_share() {
+    let (placed, seconds) = caldera_bench::session::shared_gpu_figure(40, 7);
+    assert_eq!(placed, 320);
+    assert!(seconds > 0.0);
+}
+
 /// `dra_placements_per_second` at the size (5,000 nodes × 8 devices, 20,000 members).
 /// Slow in a debug build: run with `--ignored --nocapture` (release for the real figure).
 #[test]

@@ -48,7 +48,7 @@ pub enum Figure {
     /// as a tree) and the fairness-over-time figure (1,000 queues with usage, `proportion`
     /// with and without `fairshare`) on the same cluster and workload.
     Queues,
-    /// The DRA figure (`dra_placements_per_second`).
+    /// The DRA figures (`dra_placements_per_second`, `shared_gpu_placements_per_second`).
     Dra,
 }
 
@@ -586,6 +586,15 @@ fn dra_table(out: &mut dyn Write, results: &[session::DraResult]) -> CommandResu
             r.dra_placements,
             r.dra_session_seconds,
             r.dra_placements_per_second,
+        )?;
+        writeln!(
+            out,
+            "{} nodes × 8 shared DRA GPUs, {} members (half a 0.25 or 0.5 share, half a whole GPU) in gangs of 1–16: {} placed in {:.3}s, shared_gpu_placements_per_second {:.0}",
+            r.nodes,
+            r.nodes * 8,
+            r.shared_gpu_placements,
+            r.shared_gpu_session_seconds,
+            r.shared_gpu_placements_per_second,
         )?;
     }
     Ok(())
