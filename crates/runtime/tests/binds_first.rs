@@ -394,8 +394,15 @@ async fn nothing_is_lost_across_a_leader_change_in_the_middle_of_a_backlog() {
     })
     .await;
     assert!(b.binder().drain(Duration::from_secs(10)).await);
-    let queue = server.store().get("queues", "", "default").unwrap();
-    assert_eq!(queue["status"]["running"], 6, "{queue}");
+    // The new leader writes the Queue's status in a session after the gangs run, which may
+    // come after the drain above (the Queue it created may have no status yet).
+    eventually(10, "the default Queue counts 6 running", || {
+        server
+            .store()
+            .get("queues", "", "default")
+            .is_some_and(|q| q["status"]["running"] == 6)
+    })
+    .await;
     let (_, groups, _) = scheduled_events(server.kube_client().unwrap()).await;
     for g in 0..6 {
         let name = format!("g{g}");
