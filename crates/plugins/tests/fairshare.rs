@@ -765,38 +765,45 @@ fn nominations_of(plan: &Plan) -> Vec<(&str, Option<&str>)> {
     out
 }
 
+/// One free 4-GPU node and queue `q` with two jobs: `small` (created first, asking
+/// `small_gpus`, of priority `small_priority`, waiting since `small_since` seconds when given)
+/// and the 4-GPU gang `big` (waiting 2 h).
+fn small_and_big(small_gpus: i64, small_priority: i32, small_since: Option<i64>) -> Snapshot {
+    let mut small = podgroup("ns", "small")
+        .min_member(1)
+        .queue("q")
+        .priority(small_priority)
+        .created(0);
+    if let Some(since) = small_since {
+        small = small.pending_since(since);
+    }
+    Cluster::new()
+        .queue(queue("q"))
+        .node(node("n0").gpus(4).cpu(64))
+        .group(small)
+        .pod(
+            pod("ns", "small-0")
+                .group("small")
+                .gpus(small_gpus)
+                .priority(small_priority)
+                .created(0),
+        )
+        .group(
+            podgroup("ns", "big")
+                .min_member(1)
+                .queue("q")
+                .created(10)
+                .pending_since(NOW - 2 * HOUR),
+        )
+        .pod(pod("ns", "big-0").group("big").gpus(4).created(10))
+        .snapshot()
+}
+
 /// One 4-GPU node free: without maxWait the older 1-GPU job goes first and the 4-GPU gang
 /// no longer fits; aged (waited 2 h of maxWait 1h), the gang goes ahead of its queue.
 #[test]
 fn an_aged_gang_goes_ahead_of_its_queue() {
-    let snapshot = |small_priority: i32| {
-        Cluster::new()
-            .queue(queue("q"))
-            .node(node("n0").gpus(4).cpu(64))
-            .group(
-                podgroup("ns", "small")
-                    .min_member(1)
-                    .queue("q")
-                    .priority(small_priority)
-                    .created(0),
-            )
-            .pod(
-                pod("ns", "small-0")
-                    .group("small")
-                    .gpus(1)
-                    .priority(small_priority)
-                    .created(0),
-            )
-            .group(
-                podgroup("ns", "big")
-                    .min_member(1)
-                    .queue("q")
-                    .created(10)
-                    .pending_since(NOW - 2 * HOUR),
-            )
-            .pod(pod("ns", "big-0").group("big").gpus(4).created(10))
-            .snapshot()
-    };
+    let snapshot = |small_priority: i32| small_and_big(1, small_priority, None);
     let today = run(&config(None), &snapshot(0), NOW);
     assert_eq!(binds_of(&today), [("small-0", "n0")]);
     let plan = run(&config(Some("maxWait: 1h")), &snapshot(0), NOW);
@@ -815,33 +822,7 @@ fn an_aged_gang_goes_ahead_of_its_queue() {
 /// longer-waiting goes first.
 #[test]
 fn the_largest_aged_gang_goes_first() {
-    let snapshot = |small_gpus: i64| {
-        Cluster::new()
-            .queue(queue("q"))
-            .node(node("n0").gpus(4).cpu(64))
-            .group(
-                podgroup("ns", "small")
-                    .min_member(1)
-                    .queue("q")
-                    .created(0)
-                    .pending_since(NOW - 3 * HOUR),
-            )
-            .pod(
-                pod("ns", "small-0")
-                    .group("small")
-                    .gpus(small_gpus)
-                    .created(0),
-            )
-            .group(
-                podgroup("ns", "big")
-                    .min_member(1)
-                    .queue("q")
-                    .created(10)
-                    .pending_since(NOW - 2 * HOUR),
-            )
-            .pod(pod("ns", "big-0").group("big").gpus(4).created(10))
-            .snapshot()
-    };
+    let snapshot = |small_gpus: i64| small_and_big(small_gpus, 0, Some(NOW - 3 * HOUR));
     let plan = run(&config(Some("maxWait: 1h")), &snapshot(1), NOW);
     assert_eq!(binds_of(&plan), [("big-0", "n0")]);
     // Not aged: the older job first, as today.
