@@ -6,8 +6,6 @@ use crate::convert::{GroupInfo, PodInfo, PriorityClassInfo};
 use crate::derive::{Workload, WorkloadKind};
 use crate::error::{Error, Result};
 use crate::intern::SpecInterner;
-use crate::kinds::Booking;
-pub use crate::kinds::Indexed;
 use crate::provisioning::RequestInfo;
 use caldera_model::{HostPort, Node, Queue, Resources};
 use k8s_openapi::api::batch::v1::Job as KubeJob;
@@ -15,6 +13,44 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as KubeLabelSe
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// A kind [`ClusterIndex`] keeps (implemented in the crate's `kinds` module, once per watched
+/// kind; defined here, so the index does not depend on its kinds). The index calls the hooks
+/// in this order: `apply` = `remove(key)`, `insert`, `changed`; `delete` = `remove(key)`,
+/// `changed`; `reset` = `clear`, then `apply` for each object, then `changed`.
+/// So `insert` may assume no earlier version of its object is kept.
+pub trait Indexed: Sized {
+    /// How the index names an object of the kind: its name, or its namespace and name.
+    type Key<'a>: Copy;
+
+    /// The key of `self`; `None` when the object has none (it is then only converted, so a
+    /// malformed object still gets its error).
+    fn key(&self) -> Option<Self::Key<'_>>;
+
+    /// Converts `self` and keeps it, with everything derived from it. On a conversion error
+    /// nothing is kept and the error names the object and field.
+    fn insert(&self, index: &mut ClusterIndex) -> Result<()>;
+
+    /// Forgets the object `key` and everything derived from it; an unknown key is ignored.
+    fn remove(index: &mut ClusterIndex, key: Self::Key<'_>);
+
+    /// Forgets every object of the kind (the start of a relist).
+    fn clear(index: &mut ClusterIndex);
+
+    /// Brings what is derived from all objects of the kind together up to date, after any
+    /// change. Most kinds derive nothing across objects.
+    fn changed(_index: &mut ClusterIndex) {}
+}
+
+/// A node booked for a provisioned request, kept from snapshot to snapshot
+/// ([`ClusterIndex`]'s `bookings`, by node name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Booking {
+    /// The job (PodGroup id) it is booked for.
+    pub(crate) job: Arc<str>,
+    /// The request it was booked under (a retry's new request books afresh).
+    pub(crate) request: Arc<str>,
+}
 
 /// Scheduler names Caldera answers to unless configured otherwise (SPEC §2).
 pub const DEFAULT_SCHEDULER_NAMES: [&str; 2] = ["caldera", "volcano"];

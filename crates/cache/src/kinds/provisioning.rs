@@ -4,7 +4,7 @@
 
 use super::{namespaced_or_empty, Indexed};
 use crate::error::Result;
-use crate::index::{key_of, ClusterIndex, SnapshotOptions};
+use crate::index::{key_of, Booking, ClusterIndex, SnapshotOptions};
 use crate::provisioning::{request_info, RequestInfo};
 use caldera_api::ProvisioningRequest;
 use caldera_model::{
@@ -156,16 +156,6 @@ impl ClusterIndex {
         let mut kept = self.bookings.lock().unwrap_or_else(PoisonError::into_inner);
         book_nodes(snap, &mut kept);
     }
-}
-
-/// A node booked for a provisioned request, kept from snapshot to snapshot
-/// ([`ClusterIndex`]'s `bookings`, by node name).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Booking {
-    /// The job (PodGroup id) it is booked for.
-    pub(crate) job: Arc<str>,
-    /// The request it was booked under (a retry's new request books afresh).
-    pub(crate) request: Arc<str>,
 }
 
 /// Books nodes for jobs whose request is live (accepted or provisioned): an autoscaler adds
