@@ -524,12 +524,9 @@ pub struct DraResult {
     pub dra_session_seconds: f64,
     /// dra_placements / dra_session_seconds.
     pub dra_placements_per_second: f64,
-    /// The shared-GPU figure: the same nodes' 8 GPUs each as devices that allow multiple
-    /// allocations (one capacity `share` of 1), and nodes × 8 pending members in gangs of 1–16,
-    /// each with a one-GPU claim: half ask a fraction (`share` 0.25 or 0.5), the rest a whole
-    /// GPU (`share` 1). Members placed (with their shares) in one session.
+    /// Members placed with their shares ([`SessionResult::shared_gpu_placements`]).
     pub shared_gpu_placements: u64,
-    /// Session time of that run.
+    /// Session time.
     pub shared_gpu_session_seconds: f64,
     /// shared_gpu_placements / shared_gpu_session_seconds.
     pub shared_gpu_placements_per_second: f64,
@@ -981,8 +978,7 @@ pub fn run(
     ) = fairshare_figure(&shape, now);
     let ((topology_placements, topology_session_seconds), (plain_placements, plain_seconds)) =
         topology_figure(nodes, seed);
-    let (dra_placements, dra_session_seconds) = dra_figure(nodes, seed);
-    let (shared_gpu_placements, shared_gpu_session_seconds) = shared_gpu_figure(nodes, seed);
+    let dra = dra(nodes, seed);
 
     SessionResult {
         nodes,
@@ -1023,13 +1019,12 @@ pub fn run(
             / topology_session_seconds.max(1e-9),
         topology_unconstrained_placements_per_second: plain_placements as f64
             / plain_seconds.max(1e-9),
-        dra_placements,
-        dra_session_seconds,
-        dra_placements_per_second: dra_placements as f64 / dra_session_seconds.max(1e-9),
-        shared_gpu_placements,
-        shared_gpu_session_seconds,
-        shared_gpu_placements_per_second: shared_gpu_placements as f64
-            / shared_gpu_session_seconds.max(1e-9),
+        dra_placements: dra.dra_placements,
+        dra_session_seconds: dra.dra_session_seconds,
+        dra_placements_per_second: dra.dra_placements_per_second,
+        shared_gpu_placements: dra.shared_gpu_placements,
+        shared_gpu_session_seconds: dra.shared_gpu_session_seconds,
+        shared_gpu_placements_per_second: dra.shared_gpu_placements_per_second,
         peak_rss_bytes: crate::peak_rss_bytes(),
     }
 }

@@ -236,15 +236,9 @@ pub fn run_until(inputs: &Inputs, policy: SessionPolicy, until_ms: Option<i64>) 
         // As the live loop: a change wakes it, and it sleeps the debounce before the session,
         // not listening to the periodic tick meanwhile; with no change it runs at the tick.
         let session = trigger.map(|t| t + debounce).or(periodic);
-        let next_change = match (arrival, event) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let next_change = arrival.into_iter().chain(event).min();
         if let Some(limit) = until_ms {
-            let next = match (next_change, session) {
-                (Some(c), Some(s)) => Some(c.min(s)),
-                (c, s) => c.or(s),
-            };
+            let next = next_change.into_iter().chain(session).min();
             if next.is_some_and(|t| t > limit) {
                 engine.run.mark(limit);
                 engine.run.cut = true;

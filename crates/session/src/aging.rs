@@ -41,11 +41,11 @@
 //! there stays free until the gang fits; smaller jobs use only the rest.
 //!
 //! **One per queue.** Only one aged gang per queue holds room at a time: the first whose
-//! attempt fails (the largest, then the longest-waiting, among equal priorities); the queue's other aged gangs
-//! are ordered ahead of the rest and get the hold in turn. Kubernetes pods have no run-time
-//! estimate, so no job may start in held room (Slurm lets jobs that end before the
-//! reservation's start in), and holds for every aged gang of a backlogged queue would leave
-//! much of the cluster idle.
+//! attempt fails (the largest, then the longest-waiting, among equal priorities); the queue's
+//! other aged gangs are ordered ahead of the rest and get the hold in turn. Kubernetes pods
+//! have no run-time estimate, so no job may start in held room (Slurm lets jobs that end
+//! before the reservation's start in), and holds for every aged gang of a backlogged queue
+//! would leave much of the cluster idle.
 //!
 //! **No deadlock.** Each hold is one whole placement of the gang, chosen with the holds before
 //! it counted, so two aged gangs never hold parts of the same room; the hold ends when the

@@ -462,15 +462,23 @@ fn reports_show_gangs_and_gpu_bars() {
     );
 }
 
+/// Runs the project's scenario at `path` (under `scenarios/`), which must pass; its simulation.
+fn passing_scenario(path: &str) -> Simulation {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(path);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let scenario = scenario::load(&text, name).unwrap();
+    let (outcome, sim) = scenario.run().unwrap();
+    assert!(outcome.passed(), "{outcome}");
+    sim
+}
+
 #[test]
 fn reports_draw_each_shared_gpu_with_the_fraction_its_shares_hold() {
     // At its end gpu-0 (80Gi) holds three 20Gi shares and one of 10Gi: 70Gi, 0.87.
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios/dra/shared-gpu-quarter-gang.yaml");
-    let text = std::fs::read_to_string(path).unwrap();
-    let scenario = scenario::load(&text, "shared-gpu-quarter-gang.yaml").unwrap();
-    let (outcome, sim) = scenario.run().unwrap();
-    assert!(outcome.passed(), "{outcome}");
+    let sim = passing_scenario("dra/shared-gpu-quarter-gang.yaml");
     let view = report::gpu_view(&sim).unwrap();
     assert!(
         view.contains(
@@ -484,12 +492,7 @@ fn reports_draw_each_shared_gpu_with_the_fraction_its_shares_hold() {
 fn reports_give_each_queues_usage_with_fairshare() {
     // team-a held all 16 GPUs for one hour with a half-life of one hour, then nothing for
     // another hour: its GPU usage went 0.500 at the record, 0.250 an hour later.
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios/fairshare/usage-halves-over-a-half-life.yaml");
-    let text = std::fs::read_to_string(path).unwrap();
-    let scenario = scenario::load(&text, "usage-halves-over-a-half-life.yaml").unwrap();
-    let (outcome, sim) = scenario.run().unwrap();
-    assert!(outcome.passed(), "{outcome}");
+    let sim = passing_scenario("fairshare/usage-halves-over-a-half-life.yaml");
     let table = report::queue_usage_table(&sim).expect("fairshare is configured");
     let row = table
         .lines()
@@ -508,12 +511,7 @@ fn reports_give_each_queues_usage_with_fairshare() {
 
 #[test]
 fn reports_draw_the_queue_tree() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios/hierarchy/idle-to-sibling-first.yaml");
-    let text = std::fs::read_to_string(path).unwrap();
-    let scenario = scenario::load(&text, "idle-to-sibling-first.yaml").unwrap();
-    let (outcome, sim) = scenario.run().unwrap();
-    assert!(outcome.passed(), "{outcome}");
+    let sim = passing_scenario("hierarchy/idle-to-sibling-first.yaml");
     let text = report::render_text(&sim);
     // Without fairshare, no usage table.
     assert_eq!(report::queue_usage_table(&sim), None);
