@@ -660,8 +660,8 @@ pub fn node(node: &KubeNode) -> Result<Node> {
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
         .is_some_and(|c| c.status == "True");
     let mut out = Node::new(name, allocatable);
-    out.labels = meta.labels.clone().unwrap_or_default();
-    out.taints = taints;
+    out.labels = Arc::new(meta.labels.clone().unwrap_or_default());
+    out.taints = taints.into();
     out.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
     out.created = meta
         .creation_timestamp

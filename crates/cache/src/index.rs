@@ -146,12 +146,31 @@ pub(crate) struct Usage {
     pub(crate) host_ports: Vec<HostPort>,
 }
 
+impl Usage {
+    /// Copies this usage onto `node` (`None`: no pod counts there).
+    pub(crate) fn mirror(usage: Option<&Usage>, node: &mut Node) {
+        match usage {
+            Some(u) => {
+                node.used.clone_from(&u.used);
+                node.pod_count = u.pods;
+                node.host_ports.clone_from(&u.host_ports);
+            }
+            None => {
+                node.used = Resources::new();
+                node.pod_count = 0;
+                node.host_ports.clear();
+            }
+        }
+    }
+}
+
 /// Every object the scheduler looks at, converted, with per-node usage maintained as pods
 /// change. Not thread-safe by itself: the runtime wraps it in a lock and takes snapshots under
 /// it.
 ///
 /// Invariants: `usage[n]` is Σ over pods `p` with `p.counts_on_node()` and `p.node == n` (the
-/// node need not be known yet), its host ports sorted; `members[s][j]` holds exactly the pods with scheduler `s` and
+/// node need not be known yet), its host ports sorted; a known node's `used`, `pod_count` and
+/// `host_ports` are its `usage` (zero without an entry), so a snapshot copies nodes as they are; `members[s][j]` holds exactly the pods with scheduler `s` and
 /// job id `j`; `group_refs[g]` counts the pods of any scheduler naming group `g`.
 #[derive(Debug, Default)]
 pub struct ClusterIndex {

@@ -27,19 +27,8 @@ impl ClusterIndex {
     /// - Every queue, plus `default` if missing, plus a closed stand-in for each queue a job
     ///   names that does not exist.
     pub fn snapshot(&self, opts: &SnapshotOptions) -> Snapshot {
-        let mut nodes: Vec<Node> = self
-            .nodes
-            .values()
-            .map(|n| {
-                let mut n = n.clone();
-                if let Some(u) = self.usage.get(&n.name) {
-                    n.used = u.used.clone();
-                    n.pod_count = u.pods;
-                    n.host_ports = u.host_ports.clone();
-                }
-                n
-            })
-            .collect();
+        // Each node carries its pods' usage already (see `ClusterIndex`'s invariants).
+        let mut nodes: Vec<Node> = self.nodes.values().cloned().collect();
 
         // Job id -> our pods, in name order.
         let mut names: Vec<&str> = opts.scheduler_names.iter().map(String::as_str).collect();

@@ -467,6 +467,23 @@ fn node_usage_follows_pods_incrementally() {
     done.status = Some(serde_json::from_value(json!({"phase": "Succeeded"})).unwrap());
     index.apply(&done).unwrap();
     assert_eq!(used(&index), (3, 1));
+    // A node changed, or deleted and back, still carries its pods' usage; a relist of the
+    // pods counts afresh.
+    index
+        .apply(&mk_node(
+            "n1",
+            8,
+            json!({"metadata": {"labels": {"zone": "a"}}}),
+        ))
+        .unwrap();
+    assert_eq!(used(&index), (3, 1));
+    index.delete::<Node>("n1");
+    index.apply(&mk_node("n1", 8, json!({}))).unwrap();
+    assert_eq!(used(&index), (3, 1));
+    index.reset::<Pod>([]);
+    assert_eq!(used(&index), (0, 0));
+    index.reset::<Pod>([&terminating, &done]);
+    assert_eq!(used(&index), (3, 1));
     index.delete::<Pod>(("ns", "ours"));
     assert_eq!(used(&index), (0, 0));
     assert!(snapshot(&index).nodes[0].host_ports.is_empty());

@@ -2,7 +2,6 @@
 
 use crate::resources::Resources;
 use crate::selector::{HostPort, Taint};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A node and its current load.
@@ -10,10 +9,10 @@ use std::sync::Arc;
 pub struct Node {
     /// `metadata.name`.
     pub name: Arc<str>,
-    /// `metadata.labels`.
-    pub labels: BTreeMap<String, String>,
-    /// `spec.taints`.
-    pub taints: Vec<Taint>,
+    /// `metadata.labels`, shared: a snapshot's copy of a node shares them with the cache.
+    pub labels: crate::interpod::Labels,
+    /// `spec.taints`, shared like the labels.
+    pub taints: Arc<[Taint]>,
     /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
     /// The `Ready` condition is `True`.
@@ -40,8 +39,8 @@ impl Node {
     pub fn new(name: &str, allocatable: Resources) -> Self {
         Node {
             name: Arc::from(name),
-            labels: BTreeMap::new(),
-            taints: Vec::new(),
+            labels: Default::default(),
+            taints: Arc::from([]),
             unschedulable: false,
             ready: true,
             allocatable,

@@ -1,6 +1,7 @@
 //! Resource vectors: cpu (millicores), memory (bytes) and every other resource by name.
 
 use crate::quantity::{format_bytes, format_milli, parse_quantity, QuantityError, Scale};
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::collections::HashSet;
 use std::fmt;
@@ -27,8 +28,10 @@ pub struct Resources {
     pub cpu: i64,
     /// Memory in bytes.
     pub memory: i64,
-    /// Every other resource, sorted by name, without zero entries.
-    scalars: Vec<(ResourceName, i64)>,
+    /// Every other resource, sorted by name, without zero entries. The first is kept inline:
+    /// most requests and nodes name one extended resource (a GPU), and a session copies every
+    /// node's and every member's vectors.
+    scalars: SmallVec<[(ResourceName, i64); 1]>,
 }
 
 /// At most this many distinct resource names are interned; further ones get an allocation of

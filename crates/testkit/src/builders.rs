@@ -19,8 +19,7 @@ pub fn node(name: &str) -> NodeBuilder {
         name,
         Resources::from_pairs([("cpu", 64_000), ("memory", 512 << 30)]),
     );
-    n.labels
-        .insert("kubernetes.io/hostname".into(), name.into());
+    std::sync::Arc::make_mut(&mut n.labels).insert("kubernetes.io/hostname".into(), name.into());
     NodeBuilder(n)
 }
 
@@ -46,16 +45,18 @@ impl NodeBuilder {
     }
     /// A label.
     pub fn label(mut self, k: &str, v: &str) -> Self {
-        self.0.labels.insert(k.into(), v.into());
+        std::sync::Arc::make_mut(&mut self.0.labels).insert(k.into(), v.into());
         self
     }
     /// A taint.
     pub fn taint(mut self, key: &str, value: &str, effect: TaintEffect) -> Self {
-        self.0.taints.push(Taint {
+        let mut taints = self.0.taints.to_vec();
+        taints.push(Taint {
             key: key.into(),
             value: value.into(),
             effect,
         });
+        self.0.taints = taints.into();
         self
     }
     /// Cordoned.

@@ -3,7 +3,7 @@
 
 use super::Indexed;
 use crate::error::Result;
-use crate::index::ClusterIndex;
+use crate::index::{ClusterIndex, Usage};
 use k8s_openapi::api::core::v1::Node;
 
 impl Indexed for Node {
@@ -14,7 +14,8 @@ impl Indexed for Node {
     }
 
     fn insert(&self, index: &mut ClusterIndex) -> Result<()> {
-        let n = crate::convert::node(self)?;
+        let mut n = crate::convert::node(self)?;
+        Usage::mirror(index.usage.get(&n.name), &mut n);
         index.nodes.insert(n.name.clone(), n);
         Ok(())
     }
@@ -31,6 +32,9 @@ impl Indexed for Node {
 impl ClusterIndex {
     /// Every node's name and labels, by name (what HyperNode discovery reads).
     pub fn node_labels(&self) -> Vec<crate::discovery::NodeLabels<'_>> {
-        self.nodes.values().map(|n| (&*n.name, &n.labels)).collect()
+        self.nodes
+            .values()
+            .map(|n| (&*n.name, &*n.labels))
+            .collect()
     }
 }

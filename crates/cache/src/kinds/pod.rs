@@ -4,7 +4,7 @@
 use super::Indexed;
 use crate::convert::PodInfo;
 use crate::error::Result;
-use crate::index::{key_of, ClusterIndex, PodKey};
+use crate::index::{key_of, ClusterIndex, PodKey, Usage};
 use k8s_openapi::api::core::v1::Pod;
 
 impl Indexed for Pod {
@@ -48,6 +48,9 @@ impl Indexed for Pod {
                 for p in &info.spec.host_ports {
                     let i = u.host_ports.partition_point(|q| q <= p);
                     u.host_ports.insert(i, p.clone());
+                }
+                if let Some(n) = index.nodes.get_mut(node) {
+                    Usage::mirror(Some(u), n);
                 }
             }
         }
@@ -109,6 +112,9 @@ impl Indexed for Pod {
                     if u.pods <= 0 {
                         index.usage.remove(node);
                     }
+                    if let Some(n) = index.nodes.get_mut(node) {
+                        Usage::mirror(index.usage.get(node), n);
+                    }
                 }
             }
         }
@@ -136,6 +142,9 @@ impl Indexed for Pod {
     fn clear(index: &mut ClusterIndex) {
         index.pods.clear();
         index.usage.clear();
+        for n in index.nodes.values_mut() {
+            Usage::mirror(None, n);
+        }
         index.by_label.clear();
         index.anti.clear();
         index.scoring.clear();
