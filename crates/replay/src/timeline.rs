@@ -5,17 +5,18 @@
 //! When sessions run (docs/replay.md, "When sessions run"): the live loop runs a session
 //! `sessionDebounce` after a change that may let something be placed (a job arrives, a member
 //! finishes, an evicted pod is gone; the periodic tick is not awaited meanwhile) and otherwise
-//! every `schedulePeriod` after the last session. The replay does the same, except that it leaves out periodic sessions whose input has not changed since the
-//! last one: a session is a pure function of (snapshot, time, config), and with no change it
-//! would plan what the last one already carried out. A session that bound, evicted or failed
-//! something is followed by the next periodic one. Where a session's decision depends on time
-//! alone — a gang timeout is configured, fairshare's `preemptionDelay` or `minRuntime` is set,
-//! or `consolidate` runs (a pod's minimum runtime, the
-//! room held for a moved pod) — every periodic session runs while a job waits, until that
-//! much time has passed since the last change. fairshare's `maxWait` instead wakes one
-//! session per job, `maxWait` after a session first saw it waiting (when it is aged).
-//! [`SessionPolicy::EveryPeriod`] runs every periodic session always (what the tests compare
-//! the shortcut with).
+//! every `schedulePeriod` after the last session. The replay does the same, except that it
+//! leaves out periodic sessions whose input has not changed since the last one: a session is a
+//! pure function of (snapshot, time, config), and with no change it would plan what the last
+//! one already carried out. A session that bound, evicted or failed something is followed by
+//! the next periodic one. Where a session's decision depends on time alone — a gang timeout is
+//! configured, fairshare's `preemptionDelay` or `minRuntime` is set, or `consolidate` runs (a
+//! pod's minimum runtime, the room held for a moved pod) — every periodic session runs while a
+//! job waits, until that much time has passed since the last change. With no member waiting
+//! for a node, a finish wakes no session (unless `consolidate` or fairshare may act on it).
+//! fairshare's `maxWait` instead wakes one session per job, `maxWait` after a session first saw
+//! it waiting (when it is aged). [`SessionPolicy::EveryPeriod`] runs every periodic session
+//! always (what the tests compare the shortcuts with).
 
 use crate::cluster::{self, NAMESPACE};
 use crate::error::{Error, Result};
@@ -221,6 +222,17 @@ pub fn run_until(inputs: &Inputs, policy: SessionPolicy, until_ms: Option<i64>) 
     for d in fair_timed.iter().flatten() {
         horizon += millis(*d);
     }
+    // With nothing waiting, a session after a finish or an eviction's end has nothing to
+    // place, preempt or reclaim for, so it is left out unless something else may act on the
+    // freed room (consolidate moves running pods into it) or on the passing time (fairshare
+    // records usage at each session).
+    let idle_sessions_decide = policy == SessionPolicy::EveryPeriod
+        || consolidate
+        || config
+            .tiers
+            .iter()
+            .flat_map(|t| t.plugins.iter())
+            .any(|p| p.name == "fairshare");
     let timed = policy == SessionPolicy::EveryPeriod
         || config.gang_schedule_timeout.is_some()
         || consolidate
@@ -261,7 +273,7 @@ pub fn run_until(inputs: &Inputs, policy: SessionPolicy, until_ms: Option<i64>) 
                     engine.arrive(j)?;
                     trigger = trigger.or(Some(c));
                 } else if let Some(Reverse((_, e))) = engine.events.pop() {
-                    if engine.handle(e, c) {
+                    if engine.handle(e, c) && (idle_sessions_decide || engine.waiting()) {
                         trigger = trigger.or(Some(c));
                     }
                 }
@@ -430,6 +442,16 @@ impl Engine {
         self.run.allocated_change(t, -(gpu as i64));
         self.run
             .partial_check(j, t, &self.members[j], self.jobs[j].min_members);
+    }
+
+    /// Some member of a live job has no node (its job waits, or runs short of members that
+    /// may still be placed, or one of its pods was evicted and made again).
+    fn waiting(&self) -> bool {
+        self.live.iter().any(|&j| {
+            self.members[j]
+                .iter()
+                .any(|m| m.node.is_none() && !m.finished)
+        })
     }
 
     /// Job `j` has run to its end at `t`: its pods (and PodGroup) go.

@@ -1,7 +1,8 @@
 //! Property tests over random small traces and gang configs: the replay is deterministic, no
 //! job starts before it arrives, every member that runs to its end runs exactly `duration`,
 //! no GPU is over-allocated, no gang is ever bound in part, leaving out unchanged periodic
-//! sessions decides exactly what running every one decides, an inflation session over many
+//! sessions and the sessions after a finish with nothing waiting decides exactly what running
+//! every one decides (with and without preemption), an inflation session over many
 //! arrivals places them as one session each would, and the readers refuse bad input without
 //! panicking.
 
@@ -102,8 +103,9 @@ proptest! {
     fn leaving_out_unchanged_sessions_changes_no_decision(
         jobs in trace(),
         gpus in prop::collection::vec(prop::sample::select(vec![2u32, 4, 8]), 1..4),
+        preempt in any::<bool>(),
     ) {
-        let inputs = timeline::Inputs { config: config(false), objects: nodes(&gpus), jobs };
+        let inputs = timeline::Inputs { config: config(preempt), objects: nodes(&gpus), jobs };
         let events = timeline::run(&inputs, timeline::SessionPolicy::Events).unwrap();
         let every = timeline::run(&inputs, timeline::SessionPolicy::EveryPeriod).unwrap();
         let outcome = |r: &caldera_replay::run::Run| -> Vec<_> {
