@@ -138,6 +138,9 @@ impl SnapshotOptions {
 /// `(namespace, name)` of a pod.
 pub(crate) type PodKey = (Arc<str>, Arc<str>);
 
+/// A job's pods by key: the same infos as [`ClusterIndex`]'s pod index holds.
+pub(crate) type JobPods = BTreeMap<PodKey, Arc<PodInfo>>;
+
 /// What the pods on one node hold.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Usage {
@@ -176,8 +179,10 @@ impl Usage {
 pub struct ClusterIndex {
     pub(crate) nodes: BTreeMap<Arc<str>, Node>,
     pub(crate) usage: HashMap<Arc<str>, Usage>,
-    pub(crate) pods: BTreeMap<PodKey, PodInfo>,
-    pub(crate) members: HashMap<Arc<str>, BTreeMap<Arc<str>, BTreeSet<PodKey>>>,
+    pub(crate) pods: BTreeMap<PodKey, Arc<PodInfo>>,
+    /// Scheduler name → job id → its pods (the same infos as `pods`, so a snapshot walks a
+    /// job's members without looking each up).
+    pub(crate) members: HashMap<Arc<str>, BTreeMap<Arc<str>, JobPods>>,
     pub(crate) group_refs: HashMap<Arc<str>, usize>,
     /// Unbound pods held at a node (`PodInfo::held`).
     pub(crate) held: BTreeSet<PodKey>,

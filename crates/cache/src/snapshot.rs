@@ -51,7 +51,7 @@ impl ClusterIndex {
             let pending: Vec<(&PodInfo, i32)> = names
                 .iter()
                 .flat_map(|n| self.members.get(*n).into_iter().flatten())
-                .flat_map(|(_, keys)| keys.iter().filter_map(|k| self.pods.get(k)))
+                .flat_map(|(_, pods)| pods.values().map(|p| &**p))
                 .filter(|p| {
                     !opts.serves(p)
                         && p.status() == TaskStatus::Pending
@@ -70,10 +70,10 @@ impl ClusterIndex {
         let mut derived_ids: HashMap<Arc<str>, Option<Arc<str>>> = HashMap::new();
         let mut derived = DerivedCache::default();
         for name in &names {
-            for (job, keys) in self.members.get(*name).into_iter().flatten() {
-                let mut served = keys
-                    .iter()
-                    .filter_map(|k| self.pods.get(k))
+            for (job, pods) in self.members.get(*name).into_iter().flatten() {
+                let mut served = pods
+                    .values()
+                    .map(|p| &**p)
                     .filter(|p| opts.serves(p))
                     .peekable();
                 let Some(first) = served.peek() else {
@@ -399,10 +399,15 @@ impl ClusterIndex {
             })
         };
         if all_pods {
-            return self.pods.values().filter_map(placed).collect();
+            return self
+                .pods
+                .values()
+                .map(|p| &**p)
+                .filter_map(placed)
+                .collect();
         }
         keys.into_iter()
-            .filter_map(|k| self.pods.get(k))
+            .filter_map(|k| self.pods.get(k).map(|p| &**p))
             .filter_map(placed)
             .collect()
     }

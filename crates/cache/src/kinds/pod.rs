@@ -54,13 +54,14 @@ impl Indexed for Pod {
                 }
             }
         }
+        let info = std::sync::Arc::new(info);
         index
             .members
             .entry(info.scheduler_name.clone())
             .or_default()
             .entry(info.job_id.clone())
             .or_default()
-            .insert(key.clone());
+            .insert(key.clone(), info.clone());
         if info.group.is_some() {
             *index.group_refs.entry(info.job_id.clone()).or_default() += 1;
         }
@@ -158,7 +159,7 @@ impl Indexed for Pod {
 impl ClusterIndex {
     /// The converted pod `namespace/name`, if known.
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodInfo> {
-        self.pods.get(&key_of(namespace, name))
+        self.pods.get(&key_of(namespace, name)).map(|p| &**p)
     }
 
     /// Number of pods known.
