@@ -661,7 +661,11 @@ pub fn node(node: &KubeNode) -> Result<Node> {
         .is_some_and(|c| c.status == "True");
     let mut out = Node::new(name, allocatable);
     out.labels = Arc::new(meta.labels.clone().unwrap_or_default());
-    out.taints = taints.into();
+    out.taints = if taints.is_empty() {
+        caldera_model::node::untainted()
+    } else {
+        taints.into()
+    };
     out.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
     out.created = meta
         .creation_timestamp

@@ -223,8 +223,12 @@ impl ClusterIndex {
 
     /// The workloads of a kind whose operator groups its pods
     /// ([`WorkloadKind::operator_groups_pods`]) some pod of which names a group of its own: no
-    /// gang is derived for them, their operator's PodGroup stands.
+    /// gang is derived for them, their operator's PodGroup stands. Only workloads known here
+    /// are ever looked up in it, so with none it is empty without a pass over the pods.
     pub(crate) fn grouped_by_operator(&self) -> HashSet<WorkloadKey> {
+        if self.workloads.is_empty() {
+            return HashSet::new();
+        }
         self.pods
             .values()
             .filter(|p| p.group.is_some())

@@ -34,13 +34,20 @@ pub struct Node {
     pub created: crate::Time,
 }
 
+/// The taints of a node without any: one shared allocation, so the copies of untainted nodes
+/// a session makes touch no memory of their own for them.
+pub fn untainted() -> Arc<[Taint]> {
+    static NONE: std::sync::OnceLock<Arc<[Taint]>> = std::sync::OnceLock::new();
+    NONE.get_or_init(|| Arc::from([])).clone()
+}
+
 impl Node {
     /// An empty, ready node offering `allocatable`.
     pub fn new(name: &str, allocatable: Resources) -> Self {
         Node {
             name: Arc::from(name),
             labels: Default::default(),
-            taints: Arc::from([]),
+            taints: untainted(),
             unschedulable: false,
             ready: true,
             allocatable,
