@@ -206,10 +206,7 @@ pub fn run_until(inputs: &Inputs, policy: SessionPolicy, until_ms: Option<i64>) 
     // a possible victim once it has run minRuntime.
     let fairshare = |key: &str| {
         config
-            .tiers
-            .iter()
-            .flat_map(|t| t.plugins.iter())
-            .find(|p| p.name == "fairshare")
+            .plugin("fairshare")
             .and_then(|p| p.arguments.get_str(key))
             .and_then(|text| caldera_config::parse_duration(text).ok())
             .filter(|d| !d.is_zero())
@@ -226,13 +223,8 @@ pub fn run_until(inputs: &Inputs, policy: SessionPolicy, until_ms: Option<i64>) 
     // place, preempt or reclaim for, so it is left out unless something else may act on the
     // freed room (consolidate moves running pods into it) or on the passing time (fairshare
     // records usage at each session).
-    let idle_sessions_decide = policy == SessionPolicy::EveryPeriod
-        || consolidate
-        || config
-            .tiers
-            .iter()
-            .flat_map(|t| t.plugins.iter())
-            .any(|p| p.name == "fairshare");
+    let idle_sessions_decide =
+        policy == SessionPolicy::EveryPeriod || consolidate || config.plugin("fairshare").is_some();
     let timed = policy == SessionPolicy::EveryPeriod
         || config.gang_schedule_timeout.is_some()
         || consolidate
@@ -273,7 +265,7 @@ pub fn run_until(inputs: &Inputs, policy: SessionPolicy, until_ms: Option<i64>) 
                     engine.arrive(j)?;
                     trigger = trigger.or(Some(c));
                 } else if let Some(Reverse((_, e))) = engine.events.pop() {
-                    if engine.handle(e, c) && (idle_sessions_decide || engine.waiting()) {
+                    if engine.handle(e, c) && (idle_sessions_decide || engine.unbound_member()) {
                         trigger = trigger.or(Some(c));
                     }
                 }
@@ -446,7 +438,7 @@ impl Engine {
 
     /// Some member of a live job has no node (its job waits, or runs short of members that
     /// may still be placed, or one of its pods was evicted and made again).
-    fn waiting(&self) -> bool {
+    fn unbound_member(&self) -> bool {
         self.live.iter().any(|&j| {
             self.members[j]
                 .iter()
