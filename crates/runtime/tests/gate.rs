@@ -204,6 +204,12 @@ async fn released_members_not_bound_in_time_are_reported_never_regated() {
             .any(|e| e["reason"] == "NotBoundAfterRelease" && e["regarding"]["kind"] == "PodGroup")
     })
     .await;
+    // The status write and the events of one session are sent apart, not in order: the event
+    // may be in before the condition. Wait for the condition, then check all of it.
+    eventually(5, "the PodGroup's condition says not bound", || {
+        podgroup_condition(&server, "slow")["type"] == "Unschedulable"
+    })
+    .await;
     let condition = podgroup_condition(&server, "slow");
     assert_eq!(condition["type"], "Unschedulable", "{condition}");
     assert_eq!(condition["status"], "True", "{condition}");
