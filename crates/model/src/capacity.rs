@@ -8,7 +8,7 @@
 //! [`CapacityRelease`].
 
 use crate::resources::Resources;
-use crate::selector::PlacementSpec;
+use crate::task::PlacementSpec;
 use crate::time::Time;
 use std::sync::Arc;
 

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod capacity;
+pub mod check;
 pub mod consolidation;
 pub mod dra;
 pub mod interpod;
@@ -52,10 +53,10 @@ pub use quantity::{parse_quantity, QuantityError, Scale};
 pub use queue::{Queue, QueueStatus, QueueUsage, USAGE_SCALE};
 pub use resources::{overcommit_allowed, Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 pub use selector::{
-    HostPort, PlacementSpec, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, Toleration,
+    HostPort, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, Toleration,
 };
 pub use snapshot::{Budget, Snapshot, WaitingPod};
-pub use task::{PendingReason, Task, TaskStatus};
+pub use task::{PendingReason, PlacementSpec, Task, TaskStatus};
 pub use time::Time;
 pub use topology::{
     split_sub_groups, Domain, SubGroup, SubGroupPolicy, TierLimit, Topology, TopologySource,

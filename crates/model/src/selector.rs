@@ -199,41 +199,6 @@ impl HostPort {
     }
 }
 
-/// Everything about a pod that decides which nodes it may use, shared by identical members.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct PlacementSpec {
-    /// `spec.nodeSelector`.
-    pub node_selector: BTreeMap<String, String>,
-    /// Required node affinity: any term must match. `None` means no requirement.
-    pub required_terms: Option<Vec<SelectorTerm>>,
-    /// Preferred node affinity: (weight, term).
-    pub preferred_terms: Vec<(i32, SelectorTerm)>,
-    /// `spec.tolerations`.
-    pub tolerations: Vec<Toleration>,
-    /// Host ports of all containers.
-    pub host_ports: Vec<HostPort>,
-    /// Inter-pod affinity, anti-affinity and topology spread.
-    pub pods: crate::interpod::PodConstraints,
-    /// A scheduling input Caldera does not evaluate (e.g. a `spec.schedulingGroup` without
-    /// `podGroupName`), named for the message: such a pod is never placed.
-    pub unsupported: Option<String>,
-    /// What the pod's PersistentVolumeClaims ask of a node.
-    pub volumes: crate::volume::VolumeNeeds,
-}
-
-impl PlacementSpec {
-    /// Whether the node selector and required affinity admit the node.
-    pub fn matches_node(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
-        self.node_selector
-            .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
-            && self
-                .required_terms
-                .as_ref()
-                .is_none_or(|terms| terms.iter().any(|t| t.matches(name, labels)))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

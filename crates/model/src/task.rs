@@ -1,8 +1,9 @@
 //! Tasks: the members of a job (pods), with their state, request and constraints.
 
 use crate::resources::Resources;
-use crate::selector::PlacementSpec;
+use crate::selector::{HostPort, SelectorTerm, Toleration};
 use crate::time::Time;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Where a member is in its life (SPEC §4).
@@ -158,5 +159,40 @@ impl Task {
     /// Waiting for a node and allowed to get one.
     pub fn schedulable_pending(&self) -> bool {
         self.status == TaskStatus::Pending && !self.gated
+    }
+}
+
+/// Everything about a pod that decides which nodes it may use, shared by identical members.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct PlacementSpec {
+    /// `spec.nodeSelector`.
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity: any term must match. `None` means no requirement.
+    pub required_terms: Option<Vec<SelectorTerm>>,
+    /// Preferred node affinity: (weight, term).
+    pub preferred_terms: Vec<(i32, SelectorTerm)>,
+    /// `spec.tolerations`.
+    pub tolerations: Vec<Toleration>,
+    /// Host ports of all containers.
+    pub host_ports: Vec<HostPort>,
+    /// Inter-pod affinity, anti-affinity and topology spread.
+    pub pods: crate::interpod::PodConstraints,
+    /// A scheduling input Caldera does not evaluate (e.g. a `spec.schedulingGroup` without
+    /// `podGroupName`), named for the message: such a pod is never placed.
+    pub unsupported: Option<String>,
+    /// What the pod's PersistentVolumeClaims ask of a node.
+    pub volumes: crate::volume::VolumeNeeds,
+}
+
+impl PlacementSpec {
+    /// Whether the node selector and required affinity admit the node.
+    pub fn matches_node(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.node_selector
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .required_terms
+                .as_ref()
+                .is_none_or(|terms| terms.iter().any(|t| t.matches(name, labels)))
     }
 }

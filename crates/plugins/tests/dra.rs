@@ -262,7 +262,7 @@ fn build(nodes: &[NodeSpec], gangs: &[GangSpec]) -> Snapshot {
 /// What every plan must be: the model's own check of its DRA rules is clean, and no gang is
 /// partly bound.
 fn sound(s: &Snapshot, plan: &caldera_model::Plan) -> Result<(), TestCaseError> {
-    let broken = caldera_model::dra::check_plan(s, plan);
+    let broken = caldera_model::check::dra::check_plan(s, plan);
     prop_assert!(broken.is_empty(), "{broken:?}");
     let mut new: BTreeMap<&str, u32> = BTreeMap::new();
     for b in &plan.binds {

@@ -274,7 +274,7 @@ proptest! {
         for n in &nodes {
             prop_assert!(n.used.fits_in(&n.allocatable), "{} over-committed", n.name);
         }
-        let broken = caldera_model::interpod::check_binds(&s, &out.plan);
+        let broken = caldera_model::check::interpod::check_binds(&s, &out.plan);
         prop_assert!(broken.is_empty(), "{broken:#?}");
     }
 
@@ -284,7 +284,7 @@ proptest! {
         let mut s = s;
         for _ in 0..2 {
             let out = run(&s);
-            let broken = caldera_model::interpod::check_binds(&s, &out.plan);
+            let broken = caldera_model::check::interpod::check_binds(&s, &out.plan);
             prop_assert!(broken.is_empty(), "{broken:#?}");
             s.record(&out.plan);
         }
@@ -298,7 +298,7 @@ proptest! {
         let mut s = s;
         for _ in 0..2 {
             let out = run(&s);
-            let broken = caldera_model::topology::check_binds(&s, &out.plan);
+            let broken = caldera_model::check::topology::check_binds(&s, &out.plan);
             prop_assert!(broken.is_empty(), "{broken:#?}");
             s.record(&out.plan);
             // minSubGroups is a gang over sub-groups: a job with any member bound has as many

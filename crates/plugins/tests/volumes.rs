@@ -524,12 +524,12 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, .. Default::default() })]
 
     /// Every bind and every volume write of a plan passes the volume rules, checked by an
-    /// independent checker (`caldera_model::volume::check_plan`); gangs bind all or nothing.
+    /// independent checker (`caldera_model::check::volume::check_plan`); gangs bind all or nothing.
     #[test]
     fn every_bind_and_volume_write_passes_the_volume_rules(seed in proptest::prelude::any::<u64>()) {
         let snap = random_cluster(seed);
         let plan = run(&snap, 1);
-        let broken = caldera_model::volume::check_plan(&snap, &plan);
+        let broken = caldera_model::check::volume::check_plan(&snap, &plan);
         proptest::prop_assert!(broken.is_empty(), "seed {seed}: {broken:#?}");
         for j in &snap.jobs {
             let bound = plan.binds.iter().filter(|b| b.job == j.id).count() as u32;

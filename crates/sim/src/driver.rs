@@ -551,7 +551,7 @@ impl Simulation {
         let mut snapshot = snapshot;
         caldera_session::devices::fold_snapshot(&mut snapshot);
         let mut broken = invariants::check_binds(&snapshot, &out.plan);
-        broken.extend(caldera_model::dra::check_plan(&snapshot, &out.plan));
+        broken.extend(caldera_model::check::dra::check_plan(&snapshot, &out.plan));
         broken.extend(invariants::overcommitted(&self.store, &touched, &snapshot));
         // kube-scheduler alone binds gangs in part: that is what a comparison shows.
         let gangs_checked = self.mode != Mode::KubeScheduler;

@@ -111,10 +111,10 @@ pub fn overcommitted(store: &Store, nodes: &BTreeSet<String>, folded: &Snapshot)
 /// match the pod's selector and required affinity, and it has room (resources, pod count,
 /// host ports) counting the binds placed on it before in the same plan; a gang with a required
 /// topology stays within one domain; the volume rules hold for binds and volume writes
-/// (`caldera_model::volume::check_plan`).
+/// (`caldera_model::check::volume::check_plan`).
 pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
     if plan.binds.is_empty() {
-        return caldera_model::volume::check_plan(snapshot, plan);
+        return caldera_model::check::volume::check_plan(snapshot, plan);
     }
     let tasks: HashMap<(&str, &str), &Task> = snapshot
         .tasks
@@ -185,8 +185,8 @@ pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
         *count += 1;
         ports.extend(task.spec.host_ports.iter().cloned());
     }
-    out.extend(caldera_model::topology::check_binds(snapshot, plan));
-    out.extend(caldera_model::interpod::check_binds(snapshot, plan));
-    out.extend(caldera_model::volume::check_plan(snapshot, plan));
+    out.extend(caldera_model::check::topology::check_binds(snapshot, plan));
+    out.extend(caldera_model::check::interpod::check_binds(snapshot, plan));
+    out.extend(caldera_model::check::volume::check_plan(snapshot, plan));
     out
 }
