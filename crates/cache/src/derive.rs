@@ -8,9 +8,9 @@
 //! [`crate::workload`]: which gang a pod belongs to ([`pod_candidate`]), and the Volcano
 //! PodGroup that gang should have ([`workload_gang`]).
 
-use crate::convert::{group_name, spec_request, Ctx};
 use crate::error::ObjectKind;
-use crate::workload::{JobGang, Owner};
+use crate::fields::{group_name, spec_request, Ctx};
+use crate::workload::{add_times, JobGang, Owner};
 use caldera_api::workload::{
     ANNOTATION_AUTO_GROUP, ANNOTATION_MIN_MEMBER, ANNOTATION_SCHEDULE_TIMEOUT,
     LABEL_KUEUE_QUEUE_NAME,
@@ -378,20 +378,6 @@ fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
 
 fn int(v: &Value, pointer: &str) -> Option<i64> {
     v.pointer(pointer).and_then(Value::as_i64)
-}
-
-/// `total += request × n` without a loop per member, saturating.
-pub(crate) fn add_times(
-    total: &mut caldera_model::Resources,
-    request: &caldera_model::Resources,
-    n: i64,
-) {
-    if n <= 0 {
-        return;
-    }
-    for (name, v) in request.iter() {
-        total.add_named(name, v.saturating_mul(n));
-    }
 }
 
 /// Why a workload whose pods start in stages cannot be one gang counting all of them: the
@@ -871,6 +857,30 @@ pub fn workload_gang(
         status: None,
     };
     JobGang::Gang(Box::new(pg))
+}
+
+/// The group a pod counts in, for reports and checks over stored objects: its own group
+/// ([`group_name`]), else the PodGroup derived from its workload of a kind in
+/// this module when that exists with an owner, else the PodGroup derived from its Job
+/// when that exists and the Job owns it (`owner_of(name)` gives the uid of the controller of the PodGroup `name` in the pod's
+/// namespace).
+pub fn member_group(
+    meta: &ObjectMeta,
+    owner_of: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    if let Some(g) = group_name(meta) {
+        return Some(g.to_string());
+    }
+    let labels = meta.labels.clone().unwrap_or_default();
+    if let Some(c) = pod_candidate(&labels, Owner::of(meta).as_ref()) {
+        // A derived gang of another kind: its PodGroup, once made (owned by the workload).
+        return candidate_podgroup_names(&c)
+            .into_iter()
+            .find(|name| owner_of(name).is_some());
+    }
+    let owner = Owner::of(meta).filter(Owner::is_job)?;
+    let name = crate::workload::job_podgroup_name(&owner.name);
+    (owner_of(&name).as_deref() == Some(&*owner.uid)).then_some(name)
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@
 //! is never allocated (its `unsupported` says why), a claim using them cannot be allocated (its
 //! `unsupported` is the message its pods show).
 
-use crate::convert::{selector_term, Ctx};
 use crate::error::{ObjectKind, Problem, Result};
+use crate::fields::{selector_term, Ctx};
 use caldera_model::dra::{
     AllocatedConfig, Allocation, AllocationMode, AttributeValue, Capacity, CapacityRange, Claim,
     ConfigSource, ConstraintKind, Consumer, CounterConsumption, CounterSet, Device, DeviceClass,
@@ -765,7 +765,7 @@ pub fn device_class(c: &api::DeviceClass) -> Result<DeviceClass> {
             .metadata
             .creation_timestamp
             .as_ref()
-            .map(crate::convert::time)
+            .map(crate::fields::time)
             .unwrap_or_default(),
     })
 }

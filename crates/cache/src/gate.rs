@@ -19,7 +19,7 @@ pub const PIN_FIELD: &str = "metadata.name";
 /// group (SPEC §2), is scheduled by `default-scheduler` (or names no scheduler) and is not
 /// bound gets the gate [`GANG_GATE`] unless it has it. Returns whether it added it.
 pub fn admit(pod: &mut Pod) -> bool {
-    if crate::convert::group_name(&pod.metadata).is_none() {
+    if crate::fields::group_name(&pod.metadata).is_none() {
         return false;
     }
     let spec = pod.spec.get_or_insert_with(PodSpec::default);

@@ -21,6 +21,7 @@ pub mod derive;
 pub mod discovery;
 pub mod dra;
 mod error;
+mod fields;
 pub mod gate;
 mod grouping;
 mod index;

@@ -12,8 +12,9 @@
 //! - priority: `spec.priority`, else `spec.priorityClassName`, else the highest of its pods';
 //! - status: only the `PodGroupScheduled` condition, read back into the model's condition.
 
-use crate::convert::{time, GroupInfo};
+use crate::convert::GroupInfo;
 use crate::error::{ObjectKind, Problem, Result};
+use crate::fields::time;
 use caldera_api::workload::LABEL_KUEUE_QUEUE_NAME;
 use caldera_api::{ANNOTATION_QUEUE_NAME, DEFAULT_QUEUE};
 use caldera_model::{

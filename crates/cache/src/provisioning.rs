@@ -71,7 +71,7 @@ pub fn request_info(pr: &ProvisioningRequest) -> Option<RequestInfo> {
     let created = meta
         .creation_timestamp
         .as_ref()
-        .map(crate::convert::time)
+        .map(crate::fields::time)
         .unwrap_or_default();
     let (state, since, message) = state_of(pr, created);
     Some(RequestInfo {
@@ -108,11 +108,7 @@ pub fn state_of(pr: &ProvisioningRequest, created: Time) -> (CapacityState, Time
             } else {
                 format!("{}: {}", c.reason, c.message)
             };
-            return (
-                state,
-                crate::convert::time(&c.last_transition_time),
-                message,
-            );
+            return (state, crate::fields::time(&c.last_transition_time), message);
         }
     }
     (CapacityState::Pending, created, String::new())

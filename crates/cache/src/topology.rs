@@ -8,8 +8,8 @@
 //! HyperNode; a HyperNode to at most one parent. Where objects break those rules the tree keeps
 //! the first claim in (tier, name) order and says so in [`TopologyTree::problems`].
 
-use crate::convert::{label_selector, Ctx};
 use crate::error::{ObjectKind, Problem, Result};
+use crate::fields::{label_selector, Ctx};
 use caldera_api::{HyperNode, MemberType, NetworkTopologyMode, NetworkTopologySpec};
 use caldera_model::{
     Domain, LabelSelector, Node, TierLimit, Topology, TopologySource, TopologyTree,

@@ -7,14 +7,15 @@
 //! `pv.kubernetes.io/bind-completed` (the PV controller's mark); a pod is bound only once all
 //! its claims are.
 
-use crate::convert::{label_selector, selector_term, Ctx, PodInfo};
+use crate::convert::PodInfo;
 use crate::error::{ObjectKind, Problem, Result};
+use crate::fields::{label_selector, selector_term, Ctx, PodClaims};
 use caldera_model::volume::{access, PV_NOT_EXIST, SELECTED_AT, SELECTED_NODE, UNBOUND_IMMEDIATE};
 use caldera_model::{
     parse_quantity, ClaimNeed, LabelSelector, NodeAttach, Requirement, Scale, SelectorOp,
     SelectorTerm, TaskVolumes, Time, Volume, VolumeCatalog, VolumeNeeds,
 };
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, PodSpec};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -26,24 +27,6 @@ pub const BIND_COMPLETED: &str = "pv.kubernetes.io/bind-completed";
 pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 /// The annotation that named a claim's class before `spec.storageClassName`.
 const BETA_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
-
-/// The claims a pod's volumes use: (claim name, from a generic ephemeral volume, whose claim is
-/// `<pod>-<volume>`).
-pub(crate) fn pod_claims(pod: &str, spec: &PodSpec) -> PodClaims {
-    spec.volumes
-        .iter()
-        .flatten()
-        .filter_map(|v| {
-            if let Some(c) = &v.persistent_volume_claim {
-                Some((Arc::from(c.claim_name.as_str()), false))
-            } else {
-                v.ephemeral
-                    .as_ref()
-                    .map(|_| (Arc::from(format!("{pod}-{}", v.name)), true))
-            }
-        })
-        .collect()
-}
 
 /// A claim, as far as scheduling needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -306,8 +289,6 @@ pub fn csinode_limits(n: &CSINode) -> BTreeMap<Arc<str>, u32> {
 }
 
 type Key = (Arc<str>, Arc<str>);
-/// A pod's claims: (claim name, from a generic ephemeral volume).
-pub(crate) type PodClaims = Arc<[(Arc<str>, bool)]>;
 /// A claim's name and uid.
 type ClaimId = (Arc<str>, Arc<str>);
 /// Volume handles by driver.

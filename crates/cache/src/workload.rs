@@ -13,8 +13,8 @@
 //! workload (a Job owned by anything but a CronJob — a JobSet's child Jobs — is left alone, so
 //! no workload is ever half-grouped). Other owners' pods are scheduled as before.
 
-use crate::convert::{group_name, spec_request, Ctx};
 use crate::error::ObjectKind;
+use crate::fields::{group_name, spec_request, Ctx};
 use caldera_api::workload::{
     ANNOTATION_AUTO_GROUP, ANNOTATION_DERIVED_FROM, ANNOTATION_MIN_MEMBER,
     ANNOTATION_SCHEDULE_TIMEOUT, ANNOTATION_WORKLOAD_CREATED, JOB_PODGROUP_PREFIX,
@@ -115,30 +115,6 @@ pub fn job_podgroup_name(job: &str) -> String {
     format!("{JOB_PODGROUP_PREFIX}{job}")
 }
 
-/// The group a pod counts in, for reports and checks over stored objects: its own group
-/// ([`group_name`]), else the PodGroup derived from its workload of a kind in
-/// [`crate::derive`] when that exists with an owner, else the PodGroup derived from its Job
-/// when that exists and the Job owns it (`owner_of(name)` gives the uid of the controller of the PodGroup `name` in the pod's
-/// namespace).
-pub fn member_group(
-    meta: &ObjectMeta,
-    owner_of: impl Fn(&str) -> Option<String>,
-) -> Option<String> {
-    if let Some(g) = group_name(meta) {
-        return Some(g.to_string());
-    }
-    let labels = meta.labels.clone().unwrap_or_default();
-    if let Some(c) = crate::derive::pod_candidate(&labels, Owner::of(meta).as_ref()) {
-        // A derived gang of another kind: its PodGroup, once made (owned by the workload).
-        return crate::derive::candidate_podgroup_names(&c)
-            .into_iter()
-            .find(|name| owner_of(name).is_some());
-    }
-    let owner = Owner::of(meta).filter(Owner::is_job)?;
-    let name = job_podgroup_name(&owner.name);
-    (owner_of(&name).as_deref() == Some(&*owner.uid)).then_some(name)
-}
-
 /// The controller of a PodGroup Caldera derived (annotation
 /// `scheduling.caldera.sh/derived-from` and label `app.kubernetes.io/managed-by: caldera`, as
 /// [`job_gang`] and [`crate::derive::workload_gang`] write them); `None` for any other.
@@ -154,7 +130,7 @@ pub fn workload_created(meta: &ObjectMeta) -> Option<caldera_model::Time> {
     derived_owner(meta)?;
     let t = annotation(meta, ANNOTATION_WORKLOAD_CREATED)?;
     let t: KubeTime = serde_json::from_value(serde_json::Value::String(t.to_string())).ok()?;
-    Some(crate::convert::time(&t))
+    Some(crate::fields::time(&t))
 }
 
 /// A write that brings a derived PodGroup up to date ([`crate::ClusterIndex::derived_podgroups`]).
@@ -414,7 +390,7 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
         Err(e) => return JobGang::Invalid(format!("Job {namespace}/{name}: {e}")),
     };
     let mut min_resources = caldera_model::Resources::new();
-    crate::derive::add_times(&mut min_resources, &request, i64::from(min_member));
+    add_times(&mut min_resources, &request, i64::from(min_member));
     let queue = annotation(meta, ANNOTATION_QUEUE_NAME)
         .or_else(|| label(meta, LABEL_KUEUE_QUEUE_NAME))
         .or_else(|| annotation(&template_meta, ANNOTATION_QUEUE_NAME))
@@ -455,9 +431,24 @@ pub fn job_gang(job: &Job, scheduler_names: &[String]) -> JobGang {
     JobGang::Gang(Box::new(pg))
 }
 
+/// `total += request × n` without a loop per member, saturating.
+pub(crate) fn add_times(
+    total: &mut caldera_model::Resources,
+    request: &caldera_model::Resources,
+    n: i64,
+) {
+    if n <= 0 {
+        return;
+    }
+    for (name, v) in request.iter() {
+        total.add_named(name, v.saturating_mul(n));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::derive::member_group;
     use crate::tests::merge;
     use crate::{ClusterIndex, SnapshotOptions};
     use caldera_model::TaskStatus;
@@ -550,12 +541,12 @@ mod tests {
             serde_json::from_value(json!("2026-12-07T04:00:05Z")).unwrap();
         let info = crate::convert::GroupInfo::try_from(&pg).unwrap();
         let job_time = serde_json::from_value(json!("2026-12-07T04:00:00Z")).unwrap();
-        assert_eq!(info.created, crate::convert::time(&job_time));
+        assert_eq!(info.created, crate::fields::time(&job_time));
         // Only on a PodGroup Caldera derived: a hand-written one keeps its own time.
         pg.metadata.labels = None;
         let info = crate::convert::GroupInfo::try_from(&pg).unwrap();
         let own = pg.metadata.creation_timestamp.as_ref().unwrap();
-        assert_eq!(info.created, crate::convert::time(own));
+        assert_eq!(info.created, crate::fields::time(own));
         // Derived before the annotation existed, or with a malformed one: its own time.
         let mut old = gang(&mk_job("b", json!({})));
         old.metadata.creation_timestamp = pg.metadata.creation_timestamp.clone();
@@ -565,7 +556,7 @@ mod tests {
             .unwrap()
             .insert(ANNOTATION_WORKLOAD_CREATED.into(), "yesterday".into());
         let info = crate::convert::GroupInfo::try_from(&old).unwrap();
-        assert_eq!(info.created, crate::convert::time(own));
+        assert_eq!(info.created, crate::fields::time(own));
     }
 
     #[test]

@@ -226,7 +226,7 @@ impl Store {
     }
 
     /// The group the pod counts in: its own, or the PodGroup derived from its Job
-    /// ([`caldera_cache::workload::member_group`]).
+    /// ([`caldera_cache::derive::member_group`]).
     pub fn group_of(&self, pod: &Pod) -> Option<String> {
         let ns = ns_of(&pod.metadata);
         let native = pod
@@ -238,7 +238,7 @@ impl Store {
         if native.is_some() {
             return native;
         }
-        caldera_cache::workload::member_group(&pod.metadata, |name| {
+        caldera_cache::derive::member_group(&pod.metadata, |name| {
             let pg = self.podgroups.get(&(ns.clone(), name.to_string()))?;
             caldera_cache::workload::Owner::of(&pg.metadata).map(|o| o.uid.to_string())
         })
