@@ -1,11 +1,9 @@
 //! Placing one job: a gang inside one statement, or one extra member of a satisfied gang.
 
-use crate::session::{Candidates, Placement, Session, Statement};
-use crate::shortfall::Shortfall;
+use crate::place::{gang_need, place_gang, settle};
+use crate::session::{Placement, Session, Statement};
 use crate::state::Holdup;
-use crate::topology::{place_in_topology, place_sub_groups, prefer_used_domain};
-use caldera_model::{Resources, TopologyTree};
-use std::collections::BTreeMap;
+use crate::topology::{place_in_topology, place_sub_groups};
 use std::sync::Arc;
 
 /// What an attempt did.
@@ -105,7 +103,7 @@ fn attempt_inner(
         ssn.hold(job, Holdup::Fit(msg));
         return Attempt::Held;
     }
-    if crate::volumes::timed_out(ssn, job) {
+    if volumes_timed_out(ssn, job) {
         return Attempt::Held;
     }
     // A member whose claims keep it off every node (a missing claim, an unbound `Immediate`
@@ -282,169 +280,6 @@ fn fail_key(ssn: &Session, job: usize, tasks: &[usize]) -> Option<crate::session
     })
 }
 
-/// Places members of `tasks` in order until the job is ready, inside one statement; commits on
-/// success, discards otherwise (recording the holdup). `prefer` (a soft topology at the
-/// cluster root) makes nodes in tier-1 domains already used by the statement score higher. `dry`: a probe; a gang that
-/// fits is recorded in `ssn.probed` and undone instead of committed.
-pub(crate) fn place_gang(
-    ssn: &mut Session,
-    job: usize,
-    tasks: &[usize],
-    placement: &mut Placement,
-    prefer: Option<&TopologyTree>,
-    dry: bool,
-) -> Result<usize, Option<u32>> {
-    let mut stmt = Statement::new();
-    // Kinds of member met in this attempt, by a representative task, with their candidates.
-    let mut kinds: Vec<(usize, Candidates)> = Vec::new();
-    let mut holdup = None;
-    let mut no_room = false;
-    for &t in tasks {
-        if !stmt.is_empty() && ssn.job_ready(job) {
-            break;
-        }
-        if let Err(msg) = ssn.allocatable(t) {
-            holdup = Some(Holdup::Quota(msg));
-            break;
-        }
-        // A member whose constraints look at other nodes (spread, affinity over zones) is
-        // scored afresh: any placement may have changed its view of every node.
-        let pods = &ssn.state.tasks[t].spec.pods;
-        if pods.crosses_nodes() && !pods.verdict_only_crosses_nodes() {
-            let mut c = ssn.candidates(t, placement);
-            match ssn.pick(t, &mut c, placement) {
-                Some(node) => {
-                    ssn.allocate(&mut stmt, t, node);
-                    if let Some(tree) = prefer {
-                        prefer_used_domain(ssn, tree, node, placement);
-                    }
-                    continue;
-                }
-                None => {
-                    holdup = Some(Holdup::Fit(ssn.fit_message(&c)));
-                    no_room = true;
-                    break;
-                }
-            }
-        }
-        let kind = {
-            let task = &ssn.state.tasks[t];
-            let traits = ssn.state.traits[t];
-            kinds.iter().position(|(rep, _)| {
-                let r = &ssn.state.tasks[*rep];
-                r.request == task.request && r.spec == task.spec && ssn.state.traits[*rep] == traits
-            })
-        };
-        let kind = match kind {
-            Some(k) => k,
-            None => {
-                // Kinds checked at pick time are kept only within the attempt.
-                let keep = !ssn.state.tasks[t].spec.pods.crosses_nodes();
-                let shared = placement.only.is_none() && placement.bonus.is_none();
-                let c = if keep && shared && !ssn.state.has_bookings {
-                    let task = &ssn.state.tasks[t];
-                    let key = (
-                        task.request.clone(),
-                        (*task.spec).clone(),
-                        ssn.state.traits[t],
-                    );
-                    match ssn.kind_cache.remove(&key) {
-                        Some(mut c) => {
-                            ssn.catch_up(t, &mut c, placement);
-                            c
-                        }
-                        None => ssn.candidates(t, placement),
-                    }
-                } else {
-                    ssn.candidates(t, placement)
-                };
-                kinds.push((t, c));
-                kinds.len() - 1
-            }
-        };
-        match ssn.pick(t, &mut kinds[kind].1, placement) {
-            Some(node) => {
-                ssn.allocate(&mut stmt, t, node);
-                if let Some(tree) = prefer {
-                    prefer_used_domain(ssn, tree, node, placement);
-                }
-                ssn.refresh(t, node, &mut kinds[kind].1, placement);
-            }
-            None => {
-                holdup = Some(Holdup::Fit(ssn.fit_message(&kinds[kind].1)));
-                no_room = true;
-                break;
-            }
-        }
-    }
-    let keep = placement.only.is_none() && placement.bonus.is_none() && !ssn.state.has_bookings;
-    let ready = !stmt.is_empty() && ssn.job_ready(job);
-    if keep {
-        for (rep, c) in kinds
-            .into_iter()
-            .filter(|(rep, _)| !ssn.state.tasks[*rep].spec.pods.crosses_nodes())
-        {
-            let task = &ssn.state.tasks[rep];
-            let key = (
-                task.request.clone(),
-                (*task.spec).clone(),
-                ssn.state.traits[rep],
-            );
-            ssn.kind_cache.insert(key, c);
-        }
-    }
-    if ready && dry {
-        let n = stmt.len();
-        ssn.probed = stmt.ops().to_vec();
-        ssn.discard(stmt);
-        Ok(n)
-    } else if ready {
-        Ok(settle(ssn, job, stmt))
-    } else {
-        let placed = stmt.len() as u32;
-        // Said of a gang still short of minMember; an extra member of a placed gang is one pod.
-        let shortfall = match &holdup {
-            Some(Holdup::Fit(fit)) if no_room && !ssn.job_ready(job) => {
-                Some(shortfall_of(ssn, &stmt, placement, fit))
-            }
-            _ => None,
-        };
-        ssn.discard(stmt);
-        let holdup = match &shortfall {
-            Some(s) => {
-                let (need, gang) = gang_need(ssn, job, tasks);
-                Holdup::Fit(s.message(need, &gang))
-            }
-            None => holdup.unwrap_or_else(|| {
-                Holdup::Fit("the gang's members could not all be placed together".to_string())
-            }),
-        };
-        ssn.state.job_runs[job].shortfall = shortfall;
-        ssn.hold(job, holdup);
-        Err(no_room.then_some(placed))
-    }
-}
-
-/// Commits the placements of `stmt`, which make `job` ready: bound, or held while their
-/// volumes are bound. How many members it placed.
-pub(crate) fn settle(ssn: &mut Session, job: usize, stmt: Statement) -> usize {
-    let n = stmt.len();
-    let volumes_pending = !ssn.state.trackers.volumes.left_to_kube_scheduler
-        && stmt
-            .ops()
-            .iter()
-            .any(|&(t, _)| !ssn.state.tasks[t].volumes_bound());
-    if volumes_pending {
-        // Volume binding first: the members keep their nodes, and are bound together
-        // once every claim is.
-        ssn.commit_waiting_for_volumes(stmt);
-    } else {
-        ssn.commit(stmt);
-    }
-    ssn.clear_hold(job);
-    n
-}
-
 /// Places the members of `job` with room held for them (its reservations, released for this
 /// attempt), each on the node held for it, in member order, until the gang is ready; commits
 /// them, or undoes them all and says `None` (a held node no longer takes its member, or the
@@ -477,65 +312,6 @@ fn place_held(ssn: &mut Session, job: usize, tasks: &[usize]) -> Option<usize> {
     }
 }
 
-/// Members job `job` still needs, and what the first that many of `tasks` request together.
-fn gang_need(ssn: &Session, job: usize, tasks: &[usize]) -> (u32, Resources) {
-    let need = ssn.state.lacking(job);
-    let mut gang = Resources::new();
-    for &t in tasks.iter().take(need as usize) {
-        gang.add(&ssn.state.tasks[t].request);
-    }
-    (need, gang)
-}
-
-/// What the attempt in `stmt` got before a member found no node (`fit`: kube-scheduler's
-/// summary for it): members per node, the nodes of the scope it left empty, and what was
-/// free on the scope's Ready nodes before it.
-fn shortfall_of(ssn: &Session, stmt: &Statement, placement: &Placement, fit: &str) -> Shortfall {
-    let mut counts: BTreeMap<usize, u32> = BTreeMap::new();
-    for &(_, node) in stmt.ops() {
-        *counts.entry(node).or_insert(0) += 1;
-    }
-    let left_empty = |n: &u32| !counts.contains_key(&(*n as usize));
-    // The whole cluster (no scope) from the session's running sums, without a pass over
-    // every node: a failed gang's message at 100,000 nodes.
-    let (mut free, empty, empty_count) = match &placement.only {
-        Some(scope) => (
-            ssn.idle_of(scope),
-            scope
-                .iter()
-                .filter(|n| left_empty(n))
-                .take(crate::shortfall::NAMED_NODES)
-                .map(|&n| ssn.state.nodes[n as usize].name.clone())
-                .collect(),
-            scope.iter().filter(|n| left_empty(n)).count(),
-        ),
-        None => (
-            ssn.idle_all(),
-            (0..ssn.state.nodes.len() as u32)
-                .filter(left_empty)
-                .take(crate::shortfall::NAMED_NODES)
-                .map(|n| ssn.state.nodes[n as usize].name.clone())
-                .collect(),
-            ssn.state.nodes.len() - counts.len(),
-        ),
-    };
-    for &(t, _) in stmt.ops() {
-        free.add(&ssn.state.tasks[t].request);
-    }
-    let mut placed: Vec<(Arc<str>, u32)> = counts
-        .iter()
-        .map(|(&n, &c)| (ssn.state.nodes[n].name.clone(), c))
-        .collect();
-    placed.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    Shortfall {
-        placed,
-        empty,
-        empty_count,
-        free,
-        fit: fit.to_string(),
-    }
-}
-
 /// Nodes booked for `job`, in index order.
 fn booked_nodes(ssn: &Session, job: usize) -> Vec<u32> {
     if !ssn.state.has_bookings || !ssn.state.may_use_booking(job) {
@@ -546,4 +322,66 @@ fn booked_nodes(ssn: &Session, job: usize) -> Vec<u32> {
         .filter(|&n| ssn.state.nodes[n].booked_for.as_ref() == Some(id))
         .map(|n| n as u32)
         .collect()
+}
+
+/// Whether `job`'s wait for its volumes has ended without them: a claim Caldera chose a node
+/// for lost that choice (a provisioner removes `volume.kubernetes.io/selected-node` when
+/// provisioning fails), or the claims were not bound within kube-scheduler's bind timeout (10
+/// minutes) of the choice. Then the job is released (its selections undone and its nodes
+/// freed, said in its condition and events) and tried again in a later session.
+fn volumes_timed_out(ssn: &mut Session, job: usize) -> bool {
+    if ssn.state.trackers.volumes.left_to_kube_scheduler {
+        return false;
+    }
+    let st = &ssn.state;
+    let mut failed: Vec<String> = Vec::new();
+    let mut since: Option<caldera_model::Time> = None;
+    let mut waiting: Vec<String> = Vec::new();
+    for &t in &st.jobs[job].tasks {
+        let task = &st.tasks[t];
+        let Some(v) = task.volumes.as_ref().filter(|_| task.schedulable_pending()) else {
+            continue;
+        };
+        failed.extend(v.failed.iter().map(|c| format!("{}/{c}", task.namespace)));
+        if !v.all_bound {
+            if let Some(at) = v.selected_at {
+                since = Some(since.map_or(at, |s: caldera_model::Time| s.min(at)));
+                waiting.extend(
+                    v.claims
+                        .iter()
+                        .map(|(c, _)| format!("{}/{c}", task.namespace)),
+                );
+            }
+        }
+    }
+    let why = if !failed.is_empty() {
+        failed.sort();
+        format!(
+            "provisioning failed for claim(s) {} (the provisioner removed {}); the gang's nodes are released and it is placed again",
+            failed.join(", "),
+            caldera_model::volume::SELECTED_NODE
+        )
+    } else if since
+        .is_some_and(|s| st.now.millis_since(s) >= caldera_model::volume::BIND_TIMEOUT_MS)
+    {
+        waiting.sort();
+        waiting.dedup();
+        format!(
+            "claim(s) {} were not bound within {}s of choosing their nodes (provisioning failed or is slow); the gang's nodes are released and it is placed again",
+            waiting.join(", "),
+            caldera_model::volume::BIND_TIMEOUT_MS / 1000
+        )
+    } else {
+        return false;
+    };
+    crate::reserve::drop_job(ssn, job);
+    for &t in &ssn.state.jobs[job].tasks {
+        let task = &ssn.state.tasks[t];
+        if task.schedulable_pending() && task.nominated.is_some() {
+            ssn.decisions.nominations.push((t, None));
+        }
+    }
+    ssn.hold(job, Holdup::Fit(why.clone()));
+    ssn.decisions.volume_releases.push((job, why));
+    true
 }

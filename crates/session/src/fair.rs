@@ -4,6 +4,7 @@
 //! [`tenant_usage`]).
 
 use crate::state::State;
+pub use crate::state::Tenants;
 use caldera_config::{ArgValue, PluginOption};
 use caldera_queue::fair::{FairSettings, TenantKey};
 use std::sync::Arc;
@@ -119,23 +120,6 @@ pub fn settings(option: &PluginOption) -> Result<FairSettings, String> {
         s.resource_weights = weights;
     }
     Ok(s)
-}
-
-/// The tenants of a session's jobs (fairshare's `tenantKey`): a tenant is one key within one
-/// queue, so tenants of different queues are never compared.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Tenants {
-    /// Per job, its tenant (an index into `names`).
-    pub of_job: Vec<u32>,
-    /// Per tenant, its queue and key (`namespace=<ns>`, or `<label>=<value>`), sorted.
-    pub names: Vec<(usize, Arc<str>)>,
-}
-
-impl Tenants {
-    /// Job `j`'s tenant.
-    pub fn of(&self, j: usize) -> usize {
-        self.of_job[j] as usize
-    }
 }
 
 /// Each job's tenant under `key`: its namespace, or the value of the label on its pods (the

@@ -219,12 +219,12 @@ pub struct Decisions {
     /// `nominatedNodeName` writes: (task, node or `None` to clear).
     pub nominations: Vec<(usize, Option<Arc<str>>)>,
     /// Preemptions and reclaims decided in this session (see [`crate::evict`]).
-    pub preemptions: Vec<crate::evict::Preemption>,
+    pub preemptions: Vec<crate::evict::decision::Preemption>,
     /// Consolidations decided in this session (see [`crate::consolidate`]).
-    pub consolidations: Vec<crate::consolidate::Consolidation>,
+    pub consolidations: Vec<crate::consolidate::decision::Consolidation>,
     /// Per job: the room held for pods moved to make room for it (see
     /// [`crate::consolidate`]).
-    pub move_holds: Vec<Vec<crate::consolidate::Hold>>,
+    pub move_holds: Vec<Vec<crate::consolidate::decision::Hold>>,
 }
 
 impl Decisions {
@@ -263,9 +263,9 @@ pub struct Session {
     /// Why nodes did not fit, by id (see [`Candidates`]).
     reasons: RefCell<Reasons>,
     /// Capacity held for pending tasks (see [`crate::reserve`]).
-    pub reservations: crate::reserve::Reservations,
+    pub reservations: crate::reserve::ledger::Reservations,
     /// The jobs aged by fairshare's `maxWait` (see [`crate::aging`]).
-    pub aging: crate::aging::Aging,
+    pub aging: crate::aging::marks::Aging,
     /// The placements of the last successful [`crate::attempt::probe`]: its answer, handed
     /// back through the placement functions (a probe decides nothing).
     pub(crate) probed: Vec<(usize, usize)>,
@@ -273,13 +273,14 @@ pub struct Session {
     /// ([`Session::first_task`]; task order reads nothing a session changes).
     member_order: RefCell<HashMap<usize, Arc<[usize]>>>,
     /// What may evict: `preempt` and `reclaim` switches from the config.
-    pub eviction: crate::evict::Switches,
+    pub eviction: crate::evict::decision::Switches,
     /// One-tier topology trees of node labels, built on first use (see
     /// [`Session::topology_tree`]).
     pub(crate) label_trees: HashMap<Arc<str>, Arc<caldera_model::TopologyTree>>,
     /// Σ allocatable and Σ idle per domain of each tree in use, kept current from
-    /// `change_log` (see [`crate::topology::DomainRooms`]).
-    pub(crate) domain_rooms: HashMap<caldera_model::TopologySource, crate::topology::DomainRooms>,
+    /// `change_log` (see [`crate::topology::rooms::DomainRooms`]).
+    pub(crate) domain_rooms:
+        HashMap<caldera_model::TopologySource, crate::topology::rooms::DomainRooms>,
     /// While a preemption search tries one domain: the domain (index in the tree of the
     /// preemptor's rule) a hard-topology gang must be placed inside (see [`crate::evict`]).
     pub(crate) topology_within: Option<u32>,
@@ -314,9 +315,9 @@ impl Session {
             change_log: Vec::new(),
             kind_cache: HashMap::new(),
             reasons: RefCell::default(),
-            reservations: crate::reserve::Reservations::new(jobs),
-            aging: crate::aging::Aging::default(),
-            eviction: crate::evict::Switches::default(),
+            reservations: crate::reserve::ledger::Reservations::new(jobs),
+            aging: crate::aging::marks::Aging::default(),
+            eviction: crate::evict::decision::Switches::default(),
             probed: Vec::new(),
             member_order: RefCell::default(),
             label_trees: HashMap::new(),

@@ -6,49 +6,25 @@ use caldera_model::{
     WaitingPod,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
-/// Why a job was not placed in this session, decided by the actions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Holdup {
-    /// Not admitted at enqueue; `quota` when a queue limit held it.
-    NotAdmitted {
-        /// A queue limit (not the cluster) held it.
-        quota: bool,
-        /// Which limit.
-        message: String,
-    },
-    /// The queue's share or quota stopped it (`QueueQuotaExceeded`).
-    Quota(String),
-    /// Some member found no node: the kube-scheduler style fit message.
-    Fit(String),
+pub use crate::run::{Holdup, JobRun};
+
+/// The tenants of a session's jobs (fairshare's `tenantKey`): a tenant is one key within one
+/// queue, so tenants of different queues are never compared.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Tenants {
+    /// Per job, its tenant (an index into `names`).
+    pub of_job: Vec<u32>,
+    /// Per tenant, its queue and key (`namespace=<ns>`, or `<label>=<value>`), sorted.
+    pub names: Vec<(usize, Arc<str>)>,
 }
 
-/// Per-job facts the session learns while it runs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct JobRun {
-    /// Admitted (phase was Inqueue/Running, or enqueue admitted it now).
-    pub admitted: bool,
-    /// Invalid, with the NotEnoughTasks message.
-    pub invalid: Option<String>,
-    /// Why it was held, if it was.
-    pub holdup: Option<Holdup>,
-    /// Σ requests of members holding a node (for DRF and queue accounting).
-    pub allocated: Resources,
-    /// Members that count toward the gang (see [`State::ready_count`]), kept current by every
-    /// placement and undo.
-    pub ready: u32,
-    /// The topology domain its gang was placed in by this session (HyperNode or label value).
-    pub domain: Option<std::sync::Arc<str>>,
-    /// Per sub-group (by name) this session tried: where it was placed (`placed in <domain>`,
-    /// `placed across domains`) or why it could not be.
-    pub sub_groups: BTreeMap<std::sync::Arc<str>, String>,
-    /// How far the last attempt at the gang got when a member found no node (its holdup's
-    /// message says it), kept so an alike gang failing from the cache says it for itself.
-    pub shortfall: Option<crate::shortfall::Shortfall>,
-    /// Aged by fairshare's `maxWait` at session open ([`crate::aging`]): a weighted share it
-    /// could never start within (`proportion`'s deserved) no longer stops it; its queue's
-    /// capability and the other queues' guarantees still do.
-    pub aged: bool,
+impl Tenants {
+    /// Job `j`'s tenant.
+    pub fn of(&self, j: usize) -> usize {
+        self.of_job[j] as usize
+    }
 }
 
 /// The mutable world of one session.
@@ -115,7 +91,7 @@ pub struct State {
     /// Each job's tenant when fairshare orders a queue's jobs by tenant usage (`tenantKey`):
     /// the job order then consults the tenants' usage, which placements change, so each
     /// queue's jobs wait in one heap per tenant (`actions::Heap`).
-    pub tenants: Option<std::sync::Arc<crate::fair::Tenants>>,
+    pub tenants: Option<std::sync::Arc<Tenants>>,
 }
 
 impl State {

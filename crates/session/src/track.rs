@@ -27,8 +27,7 @@
 
 use crate::devices::Devices;
 use crate::interpod::InterPod;
-use crate::plugin::FitReason;
-use crate::state::JobRun;
+use crate::run::JobRun;
 use crate::volumes::Volumes;
 use caldera_model::{Job, Node, Resources, Task};
 use caldera_queue::QueueTree;
@@ -104,7 +103,7 @@ pub trait Tracker {
     fn unplace(&mut self, w: &mut World<'_>, task: usize, hold: Hold);
 
     /// Whether `task` may go on `node` as far as this tracker's holdings go. Default: yes.
-    fn check(&self, _nodes: &[Node], _task: &Task, _node: usize) -> Result<(), FitReason> {
+    fn check(&self, _nodes: &[Node], _task: &Task, _node: usize) -> Result<(), String> {
         Ok(())
     }
 }
@@ -178,7 +177,7 @@ impl Tracker for Ledger {
     /// The first resource the node lacks. (The session's fit check names every lacking
     /// resource, as kube-scheduler's message does, and keeps the reasons interned: see
     /// [`crate::session::Session::fits_on`].)
-    fn check(&self, nodes: &[Node], task: &Task, node: usize) -> Result<(), FitReason> {
+    fn check(&self, nodes: &[Node], task: &Task, node: usize) -> Result<(), String> {
         let n = &nodes[node];
         if task.request.fits_in_left(&n.allocatable, &n.used) {
             return Ok(());
@@ -265,7 +264,7 @@ impl Tracker for Devices {
         w.touched.extend(touched);
     }
 
-    fn check(&self, nodes: &[Node], task: &Task, node: usize) -> Result<(), FitReason> {
+    fn check(&self, nodes: &[Node], task: &Task, node: usize) -> Result<(), String> {
         Devices::check(self, task, node, nodes)
     }
 }
@@ -334,7 +333,7 @@ impl Tracker for Bookings {
     fn unplace(&mut self, _w: &mut World<'_>, _task: usize, _hold: Hold) {}
 
     /// `node` is booked for another job, or for `task`'s while its request is only accepted.
-    fn check(&self, _nodes: &[Node], task: &Task, node: usize) -> Result<(), FitReason> {
+    fn check(&self, _nodes: &[Node], task: &Task, node: usize) -> Result<(), String> {
         if self.booked_for_other(node, task.job) {
             return Err(BOOKED.to_string());
         }
@@ -379,7 +378,7 @@ impl Trackers {
 
     /// What the trackers past the ledger say of `task` on `node` (the ledger's resources and
     /// the plugins' filters are checked before, by the session; bookings when scoping).
-    pub fn check(&self, nodes: &[Node], task: &Task, node: usize) -> Result<(), FitReason> {
+    pub fn check(&self, nodes: &[Node], task: &Task, node: usize) -> Result<(), String> {
         Tracker::check(&self.interpod, nodes, task, node)?;
         Tracker::check(&self.volumes, nodes, task, node)?;
         Tracker::check(&self.devices, nodes, task, node)

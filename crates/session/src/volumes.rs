@@ -9,9 +9,7 @@
 //! the node is taken, and failing that the class provisions one if the node is in its
 //! `allowedTopologies`. A volume is never taken twice.
 
-use crate::session::Session;
-use crate::state::Holdup;
-use caldera_model::volume::{BIND_CONFLICT, BIND_TIMEOUT_MS, MAX_VOLUME_COUNT, RWOP_CONFLICT};
+use caldera_model::volume::{BIND_CONFLICT, MAX_VOLUME_COUNT, RWOP_CONFLICT};
 use caldera_model::{ClaimNeed, Node, Task, Volume, VolumeCatalog};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -324,64 +322,4 @@ impl Volumes {
     pub fn chosen(&self, ti: usize) -> Option<&[Choice]> {
         self.chosen.get(&ti).map(|(_, c)| c.as_slice())
     }
-}
-
-/// Whether `job`'s wait for its volumes has ended without them: a claim Caldera chose a node
-/// for lost that choice (a provisioner removes `volume.kubernetes.io/selected-node` when
-/// provisioning fails), or the claims were not bound within kube-scheduler's bind timeout (10
-/// minutes) of the choice. Then the job is released (its selections undone and its nodes
-/// freed, said in its condition and events) and tried again in a later session.
-pub fn timed_out(ssn: &mut Session, job: usize) -> bool {
-    if ssn.state.trackers.volumes.left_to_kube_scheduler {
-        return false;
-    }
-    let st = &ssn.state;
-    let mut failed: Vec<String> = Vec::new();
-    let mut since: Option<caldera_model::Time> = None;
-    let mut waiting: Vec<String> = Vec::new();
-    for &t in &st.jobs[job].tasks {
-        let task = &st.tasks[t];
-        let Some(v) = task.volumes.as_ref().filter(|_| task.schedulable_pending()) else {
-            continue;
-        };
-        failed.extend(v.failed.iter().map(|c| format!("{}/{c}", task.namespace)));
-        if !v.all_bound {
-            if let Some(at) = v.selected_at {
-                since = Some(since.map_or(at, |s: caldera_model::Time| s.min(at)));
-                waiting.extend(
-                    v.claims
-                        .iter()
-                        .map(|(c, _)| format!("{}/{c}", task.namespace)),
-                );
-            }
-        }
-    }
-    let why = if !failed.is_empty() {
-        failed.sort();
-        format!(
-            "provisioning failed for claim(s) {} (the provisioner removed {}); the gang's nodes are released and it is placed again",
-            failed.join(", "),
-            caldera_model::volume::SELECTED_NODE
-        )
-    } else if since.is_some_and(|s| st.now.millis_since(s) >= BIND_TIMEOUT_MS) {
-        waiting.sort();
-        waiting.dedup();
-        format!(
-            "claim(s) {} were not bound within {}s of choosing their nodes (provisioning failed or is slow); the gang's nodes are released and it is placed again",
-            waiting.join(", "),
-            BIND_TIMEOUT_MS / 1000
-        )
-    } else {
-        return false;
-    };
-    crate::reserve::drop_job(ssn, job);
-    for &t in &ssn.state.jobs[job].tasks {
-        let task = &ssn.state.tasks[t];
-        if task.schedulable_pending() && task.nominated.is_some() {
-            ssn.decisions.nominations.push((t, None));
-        }
-    }
-    ssn.hold(job, Holdup::Fit(why.clone()));
-    ssn.decisions.volume_releases.push((job, why));
-    true
 }

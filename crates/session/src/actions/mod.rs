@@ -35,7 +35,7 @@ pub(crate) struct Heap {
     items: Vec<usize>,
     /// Per tenant, its jobs' heap (only with tenants; `items` stays empty then).
     parts: std::collections::BTreeMap<u32, Vec<usize>>,
-    tenants: Option<std::sync::Arc<crate::fair::Tenants>>,
+    tenants: Option<std::sync::Arc<crate::state::Tenants>>,
 }
 
 fn sift_up(items: &mut [usize], less: &dyn Fn(usize, usize) -> bool) {
@@ -80,7 +80,7 @@ fn pop_top(items: &mut Vec<usize>, less: &dyn Fn(usize, usize) -> bool) -> Optio
 
 impl Heap {
     /// A heap that keeps one part per tenant when `tenants` is given.
-    pub(crate) fn new(tenants: Option<std::sync::Arc<crate::fair::Tenants>>) -> Self {
+    pub(crate) fn new(tenants: Option<std::sync::Arc<crate::state::Tenants>>) -> Self {
         Heap {
             tenants,
             ..Heap::default()

@@ -78,12 +78,14 @@ use caldera_model::{PodGroupPhase, Resources, TaskStatus, Time, TopologyTree};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+pub mod decision;
 mod domains;
 mod room;
 mod search;
 mod sieve;
 mod units;
 
+pub use decision::{Preemption, Switches};
 use domains::*;
 pub(crate) use room::*;
 use search::*;
@@ -92,25 +94,6 @@ pub(crate) use units::*;
 
 /// The resource that counts as a GPU when ranking units.
 pub const GPU: &str = "nvidia.com/gpu";
-
-/// What the config lets evict.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Switches {
-    /// `preempt` is an action and some plugin keeps `enablePreemptable` on.
-    pub preempt: bool,
-    /// `reclaim` is an action and some plugin keeps `enableReclaimable` on.
-    pub reclaim: bool,
-    /// No plugin turned `enablePreemptive` off: queues below their share may reclaim.
-    pub preemptive: bool,
-    /// Deserved shares are explicit (the capacity plugin): a queue reclaims while the gang
-    /// fits its share on the resources the share names (Volcano's zero-filtered check), not
-    /// on every resource.
-    pub explicit_deserved: bool,
-    /// Hierarchical queues are on (capacity with `enableHierarchy`): reclaim takes from the
-    /// nearest relatives first and keeps every queue on a victim's path below the common
-    /// ancestor at its deserved share and guarantee.
-    pub tree: bool,
-}
 
 /// Which action is choosing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,21 +112,6 @@ impl Mode {
             Mode::Reclaim => "reclaim",
         }
     }
-}
-
-/// One decided preemption: who, whom, and where the preemptor will go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Preemption {
-    /// `preempt` or `reclaim`.
-    pub action: &'static str,
-    /// The preemptor job.
-    pub job: usize,
-    /// The victim tasks, unit by unit.
-    pub victims: Vec<usize>,
-    /// The preemptor's members and the nodes held for them.
-    pub placement: Vec<(usize, usize)>,
-    /// Why these victims, for `caldera explain`.
-    pub why: String,
 }
 
 /// The request of the members `job` still needs to be ready.

@@ -11,20 +11,22 @@
 //! it can; a hard rule that finds no domain holds the gang with a message naming the tier and
 //! the closest candidate.
 
-use crate::attempt::place_gang;
+use crate::place::{place_gang, USED_DOMAIN_BONUS};
 use crate::session::{Placement, Session, Statement};
 use crate::state::Holdup;
 use caldera_model::{Resources, Topology, TopologySource, TopologyTree};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub(crate) mod rooms;
 mod search;
 mod sub_groups;
+
+use rooms::DomainRooms;
 
 pub(crate) use search::*;
 pub(crate) use sub_groups::*;
 
-const USED_DOMAIN_BONUS: f64 = 1.0e6;
 const ROOMY_DOMAIN_BONUS: f64 = 1.0e3;
 
 impl Session {
@@ -43,22 +45,6 @@ impl Session {
             }
         }
     }
-}
-
-/// Σ allocatable and Σ idle over the Ready nodes of every domain of one tree, kept current
-/// from the session's change log: each changed node's idle is compared with what was last
-/// counted and the difference goes to every domain holding it. A search then reads a
-/// domain's room in constant time instead of summing its nodes.
-#[derive(Debug)]
-pub(crate) struct DomainRooms {
-    /// Per node, the domains holding it.
-    node_domains: Vec<Vec<u32>>,
-    /// Per node, the idle counted in its domains (nothing for a node that is not Ready).
-    counted: Vec<Resources>,
-    /// Per domain: (Σ allocatable, Σ idle).
-    pub(crate) rooms: Vec<(Resources, Resources)>,
-    /// How much of the change log is accounted for.
-    seen: usize,
 }
 
 impl Session {
@@ -520,30 +506,6 @@ fn spread_softly(
         bonus: Some(Arc::new(bonus)),
     };
     place_gang(ssn, job, tasks, &mut placement, Some(tree), dry)
-}
-
-/// Once a member lands in a tier-1 domain, every node of that domain scores far higher for the
-/// rest of the gang, so the gang spreads over as few domains as possible.
-pub(crate) fn prefer_used_domain(
-    ssn: &mut Session,
-    tree: &TopologyTree,
-    node: usize,
-    placement: &mut Placement,
-) {
-    let Some(Some(domain)) = tree.leaf_of.get(node) else {
-        return;
-    };
-    if let Some(bonus) = placement.bonus.as_mut() {
-        let b = Arc::make_mut(bonus);
-        let mut changed = Vec::new();
-        for &m in &tree.domains[*domain as usize].nodes {
-            if b[m as usize] < USED_DOMAIN_BONUS {
-                b[m as usize] += USED_DOMAIN_BONUS;
-                changed.push(m);
-            }
-        }
-        ssn.touch_nodes(&changed);
-    }
 }
 
 /// Places `tasks` of `job` inside `scope` (every node when `None`): the gang's members

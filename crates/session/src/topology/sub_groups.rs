@@ -181,7 +181,7 @@ pub(crate) fn place_sub_groups(
         return Ok(n);
     }
     if ready {
-        return Ok(crate::attempt::settle(ssn, job, stmt));
+        return Ok(crate::place::settle(ssn, job, stmt));
     }
     ssn.discard(stmt);
     if let Some(msg) = quota {

@@ -29,89 +29,11 @@
 //! to free ([`crate::aging`]): they stand while the node's allocatable, less the other
 //! reservations there, holds the task.
 
+pub mod ledger;
 use crate::session::Session;
 use crate::track::Hold;
 use caldera_model::{Resources, TaskStatus};
-use std::collections::{BTreeMap, BTreeSet};
-
-/// A pending task held at a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reservation {
-    /// The task (index in the state's tasks).
-    pub task: usize,
-    /// The node (index in the state's nodes).
-    pub node: usize,
-    /// Counted on the node right now (false while its own job is being tried).
-    pub held: bool,
-}
-
-/// Every reservation of a session, kept per job: a job's own are found (and released and
-/// restored around each of its attempts) without looking at anyone else's.
-#[derive(Debug, Clone, Default)]
-pub struct Reservations {
-    /// Per job index: its tasks' reservations.
-    by_job: Vec<Vec<Reservation>>,
-    /// Σ of their lengths.
-    count: usize,
-    /// Jobs with room held that a job of higher priority may use, by their priority.
-    lendable: BTreeMap<i32, BTreeSet<usize>>,
-    /// Per job: room held for it is never lent (members waiting for their volumes).
-    kept: Vec<bool>,
-    /// The job being tried now uses room held for others (its attempt differs from alike
-    /// gangs').
-    lent: bool,
-}
-
-impl Reservations {
-    /// No reservation for any of `jobs` jobs.
-    pub fn new(jobs: usize) -> Self {
-        Reservations {
-            by_job: vec![Vec::new(); jobs],
-            count: 0,
-            lendable: BTreeMap::new(),
-            kept: vec![false; jobs],
-            lent: false,
-        }
-    }
-
-    /// Whether no room is held for anyone.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// The reservations of `job`'s tasks.
-    pub fn of_job(&self, job: usize) -> &[Reservation] {
-        self.by_job.get(job).map(Vec::as_slice).unwrap_or_default()
-    }
-
-    /// The jobs with room held for them, in job order.
-    pub fn jobs(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.by_job.len()).filter(|&j| !self.by_job[j].is_empty())
-    }
-
-    /// Whether the job being tried uses room held for jobs of lower priority.
-    pub fn lent(&self) -> bool {
-        self.lent
-    }
-
-    /// Forgets `job`'s reservations (their room is already given back on the nodes).
-    fn clear(&mut self, job: usize, priority: i32) {
-        if let Some(mine) = self.by_job.get_mut(job) {
-            self.count -= mine.len();
-            mine.clear();
-        }
-        self.unlist(job, priority);
-    }
-
-    fn unlist(&mut self, job: usize, priority: i32) {
-        if let Some(set) = self.lendable.get_mut(&priority) {
-            set.remove(&job);
-            if set.is_empty() {
-                self.lendable.remove(&priority);
-            }
-        }
-    }
-}
+pub use ledger::{Reservation, Reservations};
 
 /// The room let go for one attempt: the jobs of lower priority whose reservations were
 /// released (besides the job's own).

@@ -35,6 +35,7 @@
 //! through the moved pod while it terminates; it is dropped once used (a pod of that slot
 //! placed or bound on the node), expired, or its node gone.
 
+pub mod decision;
 use crate::attempt::probe;
 use crate::evict::{self, At, Leaving, GPU};
 use crate::reserve;
@@ -42,6 +43,7 @@ use crate::session::Session;
 use crate::state::Holdup;
 use caldera_config::ConsolidateConfig;
 use caldera_model::{MoveHold, MoveHoldWrite, Resources, TaskStatus, Time};
+pub use decision::{Consolidation, Hold};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// At most this many node plans are probed for one waiting job.
@@ -50,29 +52,6 @@ pub const NODE_PLANS: usize = 8;
 /// At most this many units (cheapest first) are taken in the cluster-wide plan, each followed
 /// by a probe: a gang that needs more moves than that is not served by consolidation.
 pub const CLUSTER_UNITS: usize = 32;
-
-/// One decided consolidation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Consolidation {
-    /// The job it made room for.
-    pub job: usize,
-    /// Each moved task and the node held for its replacement.
-    pub moved: Vec<(usize, usize)>,
-    /// The waiting job's members and the nodes held for them.
-    pub placement: Vec<(usize, usize)>,
-    /// Why these moves, for `caldera explain`.
-    pub why: String,
-}
-
-/// A hold of the session: read from the job's PodGroup or decided now, and the task its room
-/// counts through (the replacement, or the moved pod while it terminates).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hold {
-    /// The hold.
-    pub hold: MoveHold,
-    /// The task held at its node, if any.
-    pub task: Option<usize>,
-}
 
 /// A movable unit: every bound member of one job.
 #[derive(Debug, Clone)]

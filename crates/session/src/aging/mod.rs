@@ -54,74 +54,13 @@
 //! where the room is not free). An aged gang that holds room waits for it and does not
 //! preempt or reclaim meanwhile, as a nominated preemptor does.
 
+pub mod marks;
+
 use crate::evict::{free_capacity, gang_need, give_back, room, take_into, At, Leaving};
 use crate::reserve;
 use crate::session::Session;
-use caldera_model::{Resources, TaskStatus, Time};
-use std::cmp::Ordering;
-
-/// The aged jobs of a session.
-#[derive(Debug, Clone, Default)]
-pub struct Aging {
-    /// Per job: since when it has waited, when it is aged.
-    since: Vec<Option<Time>>,
-    /// Per job: aged and still to be placed, so it goes ahead of its queue.
-    ahead: Vec<bool>,
-    /// Per aged job: the dominant share of the cluster its missing members ask for (the larger
-    /// goes first among aged jobs).
-    size: Vec<f64>,
-    /// Per job: room this session chose and held for it.
-    chose: Vec<bool>,
-    /// Whether any job is aged.
-    any: bool,
-}
-
-impl Aging {
-    /// Since when `job` has waited, if it is aged.
-    pub fn since(&self, job: usize) -> Option<Time> {
-        self.since.get(job).copied().flatten()
-    }
-
-    /// Whether `job` is aged.
-    pub fn is_aged(&self, job: usize) -> bool {
-        self.since(job).is_some()
-    }
-
-    /// Whether any job is aged (the job order consults [`Aging::order`] only then).
-    pub fn any(&self) -> bool {
-        self.any
-    }
-
-    /// Whether this session chose (and held) room for `job`, rather than keeping room held
-    /// from an earlier session.
-    pub fn chose(&self, job: usize) -> bool {
-        self.chose.get(job).copied().unwrap_or(false)
-    }
-
-    /// Aged jobs not placed yet first, the largest gang first, then the longest-waiting;
-    /// `Equal` otherwise.
-    pub fn order(&self, a: usize, b: usize) -> Ordering {
-        let key = |j: usize| {
-            let ahead = self.ahead.get(j).copied().unwrap_or(false);
-            ahead
-                .then(|| self.since(j).map(|since| (self.size[j], since)))
-                .flatten()
-        };
-        match (key(a), key(b)) {
-            (Some((size_a, x)), Some((size_b, y))) => size_b.total_cmp(&size_a).then(x.cmp(&y)),
-            (Some(_), None) => Ordering::Less,
-            (None, Some(_)) => Ordering::Greater,
-            (None, None) => Ordering::Equal,
-        }
-    }
-
-    /// `job` was placed: it no longer goes ahead of the others for its further members.
-    pub(crate) fn placed(&mut self, job: usize) {
-        if let Some(a) = self.ahead.get_mut(job) {
-            *a = false;
-        }
-    }
-}
+use caldera_model::{Resources, TaskStatus};
+pub use marks::Aging;
 
 /// Marks the aged jobs at session open (before [`reserve::open`], which keeps their
 /// nominations).
