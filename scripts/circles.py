@@ -8,7 +8,8 @@ dependency (a parent re-exporting or calling its children is how Rust modules ar
 child naming its parent is. Test code is left out as scripts/loc.py leaves it out (files named
 tests.rs or *_tests.rs, tests/ directories, and `#[cfg(test)]` items). A circle is a strongly
 connected set of two or more modules: each reaches every other by such paths. Prints each
-circle with one path around it and the count; exits 1 when there is any."""
+circle with one path around it and the count; exits 1 when there is any. The test
+crates/shipping/tests/shipping/circles.rs applies the same rules in `cargo test`."""
 import os
 import re
 import sys

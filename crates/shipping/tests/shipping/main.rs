@@ -9,6 +9,7 @@
 
 mod architecture;
 mod chart;
+mod circles;
 mod deploy;
 mod dockerfile;
 mod docs;
