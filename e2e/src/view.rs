@@ -460,9 +460,11 @@ pub fn check_invariants(
             .and_then(|p| p.metadata.uid.clone())
             .unwrap_or_default();
         plan.binds.push(Bind {
-            namespace: Arc::from(b.namespace.as_str()),
-            name: Arc::from(b.name.as_str()),
-            uid: Arc::from(uid.as_str()),
+            pod: caldera_model::ObjectRef {
+                namespace: Arc::from(b.namespace.as_str()),
+                name: Arc::from(b.name.as_str()),
+                uid: Arc::from(uid.as_str()),
+            },
             node: Arc::from(b.node.as_str()),
             job: Arc::from(""),
         });

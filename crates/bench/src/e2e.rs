@@ -412,7 +412,7 @@ async fn measure(opts: &E2eOptions, backend: &Backend, ns: &str, run: &str) -> R
         .create_all(Kind::Pod, raw_objects, setup_concurrency)
         .await?;
     let mut binds: Vec<Bind> = created.iter().map(|p| raw_bind(p, run)).collect();
-    binds.sort_by(|a, b| a.name.cmp(&b.name));
+    binds.sort_by(|a, b| a.pod.name.cmp(&b.pod.name));
     for (i, b) in binds.iter_mut().enumerate() {
         b.node = node_name(run, (i / 8) % opts.nodes).into();
     }
@@ -627,9 +627,11 @@ fn raw_bind(p: &Value, run: &str) -> Bind {
     let m = &p["metadata"];
     let s = |v: &Value| -> Arc<str> { v.as_str().unwrap_or_default().into() };
     Bind {
-        namespace: s(&m["namespace"]),
-        name: s(&m["name"]),
-        uid: s(&m["uid"]),
+        pod: caldera_model::ObjectRef {
+            namespace: s(&m["namespace"]),
+            name: s(&m["name"]),
+            uid: s(&m["uid"]),
+        },
         node: node_name(run, 0).into(),
         job: s(&m["name"]),
     }

@@ -171,8 +171,8 @@ async fn evict_task(
 
 fn evicted_or_not(inner: &Inner, e: &caldera_model::Eviction, evicted: bool) {
     let target = crate::Target::Pod {
-        namespace: e.namespace.clone(),
-        name: e.name.clone(),
+        namespace: e.pod.namespace.clone(),
+        name: e.pod.name.clone(),
     };
     if evicted {
         inner.stats.status_written.fetch_add(1, Ordering::Relaxed);
@@ -188,7 +188,7 @@ fn evicted_or_not(inner: &Inner, e: &caldera_model::Eviction, evicted: bool) {
 /// preemptor's nomination no longer fits, and the next session plans again.
 async fn evict_one(inner: &Inner, e: &caldera_model::Eviction, epoch: u64) -> bool {
     let policy = &inner.options.retry;
-    let key = format!("{}/{}", e.namespace, e.name);
+    let key = e.pod.to_string();
     // Still backing off from earlier failures: not sent (the next session plans again).
     if inner.outages.backing_off(WriteKind::Eviction, &key) {
         return false;
@@ -312,7 +312,7 @@ async fn bind_task(
         }
     }
     if job.release.is_none() {
-        let key = crate::reports::pod_status_key(&b.namespace, &b.name);
+        let key = crate::reports::pod_status_key(&b.pod.namespace, &b.pod.name);
         inner.status_landed(&key).await;
     }
     let mut failures = 0u32;
@@ -348,7 +348,7 @@ async fn bind_task(
         inner.in_flight.fetch_sub(1, Ordering::SeqCst);
         match result {
             Ok(()) => {
-                if inner.outages.succeeded(kind, &b.uid) {
+                if inner.outages.succeeded(kind, &b.pod.uid) {
                     // The server answers again: binds waiting on the retry list go now.
                     let now = Instant::now();
                     for r in lock(&inner.retries).iter_mut() {
@@ -360,11 +360,11 @@ async fn bind_task(
             Err(e) => {
                 obs.failed_attempt(kind, &e);
                 if e.is_settled() || !e.is_retryable() {
-                    inner.outages.forget(kind, &b.uid);
+                    inner.outages.forget(kind, &b.pod.uid);
                     break Err(e);
                 }
                 // One attempt per backoff step of this pod (see `outage.rs`).
-                wait = inner.outages.failed(policy, kind, &b.uid, &e);
+                wait = inner.outages.failed(policy, kind, &b.pod.uid, &e);
                 failures += 1;
                 if failures >= policy.attempts.max(1) {
                     break Err(e);
@@ -400,7 +400,7 @@ async fn bind_task(
             let round = job.round + 1;
             if round > policy.rounds || !inner.current(epoch) {
                 warn!(error = %e, rounds = job.round, "bind keeps failing; giving up");
-                inner.outages.forget(WriteKind::Binding, &b.uid);
+                inner.outages.forget(WriteKind::Binding, &b.pod.uid);
                 undo_claims(&inner, &job).await;
                 obs.bind_dropped(b, Dropped::Exhausted);
             } else {
@@ -421,6 +421,6 @@ async fn bind_task(
 /// (`ClaimStep::undo_member`), so the next session is not pinned to a node it never reached.
 async fn undo_claims(inner: &Arc<Inner>, job: &BindJob) {
     if let Some(step) = &job.claims {
-        step.undo_member(inner, &job.bind.uid).await;
+        step.undo_member(inner, &job.bind.pod.uid).await;
     }
 }

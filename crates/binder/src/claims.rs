@@ -238,7 +238,7 @@ pub(crate) fn steps(
     writes: Vec<ClaimWrite>,
     extended: Vec<ExtendedResourceClaim>,
 ) -> Steps {
-    let job_of: HashMap<&str, &Arc<str>> = binds.iter().map(|b| (&*b.uid, &b.job)).collect();
+    let job_of: HashMap<&str, &Arc<str>> = binds.iter().map(|b| (&*b.pod.uid, &b.job)).collect();
     let mut by_job: HashMap<Arc<str>, (Vec<ClaimWrite>, Vec<ExtendedResourceClaim>)> =
         HashMap::new();
     let mut unbound = (Vec::new(), Vec::new());

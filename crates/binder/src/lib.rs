@@ -637,8 +637,8 @@ impl Binder {
         let wanted: HashSet<&str> = plan
             .binds
             .iter()
-            .map(|b| &*b.uid)
-            .chain(plan.pod_conditions.iter().map(|c| &*c.uid))
+            .map(|b| &*b.pod.uid)
+            .chain(plan.pod_conditions.iter().map(|c| &*c.pod.uid))
             .collect();
         let mut created: HashMap<Arc<str>, Time> = HashMap::new();
         let mut specs: HashMap<Arc<str>, &caldera_model::PlacementSpec> = HashMap::new();
@@ -740,10 +740,10 @@ impl Binder {
             }
         }
         for b in binds {
-            let mut event = scheduled.remove(&(b.namespace.clone(), b.name.clone()));
+            let mut event = scheduled.remove(&(b.pod.namespace.clone(), b.pod.name.clone()));
             let release = inner.options.release.then(|| {
-                let spec = specs.get(&b.uid).copied().cloned().unwrap_or_default();
-                writes::release_patch(&spec, &b.uid, &b.node)
+                let spec = specs.get(&b.pod.uid).copied().cloned().unwrap_or_default();
+                writes::release_patch(&spec, &b.pod.uid, &b.node)
             });
             if release.is_some() {
                 // kube-scheduler reports the bind; Caldera reports the release.
@@ -761,7 +761,7 @@ impl Binder {
             });
             let job = BindJob {
                 claims: claim_steps.by_job.get(&b.job).cloned(),
-                created: created.get(&b.uid).copied(),
+                created: created.get(&b.pod.uid).copied(),
                 bind: b,
                 release,
                 event,
@@ -780,7 +780,7 @@ impl Binder {
                 .filter_map(|(act, _)| match act {
                     Act::Bind(job) => {
                         let b = &job.bind;
-                        reports.cancel(&reports::pod_status_key(&b.namespace, &b.name))
+                        reports.cancel(&reports::pod_status_key(&b.pod.namespace, &b.pod.name))
                     }
                     Act::Volume(..) | Act::Evictions(..) | Act::Claims(..) => None,
                 })
@@ -795,7 +795,7 @@ impl Binder {
         let mut status: Vec<StatusWrite> = Vec::new();
         status.extend(nominations.into_iter().map(StatusWrite::Nomination));
         for c in pod_conditions {
-            let keep = unschedulable.contains(&c.uid);
+            let keep = unschedulable.contains(&c.pod.uid);
             status.push(StatusWrite::Condition(c, keep));
         }
         status.extend(pod_failures.into_iter().map(StatusWrite::Failure));

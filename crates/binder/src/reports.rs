@@ -57,15 +57,15 @@ impl StatusWrite {
         match self {
             StatusWrite::Condition(c, _) => (
                 Target::Pod {
-                    namespace: c.namespace.clone(),
-                    name: c.name.clone(),
+                    namespace: c.pod.namespace.clone(),
+                    name: c.pod.name.clone(),
                 },
                 WriteKind::PodStatus,
             ),
             StatusWrite::Failure(f) => (
                 Target::Pod {
-                    namespace: f.namespace.clone(),
-                    name: f.name.clone(),
+                    namespace: f.pod.namespace.clone(),
+                    name: f.pod.name.clone(),
                 },
                 WriteKind::PodStatus,
             ),
@@ -91,8 +91,8 @@ impl StatusWrite {
             ),
             StatusWrite::Nomination(n) => (
                 Target::Pod {
-                    namespace: n.namespace.clone(),
-                    name: n.name.clone(),
+                    namespace: n.pod.namespace.clone(),
+                    name: n.pod.name.clone(),
                 },
                 WriteKind::Nomination,
             ),
@@ -326,9 +326,11 @@ mod tests {
     fn nomination(name: &str) -> Waiting {
         Waiting {
             write: StatusWrite::Nomination(caldera_model::Nomination {
-                namespace: "ns".into(),
-                name: name.into(),
-                uid: "u".into(),
+                pod: caldera_model::ObjectRef {
+                    namespace: "ns".into(),
+                    name: name.into(),
+                    uid: "u".into(),
+                },
                 node: Some("n1".into()),
             }),
             now: Time(0),

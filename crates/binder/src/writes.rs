@@ -40,13 +40,13 @@ fn api_resource((group, version, kind, plural): (&str, &str, &str, &str)) -> Api
 /// `POST /api/v1/namespaces/{ns}/pods/{name}/binding`, with the pod's uid as a precondition so
 /// that a pod deleted and re-created under the same name is not bound by a stale decision.
 pub async fn bind(client: &Client, b: &Bind) -> Result<()> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &b.namespace);
+    let api: Api<Pod> = Api::namespaced(client.clone(), &b.pod.namespace);
     let binding = Binding {
         metadata: ObjectMeta {
-            name: Some(b.name.to_string()),
-            namespace: Some(b.namespace.to_string()),
+            name: Some(b.pod.name.to_string()),
+            namespace: Some(b.pod.namespace.to_string()),
             // The cache stands `namespace/name` in for a missing uid; that is no precondition.
-            uid: Some(b.uid.to_string()).filter(|u| !u.is_empty() && !u.contains('/')),
+            uid: Some(b.pod.uid.to_string()).filter(|u| !u.is_empty() && !u.contains('/')),
             ..ObjectMeta::default()
         },
         target: ObjectReference {
@@ -56,11 +56,11 @@ pub async fn bind(client: &Client, b: &Bind) -> Result<()> {
             ..ObjectReference::default()
         },
     };
-    api.create_subresource::<_, Value>("binding", &b.name, &PostParams::default(), &binding)
+    api.create_subresource::<_, Value>("binding", &b.pod.name, &PostParams::default(), &binding)
         .await
         .map(|_| ())
         .map_err(|source| Error::Bind {
-            pod: format!("{}/{}", b.namespace, b.name),
+            pod: b.pod.to_string(),
             node: b.node.to_string(),
             source,
         })
@@ -77,17 +77,21 @@ pub const GANG_GATE: &str = caldera_api::GANG_GATE;
 /// and its node's capacity is free for other pods of its priority. Sent again after a
 /// failure, both are the same patches.
 pub async fn release(client: &Client, b: &Bind, patch: &Value, field_manager: &str) -> Result<()> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &b.namespace);
+    let api: Api<Pod> = Api::namespaced(client.clone(), &b.pod.namespace);
     let params = patch_params(field_manager);
     let failed = |source| Error::Release {
-        pod: format!("{}/{}", b.namespace, b.name),
+        pod: b.pod.to_string(),
         node: b.node.to_string(),
         source,
     };
-    api.patch_status(&b.name, &params, &Patch::Merge(&nomination_patch(&b.node)))
-        .await
-        .map_err(failed)?;
-    api.patch(&b.name, &params, &Patch::Merge(patch))
+    api.patch_status(
+        &b.pod.name,
+        &params,
+        &Patch::Merge(&nomination_patch(&b.node)),
+    )
+    .await
+    .map_err(failed)?;
+    api.patch(&b.pod.name, &params, &Patch::Merge(patch))
         .await
         .map(|_| ())
         .map_err(failed)
@@ -230,7 +234,7 @@ pub fn pod_condition_patch(c: &PodConditionUpdate, now: Time, keep_transition: b
         condition["lastTransitionTime"] = json!(now.to_rfc3339());
     }
     json!({
-        "metadata": { "uid": &*c.uid },
+        "metadata": { "uid": &*c.pod.uid },
         "status": { "conditions": [condition] },
     })
 }
@@ -245,7 +249,7 @@ pub async fn pod_condition(
     keep_transition: bool,
 ) -> Result<Option<String>> {
     let patch = pod_condition_patch(c, now, keep_transition);
-    pod_status(client, field_manager, &c.namespace, &c.name, patch).await
+    pod_status(client, field_manager, &c.pod.namespace, &c.pod.name, patch).await
 }
 
 /// `PATCH pods/{name}/status` with a strategic merge `patch`. Returns the new resourceVersion.
@@ -275,23 +279,23 @@ async fn pod_status(
 /// re-created under the same name is never evicted. The API server checks the pod's
 /// PodDisruptionBudgets: 429 means a budget refused it.
 pub async fn evict(client: &Client, e: &Eviction) -> Result<Option<String>> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &e.namespace);
+    let api: Api<Pod> = Api::namespaced(client.clone(), &e.pod.namespace);
     let params = EvictParams {
         delete_options: Some(DeleteParams {
             preconditions: Some(Preconditions {
-                uid: Some(e.uid.to_string()),
+                uid: Some(e.pod.uid.to_string()),
                 resource_version: None,
             }),
             ..DeleteParams::default()
         }),
         ..EvictParams::default()
     };
-    api.evict(&e.name, &params)
+    api.evict(&e.pod.name, &params)
         .await
         .map(|_| None)
         .map_err(|source| Error::Status {
             kind: WriteKind::Eviction,
-            object: format!("{}/{}", e.namespace, e.name),
+            object: e.pod.to_string(),
             source,
         })
 }
@@ -300,7 +304,7 @@ pub async fn evict(client: &Client, e: &Eviction) -> Result<Option<String>> {
 /// `status.nominatedNodeName`, with the pod's uid as precondition.
 pub fn preemptor_nomination_patch(n: &Nomination) -> Value {
     json!({
-        "metadata": { "uid": &*n.uid },
+        "metadata": { "uid": &*n.pod.uid },
         "status": { "nominatedNodeName": n.node.as_deref() },
     })
 }
@@ -311,13 +315,13 @@ pub async fn nominate(
     field_manager: &str,
     n: &Nomination,
 ) -> Result<Option<String>> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &n.namespace);
-    let object = format!("{}/{}", n.namespace, n.name);
+    let api: Api<Pod> = Api::namespaced(client.clone(), &n.pod.namespace);
+    let object = n.pod.to_string();
     let patch = Patch::Merge(preemptor_nomination_patch(n));
     patch_object(
         &api,
         field_manager,
-        &n.name,
+        &n.pod.name,
         Part::Status,
         patch,
         WriteKind::Nomination,
@@ -329,7 +333,7 @@ pub async fn nominate(
 /// Phase Failed with the gang-timeout reason, and `PodScheduled=False` saying the same.
 pub fn pod_failure_patch(f: &PodFailure, now: Time) -> Value {
     json!({
-        "metadata": { "uid": &*f.uid },
+        "metadata": { "uid": &*f.pod.uid },
         "status": {
             "phase": "Failed",
             "reason": f.reason,
@@ -353,7 +357,7 @@ pub async fn pod_failure(
     now: Time,
 ) -> Result<Option<String>> {
     let patch = pod_failure_patch(f, now);
-    pod_status(client, field_manager, &f.namespace, &f.name, patch).await
+    pod_status(client, field_manager, &f.pod.namespace, &f.pod.name, patch).await
 }
 
 /// Conditions as the API writes them (PodGroup and Queue status alike).
@@ -1322,9 +1326,11 @@ mod tests {
     #[test]
     fn pod_condition_keeps_transition_time_when_already_unschedulable() {
         let c = PodConditionUpdate {
-            namespace: "ns".into(),
-            name: "p".into(),
-            uid: "u".into(),
+            pod: caldera_model::ObjectRef {
+                namespace: "ns".into(),
+                name: "p".into(),
+                uid: "u".into(),
+            },
             reason: "Unschedulable".into(),
             message: "m".into(),
         };

@@ -30,13 +30,13 @@ struct Seen {
 
 impl Observer for Seen {
     fn bound(&self, bind: &Bind, _latency: Option<Duration>) {
-        self.bound.lock().unwrap().push(bind.name.to_string());
+        self.bound.lock().unwrap().push(bind.pod.name.to_string());
     }
     fn bind_dropped(&self, bind: &Bind, why: Dropped) {
         self.dropped
             .lock()
             .unwrap()
-            .push((bind.name.to_string(), why));
+            .push((bind.pod.name.to_string(), why));
     }
     fn claim_write_dropped(&self, write: &ClaimWrite) {
         self.claims_dropped.lock().unwrap().push(write.key());
@@ -185,9 +185,11 @@ fn write(name: &str, uid: &str, dev: &str, pod: (&str, &str)) -> ClaimWrite {
 
 fn bind(name: &str, uid: &str) -> Bind {
     Bind {
-        namespace: "ns".into(),
-        name: name.into(),
-        uid: uid.into(),
+        pod: caldera_model::ObjectRef {
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: uid.into(),
+        },
         node: "node-a".into(),
         job: "ns/train".into(),
     }

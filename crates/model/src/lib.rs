@@ -46,8 +46,8 @@ pub use job::{
 };
 pub use node::Node;
 pub use plan::{
-    Bind, Event, EventObject, Eviction, Nomination, Plan, PodConditionUpdate, PodFailure,
-    PodGroupStatusUpdate, QueueStatusUpdate,
+    Bind, Event, EventObject, Eviction, Nomination, ObjectRef, Plan, PodConditionUpdate,
+    PodFailure, PodGroupStatusUpdate, QueueStatusUpdate,
 };
 pub use quantity::{parse_quantity, QuantityError, Scale};
 pub use queue::{Queue, QueueStatus, QueueUsage, USAGE_SCALE};

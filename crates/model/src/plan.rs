@@ -4,15 +4,41 @@ use crate::job::PodGroupStatus;
 use crate::queue::QueueStatus;
 use std::sync::Arc;
 
+/// The object a write is about: namespace, name and uid. The uid is part of it so that a write
+/// meant for one pod never lands on a pod re-created under the same name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectRef {
+    /// Namespace.
+    pub namespace: Arc<str>,
+    /// Name.
+    pub name: Arc<str>,
+    /// `metadata.uid`.
+    pub uid: Arc<str>,
+}
+
+impl ObjectRef {
+    /// A reference to `namespace/name` with `uid`.
+    pub fn new(namespace: &Arc<str>, name: &Arc<str>, uid: &Arc<str>) -> Self {
+        ObjectRef {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            uid: uid.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectRef {
+    /// `namespace/name`, as kubectl and the events name an object.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
 /// A pod to bind.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Bind {
-    /// Pod namespace.
-    pub namespace: Arc<str>,
-    /// Pod name.
-    pub name: Arc<str>,
-    /// Pod uid (a bind to a re-created pod of the same name must not land).
-    pub uid: Arc<str>,
+    /// The pod.
+    pub pod: ObjectRef,
     /// Target node.
     pub node: Arc<str>,
     /// `namespace/name` of the job; binds of one committed gang are adjacent.
@@ -22,12 +48,8 @@ pub struct Bind {
 /// A `PodScheduled=False` condition to set on a pending pod.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PodConditionUpdate {
-    /// Pod namespace.
-    pub namespace: Arc<str>,
-    /// Pod name.
-    pub name: Arc<str>,
-    /// Pod uid.
-    pub uid: Arc<str>,
+    /// The pod.
+    pub pod: ObjectRef,
     /// `Unschedulable` or `QueueQuotaExceeded`.
     pub reason: String,
     /// Fit message.
@@ -37,12 +59,8 @@ pub struct PodConditionUpdate {
 /// A pending member to mark Failed (gang timeout).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PodFailure {
-    /// Pod namespace.
-    pub namespace: Arc<str>,
-    /// Pod name.
-    pub name: Arc<str>,
-    /// Pod uid.
-    pub uid: Arc<str>,
+    /// The pod.
+    pub pod: ObjectRef,
     /// `GangScheduleTimeout`.
     pub reason: String,
     /// Names the PodGroup.
@@ -52,12 +70,8 @@ pub struct PodFailure {
 /// A bound pod to evict (`pods/eviction`), to make room for a preemptor.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Eviction {
-    /// Pod namespace.
-    pub namespace: Arc<str>,
-    /// Pod name.
-    pub name: Arc<str>,
-    /// Pod uid (an eviction must not hit a re-created pod of the same name).
-    pub uid: Arc<str>,
+    /// The pod.
+    pub pod: ObjectRef,
     /// The node it frees.
     pub node: Arc<str>,
     /// `namespace/name` of the victim's job; evictions of one victim unit are adjacent.
@@ -74,12 +88,8 @@ pub struct Eviction {
 /// A pending pod's `status.nominatedNodeName` to set (or clear, with `node: None`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Nomination {
-    /// Pod namespace.
-    pub namespace: Arc<str>,
-    /// Pod name.
-    pub name: Arc<str>,
-    /// Pod uid.
-    pub uid: Arc<str>,
+    /// The pod.
+    pub pod: ObjectRef,
     /// The node held for it, or `None` to drop the nomination.
     pub node: Option<Arc<str>>,
 }

@@ -106,7 +106,7 @@ impl Snapshot {
             .collect();
         let task = |ns: &Arc<str>, name: &Arc<str>| index.get(&(ns.clone(), name.clone())).copied();
         for b in &plan.binds {
-            let Some(i) = task(&b.namespace, &b.name) else {
+            let Some(i) = task(&b.pod.namespace, &b.pod.name) else {
                 continue;
             };
             let t = &mut self.tasks[i];
@@ -130,7 +130,7 @@ impl Snapshot {
         self.pods
             .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         for c in &plan.pod_conditions {
-            if let Some(i) = task(&c.namespace, &c.name) {
+            if let Some(i) = task(&c.pod.namespace, &c.pod.name) {
                 self.tasks[i].pending_reason = Some(Arc::new(PendingReason {
                     reason: c.reason.clone(),
                     message: c.message.clone(),
@@ -138,7 +138,7 @@ impl Snapshot {
             }
         }
         for f in &plan.pod_failures {
-            if let Some(i) = task(&f.namespace, &f.name) {
+            if let Some(i) = task(&f.pod.namespace, &f.pod.name) {
                 self.tasks[i].status = TaskStatus::Failed;
             }
         }

@@ -97,7 +97,7 @@ fn fragmented(on_n0: Vec<PodBuilder>) -> Cluster {
 fn evicted(plan: &Plan) -> Vec<(&str, &str)> {
     plan.evictions
         .iter()
-        .map(|e| (&*e.name, e.action))
+        .map(|e| (&*e.pod.name, e.action))
         .collect()
 }
 
@@ -110,7 +110,7 @@ fn one_pod_moves_so_a_one_node_gang_fits_and_its_replacement_has_a_place() {
     let nominated: BTreeSet<(&str, Option<&str>)> = plan
         .nominations
         .iter()
-        .map(|n| (&*n.name, n.node.as_deref()))
+        .map(|n| (&*n.pod.name, n.node.as_deref()))
         .collect();
     assert_eq!(nominated.len(), 4);
     assert!(
@@ -297,14 +297,18 @@ fn after(snap: &Snapshot, plan: &Plan) -> Snapshot {
         }
     }
     for n in &plan.nominations {
-        if let Some(t) = next.tasks.iter_mut().find(|t| t.name == n.name) {
+        if let Some(t) = next.tasks.iter_mut().find(|t| t.name == n.pod.name) {
             t.nominated = n.node.clone();
         }
     }
     // Evicted pods are gone (grace over) and re-created pending by their controllers, under
     // new names (a job of one each).
     for e in &plan.evictions {
-        let i = next.tasks.iter().position(|t| t.name == e.name).unwrap();
+        let i = next
+            .tasks
+            .iter()
+            .position(|t| t.name == e.pod.name)
+            .unwrap();
         let t = next.tasks[i].clone();
         if let Some(node) = t.node.as_deref() {
             let n = next.nodes.iter().position(|x| &*x.name == node).unwrap();
@@ -341,7 +345,10 @@ fn with_newcomer(snap: &Snapshot, first: &Plan) -> (Snapshot, Plan) {
 
 /// A plan's binds: node by pod name.
 fn bound(plan: &Plan) -> BTreeMap<&str, &str> {
-    plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect()
+    plan.binds
+        .iter()
+        .map(|b| (&*b.pod.name, &*b.node))
+        .collect()
 }
 
 #[test]
@@ -465,7 +472,7 @@ fn a_try_that_fails_keeps_the_room_held_before_it() {
         "{text}"
     );
     assert!(
-        plan.nominations.iter().all(|n| &*n.name != "svc-2"),
+        plan.nominations.iter().all(|n| &*n.pod.name != "svc-2"),
         "svc-2 keeps its nomination: {:?}",
         plan.nominations
     );
@@ -632,7 +639,7 @@ fn check_plan(snap: &Snapshot, plan: &Plan) -> Result<usize, TestCaseError> {
     let holds: Vec<&MoveHold> = plan.move_holds.iter().flat_map(|w| &w.holds).collect();
     // Every moved pod has a held place, and its controller re-creates it.
     for e in &moved {
-        let t = snap.tasks.iter().find(|t| t.name == e.name).unwrap();
+        let t = snap.tasks.iter().find(|t| t.name == e.pod.name).unwrap();
         prop_assert!(t.controller.is_some(), "{} has no controller", t.name);
         let waiting = snap.jobs.iter().find(|j| *j.id == *e.preemptor).unwrap();
         prop_assert!(
@@ -641,20 +648,25 @@ fn check_plan(snap: &Snapshot, plan: &Plan) -> Result<usize, TestCaseError> {
             t.name
         );
         prop_assert!(
-            holds.iter().any(|h| h.pod == e.name),
+            holds.iter().any(|h| h.pod == e.pod.name),
             "{} has no held place",
-            e.name
+            e.pod.name
         );
     }
     // Once carried out: replacements on their held nodes and every waiting job the moves were
     // for on its nominated nodes all fit at once, nothing over-committed.
     let mut end = snap.clone();
     for e in &moved {
-        let t = end.tasks.iter().find(|t| t.name == e.name).unwrap().clone();
+        let t = end
+            .tasks
+            .iter()
+            .find(|t| t.name == e.pod.name)
+            .unwrap()
+            .clone();
         let n = end.nodes.iter().position(|x| *x.name == *e.node).unwrap();
         end.nodes[n].remove_pod(&t.request, &t.spec.host_ports);
-        let h = holds.iter().find(|h| h.pod == e.name).unwrap();
-        prop_assert_ne!(&*h.node, &*e.node, "{} held where it was", e.name);
+        let h = holds.iter().find(|h| h.pod == e.pod.name).unwrap();
+        prop_assert_ne!(&*h.node, &*e.node, "{} held where it was", e.pod.name);
         let n = end.nodes.iter().position(|x| *x.name == *h.node).unwrap();
         end.nodes[n].add_pod(&t.request, &t.spec.host_ports);
     }
@@ -662,7 +674,7 @@ fn check_plan(snap: &Snapshot, plan: &Plan) -> Result<usize, TestCaseError> {
         let t = end
             .tasks
             .iter()
-            .find(|t| t.name == nm.name)
+            .find(|t| t.name == nm.pod.name)
             .unwrap()
             .clone();
         let node = nm.node.as_deref().unwrap();
@@ -670,7 +682,12 @@ fn check_plan(snap: &Snapshot, plan: &Plan) -> Result<usize, TestCaseError> {
         end.nodes[n].add_pod(&t.request, &t.spec.host_ports);
     }
     for b in &plan.binds {
-        let t = end.tasks.iter().find(|t| t.name == b.name).unwrap().clone();
+        let t = end
+            .tasks
+            .iter()
+            .find(|t| t.name == b.pod.name)
+            .unwrap()
+            .clone();
         let n = end.nodes.iter().position(|x| x.name == b.node).unwrap();
         end.nodes[n].add_pod(&t.request, &t.spec.host_ports);
     }
@@ -693,7 +710,7 @@ fn check_plan(snap: &Snapshot, plan: &Plan) -> Result<usize, TestCaseError> {
             .filter(|&&t| {
                 plan.nominations
                     .iter()
-                    .any(|n| n.name == snap.tasks[t].name && n.node.is_some())
+                    .any(|n| n.pod.name == snap.tasks[t].name && n.node.is_some())
             })
             .count();
         prop_assert!(
@@ -766,17 +783,17 @@ proptest! {
             let n = check_plan(&snap, &plan)?;
             for e in plan.evictions.iter().filter(|e| e.action == "consolidate") {
                 // A replacement starts its runtime afresh: no pod moves twice within it.
-                let task = snap.tasks.iter().find(|x| x.name == e.name).unwrap();
+                let task = snap.tasks.iter().find(|x| x.name == e.pod.name).unwrap();
                 prop_assert!(t.millis_since(task.started) >= 600_000,
-                    "{} moved after running {} ms only", e.name, t.millis_since(task.started));
+                    "{} moved after running {} ms only", e.pod.name, t.millis_since(task.started));
                 // Never back onto the node it left for a gang that has not started yet.
-                let lineage = e.name.trim_end_matches("-new").to_string();
+                let lineage = e.pod.name.trim_end_matches("-new").to_string();
                 let to = plan.move_holds.iter().flat_map(|w| &w.holds)
-                    .find(|h| h.pod == e.name).map(|h| h.node.to_string()).unwrap_or_default();
+                    .find(|h| h.pod == e.pod.name).map(|h| h.node.to_string()).unwrap_or_default();
                 if let Some((from, _, gang)) = history.get(&lineage) {
                     let started = ran.contains(gang);
                     prop_assert!(started || *from != to,
-                        "{} moved back to {} while {} still waits for the room it left", e.name, to, gang);
+                        "{} moved back to {} while {} still waits for the room it left", e.pod.name, to, gang);
                 }
                 history.insert(lineage, (e.node.to_string(), to, e.preemptor.to_string()));
                 moved_for.insert(e.preemptor.to_string());

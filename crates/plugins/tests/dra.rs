@@ -314,18 +314,18 @@ proptest! {
         let writes: BTreeMap<&str, &caldera_model::ClaimWrite> =
             plan.claim_writes.iter().map(|w| (&*w.name, w)).collect();
         let bound: BTreeMap<&str, &str> =
-            plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect();
+            plan.binds.iter().map(|b| (&*b.pod.name, &*b.node)).collect();
         // Every bound pod's claims are allocated for its node and reserved for it.
         for b in &plan.binds {
-            let t = s.tasks.iter().find(|t| t.name == b.name).expect("bound task exists");
+            let t = s.tasks.iter().find(|t| t.name == b.pod.name).expect("bound task exists");
             for pc in &t.claims.as_ref().expect("every member has claims").claims {
                 let w = writes.get(&*pc.claim);
-                prop_assert!(w.is_some(), "pod {} bound without its claim {} written", b.name, pc.claim);
+                prop_assert!(w.is_some(), "pod {} bound without its claim {} written", b.pod.name, pc.claim);
                 let w = w.expect("checked");
                 prop_assert!(w.node.as_deref().is_none_or(|n| n == &*b.node),
-                    "claim {} allocated for {:?}, pod {} bound to {}", w.name, w.node, b.name, b.node);
+                    "claim {} allocated for {:?}, pod {} bound to {}", w.name, w.node, b.pod.name, b.node);
                 prop_assert!(w.reserved_for.iter().any(|c| c.uid == t.uid),
-                    "claim {} not reserved for pod {}", w.name, b.name);
+                    "claim {} not reserved for pod {}", w.name, b.pod.name);
                 if let RequestKind::Exactly(e) = &s.dra.claims[s.dra.claim_index("ns", &pc.claim).expect("claim exists")].requests[0].kind {
                     if let AllocationMode::ExactCount(k) = e.mode {
                         prop_assert_eq!(w.devices.len(), k as usize);
@@ -545,7 +545,7 @@ fn named_claims_in_a_capped_queue() -> Snapshot {
 fn named_claims_count_in_queue_accounting_a_shared_one_once() {
     let s = named_claims_in_a_capped_queue();
     let out = run(&s);
-    let mut bound: Vec<&str> = out.plan.binds.iter().map(|b| &*b.name).collect();
+    let mut bound: Vec<&str> = out.plan.binds.iter().map(|b| &*b.pod.name).collect();
     bound.sort();
     // `a`'s shared claim is one GPU (charged once, to a-0): the queue's one GPU is used up,
     // so `b`'s named claim must wait.
@@ -783,7 +783,7 @@ proptest! {
         }
         let written: BTreeSet<&str> = plan.claim_writes.iter().map(|w| &*w.name).collect();
         for b in &plan.binds {
-            prop_assert!(written.contains(format!("{}-gpu", b.name).as_str()), "{} bound without its claim", b.name);
+            prop_assert!(written.contains(format!("{}-gpu", b.pod.name).as_str()), "{} bound without its claim", b.pod.name);
         }
     }
 }
@@ -801,7 +801,7 @@ fn a_gang_that_does_not_fit_gives_back_its_shares() {
         ],
     );
     let out = run(&s);
-    let mut bound: Vec<&str> = out.plan.binds.iter().map(|b| &*b.name).collect();
+    let mut bound: Vec<&str> = out.plan.binds.iter().map(|b| &*b.pod.name).collect();
     bound.sort();
     assert_eq!(bound, ["g1-0", "g1-1"], "{:?}", out.plan);
     for w in &out.plan.claim_writes {

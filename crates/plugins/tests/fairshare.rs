@@ -64,7 +64,7 @@ fn contended(a: QueueBuilder, b: QueueBuilder) -> Cluster {
 fn gpus_bound(plan: &Plan, prefix: &str) -> usize {
     plan.binds
         .iter()
-        .filter(|b| b.name.starts_with(prefix))
+        .filter(|b| b.pod.name.starts_with(prefix))
         .count()
 }
 
@@ -423,7 +423,7 @@ fn low_running_since(started: i64) -> Snapshot {
 }
 
 fn evicted(plan: &Plan) -> Vec<&str> {
-    plan.evictions.iter().map(|e| &*e.name).collect()
+    plan.evictions.iter().map(|e| &*e.pod.name).collect()
 }
 
 #[test]
@@ -750,7 +750,11 @@ fn starving_gang(
 }
 
 fn binds_of(plan: &Plan) -> Vec<(&str, &str)> {
-    let mut out: Vec<(&str, &str)> = plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect();
+    let mut out: Vec<(&str, &str)> = plan
+        .binds
+        .iter()
+        .map(|b| (&*b.pod.name, &*b.node))
+        .collect();
     out.sort_unstable();
     out
 }
@@ -759,7 +763,7 @@ fn nominations_of(plan: &Plan) -> Vec<(&str, Option<&str>)> {
     let mut out: Vec<(&str, Option<&str>)> = plan
         .nominations
         .iter()
-        .map(|n| (&*n.name, n.node.as_deref()))
+        .map(|n| (&*n.pod.name, n.node.as_deref()))
         .collect();
     out.sort_unstable();
     out
@@ -1047,7 +1051,10 @@ fn tenants_cluster(burst: usize, running: usize) -> Cluster {
 }
 
 fn bound_in(plan: &Plan, ns: &str) -> usize {
-    plan.binds.iter().filter(|b| &*b.namespace == ns).count()
+    plan.binds
+        .iter()
+        .filter(|b| &*b.pod.namespace == ns)
+        .count()
 }
 
 #[test]
@@ -1072,7 +1079,10 @@ fn a_tenant_who_submitted_fifty_jobs_does_not_pass_one_who_submitted_one() {
             (3, 1),
             "{args}"
         );
-        assert!(plan.binds.iter().any(|b| &*b.name == "job-00"), "{args}");
+        assert!(
+            plan.binds.iter().any(|b| &*b.pod.name == "job-00"),
+            "{args}"
+        );
     }
 }
 
@@ -1085,7 +1095,7 @@ fn a_tenant_with_running_pods_goes_after_one_without() {
     let mut names: Vec<(&str, &str)> = plan
         .binds
         .iter()
-        .map(|b| (&*b.namespace, &*b.name))
+        .map(|b| (&*b.pod.namespace, &*b.pod.name))
         .collect();
     names.sort_unstable();
     assert_eq!(

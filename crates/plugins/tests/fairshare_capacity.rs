@@ -59,7 +59,7 @@ fn contended(nodes: usize, queues: Vec<QueueBuilder>, leaves: &[&str]) -> Cluste
 fn gpus_bound(plan: &Plan, prefix: &str) -> usize {
     plan.binds
         .iter()
-        .filter(|b| b.name.starts_with(prefix))
+        .filter(|b| b.pod.name.starts_with(prefix))
         .count()
 }
 

@@ -187,7 +187,7 @@ fn held(tree: &[QueueSpec], s: &Snapshot, plan: &caldera_model::Plan) -> (Vec<i6
         let Some(t) = s
             .tasks
             .iter()
-            .find(|t| t.namespace == b.namespace && t.name == b.name)
+            .find(|t| t.namespace == b.pod.namespace && t.name == b.pod.name)
         else {
             continue;
         };
@@ -237,9 +237,9 @@ proptest! {
             .map(name)
             .collect();
         for b in &out.plan.binds {
-            let t = s.tasks.iter().find(|t| t.namespace == b.namespace && t.name == b.name).unwrap();
+            let t = s.tasks.iter().find(|t| t.namespace == b.pod.namespace && t.name == b.pod.name).unwrap();
             let q = &*s.jobs[t.job].queue;
-            prop_assert!(!inner.iter().any(|i| i == q), "{} bound in inner queue {q}", b.name);
+            prop_assert!(!inner.iter().any(|i| i == q), "{} bound in inner queue {q}", b.pod.name);
         }
     }
 
@@ -261,7 +261,7 @@ proptest! {
         let mut paths = Vec::new();
         for e in out.plan.evictions.iter().filter(|e| e.action == "reclaim") {
             let (Some(v), Some(r)) = (queue_of(&e.job), queue_of(&e.preemptor)) else { continue };
-            let t = s.tasks.iter().find(|t| t.namespace == e.namespace && t.name == e.name).unwrap();
+            let t = s.tasks.iter().find(|t| t.namespace == e.pod.namespace && t.name == e.pod.name).unwrap();
             let (pv, pr) = (spec_path(&tree, v), spec_path(&tree, r));
             let shared = pv.iter().zip(&pr).take_while(|(a, b)| a == b).count();
             for &x in &pv[shared..] {
@@ -335,13 +335,13 @@ fn reclaim_counts_what_allocate_placed_in_the_session_and_never_takes_a_queue_be
     let sched = scheduler(&reclaim_config()).unwrap();
 
     let out = sched.run(&snapshot(true), Time::from_secs(10));
-    let binds: Vec<&str> = out.plan.binds.iter().map(|b| &*b.name).collect();
+    let binds: Vec<&str> = out.plan.binds.iter().map(|b| &*b.pod.name).collect();
     assert_eq!(binds, ["g0-0", "g0-1", "g0-2", "g0-3"]);
     let evicted: Vec<(&str, &str)> = out
         .plan
         .evictions
         .iter()
-        .map(|e| (&*e.name, &*e.preemptor))
+        .map(|e| (&*e.pod.name, &*e.preemptor))
         .collect();
     assert_eq!(evicted, [("g1-run-0", "ns/g2")]);
 

@@ -278,7 +278,7 @@ fn room_held_for_one_preemptor_does_not_stop_the_next() {
     let nominated: Vec<(&str, Option<&str>)> = plan
         .nominations
         .iter()
-        .map(|n| (&*n.name, n.node.as_deref()))
+        .map(|n| (&*n.pod.name, n.node.as_deref()))
         .collect();
     assert_eq!(
         nominated,
@@ -336,13 +336,16 @@ fn held_room_and(other: i32) -> Snapshot {
 }
 
 fn binds(plan: &Plan) -> Vec<(&str, &str)> {
-    plan.binds.iter().map(|b| (&*b.name, &*b.node)).collect()
+    plan.binds
+        .iter()
+        .map(|b| (&*b.pod.name, &*b.node))
+        .collect()
 }
 
 fn nominations(plan: &Plan) -> Vec<(&str, Option<&str>)> {
     plan.nominations
         .iter()
-        .map(|n| (&*n.name, n.node.as_deref()))
+        .map(|n| (&*n.pod.name, n.node.as_deref()))
         .collect()
 }
 
@@ -358,7 +361,7 @@ fn held_room_goes_to_a_job_of_higher_priority_and_the_holder_is_planned_again() 
     let evicted: Vec<(&str, &str)> = plan
         .evictions
         .iter()
-        .map(|e| (&*e.name, &*e.preemptor))
+        .map(|e| (&*e.pod.name, &*e.preemptor))
         .collect();
     assert_eq!(evicted, [("low-0", "ns/mid")]);
     assert_eq!(nominations(&plan), [("mid-0", Some("n1"))]);
@@ -380,7 +383,7 @@ fn held_room_is_kept_from_a_job_of_equal_or_lower_priority() {
         let evicted: Vec<(&str, &str)> = plan
             .evictions
             .iter()
-            .map(|e| (&*e.name, &*e.preemptor))
+            .map(|e| (&*e.pod.name, &*e.preemptor))
             .collect();
         assert_eq!(evicted, [("low-0", "ns/other")]);
         assert_eq!(nominations(&plan), [("other-0", Some("n1"))]);
@@ -434,7 +437,7 @@ fn a_gang_placed_in_this_session_is_not_taken_as_a_whole() {
     let snap = c.snapshot();
     let plan = run(&snap);
     assert_eq!(binds(&plan), [("low-2", "n0")], "{plan:?}");
-    let evicted: Vec<&str> = plan.evictions.iter().map(|e| &*e.name).collect();
+    let evicted: Vec<&str> = plan.evictions.iter().map(|e| &*e.pod.name).collect();
     assert!(evicted.is_empty(), "evicted {evicted:?} while low-2 binds");
 
     // The next session sees low-2 bound: the gang, all three members, is one victim.
@@ -447,7 +450,7 @@ fn a_gang_placed_in_this_session_is_not_taken_as_a_whole() {
         .expect("low-2");
     next.tasks[low2].status = TaskStatus::Running;
     let plan = run(&next);
-    let mut evicted: Vec<&str> = plan.evictions.iter().map(|e| &*e.name).collect();
+    let mut evicted: Vec<&str> = plan.evictions.iter().map(|e| &*e.pod.name).collect();
     evicted.sort();
     assert_eq!(evicted, ["low-0", "low-1", "low-2"], "{plan:?}");
 }
@@ -495,7 +498,7 @@ fn a_victims_anti_affinity_goes_with_it_in_the_search() {
         )
         .snapshot();
     let plan = run(&snap);
-    let evicted: Vec<&str> = plan.evictions.iter().map(|e| &*e.name).collect();
+    let evicted: Vec<&str> = plan.evictions.iter().map(|e| &*e.pod.name).collect();
     assert_eq!(evicted, ["low-0"], "{plan:?}");
     assert_eq!(nominations(&plan), [("high-0", Some("n0"))]);
     assert!(

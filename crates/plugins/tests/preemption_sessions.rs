@@ -156,31 +156,32 @@ fn sessions(
             .collect();
         snap.record(&plan);
         for b in &plan.binds {
-            run.bound.insert(b.name.to_string(), b.node.to_string());
+            run.bound.insert(b.pod.name.to_string(), b.node.to_string());
         }
         for e in &plan.evictions {
-            let t = index[&*e.name];
+            let t = index[&*e.pod.name];
             assert!(
                 matches!(
                     snap.tasks[t].status,
                     TaskStatus::Bound | TaskStatus::Running
                 ),
                 "{} evicted twice",
-                e.name
+                e.pod.name
             );
             snap.tasks[t].status = TaskStatus::Releasing;
-            leaving.insert(t, s + delay(&e.name).max(1));
+            leaving.insert(t, s + delay(&e.pod.name).max(1));
             run.evicted += 1;
         }
         for n in &plan.nominations {
-            let t = index[&*n.name];
+            let t = index[&*n.pod.name];
             snap.tasks[t].nominated = n.node.clone();
             match &n.node {
                 Some(node) => {
-                    run.nominated.insert(n.name.to_string(), node.to_string());
+                    run.nominated
+                        .insert(n.pod.name.to_string(), node.to_string());
                 }
                 None => {
-                    run.nominated.remove(&*n.name);
+                    run.nominated.remove(&*n.pod.name);
                 }
             }
         }

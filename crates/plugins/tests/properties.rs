@@ -263,12 +263,12 @@ proptest! {
         let out = run(&s);
         let mut nodes = s.nodes.clone();
         for b in &out.plan.binds {
-            let t = s.tasks.iter().find(|t| t.namespace == b.namespace && t.name == b.name).unwrap();
+            let t = s.tasks.iter().find(|t| t.namespace == b.pod.namespace && t.name == b.pod.name).unwrap();
             let i = s.node_index(&b.node).unwrap();
-            prop_assert!(nodes[i].ready, "{} bound to NotReady {}", b.name, b.node);
-            prop_assert!(static_check(t, &nodes[i]).is_ok(), "{} on {}: {:?}", b.name, b.node, static_check(t, &nodes[i]));
+            prop_assert!(nodes[i].ready, "{} bound to NotReady {}", b.pod.name, b.node);
+            prop_assert!(static_check(t, &nodes[i]).is_ok(), "{} on {}: {:?}", b.pod.name, b.node, static_check(t, &nodes[i]));
             prop_assert!(dynamic_check(t, &nodes[i]).is_ok());
-            prop_assert!(t.request.fits_in(&nodes[i].idle()), "{} does not fit {}", b.name, b.node);
+            prop_assert!(t.request.fits_in(&nodes[i].idle()), "{} does not fit {}", b.pod.name, b.node);
             nodes[i].add_pod(&t.request, &t.spec.host_ports);
         }
         for n in &nodes {
@@ -340,7 +340,7 @@ proptest! {
                 }
             }
             for b in &out.plan.binds {
-                let t = s.tasks.iter().find(|t| t.namespace == b.namespace && t.name == b.name).unwrap();
+                let t = s.tasks.iter().find(|t| t.namespace == b.pod.namespace && t.name == b.pod.name).unwrap();
                 if s.jobs[t.job].queue == q.name {
                     gpus += t.request.get(GPU);
                 }

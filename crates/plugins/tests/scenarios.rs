@@ -38,14 +38,14 @@ fn run_sessions(snapshot: &mut Snapshot, sessions: i64) -> Vec<Plan> {
 fn binds(plan: &Plan) -> BTreeMap<String, String> {
     plan.binds
         .iter()
-        .map(|b| (format!("{}/{}", b.namespace, b.name), b.node.to_string()))
+        .map(|b| (b.pod.to_string(), b.node.to_string()))
         .collect()
 }
 
 fn bound_to(plan: &Plan, prefix: &str) -> Vec<String> {
     plan.binds
         .iter()
-        .filter(|b| b.name.starts_with(prefix))
+        .filter(|b| b.pod.name.starts_with(prefix))
         .map(|b| b.node.to_string())
         .collect()
 }
@@ -64,7 +64,7 @@ fn pg_condition<'a>(plan: &'a Plan, name: &str) -> Option<&'a caldera_model::Con
 fn pod_reason(plan: &Plan, name: &str) -> Option<String> {
     plan.pod_conditions
         .iter()
-        .find(|c| &*c.name == name)
+        .find(|c| &*c.pod.name == name)
         .map(|c| c.reason.clone())
 }
 
@@ -203,7 +203,7 @@ fn seed2_two_gangs_on_five_free_gpus_one_gets_all_the_other_none() {
     let all: Vec<_> = plans.iter().flat_map(|p| p.binds.iter()).collect();
     assert_eq!(all.len(), 4);
     assert!(
-        all.iter().all(|b| b.name.starts_with("infer-a-")),
+        all.iter().all(|b| b.pod.name.starts_with("infer-a-")),
         "tie breaks by name"
     );
     let last = plans
@@ -364,7 +364,7 @@ fn gang_timeout_fails_pending_members_and_a_patient_gang_waits() {
                 .pod_failures
                 .iter()
                 .all(|f| f.reason == "GangScheduleTimeout"
-                    && f.name.starts_with("impatient")
+                    && f.pod.name.starts_with("impatient")
                     && f.message.contains("default/impatient")));
             let c = pg_condition(&plan, "impatient").unwrap();
             assert_eq!(c.reason, "ScheduleTimeout");
@@ -447,7 +447,7 @@ fn predicates_selector_affinity_taints_cordon_and_not_ready() {
         .plan
         .pod_conditions
         .iter()
-        .find(|c| &*c.name == "no-toleration")
+        .find(|c| &*c.pod.name == "no-toleration")
         .unwrap()
         .message;
     assert!(msg.contains("0/4 nodes are available"), "{msg}");
@@ -474,7 +474,7 @@ fn higher_priority_gang_wins_the_only_free_node() {
         .plan
         .binds
         .iter()
-        .all(|b| b.name.starts_with("high-job-")));
+        .all(|b| b.pod.name.starts_with("high-job-")));
 }
 
 #[test]
@@ -492,11 +492,15 @@ fn weighted_queues_split_sixteen_gpus_four_and_twelve() {
     let plans = run_sessions(&mut snap, 5);
     let all: Vec<_> = plans.iter().flat_map(|p| p.binds.iter()).collect();
     assert_eq!(
-        all.iter().filter(|b| b.name.starts_with("job-a-")).count(),
+        all.iter()
+            .filter(|b| b.pod.name.starts_with("job-a-"))
+            .count(),
         4
     );
     assert_eq!(
-        all.iter().filter(|b| b.name.starts_with("job-b-")).count(),
+        all.iter()
+            .filter(|b| b.pod.name.starts_with("job-b-"))
+            .count(),
         12
     );
     let extra = &plans.last().unwrap().pod_conditions;
@@ -566,7 +570,7 @@ fn second_gang_on_a_full_cluster_waits_without_disturbing_the_first() {
     let plans = run_sessions(&mut snap, 3);
     let all: Vec<_> = plans.iter().flat_map(|p| p.binds.iter()).collect();
     assert_eq!(all.len(), 4);
-    assert!(all.iter().all(|b| b.name.starts_with("first-")));
+    assert!(all.iter().all(|b| b.pod.name.starts_with("first-")));
 }
 
 #[test]
@@ -595,7 +599,12 @@ fn drf_lets_the_smaller_job_go_first_within_a_queue() {
         .pod(pod("ns", "big-y").group("big").gpus(1).created(0))
         .members("ns", "small", 2, |p| p.gpus(1).created(5));
     let out = run(&c.snapshot());
-    let placed: Vec<_> = out.plan.binds.iter().map(|b| b.name.to_string()).collect();
+    let placed: Vec<_> = out
+        .plan
+        .binds
+        .iter()
+        .map(|b| b.pod.name.to_string())
+        .collect();
     assert_eq!(placed.len(), 2);
     assert!(placed.iter().all(|n| n.starts_with("small-")), "{placed:?}");
 }
@@ -696,7 +705,12 @@ fn gang_with_roles_places_every_role_minimum() {
         .pod(pod("ns", "mpi-master-0").group("mpi").role("master"))
         .members("ns", "mpi", 4, |p| p.gpus(2).role("worker"));
     let out = run(&c.snapshot());
-    let names: Vec<_> = out.plan.binds.iter().map(|b| b.name.to_string()).collect();
+    let names: Vec<_> = out
+        .plan
+        .binds
+        .iter()
+        .map(|b| b.pod.name.to_string())
+        .collect();
     assert!(names.contains(&"mpi-master-0".to_string()), "{names:?}");
     assert_eq!(names.len(), 5, "gang of 3, then the 2 extra workers");
 }
@@ -858,7 +872,10 @@ fn a_missing_member_or_podgroup_is_reported_only_after_a_grace_second() {
     );
     let late = run_with(&SchedulerConfig::default(), &s, 11).plan;
     assert_eq!(pg_condition(&late, "g").unwrap().reason, "NotEnoughTasks");
-    assert!(late.pod_conditions.iter().any(|c| &*c.name == "orphan-0"));
+    assert!(late
+        .pod_conditions
+        .iter()
+        .any(|c| &*c.pod.name == "orphan-0"));
 }
 
 #[test]

@@ -185,7 +185,7 @@ fn check(snap: &Snapshot, highs: &[High]) -> Result<usize, TestCaseError> {
         let nominated: Vec<u32> = plan
             .nominations
             .iter()
-            .filter(|n| n.name.starts_with(&format!("high-{g}-")))
+            .filter(|n| n.pod.name.starts_with(&format!("high-{g}-")))
             .filter_map(|n| n.node.as_deref().and_then(node_of))
             .collect();
         if evictions.is_empty() {
@@ -197,7 +197,7 @@ fn check(snap: &Snapshot, highs: &[High]) -> Result<usize, TestCaseError> {
             h.members,
             "{} evicted {:?} but nominated {:?}",
             gang,
-            evictions.iter().map(|e| &e.name).collect::<Vec<_>>(),
+            evictions.iter().map(|e| &e.pod.name).collect::<Vec<_>>(),
             nominated
         );
         let mut held = nominated.clone();
@@ -237,7 +237,7 @@ fn check(snap: &Snapshot, highs: &[High]) -> Result<usize, TestCaseError> {
             prop_assert!(
                 has_member_inside,
                 "{} (victim gang {}) evicted from {} outside {}, and its gang has no member there",
-                e.name,
+                e.pod.name,
                 e.job,
                 e.node,
                 tree.domains[within as usize].name

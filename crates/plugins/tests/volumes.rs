@@ -110,7 +110,7 @@ fn nominated(plan: &Plan) -> Vec<(String, String)> {
         .iter()
         .map(|n| {
             (
-                n.name.to_string(),
+                n.pod.name.to_string(),
                 n.node.as_deref().unwrap_or("-").to_string(),
             )
         })
@@ -273,7 +273,7 @@ fn bound_volumes_affinity_is_a_predicate_and_bound_claims_bind_at_once() {
     let cond = plan
         .pod_conditions
         .iter()
-        .find(|c| &*c.name == "nowhere")
+        .find(|c| &*c.pod.name == "nowhere")
         .expect("condition");
     assert!(
         cond.message.contains(&format!("2 {NODE_CONFLICT}")),
@@ -376,7 +376,7 @@ fn csi_attach_limits_count_volumes_placed_earlier_in_the_session() {
     let cond = plan
         .pod_conditions
         .iter()
-        .find(|c| &*c.name == "p2")
+        .find(|c| &*c.pod.name == "p2")
         .expect("p2 waits");
     assert!(cond.message.contains(MAX_VOLUME_COUNT), "{}", cond.message);
 }

@@ -343,7 +343,10 @@ impl Observer for RuntimeObserver {
         if self.shared.active().snapshot_options.gate {
             // Released, not bound: kube-scheduler binds; the gate loop follows it.
             self.shared.metrics.pods_released.inc();
-            self.shared.lock_cluster().overlay.bind_accepted(&bind.uid);
+            self.shared
+                .lock_cluster()
+                .overlay
+                .bind_accepted(&bind.pod.uid);
             return;
         }
         self.shared.metrics.pods_bound.inc();
@@ -353,15 +356,24 @@ impl Observer for RuntimeObserver {
                 .schedule_latency
                 .observe(l.as_secs_f64());
         }
-        self.shared.lock_cluster().overlay.bind_accepted(&bind.uid);
+        self.shared
+            .lock_cluster()
+            .overlay
+            .bind_accepted(&bind.pod.uid);
     }
 
     fn bind_settled(&self, bind: &Bind, _error: &caldera_binder::Error) {
-        self.shared.lock_cluster().overlay.bind_settled(&bind.uid);
+        self.shared
+            .lock_cluster()
+            .overlay
+            .bind_settled(&bind.pod.uid);
     }
 
     fn bind_dropped(&self, bind: &Bind, why: Dropped) {
-        self.shared.lock_cluster().overlay.forget_bind(&bind.uid);
+        self.shared
+            .lock_cluster()
+            .overlay
+            .forget_bind(&bind.pod.uid);
         if why != Dropped::Cancelled {
             // The member is placed afresh by the next session.
             self.shared.trigger();
@@ -369,7 +381,7 @@ impl Observer for RuntimeObserver {
     }
 
     fn still_wanted(&self, bind: &Bind) -> bool {
-        self.shared.lock_cluster().overlay.is_assumed(&bind.uid)
+        self.shared.lock_cluster().overlay.is_assumed(&bind.pod.uid)
     }
 
     fn written(&self, target: &Target, resource_version: Option<&str>) {

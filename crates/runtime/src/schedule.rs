@@ -430,7 +430,10 @@ fn follow_releases(
         .collect();
     state.released.retain(|uid, _| held.contains_key(&**uid));
     for b in &plan.binds {
-        state.released.entry(b.uid.clone()).or_insert((now, false));
+        state
+            .released
+            .entry(b.pod.uid.clone())
+            .or_insert((now, false));
     }
     let mut count = 0;
     let mut events = Vec::new();
@@ -576,10 +579,10 @@ fn record_in_flight(shared: &Shared, plan: &Plan) {
     let mut cluster = shared.lock_cluster();
     let overlay = &mut cluster.overlay;
     for b in &plan.binds {
-        overlay.assume(b.uid.clone(), b.node.clone());
+        overlay.assume(b.pod.uid.clone(), b.node.clone());
     }
     for e in &plan.evictions {
-        overlay.evicting(format!("{}/{}", e.namespace, e.name));
+        overlay.evicting(e.pod.to_string());
     }
     for w in &plan.claim_writes {
         overlay.claim_written(w.clone());
@@ -588,11 +591,11 @@ fn record_in_flight(shared: &Shared, plan: &Plan) {
         overlay.extended_claim(e.clone());
     }
     for n in &plan.nominations {
-        overlay.nominating(format!("{}/{}", n.namespace, n.name), n.node.clone());
+        overlay.nominating(n.pod.to_string(), n.node.clone());
     }
     for c in &plan.pod_conditions {
         overlay.write_started(
-            (Kind::Pod, format!("{}/{}", c.namespace, c.name)),
+            (Kind::Pod, c.pod.to_string()),
             Written::PodCondition(PendingReason {
                 reason: c.reason.clone(),
                 message: c.message.clone(),
@@ -600,10 +603,7 @@ fn record_in_flight(shared: &Shared, plan: &Plan) {
         );
     }
     for f in &plan.pod_failures {
-        overlay.write_started(
-            (Kind::Pod, format!("{}/{}", f.namespace, f.name)),
-            Written::PodFailed,
-        );
+        overlay.write_started((Kind::Pod, f.pod.to_string()), Written::PodFailed);
     }
     for u in &plan.podgroups {
         overlay.write_started(

@@ -89,9 +89,11 @@ async fn running_pod(pods: &Api<Pod>, name: &str, covered: bool) -> TestResult {
 fn eviction(pod: &Pod) -> Eviction {
     let name = pod.metadata.name.clone().unwrap_or_default();
     Eviction {
-        namespace: "ns".into(),
-        name: name.into(),
-        uid: pod.metadata.uid.clone().unwrap_or_default().into(),
+        pod: caldera_model::ObjectRef {
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: pod.metadata.uid.clone().unwrap_or_default().into(),
+        },
         node: "n1".into(),
         job: "ns/train".into(),
         preemptor: "ns/urgent".into(),

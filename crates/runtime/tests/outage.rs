@@ -18,9 +18,11 @@ fn binds(server: &ApiServer) -> Plan {
         let name = format!("g-{i}");
         let pod = server.store().get("pods", "ns", &name).expect("pod exists");
         plan.binds.push(Bind {
-            namespace: "ns".into(),
-            name: name.into(),
-            uid: pod["metadata"]["uid"].as_str().unwrap_or_default().into(),
+            pod: caldera_model::ObjectRef {
+                namespace: "ns".into(),
+                name: name.into(),
+                uid: pod["metadata"]["uid"].as_str().unwrap_or_default().into(),
+            },
             node: "n0".into(),
             job: "ns/g".into(),
         });

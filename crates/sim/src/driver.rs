@@ -708,7 +708,7 @@ impl Simulation {
         let held_back: BTreeSet<&str> = plan
             .binds
             .iter()
-            .filter(|b| refused.contains(&(b.namespace.to_string(), b.name.to_string())))
+            .filter(|b| refused.contains(&(b.pod.namespace.to_string(), b.pod.name.to_string())))
             .map(|b| &*b.job)
             .collect();
         for b in &plan.binds {
@@ -716,20 +716,22 @@ impl Simulation {
                 continue;
             }
             let done = match self.mode {
-                Mode::Gate => self.store.release(&b.namespace, &b.name, &b.uid, &b.node),
+                Mode::Gate => {
+                    self.store
+                        .release(&b.pod.namespace, &b.pod.name, &b.pod.uid, &b.node)
+                }
                 Mode::Run | Mode::KubeScheduler => {
-                    self.store.bind(&b.namespace, &b.name, &b.uid, &b.node, now)
+                    self.store
+                        .bind(&b.pod.namespace, &b.pod.name, &b.pod.uid, &b.node, now)
                 }
             };
             match done {
                 Ok(()) if self.mode == Mode::Gate => report
                     .released
-                    .push((format!("{}/{}", b.namespace, b.name), b.node.to_string())),
+                    .push((b.pod.to_string(), b.node.to_string())),
                 Ok(()) => {
                     touched.insert(b.node.to_string());
-                    report
-                        .bound
-                        .push((format!("{}/{}", b.namespace, b.name), b.node.to_string()));
+                    report.bound.push((b.pod.to_string(), b.node.to_string()));
                 }
                 // A 409 is not an error for the binder (SPEC §10); the simulator records it.
                 Err(e) => self.events.push(RecordedEvent {
@@ -737,9 +739,9 @@ impl Simulation {
                     session: self.sessions,
                     event: Event {
                         object: caldera_model::EventObject::Pod,
-                        namespace: b.namespace.clone(),
-                        name: b.name.clone(),
-                        uid: b.uid.clone(),
+                        namespace: b.pod.namespace.clone(),
+                        name: b.pod.name.clone(),
+                        uid: b.pod.uid.clone(),
                         warning: true,
                         reason: "FailedBinding".into(),
                         message: e.to_string(),
@@ -748,21 +750,30 @@ impl Simulation {
             }
         }
         for c in &plan.pod_conditions {
-            self.store
-                .set_unschedulable(&c.namespace, &c.name, &c.uid, &c.reason, &c.message, now);
+            self.store.set_unschedulable(
+                &c.pod.namespace,
+                &c.pod.name,
+                &c.pod.uid,
+                &c.reason,
+                &c.message,
+                now,
+            );
         }
         for e in &plan.evictions {
-            match self.store.evict(&e.namespace, &e.name, &e.uid, now) {
-                Ok(()) => report.evicted.push(format!("{}/{}", e.namespace, e.name)),
+            match self
+                .store
+                .evict(&e.pod.namespace, &e.pod.name, &e.pod.uid, now)
+            {
+                Ok(()) => report.evicted.push(e.pod.to_string()),
                 // A 429 leaves the victim alone; the next session plans again.
                 Err(err) => self.events.push(RecordedEvent {
                     time: now,
                     session: self.sessions,
                     event: Event {
                         object: caldera_model::EventObject::Pod,
-                        namespace: e.namespace.clone(),
-                        name: e.name.clone(),
-                        uid: e.uid.clone(),
+                        namespace: e.pod.namespace.clone(),
+                        name: e.pod.name.clone(),
+                        uid: e.pod.uid.clone(),
                         warning: true,
                         reason: "FailedEviction".into(),
                         message: err.to_string(),
@@ -772,14 +783,17 @@ impl Simulation {
         }
         for n in &plan.nominations {
             self.store
-                .set_nominated(&n.namespace, &n.name, &n.uid, n.node.as_deref());
+                .set_nominated(&n.pod.namespace, &n.pod.name, &n.pod.uid, n.node.as_deref());
         }
         for f in &plan.pod_failures {
-            if self
-                .store
-                .fail_pod(&f.namespace, &f.name, &f.uid, &f.reason, &f.message)
-            {
-                report.failed.push(format!("{}/{}", f.namespace, f.name));
+            if self.store.fail_pod(
+                &f.pod.namespace,
+                &f.pod.name,
+                &f.pod.uid,
+                &f.reason,
+                &f.message,
+            ) {
+                report.failed.push(f.pod.to_string());
             }
         }
         for u in &plan.podgroups {

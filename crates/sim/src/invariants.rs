@@ -124,8 +124,8 @@ pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
     let mut placed: HashMap<&str, (Resources, i64, Vec<HostPort>)> = HashMap::new();
     let mut out = Vec::new();
     for bind in &plan.binds {
-        let pod = format!("{}/{}", bind.namespace, bind.name);
-        let Some(task) = tasks.get(&(&*bind.namespace, &*bind.name)) else {
+        let pod = bind.pod.to_string();
+        let Some(task) = tasks.get(&(&*bind.pod.namespace, &*bind.pod.name)) else {
             out.push(format!(
                 "pod {pod} was bound but is not a member of any job of ours"
             ));
@@ -138,7 +138,7 @@ pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
         if task.gated {
             fail("it has scheduling gates".into());
         }
-        if *task.uid != *bind.uid {
+        if *task.uid != *bind.pod.uid {
             fail("the bind names another uid".into());
         }
         let Some(node) = snapshot.node_index(&bind.node).map(|i| &snapshot.nodes[i]) else {

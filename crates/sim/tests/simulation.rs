@@ -75,9 +75,7 @@ fn fake(decide: impl FnMut(&Snapshot, Time) -> Plan + 'static) -> Simulation {
 fn bind(snap: &Snapshot, pod: &str, node: &str) -> Bind {
     let t = snap.tasks.iter().find(|t| &*t.name == pod).unwrap();
     Bind {
-        namespace: t.namespace.clone(),
-        name: t.name.clone(),
-        uid: t.uid.clone(),
+        pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
         node: Arc::from(node),
         job: snap.jobs[t.job].id.clone(),
     }
@@ -216,16 +214,16 @@ fn plans_are_carried_out_against_the_store() {
                 bind(snap, "gang-1", "node-a"),
             ],
             pod_conditions: vec![PodConditionUpdate {
-                namespace: t0.namespace.clone(),
-                name: t0.name.clone(),
-                uid: t0.uid.clone(),
+                pod: caldera_model::ObjectRef::new(&t0.namespace, &t0.name, &t0.uid),
                 reason: "Unschedulable".into(),
                 message: "too late: bound first".into(),
             }],
             pod_failures: vec![PodFailure {
-                namespace: t1.namespace.clone(),
-                name: t1.name.clone(),
-                uid: "someone-else".into(),
+                pod: caldera_model::ObjectRef {
+                    namespace: t1.namespace.clone(),
+                    name: t1.name.clone(),
+                    uid: "someone-else".into(),
+                },
                 reason: "GangScheduleTimeout".into(),
                 message: "stale uid".into(),
             }],
@@ -646,9 +644,7 @@ spec:
 fn evict(snap: &Snapshot, pod: &str) -> caldera_model::Eviction {
     let t = snap.tasks.iter().find(|t| &*t.name == pod).unwrap();
     caldera_model::Eviction {
-        namespace: t.namespace.clone(),
-        name: t.name.clone(),
-        uid: t.uid.clone(),
+        pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
         node: t.node.clone().unwrap(),
         job: snap.jobs[t.job].id.clone(),
         preemptor: Arc::from("default/waiting"),
@@ -1174,9 +1170,7 @@ fn consolidation_evictions_are_judged_by_budgets_and_replaced_by_the_replicaset(
         let evict = |name: &str| {
             let t = snap.tasks.iter().find(|t| &*t.name == name).unwrap();
             caldera_model::Eviction {
-                namespace: t.namespace.clone(),
-                name: t.name.clone(),
-                uid: t.uid.clone(),
+                pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
                 node: "node-a".into(),
                 job: format!("default/{name}").into(),
                 preemptor: "default/tp4".into(),

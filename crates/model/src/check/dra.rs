@@ -105,7 +105,7 @@ pub fn check_plan(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String>
         }
     }
     for b in &plan.binds {
-        let Some(t) = task_of.get(&(&*b.namespace, &*b.name)) else {
+        let Some(t) = task_of.get(&(&*b.pod.namespace, &*b.pod.name)) else {
             continue;
         };
         let Some(claims) = t.claims.as_deref() else {
@@ -371,9 +371,11 @@ mod tests {
 
     fn bind(node: &str) -> Bind {
         Bind {
-            namespace: "default".into(),
-            name: "p".into(),
-            uid: "uid-p".into(),
+            pod: crate::ObjectRef {
+                namespace: "default".into(),
+                name: "p".into(),
+                uid: "uid-p".into(),
+            },
             node: node.into(),
             job: "default/j".into(),
         }

@@ -49,7 +49,7 @@ pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
     let mut out = Vec::new();
     for bind in &plan.binds {
         let (Some(task), Some(n)) = (
-            tasks.get(&(&*bind.namespace, &*bind.name)),
+            tasks.get(&(&*bind.pod.namespace, &*bind.pod.name)),
             snapshot.node_index(&bind.node),
         ) else {
             continue;
@@ -57,7 +57,7 @@ pub fn check_binds(snapshot: &Snapshot, plan: &Plan) -> Vec<String> {
         let mut fail = |why: &str| {
             out.push(format!(
                 "pod {}/{} bound to {}: {why}",
-                bind.namespace, bind.name, bind.node
+                bind.pod.namespace, bind.pod.name, bind.node
             ))
         };
         let c = &task.spec.pods;

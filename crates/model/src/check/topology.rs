@@ -19,7 +19,7 @@ pub fn check_binds(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String
     let mut planned: BTreeMap<usize, BTreeMap<usize, u32>> = BTreeMap::new();
     for b in &plan.binds {
         let (Some(&t), Some(n)) = (
-            task_of.get(&(&*b.namespace, &*b.name)),
+            task_of.get(&(&*b.pod.namespace, &*b.pod.name)),
             snapshot.node_index(&b.node),
         ) else {
             continue;

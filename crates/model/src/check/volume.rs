@@ -24,7 +24,7 @@ pub fn check_plan(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String>
     let mut attached: HashMap<(&str, &str), BTreeSet<String>> = HashMap::new();
     let mut bound_jobs: BTreeSet<usize> = BTreeSet::new();
     for b in &plan.binds {
-        let Some(t) = task_of(&b.namespace, &b.name) else {
+        let Some(t) = task_of(&b.pod.namespace, &b.pod.name) else {
             continue;
         };
         bound_jobs.insert(t.job);
@@ -91,7 +91,7 @@ pub fn check_plan(snapshot: &crate::Snapshot, plan: &crate::Plan) -> Vec<String>
     let nominated: HashMap<(&str, &str), &str> = plan
         .nominations
         .iter()
-        .filter_map(|n| Some(((&*n.namespace, &*n.name), n.node.as_deref()?)))
+        .filter_map(|n| Some(((&*n.pod.namespace, &*n.pod.name), n.node.as_deref()?)))
         .collect();
     let mut prebound: BTreeSet<&str> = BTreeSet::new();
     for w in &plan.volume_writes {

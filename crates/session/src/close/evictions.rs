@@ -21,9 +21,7 @@ pub(super) fn consolidations(ssn: &Session, plan: &mut Plan) {
             let to = &st.nodes[to].name;
             let moved_job = &st.jobs[task.job];
             plan.evictions.push(Eviction {
-                namespace: task.namespace.clone(),
-                name: task.name.clone(),
-                uid: task.uid.clone(),
+                pod: caldera_model::ObjectRef::new(&task.namespace, &task.name, &task.uid),
                 node: node.clone(),
                 job: moved_job.id.clone(),
                 preemptor: job.id.clone(),
@@ -101,9 +99,7 @@ pub(super) fn preemptions(ssn: &Session, plan: &mut Plan) {
             let Some(node) = t.node.clone() else { continue };
             let victim_job = &st.jobs[t.job];
             plan.evictions.push(Eviction {
-                namespace: t.namespace.clone(),
-                name: t.name.clone(),
-                uid: t.uid.clone(),
+                pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
                 node: node.clone(),
                 job: victim_job.id.clone(),
                 preemptor: job.id.clone(),
@@ -159,9 +155,7 @@ pub(super) fn preemptions(ssn: &Session, plan: &mut Plan) {
             continue;
         }
         plan.nominations.push(Nomination {
-            namespace: t.namespace.clone(),
-            name: t.name.clone(),
-            uid: t.uid.clone(),
+            pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
             node: node.clone(),
         });
     }

@@ -118,9 +118,7 @@ pub fn close(ssn: &Session) -> Plan {
             ),
         });
         plan.binds.push(Bind {
-            namespace: t.namespace.clone(),
-            name: t.name.clone(),
-            uid: t.uid.clone(),
+            pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
             node,
             job: st.jobs[t.job].id.clone(),
         });
@@ -155,9 +153,7 @@ pub fn close(ssn: &Session) -> Plan {
             }
             if v.timed_out {
                 plan.pod_failures.push(PodFailure {
-                    namespace: t.namespace.clone(),
-                    name: t.name.clone(),
-                    uid: t.uid.clone(),
+                    pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
                     reason: GANG_SCHEDULE_TIMEOUT.into(),
                     message: format!(
                         "PodGroup {} was not scheduled within {}s",
@@ -265,9 +261,7 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
         let node = st.nodes[node].name.clone();
         if t.nominated.as_deref() != Some(&*node) {
             plan.nominations.push(Nomination {
-                namespace: t.namespace.clone(),
-                name: t.name.clone(),
-                uid: t.uid.clone(),
+                pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
                 node: Some(node.clone()),
             });
         }
@@ -347,9 +341,7 @@ fn say_pending(
         message: message.to_string(),
     });
     plan.pod_conditions.push(PodConditionUpdate {
-        namespace: namespace.clone(),
-        name: name.clone(),
-        uid: uid.clone(),
+        pod: caldera_model::ObjectRef::new(namespace, name, uid),
         reason: reason.to_string(),
         message: message.to_string(),
     });
