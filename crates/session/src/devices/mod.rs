@@ -309,7 +309,13 @@ impl Devices {
         if !tc.extended.is_empty() {
             return None;
         }
-        let claim = &self.inv.claims[self.inv.claim_index(&task.namespace, &pc.claim)?];
+        // The one claim, as the fit check just resolved it when it can say (scoring follows
+        // the check of the same member).
+        let ci = match self.resolve(task) {
+            Ok(used) if tc.extended_claim.is_none() && used.len() == 1 => used[0],
+            _ => self.inv.claim_index(&task.namespace, &pc.claim)?,
+        };
+        let claim = &self.inv.claims[ci];
         let [req] = claim.requests.as_slice() else {
             return None;
         };
