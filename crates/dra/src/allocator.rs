@@ -17,6 +17,7 @@ use caldera_model::dra::{
     ExtendedRequest, Quantity, RequestKind, RequestMapping, ALLOCATION_RESULTS_MAX,
 };
 use caldera_model::{Requirement, SelectorOp, SelectorTerm};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -121,6 +122,9 @@ pub struct Allocator {
     selectors: Selectors,
     /// Try a node's devices fullest first ([`Allocator::set_pack_shares`]).
     pack_shares: bool,
+    /// Per inventory device: the id of its driver and capacities, what a request's
+    /// consumption of it depends on ([`sharing::consumption`]); devices alike share one.
+    capacities: Vec<u32>,
 }
 
 impl Allocator {
@@ -152,6 +156,7 @@ impl Allocator {
                     .flat_map(|e| &e.selectors),
             ),
         );
+        let capacities = capacity_ids(&inventory.devices);
         let mut out = Allocator {
             local,
             wide,
@@ -159,6 +164,7 @@ impl Allocator {
             selectors,
             inventory,
             pack_shares: false,
+            capacities,
         };
         let taken: Vec<Hold> = out
             .inventory
@@ -398,6 +404,8 @@ impl Allocator {
             inventory: &self.inventory,
             selectors: &mut self.selectors,
             usage: &self.usage,
+            capacities: &self.capacities,
+            consumptions: RefCell::new(Vec::new()),
             candidates,
             claims,
             requests: Vec::with_capacity(claims.len()),
@@ -427,6 +435,29 @@ impl Allocator {
         }
         Ok(Some(search.finish()))
     }
+}
+
+/// [`Search::consumptions`]: ((request spec's address, capacities id), what it consumes).
+type Consumptions = RefCell<Vec<((usize, u32), Option<Vec<Quantity>>)>>;
+
+/// Per device: an id of its driver and capacities, equal for devices whose capacities and
+/// driver are equal (what [`sharing::consumption`] reads of a device).
+fn capacity_ids(devices: &[Device]) -> Vec<u32> {
+    let mut ids: HashMap<(&str, &BTreeMap<Arc<str>, caldera_model::dra::Capacity>), u32> =
+        HashMap::new();
+    let mut out: Vec<u32> = Vec::with_capacity(devices.len());
+    for (i, d) in devices.iter().enumerate() {
+        // Devices in a row alike (a node's GPUs) are compared, not hashed.
+        let id = match i.checked_sub(1).map(|p| (&devices[p], out[p])) {
+            Some((p, id)) if p.driver == d.driver && p.capacity == d.capacity => id,
+            _ => {
+                let next = ids.len() as u32;
+                *ids.entry((&*d.driver, &d.capacity)).or_insert(next)
+            }
+        };
+        out.push(id);
+    }
+    out
 }
 
 /// How the search takes a device.
@@ -514,6 +545,11 @@ struct Search<'a> {
     inventory: &'a DeviceInventory,
     selectors: &'a mut Selectors,
     usage: &'a sharing::Usage,
+    /// [`Allocator::capacities`].
+    capacities: &'a [u32],
+    /// What one allocation for a request's spec consumes of a device, by the device's
+    /// capacities id: devices alike (a node's GPUs) are asked once.
+    consumptions: Consumptions,
     candidates: Vec<u32>,
     claims: &'a [&'a Claim],
     /// Per claim, per request: its alternatives (one unless `firstAvailable`), and whether
@@ -758,7 +794,9 @@ impl<'a> Search<'a> {
             }
             return sharing::consumption(dev, &alt.spec.capacity).map(|_| None);
         }
-        let amounts = sharing::consumption(dev, &alt.spec.capacity)?;
+        let known = self.consumption(alt, device);
+        let consumptions = self.consumptions.borrow();
+        let amounts = consumptions[known].1.as_ref()?;
         let used = self.usage.consumed.get(device as usize)?;
         for (k, amount) in amounts.iter().enumerate() {
             let mut total = used
@@ -779,7 +817,22 @@ impl<'a> Search<'a> {
                 return None;
             }
         }
-        Some(Some(amounts))
+        Some(Some(amounts.clone()))
+    }
+
+    /// Where [`Search::consumptions`] keeps [`sharing::consumption`] of `device` for `alt`:
+    /// asked once per request spec and device capacities in a search.
+    fn consumption(&self, alt: &Alt, device: u32) -> usize {
+        let id = self.capacities[device as usize];
+        // The request's spec by address: it is the claim's, borrowed for the whole search.
+        let key = (std::ptr::from_ref(alt.spec) as usize, id);
+        let mut known = self.consumptions.borrow_mut();
+        if let Some(at) = known.iter().position(|(k, _)| *k == key) {
+            return at;
+        }
+        let dev = &self.inventory.devices[device as usize];
+        known.push((key, sharing::consumption(dev, &alt.spec.capacity)));
+        known.len() - 1
     }
 
     /// Whether a device not in use yet (nor taken in this search) fits its counters: then

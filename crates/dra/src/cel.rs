@@ -453,7 +453,14 @@ pub struct Selectors {
     answers: Vec<Vec<u8>>,
     /// The text of every [`ERROR`] answer, by (selector id, content id).
     errors: HashMap<(u32, u32), Arc<str>>,
+    /// The last expressions [`Selectors::id`] was asked about, by address (held, so no other
+    /// text can have it): every search asks its class's and requests' selectors again, and
+    /// claims alike share the same text.
+    recent: Vec<(Arc<str>, u32)>,
 }
+
+/// How many expressions [`Selectors::recent`] keeps.
+const RECENT: usize = 8;
 
 impl Default for Selectors {
     fn default() -> Self {
@@ -472,6 +479,7 @@ impl Selectors {
             contents: devices,
             answers: Vec::new(),
             errors: HashMap::new(),
+            recent: Vec::new(),
         }
     }
 
@@ -479,7 +487,8 @@ impl Selectors {
     /// devices with equal driver, attributes, capacity and sharing share their answers (one evaluation
     /// per content and expression for the session).
     pub fn for_devices(devices: &[Device]) -> Self {
-        let mut ids: HashMap<Content, u32> = HashMap::new();
+        // Sized for every device distinct: growing it would hash every content again.
+        let mut ids: HashMap<Content, u32> = HashMap::with_capacity(devices.len());
         let shapes: Vec<u32> = devices
             .iter()
             .map(|d| {
@@ -495,11 +504,21 @@ impl Selectors {
 
     /// The id of `expression`, compiled on first sight.
     pub fn id(&mut self, expression: &Arc<str>) -> u32 {
-        if let Some(&id) = self.ids.get(expression) {
-            return id;
+        if let Some((_, id)) = self.recent.iter().find(|(e, _)| Arc::ptr_eq(e, expression)) {
+            return *id;
         }
-        self.compile(std::iter::once(expression));
-        self.ids.get(expression).copied().unwrap_or(0)
+        let id = match self.ids.get(expression) {
+            Some(&id) => id,
+            None => {
+                self.compile(std::iter::once(expression));
+                self.ids.get(expression).copied().unwrap_or(0)
+            }
+        };
+        if self.recent.len() == RECENT {
+            self.recent.remove(0);
+        }
+        self.recent.push((expression.clone(), id));
+        id
     }
 
     /// Compiles every expression not seen yet in one go (one parser thread for the batch):

@@ -150,20 +150,24 @@ pub fn qualified(driver: &str, name: &str) -> String {
 
 /// The device's capacity key a request's capacity name refers to ([`qualified`]).
 fn resolve<'d>(device: &'d Device, name: &str) -> Option<&'d Arc<str>> {
-    // `qualified` without building the string: this runs for every device a shared request is
-    // tried on.
-    let driver: &str = &device.driver;
-    let names = |key: &str| {
-        if name.contains('/') {
-            key == name
-        } else {
-            key.len() == driver.len() + 1 + name.len()
-                && key.starts_with(driver)
-                && key.as_bytes()[driver.len()] == b'/'
-                && key.ends_with(name)
-        }
-    };
-    device.capacity.keys().find(|k| names(k))
+    device
+        .capacity
+        .keys()
+        .find(|k| names(&device.driver, k, name))
+}
+
+/// Whether capacity key `key` of a device of `driver` is the capacity a request names `name`
+/// (`qualified` without building the string: this runs for every device a shared request is
+/// tried on).
+fn names(driver: &str, key: &str, name: &str) -> bool {
+    if name.contains('/') {
+        key == name
+    } else {
+        key.len() == driver.len() + 1 + name.len()
+            && key.starts_with(driver)
+            && key.as_bytes()[driver.len()] == b'/'
+            && key.ends_with(name)
+    }
 }
 
 /// What one allocation of `device` for a request asking `asked` consumes of each of its
@@ -171,13 +175,17 @@ fn resolve<'d>(device: &'d Device, name: &str) -> Option<&'d Arc<str>> {
 /// names a capacity the device does not have, an amount breaks the capacity's policy, or an
 /// amount alone exceeds the capacity.
 pub fn consumption(device: &Device, asked: &BTreeMap<Arc<str>, Quantity>) -> Option<Vec<Quantity>> {
-    let mut by_key: Vec<(&Arc<str>, &Quantity)> = Vec::with_capacity(asked.len());
-    for (name, q) in asked {
-        by_key.push((resolve(device, name)?, q));
+    // Every capacity asked must be one of the device's.
+    if asked.keys().any(|name| resolve(device, name).is_none()) {
+        return None;
     }
     let mut out = Vec::with_capacity(device.capacity.len());
     for (key, cap) in &device.capacity {
-        let asked = by_key.iter().find(|(k, _)| *k == key).map(|(_, q)| *q);
+        // The first amount asked (in name order) of the one capacity a name resolves to.
+        let asked = asked
+            .iter()
+            .find(|(name, _)| names(&device.driver, key, name))
+            .map(|(_, q)| q);
         let amount = consumed(asked, cap)?;
         if amount.milli < 0 || violates(&amount, cap.policy.as_deref()) || amount.milli > cap.milli
         {

@@ -867,3 +867,71 @@ fn four_quarter_members_share_one_gpu_all_or_nothing() {
         out.plan.binds
     );
 }
+
+/// Members of two namespaces whose claims are written alike — one `TaskClaims` for both, the
+/// same claim name — each get their own namespace's claim: a member's claims resolved on one
+/// node are given again on the next only to the same claims in the same namespace. Here `a`'s
+/// claim asks a 30Gi share of the shared GPU and `b`'s a half, and each is placed (checked,
+/// then allocated) right after the other's.
+#[test]
+fn alike_claims_in_two_namespaces_resolve_each_to_its_own() {
+    let devices = sharing_cluster(&[2], &[], &[]).dra;
+    let mut c = Cluster::new().node(node("n0").cpu(64).label("kubernetes.io/hostname", "n0"));
+    for (g, ns) in ["a", "b"].into_iter().enumerate() {
+        c = c.group(podgroup(ns, "g").min_member(1).created(g as i64));
+        c = c.members(ns, "g", 1, move |p| p.cpu_milli(100).created(g as i64));
+    }
+    let mut s = c.snapshot();
+    s.dra = devices;
+    let shared = Arc::new(TaskClaims {
+        claims: vec![PodClaim {
+            pod_claim: "gpu".into(),
+            claim: "gpu-claim".into(),
+            from_template: true,
+        }],
+        ..TaskClaims::default()
+    });
+    for t in s.tasks.iter_mut() {
+        let mut r = request("gpu", 1, false);
+        if let RequestKind::Exactly(e) = &mut r.kind {
+            if &*t.namespace == "a" {
+                e.class = "gpu".into();
+                e.capacity.insert("memory".into(), gi(30));
+            } else {
+                e.class = "half".into();
+            }
+        }
+        let mut c = claim("gpu-claim", vec![r], false);
+        c.namespace = t.namespace.clone();
+        c.uid = Arc::from(format!("uid-{}-gpu-claim", t.namespace));
+        c.owner = Some(("Pod".into(), t.uid.clone()));
+        s.dra.claims.push(c);
+        t.claims = Some(shared.clone());
+    }
+    s.dra
+        .claims
+        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    let out = run(&s);
+    assert_eq!(out.plan.binds.len(), 2, "{:?}", out.plan);
+    let mut got: Vec<(&str, bool, bool)> = out
+        .plan
+        .claim_writes
+        .iter()
+        .map(|w| {
+            let r = &w.devices[0];
+            (
+                &*w.namespace,
+                r.device.contains("half"),
+                r.share_id.is_some(),
+            )
+        })
+        .collect();
+    got.sort();
+    // `a`: a share of a shared GPU; `b`: a half, whole.
+    assert_eq!(
+        got,
+        [("a", false, true), ("b", true, false)],
+        "{:?}",
+        out.plan
+    );
+}

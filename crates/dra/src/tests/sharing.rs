@@ -831,3 +831,30 @@ fn packing_shares_tries_the_fullest_device_first() {
         assert_eq!(got, [format!("req-0 pool-1/{want} share capacity-0=300m")]);
     }
 }
+
+/// Not upstream's: claims of one search asking different amounts of devices alike (equal
+/// capacities) each consume what they ask — what a search keeps of one request's consumption
+/// of such a device is not another's — and the second sees what the first took of the device.
+#[test]
+fn alike_devices_consumed_per_request_in_one_search() {
+    let devices = || {
+        vec![
+            multi(with_capacity(one("device-1"), "capacity-0", "4")),
+            multi(with_capacity(one("device-2"), "capacity-0", "4")),
+        ]
+    };
+    assert_eq!(
+        shares(devices(), &[Some("1"), Some("3")]),
+        results(&[
+            &["req-0 pool-1/device-1 share capacity-0=1"],
+            &["req-0 pool-1/device-1 share capacity-0=3"],
+        ])
+    );
+    assert_eq!(
+        shares(devices(), &[Some("3"), Some("2")]),
+        results(&[
+            &["req-0 pool-1/device-1 share capacity-0=3"],
+            &["req-0 pool-1/device-2 share capacity-0=2"],
+        ])
+    );
+}

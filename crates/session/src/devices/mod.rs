@@ -26,7 +26,7 @@
 use caldera_dra::{Allocator, Hold, NodeView};
 use caldera_model::{
     Allocation, Claim, Consumer, DeviceInventory, DeviceNodes, DeviceRequest, DeviceResult, Node,
-    RequestKind, RequestMapping, Snapshot, Task,
+    RequestKind, RequestMapping, Snapshot, Task, TaskClaims,
 };
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -88,8 +88,9 @@ struct Taken {
     allocated: Vec<usize>,
     /// Claims (indices) it uses (allocated by it or before).
     used: Vec<usize>,
-    /// The bridge's devices (KEP-5004).
-    extended: Option<Bridge>,
+    /// The bridge's devices (KEP-5004), boxed: most members have none, and a session keeps
+    /// one of these per placed member (a map of them grows by moving every entry).
+    extended: Option<Box<Bridge>>,
 }
 
 /// The devices a member's extended resources took (KEP-5004).
@@ -110,7 +111,7 @@ struct Decision {
     used: Vec<usize>,
     pending: Vec<usize>,
     found: Vec<caldera_dra::Found>,
-    bridge: Option<Bridge>,
+    bridge: Option<Box<Bridge>>,
 }
 
 /// The device state of a session.
@@ -130,6 +131,17 @@ pub struct Devices {
     /// Per (class, capacity as a request names it): that capacity of the class's first device
     /// that has it, thousandths (what [`Devices::share_ask`] divides by).
     unit: RefCell<HashMap<ClassCapacity, Option<i64>>>,
+    /// The claims (indices) of the last member resolved, by its claims (held, so no other
+    /// member's can have that address) and namespace: a session checks one member on node
+    /// after node, and each check resolved its claims by name again.
+    resolved: RefCell<Option<Resolved>>,
+}
+
+/// What [`Devices::resolve`] found for one member's claims.
+struct Resolved {
+    claims: Arc<TaskClaims>,
+    namespace: Arc<str>,
+    used: Vec<usize>,
 }
 
 const NONE: u32 = u32::MAX;
@@ -155,6 +167,7 @@ impl Default for Devices {
             allocator: RefCell::new(Allocator::new(DeviceInventory::default())),
             node_count: 0,
             unit: RefCell::default(),
+            resolved: RefCell::default(),
         }
     }
 }
@@ -185,6 +198,7 @@ impl Clone for Devices {
             allocator: RefCell::new(allocator),
             node_count: self.node_count,
             unit: RefCell::default(),
+            resolved: RefCell::default(),
         }
     }
 }
@@ -271,6 +285,7 @@ impl Devices {
             node_count: nodes.len() as u32,
             inv,
             unit: RefCell::default(),
+            resolved: RefCell::default(),
         }
     }
 
@@ -294,7 +309,13 @@ impl Devices {
         if !tc.extended.is_empty() {
             return None;
         }
-        let claim = &self.inv.claims[self.inv.claim_index(&task.namespace, &pc.claim)?];
+        // The one claim, as the fit check just resolved it when it can say (scoring follows
+        // the check of the same member).
+        let ci = match self.resolve(task) {
+            Ok(used) if tc.extended_claim.is_none() && used.len() == 1 => used[0],
+            _ => self.inv.claim_index(&task.namespace, &pc.claim)?,
+        };
+        let claim = &self.inv.claims[ci];
         let [req] = claim.requests.as_slice() else {
             return None;
         };
@@ -370,11 +391,29 @@ impl Devices {
             .is_some_and(|on| on.get(node).copied().unwrap_or(false))
     }
 
-    /// The claims (indices) `task` uses, or why it cannot be placed anywhere.
+    /// The claims (indices) `task` uses, or why it cannot be placed anywhere. What it finds
+    /// depends only on the inventory (fixed for the session), the member's namespace and its
+    /// claims, so the last answer is kept and given again to the same claims.
     fn resolve(&self, task: &Task) -> Result<Vec<usize>, String> {
         let Some(tc) = &task.claims else {
             return Ok(Vec::new());
         };
+        if let Some(r) = &*self.resolved.borrow() {
+            if Arc::ptr_eq(&r.claims, tc) && r.namespace == task.namespace {
+                return Ok(r.used.clone());
+            }
+        }
+        let used = self.resolve_names(task, tc)?;
+        *self.resolved.borrow_mut() = Some(Resolved {
+            claims: tc.clone(),
+            namespace: task.namespace.clone(),
+            used: used.clone(),
+        });
+        Ok(used)
+    }
+
+    /// [`Devices::resolve`] by the claims' names.
+    fn resolve_names(&self, task: &Task, tc: &TaskClaims) -> Result<Vec<usize>, String> {
         if let Some(w) = &tc.waiting {
             return Err(w.to_string());
         }
@@ -495,12 +534,12 @@ impl Devices {
                     allocation: Allocation::default(),
                     hold: Hold::default(),
                 });
-                Some(Bridge {
+                Some(Box::new(Bridge {
                     claim,
                     allocation: f.allocation,
                     held: f.hold,
                     mappings,
-                })
+                }))
             }
             None => None,
         };
@@ -710,7 +749,8 @@ impl Devices {
         tasks: &[Task],
     ) -> Vec<caldera_model::ClaimWrite> {
         let mut out: Vec<caldera_model::ClaimWrite> = Vec::new();
-        let mut at: HashMap<usize, usize> = HashMap::new();
+        // Per claim: its write in `out`, if any yet.
+        let mut at: Vec<usize> = vec![usize::MAX; self.claims.len()];
         for &(ti, _) in committed {
             let Some(taken) = self.placed.get(&ti) else {
                 continue;
@@ -722,7 +762,8 @@ impl Devices {
                 let Some(a) = &st.allocation else {
                     continue;
                 };
-                let i = *at.entry(ci).or_insert_with(|| {
+                if at[ci] == usize::MAX {
+                    at[ci] = out.len();
                     out.push(caldera_model::ClaimWrite {
                         namespace: c.namespace.clone(),
                         name: c.name.clone(),
@@ -734,8 +775,8 @@ impl Devices {
                         node_selector: a.node_selector.clone(),
                         reserved_for: Vec::new(),
                     });
-                    out.len() - 1
-                });
+                }
+                let i = at[ci];
                 if !c.reserved_for_pod(&t.uid) {
                     out[i].reserved_for.push(Consumer {
                         resource: "pods".into(),
