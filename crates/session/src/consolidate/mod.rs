@@ -275,16 +275,10 @@ struct Budget {
 /// Runs the `consolidate` action over every starving job, queue by queue in queue order, jobs
 /// in job order.
 pub fn run(ssn: &mut Session, cfg: &ConsolidateConfig) {
-    let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
-        .filter(|&j| evict::starving(ssn, j) && evict::delay_over(ssn, j))
-        .collect();
+    let jobs = evict::starving_in_order(ssn, false);
     if jobs.is_empty() {
         return;
     }
-    jobs.sort_by(|&a, &b| {
-        let (qa, qb) = (ssn.state.job_queue[a], ssn.state.job_queue[b]);
-        ssn.queue_order(qa, qb).then_with(|| ssn.job_order(a, b))
-    });
     let at = At::new(ssn);
     // Room pods already terminating will free counts as free (as for preempt): a move is
     // never made for room that is on its way anyway.

@@ -165,6 +165,19 @@ pub(crate) fn delay_over(ssn: &Session, j: usize) -> bool {
         .is_none_or(|f| f.may_preempt(st.jobs[j].pending_since, st.now))
 }
 
+/// The jobs that may evict now ([`starving_in`], their `preemptionDelay` over), queue by queue
+/// in queue order, jobs in job order: the order preempt, reclaim and consolidate serve them in.
+pub(crate) fn starving_in_order(ssn: &Session, quota_may_free: bool) -> Vec<usize> {
+    let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
+        .filter(|&j| starving_in(ssn, j, quota_may_free) && delay_over(ssn, j))
+        .collect();
+    jobs.sort_by(|&a, &b| {
+        let (qa, qb) = (ssn.state.job_queue[a], ssn.state.job_queue[b]);
+        ssn.queue_order(qa, qb).then_with(|| ssn.job_order(a, b))
+    });
+    jobs
+}
+
 /// Runs `mode` over every starving job, queue by queue in queue order, jobs in job order.
 pub fn run(ssn: &mut Session, mode: Mode) {
     let allowed = match mode {
@@ -175,16 +188,10 @@ pub fn run(ssn: &mut Session, mode: Mode) {
         return;
     }
     let quota_may_free = mode == Mode::Reclaim && ssn.eviction.tree;
-    let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
-        .filter(|&j| starving_in(ssn, j, quota_may_free) && delay_over(ssn, j))
-        .collect();
+    let jobs = starving_in_order(ssn, quota_may_free);
     if jobs.is_empty() {
         return;
     }
-    jobs.sort_by(|&a, &b| {
-        let (qa, qb) = (ssn.state.job_queue[a], ssn.state.job_queue[b]);
-        ssn.queue_order(qa, qb).then_with(|| ssn.job_order(a, b))
-    });
     let mut pool = Pool::new(ssn, mode);
     // Pods already terminating are as good as gone for a preemptor, which waits for its room
     // anyway: the room they free counts once, whoever holds it (see [`Leaving`]).
