@@ -130,6 +130,11 @@ pub struct Task {
 }
 
 impl Task {
+    /// The pod, as a write names it.
+    pub fn object_ref(&self) -> crate::plan::ObjectRef {
+        crate::plan::ObjectRef::new(&self.namespace, &self.name, &self.uid)
+    }
+
     /// `namespace/name`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)

@@ -75,7 +75,7 @@ fn fake(decide: impl FnMut(&Snapshot, Time) -> Plan + 'static) -> Simulation {
 fn bind(snap: &Snapshot, pod: &str, node: &str) -> Bind {
     let t = snap.tasks.iter().find(|t| &*t.name == pod).unwrap();
     Bind {
-        pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
+        pod: t.object_ref(),
         node: Arc::from(node),
         job: snap.jobs[t.job].id.clone(),
     }
@@ -214,7 +214,7 @@ fn plans_are_carried_out_against_the_store() {
                 bind(snap, "gang-1", "node-a"),
             ],
             pod_conditions: vec![PodConditionUpdate {
-                pod: caldera_model::ObjectRef::new(&t0.namespace, &t0.name, &t0.uid),
+                pod: t0.object_ref(),
                 reason: "Unschedulable".into(),
                 message: "too late: bound first".into(),
             }],
@@ -644,7 +644,7 @@ spec:
 fn evict(snap: &Snapshot, pod: &str) -> caldera_model::Eviction {
     let t = snap.tasks.iter().find(|t| &*t.name == pod).unwrap();
     caldera_model::Eviction {
-        pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
+        pod: t.object_ref(),
         node: t.node.clone().unwrap(),
         job: snap.jobs[t.job].id.clone(),
         preemptor: Arc::from("default/waiting"),
@@ -1170,7 +1170,7 @@ fn consolidation_evictions_are_judged_by_budgets_and_replaced_by_the_replicaset(
         let evict = |name: &str| {
             let t = snap.tasks.iter().find(|t| &*t.name == name).unwrap();
             caldera_model::Eviction {
-                pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
+                pod: t.object_ref(),
                 node: "node-a".into(),
                 job: format!("default/{name}").into(),
                 preemptor: "default/tp4".into(),

@@ -21,7 +21,7 @@ pub(super) fn consolidations(ssn: &Session, plan: &mut Plan) {
             let to = &st.nodes[to].name;
             let moved_job = &st.jobs[task.job];
             plan.evictions.push(Eviction {
-                pod: caldera_model::ObjectRef::new(&task.namespace, &task.name, &task.uid),
+                pod: task.object_ref(),
                 node: node.clone(),
                 job: moved_job.id.clone(),
                 preemptor: job.id.clone(),
@@ -99,7 +99,7 @@ pub(super) fn preemptions(ssn: &Session, plan: &mut Plan) {
             let Some(node) = t.node.clone() else { continue };
             let victim_job = &st.jobs[t.job];
             plan.evictions.push(Eviction {
-                pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
+                pod: t.object_ref(),
                 node: node.clone(),
                 job: victim_job.id.clone(),
                 preemptor: job.id.clone(),
@@ -155,7 +155,7 @@ pub(super) fn preemptions(ssn: &Session, plan: &mut Plan) {
             continue;
         }
         plan.nominations.push(Nomination {
-            pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
+            pod: t.object_ref(),
             node: node.clone(),
         });
     }

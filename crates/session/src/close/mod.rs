@@ -118,7 +118,7 @@ pub fn close(ssn: &Session) -> Plan {
             ),
         });
         plan.binds.push(Bind {
-            pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
+            pod: t.object_ref(),
             node,
             job: st.jobs[t.job].id.clone(),
         });
@@ -153,7 +153,7 @@ pub fn close(ssn: &Session) -> Plan {
             }
             if v.timed_out {
                 plan.pod_failures.push(PodFailure {
-                    pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
+                    pod: t.object_ref(),
                     reason: GANG_SCHEDULE_TIMEOUT.into(),
                     message: format!(
                         "PodGroup {} was not scheduled within {}s",
@@ -261,7 +261,7 @@ fn volume_writes(ssn: &Session, plan: &mut Plan) {
         let node = st.nodes[node].name.clone();
         if t.nominated.as_deref() != Some(&*node) {
             plan.nominations.push(Nomination {
-                pod: caldera_model::ObjectRef::new(&t.namespace, &t.name, &t.uid),
+                pod: t.object_ref(),
                 node: Some(node.clone()),
             });
         }
