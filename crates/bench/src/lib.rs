@@ -14,6 +14,7 @@ pub mod gen;
 pub mod live;
 pub mod perf;
 pub mod replay;
+pub mod scale;
 pub mod session;
 
 /// Peak resident set size of this process in bytes (Linux `VmHWM`), 0 where unknown.

@@ -5,6 +5,7 @@ use caldera_bench::cold_start::{self, ColdStartOptions, ColdStartResult};
 use caldera_bench::e2e::{self, E2eOptions, E2eResult};
 use caldera_bench::live::Backend;
 use caldera_bench::perf::{self, format::Source, PerfOptions, WorkloadResult};
+use caldera_bench::scale::{self, ScaleOptions, ScaleResult};
 use caldera_bench::session::{self, SessionResult};
 use clap::{Args, ValueEnum};
 use std::io::Write;
@@ -36,6 +37,9 @@ pub enum Kind {
     /// `basicscheduling`, `gangscheduling`, `tas` for the shipped ones) run in-process:
     /// SchedulingThroughput per workload.
     Perf,
+    /// The largest clusters in-process: memory per node and per pod (the index and the
+    /// model), the session over a pending backlog, a steady session, peak RSS.
+    Scale,
 }
 
 /// A figure of `caldera bench session` run on its own.
@@ -72,15 +76,19 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5)]
     runs: usize,
     /// Node counts to run (each 8 GPUs, 64 CPU, 512Gi), comma-separated. Default: 5000
-    /// (`e2e`: 1000).
+    /// (`e2e`: 1000; `replay`: 4000; `scale`: 100000).
     #[arg(long, value_delimiter = ',')]
     nodes: Vec<usize>,
     /// Running pods (they hold half the GPUs).
     #[arg(long, default_value_t = 100_000)]
     running_pods: usize,
-    /// Pending pods, one GPU each, in gangs of 1–64 across 10 queues.
-    #[arg(long, default_value_t = 50_000)]
-    pending_pods: usize,
+    /// Pending pods, one GPU each: `session`, in gangs of 1–64 across 10 queues (default
+    /// 50000); `scale`, in gangs of 1–512 across `--queues` (default 10000).
+    #[arg(long)]
+    pending_pods: Option<usize>,
+    /// `scale`: queues the gangs are spread over.
+    #[arg(long, default_value_t = 100)]
+    queues: usize,
     /// Gangs in the unplaceable backlog.
     #[arg(long, default_value_t = 10_000)]
     backlog_gangs: usize,
@@ -96,9 +104,10 @@ pub struct BenchArgs {
     /// `e2e`: one-GPU pods per gang.
     #[arg(long, default_value_t = 8)]
     gang_size: usize,
-    /// `cold-start`: existing pods (bound, Running).
-    #[arg(long, default_value_t = 140_000)]
-    pods: usize,
+    /// Existing pods, bound and Running: `cold-start` (default 140000), `scale` (default
+    /// 1000000, a tenth in gangs of 8 with PodGroups).
+    #[arg(long)]
+    pods: Option<usize>,
     /// `e2e`: run against this cluster instead of the in-process API stand-in (objects go to
     /// a namespace and nodes of their own, deleted afterwards).
     #[arg(long)]
@@ -142,6 +151,7 @@ pub fn run(args: BenchArgs) -> CommandResult {
         vec![match args.kind {
             Kind::E2e => 1000,
             Kind::Replay => 4000,
+            Kind::Scale => 100_000,
             _ => 5000,
         }]
     } else {
@@ -182,7 +192,7 @@ pub fn run(args: BenchArgs) -> CommandResult {
             for &n in &nodes {
                 let opts = ColdStartOptions {
                     nodes: n,
-                    pods: args.pods,
+                    pods: args.pods.unwrap_or(140_000),
                     seed: args.seed,
                     ..ColdStartOptions::default()
                 };
@@ -206,6 +216,21 @@ pub fn run(args: BenchArgs) -> CommandResult {
             }
             print_figure(&results, args.output, replay_table)
         }
+        Kind::Scale => {
+            let results: Vec<ScaleResult> = nodes
+                .iter()
+                .map(|&n| {
+                    scale::run(&ScaleOptions {
+                        nodes: n,
+                        pods: args.pods.unwrap_or(1_000_000),
+                        pending: args.pending_pods.unwrap_or(10_000),
+                        queues: args.queues,
+                        seed: args.seed,
+                    })
+                })
+                .collect();
+            print_figure(&results, args.output, scale_table)
+        }
         Kind::Cache => {
             let r = caldera_bench::cache::run(args.pod_events, args.node_events, args.seed);
             print_figure(&[r], args.output, cache_table)
@@ -220,7 +245,14 @@ pub fn run(args: BenchArgs) -> CommandResult {
         Kind::Session if args.only == Some(Figure::Queues) => {
             let results: Vec<session::QueuesResult> = nodes
                 .iter()
-                .map(|&n| session::queues(n, args.running_pods, args.pending_pods, args.seed))
+                .map(|&n| {
+                    session::queues(
+                        n,
+                        args.running_pods,
+                        args.pending_pods.unwrap_or(50_000),
+                        args.seed,
+                    )
+                })
                 .collect();
             print_figure(&results, args.output, queues_table)
         }
@@ -235,7 +267,7 @@ pub fn run(args: BenchArgs) -> CommandResult {
                 results.push(session::run(
                     n,
                     args.running_pods,
-                    args.pending_pods,
+                    args.pending_pods.unwrap_or(50_000),
                     args.backlog_gangs,
                     args.seed,
                 ));
@@ -330,6 +362,43 @@ fn replay_table(
                 "inflation 130%: skipped (give --openb-dir or CALDERA_OPENB_DIR)"
             )?,
         }
+    }
+    Ok(())
+}
+
+fn scale_table(out: &mut dyn Write, results: &[ScaleResult]) -> CommandResult {
+    for r in results {
+        writeln!(
+            out,
+            "{} nodes, {} pods bound ({} in {} gangs), {} pending in {} gangs, {} queues",
+            r.nodes,
+            r.pods,
+            r.gang_pods,
+            r.podgroups - r.pending_gangs,
+            r.pending_pods,
+            r.pending_gangs,
+            r.queues
+        )?;
+        writeln!(
+            out,
+            "  memory: {:.0} bytes/node ({:.0} index), {:.0} bytes/pod ({:.0} index), peak RSS {} MiB",
+            r.bytes_per_node,
+            r.index_bytes_per_node,
+            r.bytes_per_pod,
+            r.index_bytes_per_pod,
+            r.peak_rss_bytes >> 20
+        )?;
+        writeln!(
+            out,
+            "  index fill {:.2}s, snapshot {:.3}s, session {:.3}s ({} placed, {:.0}/s), steady session {:.3}s (snapshot {:.3}s)",
+            r.index_seconds,
+            r.snapshot_seconds,
+            r.session_seconds,
+            r.placements,
+            r.placements_per_second,
+            r.steady_session_seconds,
+            r.steady_snapshot_seconds
+        )?;
     }
     Ok(())
 }
@@ -704,19 +773,29 @@ fn met(ok: bool) -> &'static str {
 fn cold_start_table(out: &mut dyn Write, results: &[ColdStartResult]) -> CommandResult {
     writeln!(
         out,
-        "{:>7} {:>8} {:>10} {:>10} {:>14} {:>11} {:>9}",
-        "nodes", "pods", "podgroups", "synced", "first session", "cold start", "setup"
+        "{:>7} {:>8} {:>10} {:>10} {:>14} {:>11} {:>10} {:>6} {:>9}",
+        "nodes",
+        "pods",
+        "podgroups",
+        "synced",
+        "first session",
+        "cold start",
+        "bare list",
+        "ratio",
+        "setup"
     )?;
     for r in results {
         writeln!(
             out,
-            "{:>7} {:>8} {:>10} {:>9.3}s {:>13.3}s {:>10.3}s {:>8.1}s",
+            "{:>7} {:>8} {:>10} {:>9.3}s {:>13.3}s {:>10.3}s {:>9.3}s {:>6.2} {:>8.1}s",
             r.nodes,
             r.pods,
             r.podgroups,
             r.caches_synced_seconds,
             r.first_session_seconds,
             r.cold_start_seconds,
+            r.bare_list_seconds,
+            r.cold_start_ratio,
             r.setup_seconds
         )?;
     }
