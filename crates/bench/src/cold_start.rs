@@ -145,15 +145,16 @@ mod imp {
             Duration::from_millis(2),
             "the new job's bind",
             || {
-                let now = Instant::now();
+                // Each instant is read after its check: the check waits for the cluster's lock,
+                // which the watches hold while they convert a first list.
                 if synced.is_none() && handle.is_synced() {
-                    synced = Some(now);
+                    synced = Some(Instant::now());
                 }
                 if session.is_none() && handle.sessions() > 0 {
-                    session = Some(now);
+                    session = Some(Instant::now());
                 }
                 if bound.is_none() && probe_bound(server) {
-                    bound = Some(now);
+                    bound = Some(Instant::now());
                 }
                 bound.is_some()
             },
