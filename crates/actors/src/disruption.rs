@@ -225,6 +225,25 @@ pub fn status(
     status
 }
 
+/// What the disruption controller writes for `pdb` at `now` ([`status`]), or `None` when it
+/// writes nothing: it rewrites a status only on a change of content (the conditions aside),
+/// and always one it has not written yet (one without conditions).
+pub fn refresh(
+    pdb: &PodDisruptionBudget,
+    pods: &[&Pod],
+    now: Time,
+    scale_of: &dyn Fn(&OwnerReference, &str) -> Option<i32>,
+) -> Option<PodDisruptionBudgetStatus> {
+    let new = status(pdb, pods, now, scale_of);
+    let content = |s: &PodDisruptionBudgetStatus| PodDisruptionBudgetStatus {
+        conditions: None,
+        ..s.clone()
+    };
+    let old = pdb.status.as_ref().filter(|old| old.conditions.is_some());
+    let unchanged = old.is_some_and(|old| content(old) == content(&new));
+    (!unchanged).then_some(new)
+}
+
 /// What the eviction subresource does with a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Eviction {
@@ -361,6 +380,17 @@ pub fn disruption_target(now: Time) -> PodCondition {
         last_transition_time: to_kube(now),
         ..Default::default()
     }
+}
+
+/// Marks a pod being evicted with [`disruption_target`] at `now`, unless it has finished.
+/// Returns whether it did.
+pub fn mark_evicted(pod: &mut Pod, now: Time) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let finished = matches!(phase, Some("Succeeded" | "Failed"));
+    if !finished {
+        put_condition(pod, disruption_target(now));
+    }
+    !finished
 }
 
 /// Adds (or refreshes) `condition` among the pod's conditions, by type.

@@ -6,6 +6,7 @@ use crate::CommandResult;
 use caldera_config::SchedulerConfig;
 use caldera_sim::Simulation;
 use clap::Args;
+use k8s_openapi::api::batch::v1::Job;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -118,7 +119,7 @@ fn gang_id(sim: &Simulation, name: &str) -> String {
     let (ns, short) = name.split_once('/').unwrap_or(("default", name));
     let store = sim.store();
     if store.podgroup(ns, short).is_none()
-        && store.jobs().any(|j| {
+        && store.list::<Job>().any(|j| {
             j.metadata.namespace.as_deref().unwrap_or("default") == ns
                 && j.metadata.name.as_deref() == Some(short)
         })

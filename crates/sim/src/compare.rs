@@ -7,7 +7,9 @@ use crate::error::Result;
 use crate::invariants::bound_counts;
 use crate::report::{self, Report};
 use crate::scenario::{run_step, Outcome, Scenario, Step};
+use caldera_api::PodGroup;
 use caldera_config::SchedulerConfig;
+use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -91,7 +93,7 @@ pub fn elapsed(t: caldera_model::Time) -> String {
 
 fn bound_pods(sim: &Simulation) -> usize {
     sim.store()
-        .pods()
+        .list::<Pod>()
         .filter(|p| crate::store::node_name(p).is_some())
         .count()
 }
@@ -101,7 +103,7 @@ fn checkpoint(step: usize, label: String, kube: &Simulation, caldera: &Simulatio
     let c = bound_counts(caldera.store());
     let gangs = caldera
         .store()
-        .podgroups()
+        .list::<PodGroup>()
         .map(|pg| {
             let ns = pg.metadata.namespace.as_deref().unwrap_or("default");
             let name = format!("{ns}/{}", pg.metadata.name.as_deref().unwrap_or_default());

@@ -10,9 +10,11 @@ use caldera_api::{
     ConditionStatus, PodGroupCondition, PodGroupConditionType, PodGroupPhase as ApiPhase,
     QueueState,
 };
+use caldera_api::{HyperNode, ProvisioningRequest};
 use caldera_cache::SnapshotOptions;
 use caldera_config::SchedulerConfig;
 use caldera_model::{Event, Plan, PodGroupStatus, QueueStatus, Resources, Snapshot, Time};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -301,9 +303,9 @@ impl Simulation {
         let Some(settings) = &self.autoscaler else {
             return;
         };
-        let requests: Vec<_> = self.store.provisioning_requests().cloned().collect();
+        let requests: Vec<_> = self.store.list::<ProvisioningRequest>().cloned().collect();
         let templates: Vec<_> = self.store.pod_templates().cloned().collect();
-        let nodes: Vec<_> = self.store.nodes().cloned().collect();
+        let nodes: Vec<_> = self.store.list::<Node>().cloned().collect();
         let actions =
             caldera_actors::autoscaler::step(settings, &requests, &templates, &nodes, self.now);
         for action in actions {
@@ -331,8 +333,8 @@ impl Simulation {
             self.store.write_hypernode_node_counts();
             return;
         }
-        let nodes: Vec<_> = self.store.nodes().cloned().collect();
-        let existing: Vec<_> = self.store.hypernodes().cloned().collect();
+        let nodes: Vec<_> = self.store.list::<Node>().cloned().collect();
+        let existing: Vec<_> = self.store.list::<HyperNode>().cloned().collect();
         let labels = caldera_cache::discovery::node_labels(&nodes);
         let changes = caldera_cache::discovery::reconcile(&self.discovery, &labels, &existing);
         for h in changes.create.into_iter().chain(changes.update) {
@@ -440,7 +442,7 @@ impl Simulation {
     pub fn mark(&mut self, which: &PodSelector, phase: &str) -> usize {
         let targets: Vec<(String, String)> = self
             .store
-            .pods()
+            .list::<Pod>()
             .filter(|p| node_name(p).is_some())
             .filter(|p| {
                 let ns = p.metadata.namespace.as_deref().unwrap_or("default");
@@ -632,8 +634,8 @@ impl Simulation {
                 == caldera_api::KUBE_SCHEDULER_NAME
         };
         let cycle = caldera_actors::kube_scheduler::schedule(
-            self.store.nodes(),
-            self.store.pods(),
+            self.store.list::<Node>(),
+            self.store.list::<Pod>(),
             &serves,
             now,
         );

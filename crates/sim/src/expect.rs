@@ -6,6 +6,7 @@
 
 use crate::driver::Simulation;
 use crate::store::node_name;
+use caldera_api::ProvisioningRequest;
 use caldera_model::{Resources, TaskStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -290,7 +291,7 @@ pub fn check(expect: &Expect, sim: &Simulation) -> Checked {
     let mut out = Checked::default();
 
     let mut members: BTreeMap<(String, String), Vec<&Pod>> = BTreeMap::new();
-    for pod in store.pods() {
+    for pod in store.list::<Pod>() {
         if let Some(group) = store.group_of(pod) {
             let ns = pod
                 .metadata
@@ -603,7 +604,7 @@ fn check_selected(e: &SelectedPodsExpect, sim: &Simulation, out: &mut Checked) {
     };
     let picked: Vec<&Pod> = sim
         .store()
-        .pods()
+        .list::<Pod>()
         .filter(|p| p.metadata.namespace.as_deref().unwrap_or("default") == ns)
         .filter(|p| selector.matches(p.metadata.labels.as_ref()))
         .collect();
@@ -954,7 +955,7 @@ fn check_requests(e: &ProvisioningRequestExpect, sim: &Simulation, out: &mut Che
     let what = format!("provisioningRequests for {}", e.pod_group);
     let (ns, name) = split_name(&e.pod_group);
     let mine: Vec<_> = store
-        .provisioning_requests()
+        .list::<ProvisioningRequest>()
         .filter_map(|pr| caldera_cache::provisioning::request_info(pr).map(|i| (pr, i)))
         .filter(|(_, i)| *i.request.namespace == *ns && *i.podgroup == *name)
         .collect();

@@ -7,6 +7,7 @@
 use crate::store::{node_name, Store};
 use caldera_model::selector::untolerated_taint;
 use caldera_model::{HostPort, Plan, Resources, Snapshot, Task, TaskStatus};
+use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// PodGroups (`namespace/name`) with `0 < bound < minMember` in the store.
@@ -28,7 +29,7 @@ pub fn partial_gangs(store: &Store) -> BTreeSet<String> {
 /// after running (a pod failed before it had a node has none).
 pub fn bound_counts(store: &Store) -> HashMap<String, usize> {
     let mut out = HashMap::new();
-    for pod in store.pods() {
+    for pod in store.list::<Pod>() {
         if node_name(pod).is_none() {
             continue;
         }
@@ -44,7 +45,7 @@ pub fn bound_counts(store: &Store) -> HashMap<String, usize> {
 /// recomputed from the pod objects, and the pod count.
 pub fn node_usage(store: &Store) -> BTreeMap<String, (Resources, i64)> {
     let mut out: BTreeMap<String, (Resources, i64)> = BTreeMap::new();
-    for pod in store.pods() {
+    for pod in store.list::<Pod>() {
         let Some(node) = node_name(pod) else { continue };
         let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
         if matches!(phase, Some("Succeeded") | Some("Failed")) {

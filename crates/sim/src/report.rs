@@ -7,6 +7,7 @@ use crate::invariants::{bound_counts, node_usage};
 use crate::store::node_name;
 use caldera_model::Resources;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -171,7 +172,7 @@ fn scheduled_false(pod: &Pod) -> Option<(String, String)> {
 pub fn report(sim: &Simulation) -> Report {
     let store = sim.store();
     let pods = store
-        .pods()
+        .list::<Pod>()
         .map(|p| {
             let (namespace, name) = ns_name(&p.metadata);
             PodRow {
@@ -225,7 +226,7 @@ pub fn report(sim: &Simulation) -> Report {
         .collect();
     let usage = node_usage(store);
     let nodes = store
-        .nodes()
+        .list::<Node>()
         .filter_map(|n| caldera_cache::node(n).ok())
         .map(|n| NodeRow {
             name: n.name.to_string(),
@@ -256,7 +257,7 @@ pub fn report(sim: &Simulation) -> Report {
         })
         .collect();
     let claims = store
-        .claims()
+        .list::<PersistentVolumeClaim>()
         .map(|c| {
             let (namespace, name) = ns_name(&c.metadata);
             let spec = c.spec.as_ref();
@@ -373,7 +374,7 @@ pub fn gang_table(sim: &Simulation, report: &Report) -> String {
         .map(String::as_str)
         .collect();
     let mut missing: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for pod in sim.store().pods() {
+    for pod in sim.store().list::<Pod>() {
         let sched = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
         if !sched.is_some_and(|s| ours.contains(s)) {
             continue;
@@ -427,7 +428,7 @@ pub fn lone_pod_table(sim: &Simulation) -> Option<String> {
         .collect();
     let rows: Vec<Vec<String>> = sim
         .store()
-        .pods()
+        .list::<Pod>()
         .filter(|p| {
             let sched = p.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
             sched.is_some_and(|s| ours.contains(s)) && sim.store().group_of(p).is_none()
@@ -521,7 +522,7 @@ pub fn gpu_view(sim: &Simulation) -> Option<String> {
     let devices = (!inventory.devices.is_empty()).then(|| caldera_dra::Allocator::new(inventory));
     for node in sim
         .store()
-        .nodes()
+        .list::<Node>()
         .filter_map(|n| caldera_cache::node(n).ok())
     {
         let gpus = node

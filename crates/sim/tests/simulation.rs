@@ -1,6 +1,7 @@
 //! The simulator's own behaviour: API-server defaults, the clock, carrying out plans, the
 //! invariant checks, expectation diffs, and determinism.
 
+use caldera_api::HyperNode;
 use caldera_cache::SnapshotOptions;
 use caldera_model::{Bind, Plan, PodConditionUpdate, PodFailure, Snapshot, Time};
 use caldera_sim::driver::{FnScheduling, PodSelector, SessionOutput, START};
@@ -8,6 +9,10 @@ use caldera_sim::manifest::{parse_stream, Kind, Object};
 use caldera_sim::selector::LabelSelector;
 use caldera_sim::store::node_name;
 use caldera_sim::{report, scenario, Simulation};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use k8s_openapi::api::storage::v1::StorageClass;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -567,7 +572,7 @@ fn discovery_makes_owned_hypernodes_from_labels_and_every_one_gets_its_node_coun
     type Seen = (String, i64, Option<String>, Option<i64>, bool);
     let seen: Vec<Seen> = sim
         .store()
-        .hypernodes()
+        .list::<HyperNode>()
         .map(|h| {
             (
                 h.metadata.name.clone().unwrap_or_default(),
@@ -677,7 +682,13 @@ fn evictions_respect_budgets_and_evicted_pods_keep_their_node_for_their_grace() 
         .unwrap();
     assert_eq!(waiting.priority, Some(100));
     assert_eq!(waiting.preemption_policy.as_deref(), Some("Never"));
-    let budget = store.budgets().next().unwrap().status.clone().unwrap();
+    let budget = store
+        .list::<PodDisruptionBudget>()
+        .next()
+        .unwrap()
+        .status
+        .clone()
+        .unwrap();
     assert_eq!(budget.disruptions_allowed, Some(1));
 
     let reports = sim.run_for(Duration::from_secs(1));
@@ -705,7 +716,7 @@ fn evictions_respect_budgets_and_evicted_pods_keep_their_node_for_their_grace() 
     assert_eq!(sim.snapshot().nodes[0].used.get("nvidia.com/gpu"), 1);
     let budget = sim
         .store()
-        .budgets()
+        .list::<PodDisruptionBudget>()
         .next()
         .unwrap()
         .status
@@ -795,7 +806,7 @@ fn the_pv_controller_binds_claims_as_kube_controller_manager_does() {
         data.status.as_ref().unwrap().phase.as_deref(),
         Some("Pending")
     );
-    assert_eq!(store.storage_classes().count(), 2);
+    assert_eq!(store.list::<StorageClass>().count(), 2);
 
     // A scheduler selects a node: the claim asks for its provisioner.
     let uid = data.metadata.uid.clone();
@@ -1101,11 +1112,11 @@ fn the_resource_claim_controller_makes_template_claims_and_removes_them_with_the
     );
     // A second session makes no second claim.
     sim.session();
-    assert_eq!(sim.store().resource_claims().count(), 1);
+    assert_eq!(sim.store().list::<ResourceClaim>().count(), 1);
     // The pod goes: so does its claim.
     assert!(sim.delete(Kind::Pod, Some("default"), "train-0"));
     sim.session();
-    assert_eq!(sim.store().resource_claims().count(), 0);
+    assert_eq!(sim.store().list::<ResourceClaim>().count(), 0);
 }
 
 const REPLICASET_WITH_BUDGET: &str = "
@@ -1191,7 +1202,7 @@ fn consolidation_evictions_are_judged_by_budgets_and_replaced_by_the_replicaset(
     );
     let budget = sim
         .store()
-        .budgets()
+        .list::<PodDisruptionBudget>()
         .next()
         .unwrap()
         .status
@@ -1221,7 +1232,7 @@ fn consolidation_evictions_are_judged_by_budgets_and_replaced_by_the_replicaset(
     let web = LabelSelector::parse("app=web").unwrap();
     let live: Vec<&str> = sim
         .store()
-        .pods()
+        .list::<Pod>()
         .filter(|p| web.matches(p.metadata.labels.as_ref()))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| p.metadata.name.as_deref())

@@ -21,6 +21,8 @@ use caldera_model::{Snapshot, Time};
 use caldera_sim::manifest::Object;
 use caldera_sim::{Scheduling, SessionOutput, Simulation};
 use format::{Count, OpKind, Source, TestCase, Workload};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1alpha2::PodGroup as NativePodGroup;
 use serde::Serialize;
 use serde_json::Value;
 use std::cell::Cell;
@@ -414,7 +416,7 @@ fn run_once(case: &TestCase, w: &Workload, config: &SchedulerConfig) -> Result<R
                 let want = count(c)? as usize;
                 let have = sim
                     .store()
-                    .native_podgroups()
+                    .list::<NativePodGroup>()
                     .filter(|pg| pg.metadata.namespace.as_deref() == Some(namespace.as_str()))
                     .count();
                 if have < want {
@@ -506,7 +508,7 @@ fn check(sim: &Simulation, gangs: &BTreeMap<String, Option<String>>, account: &m
     let store = sim.store();
     // Per gang: (members, bound, domains bound to).
     let mut members: BTreeMap<String, (usize, usize, HashSet<String>)> = BTreeMap::new();
-    for pod in store.pods() {
+    for pod in store.list::<Pod>() {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let node = caldera_sim::store::node_name(pod);
         if node.is_none() {

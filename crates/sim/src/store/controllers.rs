@@ -76,11 +76,6 @@ impl Store {
         None
     }
 
-    /// StatefulSets, by namespace then name.
-    pub fn statefulsets(&self) -> impl Iterator<Item = &StatefulSet> {
-        self.statefulsets.values()
-    }
-
     /// Stores a StatefulSet (create or replace) and runs its controller at once. Returns what
     /// the controller created; a pod or claim the scheduler's conversion rejects is an error
     /// (what was created before it stays).
@@ -122,45 +117,39 @@ impl Store {
     /// (`namespace/name`); pods the conversion rejects are skipped (they were accepted when the
     /// set was added, from the same template).
     pub fn controllers(&mut self, now: Time) -> Vec<String> {
-        let keys: Vec<Key> = self.statefulsets.keys().cloned().collect();
+        let sets: Vec<Key> = self.statefulsets.keys().cloned().collect();
         let mut made = Vec::new();
         let jobs: Vec<Key> = self.jobs.keys().cloned().collect();
-        for key in jobs {
-            if let Ok(created) = self.sync_job(&key, now) {
-                made.extend(created);
-            }
-        }
+        self.sync_each(jobs, &mut made, |s, key| s.sync_job(key, now));
         let workloads: Vec<(Kind, String, String)> = self.workloads.keys().cloned().collect();
-        for key in workloads {
-            if let Ok(created) = self.sync_workload(&key, now) {
-                made.extend(created);
-            }
-        }
+        self.sync_each(workloads, &mut made, |s, key| s.sync_workload(key, now));
         let deployments: Vec<Key> = self.deployments.keys().cloned().collect();
-        for key in deployments {
-            if let Ok(created) = self.sync_deployment(&key, now) {
-                made.extend(created);
-            }
-        }
+        self.sync_each(deployments, &mut made, |s, key| s.sync_deployment(key, now));
         let replicasets: Vec<Key> = self.replicasets.keys().cloned().collect();
-        for key in replicasets {
-            if let Ok(created) = self.sync_replicaset(&key, now) {
-                made.extend(created);
-            }
-        }
-        for key in keys {
-            if let Ok(created) = self.sync_statefulset(&key, now) {
-                made.extend(
-                    created
-                        .pods
-                        .iter()
-                        .map(|p| format!("{}/{}", key.0, name_of(&p.metadata))),
-                );
-            }
-        }
+        self.sync_each(replicasets, &mut made, |s, key| s.sync_replicaset(key, now));
+        self.sync_each(sets, &mut made, |s, key| {
+            let created = s.sync_statefulset(key, now)?;
+            let named = |p: &Pod| format!("{}/{}", key.0, name_of(&p.metadata));
+            Ok(created.pods.iter().map(named).collect())
+        });
         // The resource-claim controller: after the pods are made, before the session.
         self.sync_resource_claims(now);
         made
+    }
+
+    /// One sync per key, in order, the pods each creates (`namespace/name`) added to `made`; a
+    /// sync that stopped on a pod or claim the conversion rejects adds none.
+    fn sync_each<K>(
+        &mut self,
+        keys: Vec<K>,
+        made: &mut Vec<String>,
+        mut sync: impl FnMut(&mut Self, &K) -> Result<Vec<String>, caldera_cache::Error>,
+    ) {
+        for key in keys {
+            if let Ok(created) = sync(self, &key) {
+                made.extend(created);
+            }
+        }
     }
 
     /// Stores a JobSet or LeaderWorkerSet (create or replace; status is its controller's) and
@@ -242,11 +231,6 @@ impl Store {
             let pg = self.podgroups.get(&(ns.clone(), name.to_string()))?;
             caldera_cache::workload::Owner::of(&pg.metadata).map(|o| o.uid.to_string())
         })
-    }
-
-    /// `batch/v1` Jobs, by namespace then name.
-    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
-        self.jobs.values()
     }
 
     /// One sync of the Job controller for the Job `key`: creates its missing pods, deletes
@@ -335,16 +319,6 @@ impl Store {
             }
         }
         changed
-    }
-
-    /// `apps/v1` ReplicaSets, by namespace then name.
-    pub fn replicasets(&self) -> impl Iterator<Item = &ReplicaSet> {
-        self.replicasets.values()
-    }
-
-    /// `apps/v1` Deployments, by namespace then name.
-    pub fn deployments(&self) -> impl Iterator<Item = &Deployment> {
-        self.deployments.values()
     }
 
     /// One sync of the ReplicaSet controller for `key`: adopts and releases pods, creates the
@@ -537,22 +511,14 @@ impl Store {
         let (replicasets, deployments) = (&self.replicasets, &self.deployments);
         let mut changed = false;
         for pdb in self.budgets.values_mut() {
-            let status = disruption::status(pdb, &pods, now, &|owner, ns| {
+            let status = disruption::refresh(pdb, &pods, now, &|owner, ns| {
                 caldera_actors::replicaset::scale_of(
                     owner,
                     &|n| replicasets.get(&(ns.to_string(), n.to_string())).cloned(),
                     &|n| deployments.get(&(ns.to_string(), n.to_string())).cloned(),
                 )
             });
-            let same = pdb.status.as_ref().is_some_and(|old| {
-                let mut old = old.clone();
-                let mut new = status.clone();
-                // The controller rewrites only on a change of content.
-                old.conditions = None;
-                new.conditions = None;
-                old == new
-            });
-            if !same {
+            if let Some(status) = status {
                 pdb.status = Some(status);
                 let _ = self.index.apply(pdb);
                 changed = true;

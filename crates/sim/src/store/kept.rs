@@ -6,8 +6,9 @@ use super::*;
 
 /// A kind the store keeps in a map of its own: its key, what an apply keeps of the stored
 /// object, and its entry in the scheduler's index. [`Store::upsert`], [`Store::put`] and
-/// [`Store::remove`] apply, store and delete every kind through these.
-pub(super) trait Kept: Clone + PartialEq + Sized {
+/// [`Store::remove`] apply, store and delete every kind through these, and [`Store::list`]
+/// reads them. Public but not nameable outside the store (sealed).
+pub trait Kept: Clone + PartialEq + Sized + 'static {
     /// `name`, or `(namespace, name)` for a namespaced kind.
     type Key: KeyOf;
     fn meta(&self) -> &ObjectMeta;
@@ -29,7 +30,7 @@ pub(super) trait Kept: Clone + PartialEq + Sized {
 }
 
 /// The key of a stored object: its name, or its namespace (`default` when unset) and name.
-pub(super) trait KeyOf: Ord + Clone {
+pub trait KeyOf: Ord + Clone + 'static {
     const NAMESPACED: bool;
     fn of(meta: &ObjectMeta) -> Self;
     fn at(namespace: &str, name: &str) -> Self;

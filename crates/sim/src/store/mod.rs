@@ -282,80 +282,10 @@ impl Store {
         self.index.snapshot(opts)
     }
 
-    /// Pods, by namespace then name.
-    pub fn pods(&self) -> impl Iterator<Item = &Pod> {
-        self.pods.values()
-    }
-
-    /// Nodes, by name.
-    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
-        self.nodes.values()
-    }
-
-    /// PodGroups, by namespace then name.
-    pub fn podgroups(&self) -> impl Iterator<Item = &PodGroup> {
-        self.podgroups.values()
-    }
-
-    /// Queues, by name.
-    pub fn queues(&self) -> impl Iterator<Item = &Queue> {
-        self.queues.values()
-    }
-
-    /// HyperNodes, by name.
-    pub fn hypernodes(&self) -> impl Iterator<Item = &HyperNode> {
-        self.hypernodes.values()
-    }
-
-    /// PodDisruptionBudgets, by namespace then name, with their computed status.
-    pub fn budgets(&self) -> impl Iterator<Item = &PodDisruptionBudget> {
-        self.budgets.values()
-    }
-
-    /// PersistentVolumeClaims, by namespace then name.
-    pub fn claims(&self) -> impl Iterator<Item = &PersistentVolumeClaim> {
-        self.claims.values()
-    }
-
-    /// PersistentVolumes, by name.
-    pub fn volumes(&self) -> impl Iterator<Item = &PersistentVolume> {
-        self.volumes.values()
-    }
-
-    /// StorageClasses, by name.
-    pub fn storage_classes(&self) -> impl Iterator<Item = &StorageClass> {
-        self.storage_classes.values()
-    }
-
-    /// CSINodes, by name.
-    pub fn csinodes(&self) -> impl Iterator<Item = &CSINode> {
-        self.csinodes.values()
-    }
-
-    /// DeviceClasses, by name.
-    pub fn device_classes(&self) -> impl Iterator<Item = &DeviceClass> {
-        self.device_classes.values()
-    }
-
-    /// ResourceSlices, by name.
-    pub fn resource_slices(&self) -> impl Iterator<Item = &ResourceSlice> {
-        self.resource_slices.values()
-    }
-
-    /// ResourceClaims, by (namespace, name).
-    pub fn resource_claims(&self) -> impl Iterator<Item = &ResourceClaim> {
-        self.resource_claims.values()
-    }
-
     /// The ResourceClaim `namespace/name`.
     pub fn resource_claim(&self, namespace: &str, name: &str) -> Option<&ResourceClaim> {
         self.resource_claims
             .get(&(namespace.to_string(), name.to_string()))
-    }
-
-    /// ResourceClaimTemplates, by (namespace, name).
-    pub fn resource_claim_templates(&self) -> impl Iterator<Item = &ResourceClaimTemplate> {
-        self.claim_templates.values()
     }
 
     /// The claim `namespace/name`.
@@ -366,6 +296,12 @@ impl Store {
     /// The volume `name`.
     pub fn volume(&self, name: &str) -> Option<&PersistentVolume> {
         self.volumes.get(name)
+    }
+
+    /// Every stored object of kind `T` (`store.list::<Pod>()`), by name, or by namespace then
+    /// name; PodDisruptionBudgets with their computed status.
+    pub fn list<T: Kept>(&self) -> impl Iterator<Item = &T> {
+        T::map(self).values()
     }
 
     /// The pod `namespace/name`.
@@ -394,16 +330,6 @@ impl Store {
                 .values()
                 .map(|n| Cow::Owned(native_view(n))),
         )
-    }
-
-    /// Native `scheduling.k8s.io/v1alpha2` PodGroups, by namespace then name.
-    pub fn native_podgroups(&self) -> impl Iterator<Item = &NativePodGroup> {
-        self.native_podgroups.values()
-    }
-
-    /// Native `scheduling.k8s.io/v1alpha2` Workloads, by namespace then name.
-    pub fn native_workloads(&self) -> impl Iterator<Item = &NativeWorkload> {
-        self.native_workloads.values()
     }
 
     /// The node `name`.
@@ -563,6 +489,15 @@ impl Store {
         T::map_mut(self).remove(&key).map(|o| o.meta().uid.clone())
     }
 
+    /// The names of the objects of kind `T` in namespace `ns` that `pick` picks, by name.
+    fn names_in<T: Kept<Key = Key>>(&self, ns: &str, pick: impl Fn(&T) -> bool) -> Vec<String> {
+        let objects = in_namespace(T::map(self), ns).into_iter();
+        objects
+            .filter(|o| pick(o))
+            .map(|o| name_of(o.meta()))
+            .collect()
+    }
+
     /// [`Store::apply`] of a pod: an update keeps the node, the priority and (when the pod
     /// gives none) the status; a create runs the Priority admission plugin and the gate
     /// admission, and starts `Pending`. A created pod's generic ephemeral volumes get their
@@ -681,35 +616,21 @@ impl Store {
             match kind {
                 // Its Jobs, and through them their pods.
                 Kind::JobSet => {
-                    let jobs: Vec<String> = in_namespace(&self.jobs, &ns)
-                        .into_iter()
-                        .filter(|j| owned_by(&j.metadata))
-                        .map(|j| name_of(&j.metadata))
-                        .collect();
-                    for job in jobs {
+                    for job in self.names_in::<Job>(&ns, |j| owned_by(&j.metadata)) {
                         self.delete(Kind::Job, Some(&ns), &job, now);
                     }
                 }
                 // Its StatefulSets, and through them their pods.
                 Kind::LeaderWorkerSet => {
-                    let pods: Vec<String> = in_namespace(&self.pods, &ns)
-                        .into_iter()
-                        .filter(|p| caldera_actors::lws::owned_by(p, name))
-                        .map(|p| name_of(&p.metadata))
-                        .collect();
-                    for pod in pods {
+                    let owned = |p: &Pod| caldera_actors::lws::owned_by(p, name);
+                    for pod in self.names_in::<Pod>(&ns, owned) {
                         self.delete_gracefully(&ns, &pod, now);
                     }
                     self.refresh_budgets(now);
                 }
                 // Its ReplicaSets, and through them their pods.
                 Kind::Deployment => {
-                    let sets: Vec<String> = in_namespace(&self.replicasets, &ns)
-                        .into_iter()
-                        .filter(|r| owned_by(&r.metadata))
-                        .map(|r| name_of(&r.metadata))
-                        .collect();
-                    for rs in sets {
+                    for rs in self.names_in::<ReplicaSet>(&ns, |r| owned_by(&r.metadata)) {
                         self.delete(Kind::ReplicaSet, Some(&ns), &rs, now);
                     }
                 }

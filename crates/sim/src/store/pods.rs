@@ -240,18 +240,12 @@ impl Store {
         if pod.metadata.uid.as_deref() != Some(uid) {
             return Err(EvictError::NotFound(id));
         }
-        let budgets: Vec<Key> = self
-            .budgets
-            .keys()
-            .filter(|(ns, _)| ns == namespace)
-            .cloned()
-            .collect();
-        let refs: Vec<&PodDisruptionBudget> =
-            budgets.iter().filter_map(|k| self.budgets.get(k)).collect();
-        match disruption::evict(&pod, &refs) {
+        let budgets = in_namespace(&self.budgets, namespace);
+        match disruption::evict(&pod, &budgets) {
             Eviction::Delete => {}
             Eviction::Charge(i) => {
-                if let Some(pdb) = budgets.get(i).and_then(|k| self.budgets.get_mut(k)) {
+                let key = budgets.get(i).map(|b| Key::of(&b.metadata));
+                if let Some(pdb) = key.and_then(|k| self.budgets.get_mut(&k)) {
                     disruption::charge(pdb, name, now);
                     let _ = self.index.apply(pdb);
                 }
@@ -264,13 +258,7 @@ impl Store {
                 return Err(EvictError::Refused(format!("{budget}: {reason}")))
             }
         }
-        let finished = matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded" | "Failed")
-        );
-        if !finished {
-            disruption::put_condition(&mut pod, disruption::disruption_target(now));
-        }
+        disruption::mark_evicted(&mut pod, now);
         self.delete_pod_object(key, pod, now);
         self.refresh_budgets(now);
         Ok(())

@@ -112,11 +112,6 @@ impl Store {
         }
     }
 
-    /// ProvisioningRequests, by namespace then name.
-    pub fn provisioning_requests(&self) -> impl Iterator<Item = &ProvisioningRequest> {
-        self.requests.values()
-    }
-
     /// PodTemplates, by namespace then name.
     pub fn pod_templates(&self) -> impl Iterator<Item = &PodTemplate> {
         self.pod_templates.values()

@@ -79,17 +79,27 @@ impl State {
         }
     }
 
+    /// The objects of `id` in `namespace` that read as `T`, by name.
     pub(super) fn typed_in<T: for<'de> k8s_openapi::serde::Deserialize<'de>>(
         &self,
         id: ResourceId,
         namespace: &str,
     ) -> Vec<T> {
+        self.in_namespace(id, namespace)
+            .filter_map(|(_, o)| serde_json::from_value(o.value.clone()).ok())
+            .collect()
+    }
+
+    /// The stored objects of `id` in `namespace`, by name.
+    pub(super) fn in_namespace<'a>(
+        &'a self,
+        id: ResourceId,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = (&'a Key, &'a Arc<Stored>)> + 'a {
         self.resources[id]
             .objects
             .range((namespace.to_string(), String::new())..)
-            .take_while(|(k, _)| k.0 == namespace)
-            .filter_map(|(_, o)| serde_json::from_value(o.value.clone()).ok())
-            .collect()
+            .take_while(move |(k, _)| k.0 == namespace)
     }
 
     pub(super) fn sync_deployments(&mut self, namespace: &str) {
@@ -166,10 +176,8 @@ impl State {
             if !def(id).namespaced || !def(id).is_stored() {
                 continue;
             }
-            let owned: Vec<Key> = self.resources[id]
-                .objects
-                .range((namespace.to_string(), String::new())..)
-                .take_while(|(k, _)| k.0 == namespace)
+            let owned: Vec<Key> = self
+                .in_namespace(id, namespace)
                 .filter(|(_, o)| {
                     o.value["metadata"]["ownerReferences"]
                         .as_array()
@@ -268,10 +276,7 @@ impl State {
     /// claims' status, finalizers and deletions, each as its own write.
     pub(super) fn sync_resource_claims(&mut self, namespace: &str) {
         let in_ns = |s: &Self, id: ResourceId| -> Vec<Value> {
-            s.resources[id]
-                .objects
-                .range((namespace.to_string(), String::new())..)
-                .take_while(|(k, _)| k.0 == namespace)
+            s.in_namespace(id, namespace)
                 .map(|(_, o)| o.value.clone())
                 .collect()
         };
@@ -403,47 +408,28 @@ impl State {
         if !self.config.disruption_controller {
             return;
         }
-        let budgets: Vec<(String, PodDisruptionBudget)> = self
-            .all(BUDGETS)
-            .filter(|b| meta(b, "namespace") == namespace)
-            .filter_map(|b| {
-                let pdb = serde_json::from_value(b.value.clone()).ok()?;
-                Some((meta(b, "name").to_string(), pdb))
-            })
-            .collect();
+        let budgets: Vec<PodDisruptionBudget> = self.typed_in(BUDGETS, namespace);
         if budgets.is_empty() {
             return;
         }
-        let pods: Vec<Pod> = self
-            .all(PODS)
-            .filter(|p| meta(p, "namespace") == namespace)
-            .filter_map(|p| serde_json::from_value(p.value.clone()).ok())
-            .collect();
+        let pods: Vec<Pod> = self.typed_in(PODS, namespace);
         let refs: Vec<&Pod> = pods.iter().collect();
         let now = time::now_model();
         let sets: Vec<ReplicaSet> = self.typed_in(REPLICASETS, namespace);
         let deployments: Vec<Deployment> = self.typed_in(DEPLOYMENTS, namespace);
         let named = |meta: &ObjectMeta, n: &str| meta.name.as_deref() == Some(n);
-        for (name, pdb) in budgets {
-            let mut status = disruption::status(&pdb, &refs, now, &|owner, _| {
+        for pdb in budgets {
+            let status = disruption::refresh(&pdb, &refs, now, &|owner, _| {
                 caldera_actors::replicaset::scale_of(
                     owner,
                     &|n| sets.iter().find(|r| named(&r.metadata, n)).cloned(),
                     &|n| deployments.iter().find(|d| named(&d.metadata, n)).cloned(),
                 )
             });
-            let old = pdb.status.clone().unwrap_or_default();
-            let mut same = old.clone();
-            same.conditions = None;
-            let mut new = status.clone();
-            new.conditions = None;
-            if same == new && old.conditions.is_some() {
-                continue;
+            if let Some(status) = status {
+                let name = pdb.metadata.name.clone().unwrap_or_default();
+                self.write_status(BUDGETS, namespace, &name, &status);
             }
-            if status.disrupted_pods.is_none() {
-                status.disrupted_pods = None;
-            }
-            self.write_status(BUDGETS, namespace, &name, &status);
         }
     }
 

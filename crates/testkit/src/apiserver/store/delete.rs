@@ -131,10 +131,8 @@ impl State {
             if !def(id).namespaced {
                 continue;
             }
-            let keys: Vec<Key> = self.resources[id]
-                .objects
-                .range((namespace.to_string(), String::new())..)
-                .take_while(|(k, _)| k.0 == namespace)
+            let keys: Vec<Key> = self
+                .in_namespace(id, namespace)
                 .map(|(k, _)| k.clone())
                 .collect();
             for key in keys {
@@ -275,12 +273,9 @@ impl State {
         }
         let opts = DeleteOptions::from_body(&eviction["deleteOptions"]);
         let stored = self.get(PODS, namespace, name)?;
-        let pod: Pod = serde_json::from_value(stored.value.clone()).map_err(ApiError::internal)?;
-        let budgets: Vec<PodDisruptionBudget> = self
-            .all(BUDGETS)
-            .filter(|b| meta(b, "namespace") == namespace)
-            .filter_map(|b| serde_json::from_value(b.value.clone()).ok())
-            .collect();
+        let mut pod: Pod =
+            serde_json::from_value(stored.value.clone()).map_err(ApiError::internal)?;
+        let budgets: Vec<PodDisruptionBudget> = self.typed_in(BUDGETS, namespace);
         let refs: Vec<&PodDisruptionBudget> = budgets.iter().collect();
         let now = time::now_model();
         match disruption::evict(&pod, &refs) {
@@ -316,15 +311,9 @@ impl State {
                 return Err(ApiError::forbidden(def(BUDGETS), &budget, &reason))
             }
         }
-        let finished = matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded" | "Failed")
-        );
-        if !finished && !dry_run {
-            let mut marked = pod.clone();
-            disruption::put_condition(&mut marked, disruption::disruption_target(now));
+        if !dry_run && disruption::mark_evicted(&mut pod, now) {
             let conditions =
-                serde_json::to_value(marked.status.as_ref().and_then(|s| s.conditions.as_ref()))
+                serde_json::to_value(pod.status.as_ref().and_then(|s| s.conditions.as_ref()))
                     .map_err(ApiError::internal)?;
             self.modify(PODS, namespace, name, |p| {
                 obj_mut(p, "status").insert("conditions".into(), conditions);
