@@ -13,6 +13,18 @@ use std::sync::Arc;
 /// ([`prefer_used_domain`]), far above any other score.
 pub(crate) const USED_DOMAIN_BONUS: f64 = 1.0e6;
 
+/// The kind of member met before (in `kinds`, by a representative task with its candidates)
+/// that task `t` is one of: the same request, placement spec and traits, so the same nodes fit
+/// it and score it the same.
+pub(crate) fn kind_of(ssn: &Session, kinds: &[(usize, Candidates)], t: usize) -> Option<usize> {
+    let task = &ssn.state.tasks[t];
+    let traits = ssn.state.traits[t];
+    kinds.iter().position(|(rep, _)| {
+        let r = &ssn.state.tasks[*rep];
+        r.request == task.request && r.spec == task.spec && ssn.state.traits[*rep] == traits
+    })
+}
+
 /// Places members of `tasks` in order until the job is ready, inside one statement; commits on
 /// success, discards otherwise (recording the holdup). `prefer` (a soft topology at the
 /// cluster root) makes nodes in tier-1 domains already used by the statement score higher. `dry`: a probe; a gang that
@@ -58,15 +70,7 @@ pub(crate) fn place_gang(
                 }
             }
         }
-        let kind = {
-            let task = &ssn.state.tasks[t];
-            let traits = ssn.state.traits[t];
-            kinds.iter().position(|(rep, _)| {
-                let r = &ssn.state.tasks[*rep];
-                r.request == task.request && r.spec == task.spec && ssn.state.traits[*rep] == traits
-            })
-        };
-        let kind = match kind {
+        let kind = match kind_of(ssn, &kinds, t) {
             Some(k) => k,
             None => {
                 // Kinds checked at pick time are kept only within the attempt.

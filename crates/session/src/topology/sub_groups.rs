@@ -421,12 +421,7 @@ pub(super) fn place_members(
         let kind = if fresh {
             None
         } else {
-            let task = &ssn.state.tasks[t];
-            let traits = ssn.state.traits[t];
-            kinds.iter().position(|(rep, _)| {
-                let r = &ssn.state.tasks[*rep];
-                r.request == task.request && r.spec == task.spec && ssn.state.traits[*rep] == traits
-            })
+            crate::place::kind_of(ssn, &kinds, t)
         };
         let k = match kind {
             Some(k) => k,
