@@ -223,7 +223,7 @@ pub enum Until {
 }
 
 /// Adds pending one-GPU pods in gangs of `lo..=hi` members (`minMember` = size), round-robin
-/// over the queues, named `gang-NNNNN` in `ns`.
+/// over the queues, named `gang-NNNNN` in `ns` ([`each_pending_gang`] into `o`).
 pub fn pending_gangs(
     rng: &mut Rng,
     shape: &Shape,
@@ -232,6 +232,24 @@ pub fn pending_gangs(
     until: Until,
     lo: u64,
     hi: u64,
+) {
+    each_pending_gang(rng, shape.queues, ns, until, lo, hi, |pg, pods| {
+        o.podgroups.push(pg);
+        o.pods.extend(pods);
+    });
+}
+
+/// Makes pending one-GPU pods in gangs of `lo..=hi` members (`minMember` = size), round-robin
+/// over `queues` queues, named `gang-NNNNN` in `ns`, and hands each gang's PodGroup and pods
+/// to `gang` as it is made (so a caller need not hold them all).
+pub fn each_pending_gang(
+    rng: &mut Rng,
+    queues: usize,
+    ns: &str,
+    until: Until,
+    lo: u64,
+    hi: u64,
+    mut gang: impl FnMut(PodGroup, Vec<Pod>),
 ) {
     let mut made = 0;
     let mut g = 0;
@@ -244,19 +262,21 @@ pub fn pending_gangs(
             Until::Gangs(_) => {}
         }
         let name = format!("gang-{g:05}");
-        let q = format!("queue-{}", g % shape.queues.max(1));
-        o.podgroups.push(podgroup(ns, &name, size, &q, "Inqueue"));
-        for m in 0..size {
-            o.pods.push(pod(
-                ns,
-                &format!("{name}-{m}"),
-                "caldera",
-                1,
-                Some(&name),
-                None,
-                false,
-            ));
-        }
+        let q = format!("queue-{}", g % queues.max(1));
+        let pods = (0..size)
+            .map(|m| {
+                pod(
+                    ns,
+                    &format!("{name}-{m}"),
+                    "caldera",
+                    1,
+                    Some(&name),
+                    None,
+                    false,
+                )
+            })
+            .collect();
+        gang(podgroup(ns, &name, size, &q, "Inqueue"), pods);
         made += size;
         g += 1;
     }

@@ -25,7 +25,7 @@
 //! Not measured here: the cold start from a paged list (`caldera bench cold-start`, on the
 //! API stand-in) and the runtime's watch stores beside the index.
 
-use crate::gen::{self, Rng};
+use crate::gen::{self, Rng, Until};
 use caldera_cache::{ClusterIndex, SnapshotOptions};
 use caldera_config::SchedulerConfig;
 use caldera_model::Time;
@@ -173,27 +173,23 @@ pub fn run(opts: &ScaleOptions) -> ScaleResult {
     }
     let mut rng = Rng::new(opts.seed);
     let (mut pending_pods, mut pending_gangs) = (0, 0);
-    while pending_pods < opts.pending {
-        let size = (rng.range(1, 512) as usize).min(opts.pending - pending_pods);
-        let name = format!("gang-{pending_gangs:05}");
-        let queue = format!("queue-{}", pending_gangs % queues);
-        let _ = idx.apply(&gen::podgroup("pending", &name, size, &queue, "Inqueue"));
-        for m in 0..size {
-            let pod = gen::pod(
-                "pending",
-                &format!("{name}-{m}"),
-                "caldera",
-                1,
-                Some(&name),
-                None,
-                false,
-            );
-            let _ = idx.apply(&pod);
-        }
-        podgroups += 1;
-        pending_pods += size;
-        pending_gangs += 1;
-    }
+    gen::each_pending_gang(
+        &mut rng,
+        queues,
+        "pending",
+        Until::Pods(opts.pending),
+        1,
+        512,
+        |pg, pods| {
+            let _ = idx.apply(&pg);
+            for pod in &pods {
+                let _ = idx.apply(pod);
+            }
+            podgroups += 1;
+            pending_pods += pods.len();
+            pending_gangs += 1;
+        },
+    );
     fill_seconds += fill.elapsed().as_secs_f64();
     let rss_pods = crate::rss_bytes();
 
